@@ -1,0 +1,366 @@
+"""Experiment configuration: frozen dataclasses per concern, presets, TOML, validation.
+
+A config is resolved in layers: the built-in defaults, then a preset, then a TOML
+file, then command-line flags. Every value is validated before anything is
+compiled; errors name the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_MODELS = ("dm1", "planted", "mixture", "npz")
+OPTIMIZERS = ("gd", "adam")
+LR_SCALINGS = {"constant": 0.0, "sqrt": 0.5, "linear": 1.0}  # η(H) = η₀ · H^p
+QUERIES = ("first", "all")
+NORMS = ("sqrt", "mean", "sum")
+KEY_QUERIES = ("full", "factored")
+INITS = ("zero", "normal")
+LOSSES = ("logistic", "exp", "hinge2")
+GEOMETRIES = ("antipodal", "orthogonal")
+
+# Defaults of the synthetic data models; None in DataConfig means "the model's default".
+SYNTHETIC_DEFAULTS = {
+    "dm1": dict(T=10, d=32, zeta=0.1, r=None, signal=1.0, noise=1.0, n_irrelevant=4,
+                geometry="antipodal", first_relevant=False),
+    "planted": dict(T=10, d=16, teacher_heads=1, teacher_scale=1.0, label_noise=0.0),
+}
+SYNTHETIC_DEFAULTS["mixture"] = SYNTHETIC_DEFAULTS["dm1"]
+SYNTHETIC_FIELDS = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry",
+                    "first_relevant", "teacher_heads", "teacher_scale", "label_noise")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the field."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    model: str = "dm1"  # dm1 | planted | mixture (dm1 with every knob free) | npz (user data)
+    path: str | None = None  # .npz file with X_train, y_train, X_test, y_test (model = npz)
+    n_train: int = 100  # training examples per trial (synthetic models)
+    n_test: int = 300  # test examples per trial; more gives a less noisy test loss
+    T: int | None = None  # tokens per example
+    d: int | None = None  # token width
+    zeta: float | None = None  # mixture: sparsity, r = max(1, round(ζT)) relevant tokens
+    r: int | None = None  # mixture: number of relevant tokens (overrides zeta)
+    signal: float | None = None  # mixture: norm S of every mean
+    noise: float | None = None  # mixture: noise level σ, g ~ N(0, I/d)
+    n_irrelevant: int | None = None  # mixture: M irrelevant means (0 = pure noise)
+    geometry: str | None = None  # mixture: antipodal (μ₋ = −μ₊) or orthogonal class means
+    first_relevant: bool | None = None  # mixture: position 1 always relevant
+    teacher_heads: int | None = None  # planted: H*; 1 is realisable by a zero-init student
+    teacher_scale: float | None = None  # planted: β, the std of the teacher's scores
+    label_noise: float | None = None  # planted: probability p of flipping a label
+
+    def resolved(self) -> DataConfig:
+        """Fill every None with the data model's default (npz: synthetic knobs stay None)."""
+        defaults = SYNTHETIC_DEFAULTS.get(self.model, {})
+        values = {k: (defaults[k] if getattr(self, k) is None and k in defaults else getattr(self, k))
+                  for k in SYNTHETIC_FIELDS}
+        return dataclasses.replace(self, **values)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    query: str = "first"  # first: x_1 queries (the papers' model); all: full self-attention, mean-pooled
+    norm: str = "sqrt"  # c_H = 1/√H (sqrt), 1/H (mean) or 1 (sum)
+    key_query: str = "full"  # full W_h (d×d) or factored Q_h K_hᵀ (rank ≤ head_size)
+    head_size: str | int = "split"  # factored: d // H (split, the bottleneck) or a fixed integer
+    init: str = "zero"  # zero (heads stay identical) or normal (breaks the symmetry)
+    init_scale: float = 1.0  # σ₀ of the normal init: entries N(0, σ₀²/d)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    optimizer: str = "gd"  # gd (full batch) or adam (optax defaults)
+    lr: float = 1.0  # η₀
+    lr_scaling: str = "constant"  # η(H) = η₀ · H^p, p = 0 (constant), ½ (sqrt), 1 (linear)
+    loss: str = "logistic"  # logistic, exp or hinge2
+    steps: int = 500  # full-batch updates
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    heads: tuple[int, ...] = (1, 2, 4, 8)  # numbers of heads H, one sweep point each
+    trials: int = 3  # independent data draws (and inits), vmapped in one program
+    seed: int = 0  # the root PRNG seed; the same seed gives the same numbers
+    log_every: int | None = None  # log every k steps (the last step is always logged)
+    log_points: int | None = None  # or about this many log-spaced steps; neither: auto
+    fast_path: bool = True  # zero init: simulate one representative head per H (exact)
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = "default"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+
+    def resolved(self) -> Config:
+        return dataclasses.replace(self, data=self.data.resolved())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def hash(self) -> str:
+        """A short hash of the resolved config (keys results caches)."""
+        text = json.dumps(self.resolved().to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
+_FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+
+PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
+_DM1 = {"model": "dm1", "n_train": 100, "n_test": 300}
+_PLANTED = {"model": "planted", "n_train": 1000, "n_test": 3000}
+_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
+
+# name -> (one-line purpose, {section: {field: value}})
+PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
+    "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
+    "fig2": ("DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
+             {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 3000}, "sweep": _SWEEP}),
+    "fig3-gd": ("DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
+                {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear",
+                                         "steps": 3000}, "sweep": _SWEEP}),
+    "fig3-adam": ("DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
+                  {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 3000},
+                   "sweep": _SWEEP}),
+    "planted-gd": ("planted teacher-student, GD η=1.0·H",
+                   {"data": _PLANTED, "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear",
+                                                "steps": 1000}, "sweep": _SWEEP}),
+    "planted-adam": ("planted teacher-student, Adam η=0.06",
+                     {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000},
+                      "sweep": _SWEEP}),
+}
+
+
+def _suggest(name: str, options) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Config:
+    """Apply ``{section: {field: value}}`` (and top-level ``name``); unknown keys are errors."""
+    sections = {}
+    for key, value in overrides.items():
+        if key == "name":
+            cfg = dataclasses.replace(cfg, name=str(value))
+            continue
+        if key not in SECTIONS:
+            allowed = ["name", *SECTIONS]
+            raise ConfigError(f"{source}: unknown section {key!r}{_suggest(key, allowed)}; "
+                              f"allowed: {', '.join(allowed)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: [{key}] must be a table of fields, got {value!r}")
+        for fname in value:
+            if fname not in _FIELD_TYPES[key]:
+                raise ConfigError(f"{source}: unknown field {key}.{fname}"
+                                  f"{_suggest(fname, _FIELD_TYPES[key])}; allowed: "
+                                  f"{', '.join(_FIELD_TYPES[key])}")
+        values = dict(value)
+        if "heads" in values:
+            values["heads"] = parse_heads(values["heads"])
+        sections[key] = dataclasses.replace(getattr(cfg, key), **values)
+    return dataclasses.replace(cfg, **sections)
+
+
+def preset(name: str) -> Config:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}{_suggest(name, PRESETS)}; "
+                          f"run --list-presets (known: {', '.join(PRESETS)})")
+    return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}")
+
+
+def load_toml(path: str | Path, base: Config | None = None) -> Config:
+    """A TOML file of sections [data] [model] [optim] [sweep], optionally ``preset = "fig2"`` on top."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    if "preset" in doc:
+        base = preset(str(doc.pop("preset")))
+    return apply_overrides(base or Config(), doc, f"config {path.name}")
+
+
+def parse_heads(value) -> tuple[int, ...]:
+    """'1,2,4' or [1, 2, 4] -> (1, 2, 4); validated later."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError:
+            raise ConfigError(f"heads={value!r} must be a comma-separated list of positive integers") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
+
+
+def _check_type(section: str, name: str, value, expected: str) -> None:
+    """Check a field's value against its annotation (a string, as dataclasses store it)."""
+    ok_none = "None" in expected
+    if value is None:
+        if not ok_none:
+            raise ConfigError(f"{section}.{name}=None is not allowed")
+        return
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    is_num = (is_int or isinstance(value, float))
+    checks = []
+    if "int" in expected:
+        checks.append(is_int)
+    if "float" in expected:
+        checks.append(is_num)
+    if "bool" in expected:
+        checks.append(isinstance(value, bool))
+    if "str" in expected:
+        checks.append(isinstance(value, str))
+    if "tuple" in expected:
+        checks.append(isinstance(value, tuple))
+    if not any(checks):
+        raise ConfigError(f"{section}.{name}={value!r} has the wrong type; expected {expected}")
+
+
+def _choice(field_name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{field_name}={value!r} is not one of {', '.join(map(repr, allowed))}"
+                          f"{_suggest(str(value), allowed)}")
+
+
+def _positive_int(field_name: str, value, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{field_name}={value!r} must be an integer >= {minimum}")
+
+
+def _finite(field_name: str, value, *, lo: float | None = None, lo_open: bool = False,
+            hi: float | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{field_name}={value!r} must be a finite number")
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise ConfigError(f"{field_name}={value!r} must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{field_name}={value!r} must be <= {hi}")
+
+
+def validate(cfg: Config) -> Config:
+    """Check every value and combination; return the resolved config."""
+    for section in SECTIONS:
+        for name, expected in _FIELD_TYPES[section].items():
+            _check_type(section, name, getattr(getattr(cfg, section), name), str(expected))
+    cfg = cfg.resolved()
+    data, model, optim, sweep = cfg.data, cfg.model, cfg.optim, cfg.sweep
+
+    _choice("data.model", data.model, DATA_MODELS)
+    if data.model == "npz":
+        if not data.path:
+            raise ConfigError("data.model='npz' needs data.path (--data FILE.npz)")
+        given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None]
+        if given:
+            raise ConfigError(f"--data FILE.npz cannot be combined with synthetic data parameters "
+                              f"({', '.join('data.' + g for g in given)}): the file fixes the data")
+    else:
+        if data.path is not None:
+            raise ConfigError(f"data.path={data.path!r} is only used with data.model='npz' "
+                              f"(got data.model={data.model!r})")
+        _positive_int("data.n_train", data.n_train)
+        _positive_int("data.n_test", data.n_test)
+        _positive_int("data.T", data.T)
+        _positive_int("data.d", data.d)
+    if data.model in ("dm1", "mixture"):
+        _finite("data.zeta", data.zeta, lo=0.0, hi=1.0)
+        if data.r is not None:
+            _positive_int("data.r", data.r)
+            if data.r > data.T:
+                raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
+        _finite("data.signal", data.signal, lo=0.0)
+        _finite("data.noise", data.noise, lo=0.0)
+        _positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
+        _choice("data.geometry", data.geometry, GEOMETRIES)
+        if data.d < data.n_irrelevant + 2:
+            raise ConfigError(f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
+                              f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means")
+    if data.model == "planted":
+        _positive_int("data.teacher_heads", data.teacher_heads)
+        _finite("data.teacher_scale", data.teacher_scale, lo=0.0)
+        _finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
+    if data.model != "npz":
+        wrong = [f for f in SYNTHETIC_FIELDS
+                 if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]]
+        if wrong:
+            raise ConfigError(f"data.model={data.model!r} has no parameter "
+                              f"{', '.join('data.' + w for w in wrong)}")
+
+    _choice("model.query", model.query, QUERIES)
+    _choice("model.norm", model.norm, NORMS)
+    _choice("model.key_query", model.key_query, KEY_QUERIES)
+    _choice("model.init", model.init, INITS)
+    _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True)
+    if model.head_size != "split":
+        _positive_int("model.head_size", model.head_size)
+    if model.key_query == "factored" and model.init == "zero":
+        raise ConfigError("model.key_query='factored' needs model.init='normal': "
+                          "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)")
+
+    _choice("optim.optimizer", optim.optimizer, OPTIMIZERS)
+    _finite("optim.lr", optim.lr, lo=0.0, lo_open=True)
+    _choice("optim.lr_scaling", optim.lr_scaling, tuple(LR_SCALINGS))
+    _choice("optim.loss", optim.loss, LOSSES)
+    _positive_int("optim.steps", optim.steps)
+
+    if not sweep.heads:
+        raise ConfigError("sweep.heads is empty; give at least one number of heads, e.g. --heads 1,2,4")
+    for h in sweep.heads:
+        _positive_int("sweep.heads", h)
+    if len(set(sweep.heads)) != len(sweep.heads):
+        raise ConfigError(f"sweep.heads={list(sweep.heads)} has repeated values")
+    if model.key_query == "factored" and model.head_size == "split" and data.d is not None:
+        too_many = [h for h in sweep.heads if h > data.d]
+        if too_many:
+            raise ConfigError(f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' "
+                              f"gives d // H = 0")
+    _positive_int("sweep.trials", sweep.trials)
+    _positive_int("sweep.seed", sweep.seed, minimum=0)
+    if sweep.log_every is not None and sweep.log_points is not None:
+        raise ConfigError("give sweep.log_every or sweep.log_points, not both")
+    if sweep.log_every is not None:
+        _positive_int("sweep.log_every", sweep.log_every)
+    if sweep.log_points is not None:
+        _positive_int("sweep.log_points", sweep.log_points, minimum=2)
+    return cfg
+
+
+def log_schedule(steps: int, log_every: int | None = None, log_points: int | None = None) -> list[int]:
+    """The logged steps: 0 (before any update) ... steps (always logged), sorted, unique.
+
+    Neither given: every step up to 500 steps, else 200 log-spaced points.
+    """
+    if log_every is None and log_points is None:
+        if steps <= 500:
+            log_every = 1
+        else:
+            log_points = 200
+    if log_every is not None:
+        points = set(range(0, steps + 1, log_every))
+    else:
+        points = {0}
+        k = log_points - 1
+        for i in range(k + 1):
+            points.add(int(round(steps ** (i / k))) if steps > 1 else steps)
+    points.add(steps)
+    return sorted(p for p in points if 0 <= p <= steps)

@@ -1,0 +1,98 @@
+"""Result files (SPEC §7): ``results.json`` and ``curves.npz``, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+
+from dynamics.config import Config, apply_overrides
+from dynamics.sweep import SweepResult
+
+SCHEMA_VERSION = 1
+
+
+def versions() -> dict[str, str]:
+    import jaxlib
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "optax": optax.__version__,
+            "numpy": np.__version__, "python": platform.python_version()}
+
+
+def device_name() -> str:
+    dev = jax.devices()[0]
+    return f"{dev.platform}:{getattr(dev, 'device_kind', dev.platform)} x{jax.device_count()}"
+
+
+def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def results_dict(result: SweepResult) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "config": result.config.to_dict(),
+        "config_hash": result.config.hash(),
+        "versions": versions(),
+        "device": device_name(),
+        "wall_time_s": result.wall_time_s,
+        "heads": [int(h) for h in result.heads],
+        "steps": [int(s) for s in result.steps],
+        "summary": result.summary(),
+        **result.extra,
+    }
+
+
+def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
+    """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
+    out = Path(out)
+    import io
+
+    buf = io.BytesIO()
+    arrays = {k: v for k, v in result.curves.items()}
+    np.savez(buf, heads=result.heads, steps=result.steps, diverged_at=result.diverged_at, **arrays)
+    curves_path, results_path = out / "curves.npz", out / "results.json"
+    atomic_write_bytes(curves_path, buf.getvalue())
+    text = json.dumps(results_dict(result), indent=2, allow_nan=False, default=_json_default)
+    atomic_write_bytes(results_path, text.encode())
+    return results_path, curves_path
+
+
+def _json_default(obj):
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json as a dict, curves.npz as a dict of arrays)."""
+    out = Path(out)
+    meta = json.loads((out / "results.json").read_text())
+    with np.load(out / "curves.npz", allow_pickle=False) as z:
+        curves = {k: z[k] for k in z.files}
+    return meta, curves
+
+
+def config_from_dict(d: dict[str, Any]) -> Config:
+    """Rebuild a Config from ``results.json``'s ``config``."""
+    return apply_overrides(Config(name=d.get("name", "default")),
+                           {k: v for k, v in d.items() if k != "name"}, "results.json")

@@ -1,0 +1,153 @@
+"""One-layer multi-head attention classifier (SPEC §2).
+
+    Φ(X; θ) = c_H · Σ_h U_hᵀ Xᵀ softmax(X W_h x_q)                 query = "first" (x_q = x_1)
+    Φ(X; θ) = c_H · Σ_h (1/T) Σ_s U_hᵀ Xᵀ softmax(X W_h x_s)        query = "all"
+
+Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
+key-query matrix, or ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
+factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020). Dimension letters:
+``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import jax
+import jax.numpy as jnp
+
+Params = dict[str, jax.Array]
+
+
+class Query(enum.Enum):
+    FIRST = "first"  # the first token queries (a classification token)
+    ALL = "all"  # every token queries; outputs are mean-pooled
+
+
+class Norm(enum.Enum):
+    SQRT = "sqrt"  # c_H = 1/√H (default; keeps Φ O(1) at random init)
+    MEAN = "mean"  # c_H = 1/H
+    SUM = "sum"  # c_H = 1
+
+
+class KeyQuery(enum.Enum):
+    FULL = "full"  # W_h ∈ R^{d×d} free
+    FACTORED = "factored"  # W_h = Q_h K_hᵀ, rank ≤ d_h
+
+
+class Init(enum.Enum):
+    ZERO = "zero"  # θ(0) = 0, the papers' setting; heads stay identical
+    NORMAL = "normal"  # entries N(0, σ₀²/d); breaks head symmetry
+
+
+def parse_enum(cls: type[enum.Enum], value, field: str) -> enum.Enum:
+    """Look up ``value`` in ``cls`` with an error naming the field and the allowed values."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)
+        raise ValueError(f"{field}={value!r} is not one of {allowed}") from None
+
+
+def head_norm(n_heads: int | jax.Array, norm: Norm | str) -> jax.Array | float:
+    """The head normalisation c_H (SPEC §2); ``n_heads`` may be traced."""
+    norm = parse_enum(Norm, norm, "norm")
+    if norm is Norm.SQRT:
+        return 1.0 / jnp.sqrt(n_heads) if isinstance(n_heads, jax.Array) else 1.0 / math.sqrt(n_heads)
+    if norm is Norm.MEAN:
+        return 1.0 / n_heads
+    return 1.0
+
+
+def resolve_head_size(head_size: str | int, d: int, n_heads: int) -> int:
+    """d_h for the factored layout: ``"split"`` gives d // H (the standard layout), an int is fixed."""
+    if head_size == "split":
+        if n_heads > d:
+            raise ValueError(f"head_size='split' needs heads <= d, got heads={n_heads} > d={d}")
+        return d // n_heads
+    if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
+        raise ValueError(f"head_size={head_size!r} must be 'split' or a positive integer")
+    return head_size
+
+
+def init_params(
+    key: jax.Array,
+    n_heads: int,
+    d: int,
+    *,
+    init: Init | str = Init.ZERO,
+    scale: float | jax.Array = 1.0,
+    key_query: KeyQuery | str = KeyQuery.FULL,
+    head_size: str | int = "split",
+) -> Params:
+    """θ(0): zeros, or entries N(0, scale²/d) for every array (U, W or U, Q, K).
+
+    Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
+    """
+    init = parse_enum(Init, init, "init")
+    key_query = parse_enum(KeyQuery, key_query, "key_query")
+    if key_query is KeyQuery.FULL:
+        shapes = {"U": (n_heads, d), "W": (n_heads, d, d)}
+    else:
+        if init is Init.ZERO:
+            raise ValueError("key_query='factored' needs init='normal': zero is a saddle point of Q Kᵀ")
+        a = resolve_head_size(head_size, d, n_heads)
+        shapes = {"U": (n_heads, d), "Q": (n_heads, d, a), "K": (n_heads, d, a)}
+    if init is Init.ZERO:
+        return {name: jnp.zeros(shape) for name, shape in shapes.items()}
+    keys = dict(zip(shapes, jax.random.split(key, len(shapes))))
+    std = scale / math.sqrt(d)
+    return {name: std * jax.random.normal(keys[name], shape) for name, shape in shapes.items()}
+
+
+def key_query_matrix(params: Params) -> jax.Array:
+    """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads."""
+    if "W" in params:
+        return params["W"]
+    return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
+
+
+def attention(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
+    """Attention weights: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
+    query = parse_enum(Query, query, "query")
+    W = key_query_matrix(params)  # (h, d, e)
+    if query is Query.FIRST:
+        Wx = jnp.einsum("hde,ne->nhd", W, X[:, 0])  # (n, h, d): W_h x_1
+        scores = jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
+    else:
+        XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
+        scores = jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
+    return jax.nn.softmax(scores, axis=-1)
+
+
+def head_outputs(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
+    """f_h(X) = U_hᵀ Xᵀ softmax(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    query = parse_enum(Query, query, "query")
+    A = attention(params, X, query)  # (n, h, t) or (n, h, s, t)
+    XU = jnp.einsum("ntd,hd->nht", X, params["U"])  # (n, h, t): U_hᵀ x_t
+    if query is Query.FIRST:
+        return jnp.einsum("nht,nht->nh", A, XU)
+    return jnp.einsum("nhst,nht->nh", A, XU) / X.shape[1]
+
+
+def logits(
+    params: Params,
+    X: jax.Array,
+    *,
+    query: Query | str = Query.FIRST,
+    norm: Norm | str = Norm.SQRT,
+    multiplicity: int | jax.Array = 1,
+) -> jax.Array:
+    """Φ(X; θ), shape (n,).
+
+    ``multiplicity`` m says every stored head stands for m identical heads: the
+    model then has H = m · H_stored heads and Φ = c_H · m · Σ_stored f_h. With zero
+    init all heads stay identical, so one stored head and m = H give the exact
+    H-head model (the engine's fast path).
+    """
+    n_heads = params["U"].shape[0] * multiplicity
+    scale = head_norm(n_heads, norm) * multiplicity
+    return scale * jnp.sum(head_outputs(params, X, query), axis=-1)

@@ -1,0 +1,182 @@
+"""python -m dynamics.run: train one-layer multi-head attention on token data, sweeping H.
+
+Examples:
+  python -m dynamics.run                                  # small DM1 sweep, < 1 min on a laptop
+  python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
+  python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
+  python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
+  python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
+  python -m dynamics.run --config my.toml --seed 3 --out runs/mine
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dynamics.config import (DATA_MODELS, GEOMETRIES, INITS, KEY_QUERIES, LOSSES, LR_SCALINGS,
+                             NORMS, OPTIMIZERS, PRESETS, QUERIES, ConfigError, Config,
+                             apply_overrides, load_toml, parse_heads, preset, validate)
+
+
+def _head_size(text: str):
+    return text if text == "split" else _int(text)
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+# flag, section, field, type, choices, help
+KNOBS = [
+    ("--heads", "sweep", "heads", parse_heads, None, "numbers of heads H, comma-separated (e.g. 1,2,4,8)"),
+    ("--trials", "sweep", "trials", _int, None, "independent trials (data draws and inits) per H"),
+    ("--seed", "sweep", "seed", _int, None, "root PRNG seed; the same seed gives the same numbers"),
+    ("--log-every", "sweep", "log_every", _int, None, "log metrics every K steps"),
+    ("--log-points", "sweep", "log_points", _int, None, "log about N log-spaced steps instead"),
+    ("--steps", "optim", "steps", _int, None, "number of full-batch updates"),
+    ("--optimizer", "optim", "optimizer", str, OPTIMIZERS, "gd (full-batch GD) or adam (optax defaults)"),
+    ("--lr", "optim", "lr", _float, None, "base step size η₀"),
+    ("--lr-scaling", "optim", "lr_scaling", str, tuple(LR_SCALINGS),
+     "η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, the paper's η = O(H))"),
+    ("--loss", "optim", "loss", str, LOSSES, "margin loss ℓ(yΦ)"),
+    ("--query", "model", "query", str, QUERIES, "first: x_1 queries (the paper); all: self-attention, mean-pooled"),
+    ("--norm", "model", "norm", str, NORMS, "head normalisation c_H: 1/√H, 1/H or 1"),
+    ("--key-query", "model", "key_query", str, KEY_QUERIES, "full W_h or factored Q_h K_hᵀ"),
+    ("--head-size", "model", "head_size", _head_size, None, "factored head size: 'split' (d // H) or an integer"),
+    ("--init", "model", "init", str, INITS, "zero (heads stay identical) or normal (random)"),
+    ("--init-scale", "model", "init_scale", _float, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
+    ("--data-model", "data", "model", str, DATA_MODELS, "synthetic data model (npz is set by --data)"),
+    ("--n-train", "data", "n_train", _int, None, "training examples per trial"),
+    ("--n-test", "data", "n_test", _int, None, "test examples per trial"),
+    ("--tokens", "data", "T", _int, None, "tokens per example T"),
+    ("--width", "data", "d", _int, None, "token width d"),
+    ("--zeta", "data", "zeta", _float, None, "mixture sparsity ζ: r = max(1, round(ζT)) relevant tokens"),
+    ("--relevant", "data", "r", _int, None, "mixture: number of relevant tokens r (overrides ζ)"),
+    ("--signal", "data", "signal", _float, None, "mixture: norm S of the means"),
+    ("--noise", "data", "noise", _float, None, "mixture: noise level σ"),
+    ("--irrelevant-means", "data", "n_irrelevant", _int, None, "mixture: number M of irrelevant means"),
+    ("--geometry", "data", "geometry", str, GEOMETRIES, "mixture: class means antipodal or orthogonal"),
+    ("--teacher-heads", "data", "teacher_heads", _int, None, "planted: teacher heads H*"),
+    ("--teacher-scale", "data", "teacher_scale", _float, None, "planted: teacher scale β"),
+    ("--label-noise", "data", "label_noise", _float, None, "planted: label flip probability p"),
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m dynamics.run",
+        description=(
+            "Simulate full-batch training of a one-layer multi-head attention classifier\n"
+            "Φ(X) = c_H Σ_h U_hᵀ Xᵀ softmax(X W_h x_1) on synthetic token data, for each\n"
+            "number of heads H, and write results.json, curves.npz and a figure.\n"
+            "Values are layered: defaults < --preset < --config FILE.toml < flags."),
+        epilog=__doc__.split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = p.add_argument_group("experiment")
+    g.add_argument("--preset", help="start from a named preset (see --list-presets)")
+    g.add_argument("--config", metavar="FILE.toml", help="TOML with [data] [model] [optim] [sweep] tables")
+    g.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    g.add_argument("--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test")
+    g.add_argument("--out", metavar="DIR", help="output folder (default runs/<name>)")
+    g.add_argument("--no-fast-path", action="store_true",
+                   help="zero init: simulate all H heads instead of one exact representative head")
+    g.add_argument("--no-figure", action="store_true", help="skip the figure")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
+    for flag, section, name, typ, choices, help_ in KNOBS:
+        groups[section].add_argument(flag, dest=f"{section}.{name}", type=typ, choices=choices,
+                                     default=None, help=help_)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    cfg = preset(args.preset) if args.preset else Config()
+    if args.config:
+        cfg = load_toml(args.config, base=cfg)
+    overrides: dict[str, dict] = {}
+    for _flag, section, name, *_ in KNOBS:
+        value = getattr(args, f"{section}.{name}")
+        if value is not None:
+            overrides.setdefault(section, {})[name] = value
+    if args.data:
+        if overrides.get("data", {}).get("model", "npz") != "npz":
+            raise ConfigError(f"--data FILE.npz cannot be combined with --data-model "
+                              f"{overrides['data']['model']}")
+        overrides.setdefault("data", {}).update(model="npz", path=args.data)
+    if args.no_fast_path:
+        overrides.setdefault("sweep", {})["fast_path"] = False
+    cfg = apply_overrides(cfg, overrides, "command line")
+    if args.data and not args.preset and not args.config:
+        cfg = apply_overrides(cfg, {"name": Path(args.data).stem}, "command line")
+    return validate(cfg)
+
+
+def format_table(result) -> str:
+    def ms(entry):
+        return "diverged" if entry["mean"] is None else f"{entry['mean']:.4f} ± {entry['std']:.4f}"
+
+    header = f"{'H':>4}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
+    lines = [header, "-" * len(header)]
+    for row in result.summary():
+        lines.append(f"{row['heads']:>4}  {ms(row['train_loss']):>17}  {ms(row['test_loss']):>17}  "
+                     f"{ms(row['train_error']):>17}  {ms(row['test_error']):>17}  "
+                     f"{row['n_diverged']}/{row['trials']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_presets:
+        for name, (purpose, _) in PRESETS.items():
+            print(f"{name:14s} {purpose}")
+        return 0
+    try:
+        cfg = config_from_args(args)
+        from datamodels import DataError  # noqa: F401  (import errors surface here, not mid-run)
+        from dynamics.io import write_results
+        from dynamics.sweep import run_sweep
+
+        out = Path(args.out or Path("runs") / cfg.name)
+        result = run_sweep(cfg, progress=not args.quiet)
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130
+    opt = cfg.optim
+    print(f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
+          f"η₀={opt.lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials, "
+          f"{result.wall_time_s:.1f} s")
+    print(format_table(result))
+    results_path, curves_path = write_results(result, out)
+    print(f"wrote {results_path} and {curves_path}")
+    if not args.no_figure:
+        from figures.sweep import plot_sweep
+
+        for path in plot_sweep(out, out / "figure"):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
