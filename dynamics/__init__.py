@@ -3,11 +3,41 @@
 from dynamics.config import PRESETS, Config, ConfigError, DataConfig, ModelConfig, OptimConfig, SweepConfig
 from dynamics.engine import METRICS, Data
 from dynamics.losses import Loss, error_rate, margin_loss, mean_loss
-from dynamics.model import (KeyQuery, Init, Norm, Query, attention, head_norm, head_outputs,
-                            init_params, key_query_matrix, logits)
+from dynamics.model import (
+    Init,
+    KeyQuery,
+    Norm,
+    Query,
+    attention,
+    head_norm,
+    head_outputs,
+    init_params,
+    key_query_matrix,
+    logits,
+)
 
 __all__ = [
-    "PRESETS", "Config", "ConfigError", "DataConfig", "ModelConfig", "OptimConfig", "SweepConfig",
-    "METRICS", "Data", "Loss", "error_rate", "margin_loss", "mean_loss", "KeyQuery", "Init", "Norm",
-    "Query", "attention", "head_norm", "head_outputs", "init_params", "key_query_matrix", "logits",
+    "PRESETS",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "SweepConfig",
+    "METRICS",
+    "Data",
+    "Loss",
+    "error_rate",
+    "margin_loss",
+    "mean_loss",
+    "KeyQuery",
+    "Init",
+    "Norm",
+    "Query",
+    "attention",
+    "head_norm",
+    "head_outputs",
+    "init_params",
+    "key_query_matrix",
+    "logits",
 ]

@@ -29,13 +29,34 @@ GEOMETRIES = ("antipodal", "orthogonal")
 
 # Defaults of the synthetic data models; None in DataConfig means "the model's default".
 SYNTHETIC_DEFAULTS = {
-    "dm1": dict(T=10, d=32, zeta=0.1, r=None, signal=1.0, noise=1.0, n_irrelevant=4,
-                geometry="antipodal", first_relevant=False),
+    "dm1": dict(
+        T=10,
+        d=32,
+        zeta=0.1,
+        r=None,
+        signal=1.0,
+        noise=1.0,
+        n_irrelevant=4,
+        geometry="antipodal",
+        first_relevant=False,
+    ),
     "planted": dict(T=10, d=16, teacher_heads=1, teacher_scale=1.0, label_noise=0.0),
 }
 SYNTHETIC_DEFAULTS["mixture"] = SYNTHETIC_DEFAULTS["dm1"]
-SYNTHETIC_FIELDS = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry",
-                    "first_relevant", "teacher_heads", "teacher_scale", "label_noise")
+SYNTHETIC_FIELDS = (
+    "T",
+    "d",
+    "zeta",
+    "r",
+    "signal",
+    "noise",
+    "n_irrelevant",
+    "geometry",
+    "first_relevant",
+    "teacher_heads",
+    "teacher_scale",
+    "label_noise",
+)
 
 
 class ConfigError(ValueError):
@@ -64,8 +85,10 @@ class DataConfig:
     def resolved(self) -> DataConfig:
         """Fill every None with the data model's default (npz: synthetic knobs stay None)."""
         defaults = SYNTHETIC_DEFAULTS.get(self.model, {})
-        values = {k: (defaults[k] if getattr(self, k) is None and k in defaults else getattr(self, k))
-                  for k in SYNTHETIC_FIELDS}
+        values = {
+            k: (defaults[k] if getattr(self, k) is None and k in defaults else getattr(self, k))
+            for k in SYNTHETIC_FIELDS
+        }
         return dataclasses.replace(self, **values)
 
 
@@ -129,20 +152,34 @@ _SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
 # name -> (one-line purpose, {section: {field: value}})
 PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
-    "fig2": ("DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
-             {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 3000}, "sweep": _SWEEP}),
-    "fig3-gd": ("DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
-                {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear",
-                                         "steps": 3000}, "sweep": _SWEEP}),
-    "fig3-adam": ("DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
-                  {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 3000},
-                   "sweep": _SWEEP}),
-    "planted-gd": ("planted teacher-student, GD η=1.0·H",
-                   {"data": _PLANTED, "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear",
-                                                "steps": 1000}, "sweep": _SWEEP}),
-    "planted-adam": ("planted teacher-student, Adam η=0.06",
-                     {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000},
-                      "sweep": _SWEEP}),
+    "fig2": (
+        "DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
+        {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 3000}, "sweep": _SWEEP},
+    ),
+    "fig3-gd": (
+        "DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
+        {
+            "data": _DM1,
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 3000},
+            "sweep": _SWEEP,
+        },
+    ),
+    "fig3-adam": (
+        "DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
+        {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 3000}, "sweep": _SWEEP},
+    ),
+    "planted-gd": (
+        "planted teacher-student, GD η=1.0·H",
+        {
+            "data": _PLANTED,
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 1000},
+            "sweep": _SWEEP,
+        },
+    ),
+    "planted-adam": (
+        "planted teacher-student, Adam η=0.06",
+        {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+    ),
 }
 
 
@@ -160,15 +197,18 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
             continue
         if key not in SECTIONS:
             allowed = ["name", *SECTIONS]
-            raise ConfigError(f"{source}: unknown section {key!r}{_suggest(key, allowed)}; "
-                              f"allowed: {', '.join(allowed)}")
+            raise ConfigError(
+                f"{source}: unknown section {key!r}{_suggest(key, allowed)}; allowed: {', '.join(allowed)}"
+            )
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: [{key}] must be a table of fields, got {value!r}")
         for fname in value:
             if fname not in _FIELD_TYPES[key]:
-                raise ConfigError(f"{source}: unknown field {key}.{fname}"
-                                  f"{_suggest(fname, _FIELD_TYPES[key])}; allowed: "
-                                  f"{', '.join(_FIELD_TYPES[key])}")
+                raise ConfigError(
+                    f"{source}: unknown field {key}.{fname}"
+                    f"{_suggest(fname, _FIELD_TYPES[key])}; allowed: "
+                    f"{', '.join(_FIELD_TYPES[key])}"
+                )
         values = dict(value)
         if "heads" in values:
             values["heads"] = parse_heads(values["heads"])
@@ -178,8 +218,10 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
 
 def preset(name: str) -> Config:
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}{_suggest(name, PRESETS)}; "
-                          f"run --list-presets (known: {', '.join(PRESETS)})")
+        raise ConfigError(
+            f"unknown preset {name!r}{_suggest(name, PRESETS)}; "
+            f"run --list-presets (known: {', '.join(PRESETS)})"
+        )
     return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}")
 
 
@@ -204,7 +246,9 @@ def parse_heads(value) -> tuple[int, ...]:
         try:
             return tuple(int(p) for p in parts)
         except ValueError:
-            raise ConfigError(f"heads={value!r} must be a comma-separated list of positive integers") from None
+            raise ConfigError(
+                f"heads={value!r} must be a comma-separated list of positive integers"
+            ) from None
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
     try:
@@ -221,7 +265,7 @@ def _check_type(section: str, name: str, value, expected: str) -> None:
             raise ConfigError(f"{section}.{name}=None is not allowed")
         return
     is_int = isinstance(value, int) and not isinstance(value, bool)
-    is_num = (is_int or isinstance(value, float))
+    is_num = is_int or isinstance(value, float)
     checks = []
     if "int" in expected:
         checks.append(is_int)
@@ -239,8 +283,10 @@ def _check_type(section: str, name: str, value, expected: str) -> None:
 
 def _choice(field_name: str, value, allowed) -> None:
     if value not in allowed:
-        raise ConfigError(f"{field_name}={value!r} is not one of {', '.join(map(repr, allowed))}"
-                          f"{_suggest(str(value), allowed)}")
+        raise ConfigError(
+            f"{field_name}={value!r} is not one of {', '.join(map(repr, allowed))}"
+            f"{_suggest(str(value), allowed)}"
+        )
 
 
 def _positive_int(field_name: str, value, minimum: int = 1) -> None:
@@ -248,8 +294,9 @@ def _positive_int(field_name: str, value, minimum: int = 1) -> None:
         raise ConfigError(f"{field_name}={value!r} must be an integer >= {minimum}")
 
 
-def _finite(field_name: str, value, *, lo: float | None = None, lo_open: bool = False,
-            hi: float | None = None) -> None:
+def _finite(
+    field_name: str, value, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None
+) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{field_name}={value!r} must be a finite number")
     if lo is not None and (value <= lo if lo_open else value < lo):
@@ -272,12 +319,15 @@ def validate(cfg: Config) -> Config:
             raise ConfigError("data.model='npz' needs data.path (--data FILE.npz)")
         given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None]
         if given:
-            raise ConfigError(f"--data FILE.npz cannot be combined with synthetic data parameters "
-                              f"({', '.join('data.' + g for g in given)}): the file fixes the data")
+            raise ConfigError(
+                f"--data FILE.npz cannot be combined with synthetic data parameters "
+                f"({', '.join('data.' + g for g in given)}): the file fixes the data"
+            )
     else:
         if data.path is not None:
-            raise ConfigError(f"data.path={data.path!r} is only used with data.model='npz' "
-                              f"(got data.model={data.model!r})")
+            raise ConfigError(
+                f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
+            )
         _positive_int("data.n_train", data.n_train)
         _positive_int("data.n_test", data.n_test)
         _positive_int("data.T", data.T)
@@ -293,18 +343,24 @@ def validate(cfg: Config) -> Config:
         _positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
         _choice("data.geometry", data.geometry, GEOMETRIES)
         if data.d < data.n_irrelevant + 2:
-            raise ConfigError(f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
-                              f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means")
+            raise ConfigError(
+                f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
+                f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means"
+            )
     if data.model == "planted":
         _positive_int("data.teacher_heads", data.teacher_heads)
         _finite("data.teacher_scale", data.teacher_scale, lo=0.0)
         _finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
     if data.model != "npz":
-        wrong = [f for f in SYNTHETIC_FIELDS
-                 if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]]
+        wrong = [
+            f
+            for f in SYNTHETIC_FIELDS
+            if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]
+        ]
         if wrong:
-            raise ConfigError(f"data.model={data.model!r} has no parameter "
-                              f"{', '.join('data.' + w for w in wrong)}")
+            raise ConfigError(
+                f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
+            )
 
     _choice("model.query", model.query, QUERIES)
     _choice("model.norm", model.norm, NORMS)
@@ -314,8 +370,10 @@ def validate(cfg: Config) -> Config:
     if model.head_size != "split":
         _positive_int("model.head_size", model.head_size)
     if model.key_query == "factored" and model.init == "zero":
-        raise ConfigError("model.key_query='factored' needs model.init='normal': "
-                          "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)")
+        raise ConfigError(
+            "model.key_query='factored' needs model.init='normal': "
+            "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
+        )
 
     _choice("optim.optimizer", optim.optimizer, OPTIMIZERS)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True)
@@ -332,8 +390,9 @@ def validate(cfg: Config) -> Config:
     if model.key_query == "factored" and model.head_size == "split" and data.d is not None:
         too_many = [h for h in sweep.heads if h > data.d]
         if too_many:
-            raise ConfigError(f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' "
-                              f"gives d // H = 0")
+            raise ConfigError(
+                f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' gives d // H = 0"
+            )
     _positive_int("sweep.trials", sweep.trials)
     _positive_int("sweep.seed", sweep.seed, minimum=0)
     if sweep.log_every is not None and sweep.log_points is not None:

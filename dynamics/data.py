@@ -15,15 +15,24 @@ from dynamics.engine import Data
 def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
     k_teacher, k_train, k_test = jax.random.split(key, 3)
     if cfg.model == "planted":
-        teacher = datamodels.planted_teacher(k_teacher, d=cfg.d, heads=cfg.teacher_heads,
-                                             scale=cfg.teacher_scale)
+        teacher = datamodels.planted_teacher(
+            k_teacher, d=cfg.d, heads=cfg.teacher_heads, scale=cfg.teacher_scale
+        )
         kw = dict(T=cfg.T, label_noise=cfg.label_noise)
         X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
         X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
         return Data(X, y, X_test, y_test, None)
-    kw = dict(T=cfg.T, d=cfg.d, zeta=cfg.zeta, r=cfg.r, signal=cfg.signal, noise=cfg.noise,
-              n_irrelevant=cfg.n_irrelevant, geometry=cfg.geometry,
-              first_relevant=cfg.first_relevant)
+    kw = dict(
+        T=cfg.T,
+        d=cfg.d,
+        zeta=cfg.zeta,
+        r=cfg.r,
+        signal=cfg.signal,
+        noise=cfg.noise,
+        n_irrelevant=cfg.n_irrelevant,
+        geometry=cfg.geometry,
+        first_relevant=cfg.first_relevant,
+    )
     X, y, _ = datamodels.tokenized_mixture(k_train, cfg.n_train, **kw)
     X_test, y_test, mask_test = datamodels.tokenized_mixture(k_test, cfg.n_test, **kw)
     return Data(X, y, X_test, y_test, mask_test)
@@ -37,8 +46,9 @@ def make_data(cfg: DataConfig, key: jax.Array, trials: int) -> tuple[Data, bool]
     cfg = cfg.resolved()
     if cfg.model == "npz":
         u = datamodels.load_npz(cfg.path)
-        return Data(jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test),
-                    jnp.asarray(u.y_test), None), True
+        return Data(
+            jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None
+        ), True
     keys = jnp.stack([jax.random.fold_in(key, i) for i in range(trials)])
     return _synthetic_trials(cfg, keys), False
 

@@ -27,8 +27,17 @@ from dynamics import model as mdl
 from dynamics.config import LR_SCALINGS, Config
 from dynamics.losses import Loss, error_rate, mean_loss
 
-METRICS = ("train_loss", "test_loss", "train_error", "test_error", "margin",
-           "u_norm", "w_norm", "diversity", "attn_relevant")
+METRICS = (
+    "train_loss",
+    "test_loss",
+    "train_error",
+    "test_error",
+    "margin",
+    "u_norm",
+    "w_norm",
+    "diversity",
+    "attn_relevant",
+)
 
 
 class Data(NamedTuple):
@@ -69,7 +78,7 @@ def step_size(cfg: Config, n_heads: int) -> float:
 
 
 def uses_fast_path(cfg: Config) -> bool:
-    return (cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full")
+    return cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full"
 
 
 def _tree_finite(tree) -> jax.Array:
@@ -111,12 +120,20 @@ def evaluate(prog: Program, params: mdl.Params, m: jax.Array, data: Data) -> dic
     return out
 
 
-def train_trial(prog: Program, key: jax.Array, data: Data, n_heads: jax.Array, lr: jax.Array,
-                init_scale: jax.Array) -> tuple[dict[str, jax.Array], jax.Array]:
+def train_trial(
+    prog: Program, key: jax.Array, data: Data, n_heads: jax.Array, lr: jax.Array, init_scale: jax.Array
+) -> tuple[dict[str, jax.Array], jax.Array]:
     """One trial: returns (metrics, each (L,), and the step at which it diverged or steps + 1)."""
     m = n_heads / prog.stored_heads  # multiplicity: 1, or H on the fast path
-    params = mdl.init_params(key, prog.stored_heads, prog.d, init=prog.init, scale=init_scale,
-                             key_query=prog.key_query, head_size=prog.head_size)
+    params = mdl.init_params(
+        key,
+        prog.stored_heads,
+        prog.d,
+        init=prog.init,
+        scale=init_scale,
+        key_query=prog.key_query,
+        head_size=prog.head_size,
+    )
     loss = mdl.parse_enum(Loss, prog.loss, "loss")
     opt = make_optimizer(prog.optimizer, lr)
     total = sum(prog.segments)
@@ -136,8 +153,9 @@ def train_trial(prog: Program, key: jax.Array, data: Data, n_heads: jax.Array, l
         params_ok = _tree_finite(new_p)
         div_at = jnp.where(alive & ~loss_ok, t, jnp.where(alive & ~params_ok, t + 1, div_at))
         keep = alive & loss_ok & params_ok
-        new_p, new_state = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b),
-                                                  (new_p, new_state), (p, state))
+        new_p, new_state = jax.tree_util.tree_map(
+            lambda a, b: jnp.where(keep, a, b), (new_p, new_state), (p, state)
+        )
         return new_p, new_state, div_at
 
     def segment(carry, n_steps):
@@ -153,8 +171,15 @@ def train_trial(prog: Program, key: jax.Array, data: Data, n_heads: jax.Array, l
 
 
 @partial(jax.jit, static_argnames=("prog", "shared_data"))
-def train_trials(prog: Program, keys: jax.Array, data: Data, n_heads: jax.Array, lr: jax.Array,
-                 init_scale: jax.Array, shared_data: bool = False):
+def train_trials(
+    prog: Program,
+    keys: jax.Array,
+    data: Data,
+    n_heads: jax.Array,
+    lr: jax.Array,
+    init_scale: jax.Array,
+    shared_data: bool = False,
+):
     """All trials of one sweep point in one program: vmap of ``train_trial`` over keys (and data)."""
     data_axis = None if shared_data else 0
     fn = jax.vmap(partial(train_trial, prog), in_axes=(0, data_axis, None, None, None))
@@ -164,9 +189,15 @@ def train_trials(prog: Program, keys: jax.Array, data: Data, n_heads: jax.Array,
 def program_for(cfg: Config, n_heads: int, d: int, schedule: list[int]) -> Program:
     fast = uses_fast_path(cfg)
     return Program(
-        stored_heads=1 if fast else n_heads, d=d, query=cfg.model.query, norm=cfg.model.norm,
-        key_query=cfg.model.key_query, head_size=cfg.model.head_size, init=cfg.model.init,
-        optimizer=cfg.optim.optimizer, loss=cfg.optim.loss,
+        stored_heads=1 if fast else n_heads,
+        d=d,
+        query=cfg.model.query,
+        norm=cfg.model.norm,
+        key_query=cfg.model.key_query,
+        head_size=cfg.model.head_size,
+        init=cfg.model.init,
+        optimizer=cfg.optim.optimizer,
+        loss=cfg.optim.loss,
         segments=tuple(int(s) for s in np.diff(schedule)),
     )
 

@@ -22,8 +22,13 @@ SCHEMA_VERSION = 1
 def versions() -> dict[str, str]:
     import jaxlib
 
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "optax": optax.__version__,
-            "numpy": np.__version__, "python": platform.python_version()}
+    return {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "optax": optax.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def device_name() -> str:
@@ -94,5 +99,6 @@ def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def config_from_dict(d: dict[str, Any]) -> Config:
     """Rebuild a Config from ``results.json``'s ``config``."""
-    return apply_overrides(Config(name=d.get("name", "default")),
-                           {k: v for k, v in d.items() if k != "name"}, "results.json")
+    return apply_overrides(
+        Config(name=d.get("name", "default")), {k: v for k, v in d.items() if k != "name"}, "results.json"
+    )

@@ -98,7 +98,7 @@ def init_params(
         shapes = {"U": (n_heads, d), "Q": (n_heads, d, a), "K": (n_heads, d, a)}
     if init is Init.ZERO:
         return {name: jnp.zeros(shape) for name, shape in shapes.items()}
-    keys = dict(zip(shapes, jax.random.split(key, len(shapes))))
+    keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
     std = scale / math.sqrt(d)
     return {name: std * jax.random.normal(keys[name], shape) for name, shape in shapes.items()}
 

@@ -15,9 +15,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from dynamics.config import (DATA_MODELS, GEOMETRIES, INITS, KEY_QUERIES, LOSSES, LR_SCALINGS,
-                             NORMS, OPTIMIZERS, PRESETS, QUERIES, ConfigError, Config,
-                             apply_overrides, load_toml, parse_heads, preset, validate)
+from dynamics.config import (
+    DATA_MODELS,
+    GEOMETRIES,
+    INITS,
+    KEY_QUERIES,
+    LOSSES,
+    LR_SCALINGS,
+    NORMS,
+    OPTIMIZERS,
+    PRESETS,
+    QUERIES,
+    Config,
+    ConfigError,
+    apply_overrides,
+    load_toml,
+    parse_heads,
+    preset,
+    validate,
+)
 
 
 def _head_size(text: str):
@@ -48,13 +64,33 @@ KNOBS = [
     ("--steps", "optim", "steps", _int, None, "number of full-batch updates"),
     ("--optimizer", "optim", "optimizer", str, OPTIMIZERS, "gd (full-batch GD) or adam (optax defaults)"),
     ("--lr", "optim", "lr", _float, None, "base step size η₀"),
-    ("--lr-scaling", "optim", "lr_scaling", str, tuple(LR_SCALINGS),
-     "η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, the paper's η = O(H))"),
+    (
+        "--lr-scaling",
+        "optim",
+        "lr_scaling",
+        str,
+        tuple(LR_SCALINGS),
+        "η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, the paper's η = O(H))",
+    ),
     ("--loss", "optim", "loss", str, LOSSES, "margin loss ℓ(yΦ)"),
-    ("--query", "model", "query", str, QUERIES, "first: x_1 queries (the paper); all: self-attention, mean-pooled"),
+    (
+        "--query",
+        "model",
+        "query",
+        str,
+        QUERIES,
+        "first: x_1 queries (the paper); all: self-attention, mean-pooled",
+    ),
     ("--norm", "model", "norm", str, NORMS, "head normalisation c_H: 1/√H, 1/H or 1"),
     ("--key-query", "model", "key_query", str, KEY_QUERIES, "full W_h or factored Q_h K_hᵀ"),
-    ("--head-size", "model", "head_size", _head_size, None, "factored head size: 'split' (d // H) or an integer"),
+    (
+        "--head-size",
+        "model",
+        "head_size",
+        _head_size,
+        None,
+        "factored head size: 'split' (d // H) or an integer",
+    ),
     ("--init", "model", "init", str, INITS, "zero (heads stay identical) or normal (random)"),
     ("--init-scale", "model", "init_scale", _float, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
     ("--data-model", "data", "model", str, DATA_MODELS, "synthetic data model (npz is set by --data)"),
@@ -86,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Simulate full-batch training of a one-layer multi-head attention classifier\n"
             "Φ(X) = c_H Σ_h U_hᵀ Xᵀ softmax(X W_h x_1) on synthetic token data, for each\n"
             "number of heads H, and write results.json, curves.npz and a figure.\n"
-            "Values are layered: defaults < --preset < --config FILE.toml < flags."),
+            "Values are layered: defaults < --preset < --config FILE.toml < flags."
+        ),
         epilog=__doc__.split("\n", 2)[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -94,16 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--preset", help="start from a named preset (see --list-presets)")
     g.add_argument("--config", metavar="FILE.toml", help="TOML with [data] [model] [optim] [sweep] tables")
     g.add_argument("--list-presets", action="store_true", help="list the presets and exit")
-    g.add_argument("--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test")
+    g.add_argument(
+        "--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test"
+    )
     g.add_argument("--out", metavar="DIR", help="output folder (default runs/<name>)")
-    g.add_argument("--no-fast-path", action="store_true",
-                   help="zero init: simulate all H heads instead of one exact representative head")
+    g.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="zero init: simulate all H heads instead of one exact representative head",
+    )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
     for flag, section, name, typ, choices, help_ in KNOBS:
-        groups[section].add_argument(flag, dest=f"{section}.{name}", type=typ, choices=choices,
-                                     default=None, help=help_)
+        groups[section].add_argument(
+            flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
+        )
     return p
 
 
@@ -118,8 +161,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
             overrides.setdefault(section, {})[name] = value
     if args.data:
         if overrides.get("data", {}).get("model", "npz") != "npz":
-            raise ConfigError(f"--data FILE.npz cannot be combined with --data-model "
-                              f"{overrides['data']['model']}")
+            raise ConfigError(
+                f"--data FILE.npz cannot be combined with --data-model {overrides['data']['model']}"
+            )
         overrides.setdefault("data", {}).update(model="npz", path=args.data)
     if args.no_fast_path:
         overrides.setdefault("sweep", {})["fast_path"] = False
@@ -136,9 +180,11 @@ def format_table(result) -> str:
     header = f"{'H':>4}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
-        lines.append(f"{row['heads']:>4}  {ms(row['train_loss']):>17}  {ms(row['test_loss']):>17}  "
-                     f"{ms(row['train_error']):>17}  {ms(row['test_error']):>17}  "
-                     f"{row['n_diverged']}/{row['trials']}")
+        lines.append(
+            f"{row['heads']:>4}  {ms(row['train_loss']):>17}  {ms(row['test_loss']):>17}  "
+            f"{ms(row['train_error']):>17}  {ms(row['test_error']):>17}  "
+            f"{row['n_diverged']}/{row['trials']}"
+        )
     return "\n".join(lines)
 
 
@@ -164,9 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130
     opt = cfg.optim
-    print(f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
-          f"η₀={opt.lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials, "
-          f"{result.wall_time_s:.1f} s")
+    print(
+        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
+        f"η₀={opt.lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials, "
+        f"{result.wall_time_s:.1f} s"
+    )
     print(format_table(result))
     results_path, curves_path = write_results(result, out)
     print(f"wrote {results_path} and {curves_path}")

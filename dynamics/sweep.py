@@ -33,13 +33,19 @@ class SweepResult:
         rows = []
         for i, h in enumerate(self.heads):
             ok = self.diverged_at[i] < 0
-            row: dict[str, Any] = {"heads": int(h), "trials": int(ok.size),
-                                   "n_diverged": int((~ok).sum()), "diverged": bool((~ok).any()),
-                                   "diverged_at": [int(s) for s in self.diverged_at[i]]}
+            row: dict[str, Any] = {
+                "heads": int(h),
+                "trials": int(ok.size),
+                "n_diverged": int((~ok).sum()),
+                "diverged": bool((~ok).any()),
+                "diverged_at": [int(s) for s in self.diverged_at[i]],
+            }
             for name in SUMMARY_METRICS:
                 final = self.curves[name][i, ok, -1]
-                row[name] = {"mean": float(np.mean(final)) if ok.any() else None,
-                             "std": float(np.std(final)) if ok.any() else None}
+                row[name] = {
+                    "mean": float(np.mean(final)) if ok.any() else None,
+                    "std": float(np.std(final)) if ok.any() else None,
+                }
             rows.append(row)
         return rows
 
@@ -64,8 +70,14 @@ def run_sweep(cfg: Config, *, progress: bool = True) -> SweepResult:
         bar.set_postfix(H=h)
         prog = program_for(cfg, h, d, schedule)
         metrics, div_at = train_trials(
-            prog, init_keys, data, jnp.float32(h), jnp.float32(step_size(cfg, h)),
-            jnp.float32(cfg.model.init_scale), shared_data=shared)
+            prog,
+            init_keys,
+            data,
+            jnp.float32(h),
+            jnp.float32(step_size(cfg, h)),
+            jnp.float32(cfg.model.init_scale),
+            shared_data=shared,
+        )
         metrics = {k: np.array(v, dtype=np.float64) for k, v in metrics.items()}
         div_at = np.array(div_at)
         # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step,
@@ -78,5 +90,11 @@ def run_sweep(cfg: Config, *, progress: bool = True) -> SweepResult:
         div_rows.append(np.where(div_at > cfg.optim.steps, -1, div_at))
     bar.close()
     curves = {k: np.stack([m[k] for m in per_head]) for k in METRICS}
-    return SweepResult(config=cfg, heads=np.array(heads), steps=steps, curves=curves,
-                       diverged_at=np.stack(div_rows), wall_time_s=time.perf_counter() - start)
+    return SweepResult(
+        config=cfg,
+        heads=np.array(heads),
+        steps=steps,
+        curves=curves,
+        diverged_at=np.stack(div_rows),
+        wall_time_s=time.perf_counter() - start,
+    )

@@ -17,8 +17,12 @@ from dynamics.io import load_results  # noqa: E402
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": "", "sqrt": "·√H", "linear": "·H"}
-DATA_LABEL = {"dm1": "DM1", "planted": "planted teacher-student", "mixture": "tokenized mixture",
-              "npz": "user data"}
+DATA_LABEL = {
+    "dm1": "DM1",
+    "planted": "planted teacher-student",
+    "mixture": "tokenized mixture",
+    "npz": "user data",
+}
 
 
 def describe(config: dict) -> str:
@@ -107,8 +111,10 @@ def plot_sweep(results_dir: str | Path, stem: str | Path) -> list[Path]:
     plot_loss_curves(axes[1], meta, curves, "test_loss", "test loss")
     plot_final_vs_heads(axes[2], meta, curves)
     trials = curves["train_loss"].shape[1]
-    fig.suptitle(f"{describe(meta['config'])}, θ(0) = {'0' if meta['config']['model']['init'] == 'zero' else 'random'}"
-                 f" — mean of {trials} trials")
+    fig.suptitle(
+        f"{describe(meta['config'])}, θ(0) = {'0' if meta['config']['model']['init'] == 'zero' else 'random'}"
+        f" — mean of {trials} trials"
+    )
     stem = Path(stem)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
     for path in paths:

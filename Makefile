@@ -1,0 +1,29 @@
+# Two commands set everything up: `make run` (the main job) and `make test` (the tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test figures lint clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+run: $(BIN)/.installed  ## set up, then run the small default experiment
+	$(BIN)/python -m dynamics.run
+
+test: $(BIN)/.installed  ## set up, then lint and run the test suite
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+figures: $(BIN)/.installed  ## regenerate every preset's figure
+	$(BIN)/python -m figures
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) runs figures-out .pytest_cache

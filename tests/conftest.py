@@ -1,0 +1,12 @@
+import jax
+import pytest
+
+# Catch silent broadcasting bugs: a shape mismatch must be an error, never a broadcast.
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture
+def x64():
+    """Run a test in float64 (for comparisons against float64 references)."""
+    with jax.enable_x64(True):
+        yield

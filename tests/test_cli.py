@@ -1,0 +1,135 @@
+"""python -m dynamics.run end to end in a temporary folder, and its error handling."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamics import run as cli
+from dynamics.engine import METRICS
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "--heads",
+    "1,2",
+    "--steps",
+    "6",
+    "--trials",
+    "2",
+    "--n-train",
+    "16",
+    "--n-test",
+    "20",
+    "--log-every",
+    "2",
+    "--quiet",
+]
+
+
+def run_cli(args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "dynamics.run", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def check_schema(out: Path, heads, trials, steps):
+    meta = json.loads((out / "results.json").read_text())
+    for key in ("config", "config_hash", "versions", "device", "wall_time_s", "summary", "steps", "heads"):
+        assert key in meta, key
+    assert {"jax", "jaxlib", "optax"} <= set(meta["versions"])
+    assert [row["heads"] for row in meta["summary"]] == list(heads)
+    for row in meta["summary"]:
+        for name in ("train_loss", "test_loss", "train_error", "test_error"):
+            assert set(row[name]) == {"mean", "std"}
+            assert np.isfinite(row[name]["mean"])
+        assert row["n_diverged"] == 0 and row["diverged"] is False
+    with np.load(out / "curves.npz") as z:
+        assert list(z["heads"]) == list(heads)
+        assert z["steps"][0] == 0 and z["steps"][-1] == steps
+        for name in METRICS:
+            assert z[name].shape == (len(heads), trials, len(z["steps"])), name
+    return meta
+
+
+def test_cli_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    proc = run_cli([*TINY, "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "train loss" in proc.stdout and "test err" in proc.stdout
+    check_schema(out, [1, 2], 2, 6)
+    assert (out / "figure.png").stat().st_size > 1000
+    assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_user_data_and_config_file(tmp_path):
+    rng = np.random.default_rng(0)
+    X, Xt = rng.normal(size=(12, 4, 6)), rng.normal(size=(9, 4, 6))
+    np.savez(
+        tmp_path / "my.npz",
+        X_train=X,
+        y_train=rng.integers(0, 2, 12),
+        X_test=Xt,
+        y_test=rng.choice([-1, 1], 9),
+    )
+    (tmp_path / "c.toml").write_text('[optim]\noptimizer = "gd"\nlr = 0.5\nsteps = 5\n[sweep]\ntrials = 1\n')
+    proc = run_cli(
+        ["--data", "my.npz", "--heads", "1,3", "--config", "c.toml", "--quiet", "--out", "o"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    meta = check_schema(tmp_path / "o", [1, 3], 1, 5)
+    assert meta["config"]["data"]["model"] == "npz" and meta["config"]["optim"]["lr"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--heads", "0"], "sweep.heads=0"),
+        (["--heads", "-2"], "sweep.heads=-2"),
+        (["--heads", "1,x"], "heads"),
+        (["--lr", "-1"], "optim.lr=-1"),
+        (["--lr", "nan"], "optim.lr=nan"),
+        (["--lr", "inf"], "optim.lr=inf"),
+        (["--steps", "0"], "optim.steps=0"),
+        (["--preset", "fig9"], "unknown preset 'fig9'"),
+        (["--optimizer", "sgd"], "invalid choice: 'sgd'"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--data", "missing.npz"], "missing.npz"),
+        (["--data", "bad.npz"], "bad.npz"),
+        (["--width", "4"], "data.d=4"),
+        (["--init", "zero", "--key-query", "factored"], "factored"),
+        (["--config", "nope.toml"], "nope.toml"),
+    ],
+)
+def test_bad_input_is_one_line_error(tmp_path, args, needle):
+    (tmp_path / "bad.npz").write_bytes(b"not a zip file")
+    out = tmp_path / "out"
+    proc = run_cli([*args, "--out", str(out), "--quiet"], tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_unknown_toml_key_suggests(tmp_path):
+    (tmp_path / "c.toml").write_text("[optim]\nlearning_rate = 0.1\n")
+    args = cli.build_parser().parse_args(["--config", str(tmp_path / "c.toml")])
+    with pytest.raises(ValueError, match="unknown field optim.learning_rate"):
+        cli.config_from_args(args)
+
+
+def test_list_presets(capsys):
+    assert cli.main(["--list-presets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam"):
+        assert name in out

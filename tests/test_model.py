@@ -1,0 +1,178 @@
+"""The model and its gradients against an independent float64 reference written with loops."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import losses, model
+
+QUERIES = ["first", "all"]
+NORMS = ["sqrt", "mean", "sum"]
+LAYOUTS = [("full", "split"), ("factored", "split"), ("factored", 3)]
+LOSSES = ["logistic", "exp", "hinge2"]
+
+
+def ref_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray:
+    """Φ(X) by explicit loops over examples, heads, queries and tokens, in float64."""
+    U = params["U"]
+    if "W" in params:
+        W = params["W"]
+    else:
+        W = np.stack([q @ k.T for q, k in zip(params["Q"], params["K"], strict=True)])
+    H, T = U.shape[0], X.shape[1]
+    c = {"sqrt": 1 / math.sqrt(H), "mean": 1 / H, "sum": 1.0}[norm]
+    out = np.zeros(X.shape[0])
+    for i, x in enumerate(X):
+        total = 0.0
+        for h in range(H):
+            query_rows = [0] if query == "first" else range(T)
+            f = 0.0
+            for s in query_rows:
+                scores = np.array([x[t] @ W[h] @ x[s] for t in range(T)])
+                a = np.exp(scores - scores.max())
+                a /= a.sum()
+                f += sum(a[t] * (U[h] @ x[t]) for t in range(T))
+            total += f / len(query_rows)
+        out[i] = c * total
+    return out
+
+
+def ref_loss(z: np.ndarray, loss: str) -> float:
+    if loss == "logistic":
+        return float(np.mean(np.log1p(np.exp(-z))))
+    if loss == "exp":
+        return float(np.mean(np.exp(-z)))
+    return float(np.mean(np.maximum(0.0, 1 - z) ** 2))
+
+
+def random_params(rng, H, d, key_query, head_size):
+    if key_query == "full":
+        return {"U": rng.normal(size=(H, d)), "W": rng.normal(size=(H, d, d)) / d}
+    a = d // H if head_size == "split" else head_size
+    return {
+        "U": rng.normal(size=(H, d)),
+        "Q": rng.normal(size=(H, d, a)) / math.sqrt(d),
+        "K": rng.normal(size=(H, d, a)) / math.sqrt(d),
+    }
+
+
+def fd_grad(f, params, eps=1e-6):
+    """Central finite differences of a float64 numpy function of a dict of arrays."""
+    grads = {}
+    for name, value in params.items():
+        g = np.zeros_like(value)
+        for idx in np.ndindex(value.shape):
+            plus = {k: v.copy() for k, v in params.items()}
+            minus = {k: v.copy() for k, v in params.items()}
+            plus[name][idx] += eps
+            minus[name][idx] -= eps
+            g[idx] = (f(plus) - f(minus)) / (2 * eps)
+        grads[name] = g
+    return grads
+
+
+@pytest.mark.parametrize("query,norm,layout", list(itertools.product(QUERIES, NORMS, LAYOUTS)))
+def test_logits_match_reference(x64, query, norm, layout):
+    rng = np.random.default_rng(0)
+    H, d, T, n = 2, 6, 4, 5
+    params = random_params(rng, H, d, *layout)
+    X = rng.normal(size=(n, T, d))
+    got = model.logits({k: jnp.asarray(v) for k, v in params.items()}, jnp.asarray(X), query=query, norm=norm)
+    np.testing.assert_allclose(np.asarray(got), ref_logits(params, X, query, norm), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("query,norm,layout,loss", list(itertools.product(QUERIES, NORMS, LAYOUTS, LOSSES)))
+def test_gradients_match_finite_differences(x64, query, norm, layout, loss):
+    rng = np.random.default_rng(1)
+    H, d, T, n = 2, 4, 3, 4
+    params = random_params(rng, H, d, layout[0], 2 if layout[1] == 3 else layout[1])
+    X = rng.normal(size=(n, T, d))
+    y = rng.choice([-1.0, 1.0], size=n)
+
+    def ref_objective(p):
+        return ref_loss(y * ref_logits(p, X, query, norm), loss)
+
+    def objective(p):
+        z = jnp.asarray(y) * model.logits(p, jnp.asarray(X), query=query, norm=norm)
+        return losses.mean_loss(z, losses.Loss(loss))
+
+    got = jax.grad(objective)({k: jnp.asarray(v) for k, v in params.items()})
+    want = fd_grad(ref_objective, params)
+    assert np.isclose(
+        float(objective({k: jnp.asarray(v) for k, v in params.items()})), ref_objective(params), rtol=1e-12
+    )
+    for name in params:
+        np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def test_attention_rows_are_distributions():
+    rng = np.random.default_rng(2)
+    params = {k: jnp.asarray(v, jnp.float32) for k, v in random_params(rng, 3, 5, "full", "split").items()}
+    X = jnp.asarray(rng.normal(size=(4, 6, 5)), jnp.float32)
+    for query, shape in (("first", (4, 3, 6)), ("all", (4, 3, 6, 6))):
+        A = model.attention(params, X, query)
+        assert A.shape == shape
+        np.testing.assert_allclose(np.asarray(A.sum(-1)), 1.0, rtol=1e-6)
+        assert float(A.min()) >= 0.0
+
+
+def test_multiplicity_equals_identical_heads(x64):
+    """One stored head with multiplicity m is the m-head model with identical heads."""
+    rng = np.random.default_rng(3)
+    one = {k: jnp.asarray(v) for k, v in random_params(rng, 1, 5, "full", "split").items()}
+    many = {k: jnp.repeat(v, 8, axis=0) for k, v in one.items()}
+    X = jnp.asarray(rng.normal(size=(6, 4, 5)))
+    for norm in NORMS:
+        np.testing.assert_allclose(
+            model.logits(one, X, norm=norm, multiplicity=8), model.logits(many, X, norm=norm), rtol=1e-12
+        )
+
+
+def test_factored_head_equals_full_head_with_product(x64):
+    rng = np.random.default_rng(4)
+    fac = {k: jnp.asarray(v) for k, v in random_params(rng, 3, 6, "factored", 2).items()}
+    full = {"U": fac["U"], "W": jnp.einsum("hda,hea->hde", fac["Q"], fac["K"])}
+    X = jnp.asarray(rng.normal(size=(5, 4, 6)))
+    for query in QUERIES:
+        np.testing.assert_allclose(
+            model.logits(fac, X, query=query), model.logits(full, X, query=query), rtol=1e-12
+        )
+    assert all(np.linalg.matrix_rank(np.asarray(w)) <= 2 for w in model.key_query_matrix(fac))
+
+
+def test_init_shapes_and_scale():
+    key = jax.random.PRNGKey(0)
+    p = model.init_params(key, 4, 64, init="normal", scale=2.0)
+    assert p["U"].shape == (4, 64) and p["W"].shape == (4, 64, 64)
+    assert abs(float(jnp.std(p["W"])) - 2.0 / 8.0) < 0.01
+    z = model.init_params(key, 4, 8)
+    assert all(float(jnp.abs(v).max()) == 0.0 for v in z.values())
+    f = model.init_params(key, 4, 8, init="normal", key_query="factored", head_size="split")
+    assert f["Q"].shape == (4, 8, 2) and f["K"].shape == (4, 8, 2)
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(init="zeros"), "init='zeros' is not one of 'zero', 'normal'"),
+        (dict(key_query="factored"), "needs init='normal'"),
+        (dict(init="normal", key_query="factored", head_size=0), "head_size=0"),
+    ],
+)
+def test_init_rejects_bad_options(bad, match):
+    with pytest.raises(ValueError, match=match):
+        model.init_params(jax.random.PRNGKey(0), 2, 4, **bad)
+
+
+def test_loss_values():
+    z = jnp.array([-1.0, 0.0, 2.0])
+    np.testing.assert_allclose(
+        losses.margin_loss(z, losses.Loss.LOGISTIC), np.log1p(np.exp([1.0, 0.0, -2.0])), rtol=1e-6
+    )
+    np.testing.assert_allclose(losses.margin_loss(z, losses.Loss.EXP), np.exp([1.0, 0.0, -2.0]), rtol=1e-6)
+    np.testing.assert_allclose(losses.margin_loss(z, losses.Loss.HINGE2), [4.0, 1.0, 0.0])
+    assert float(losses.error_rate(z)) == pytest.approx(2 / 3)
