@@ -130,10 +130,11 @@ def test_fast_path_equals_full_computation(optimizer, norm):
         dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False)), progress=False
     )
     for name in engine.METRICS:
-        if name == "attn_relevant":
-            continue
-        np.testing.assert_allclose(fast.curves[name], full.curves[name], rtol=1e-4, atol=1e-6, err_msg=name)
-    np.testing.assert_allclose(fast.curves["attn_relevant"], full.curves["attn_relevant"], rtol=1e-4)
+        # float32 rounding grows with the step (sum norm, η = 0.5·16): compare on the metric's scale.
+        scale = float(np.nanmax(np.abs(full.curves[name])))
+        np.testing.assert_allclose(
+            fast.curves[name], full.curves[name], rtol=1e-4, atol=1e-5 * max(scale, 1.0), err_msg=name
+        )
 
 
 def test_sqrt_norm_H_heads_equal_one_head_with_key_query_step_over_H():

@@ -1,0 +1,107 @@
+"""User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,).
+
+Labels are +-1; 0/1 labels are accepted and mapped (0 -> -1). Every problem is a
+one-line DataError naming the file and the offending key.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+REQUIRED_KEYS = ("X_train", "y_train", "X_test", "y_test")
+
+
+class UserData(NamedTuple):
+    """A user's train/test split, numpy float32, labels in {-1, +1}."""
+
+    X_train: np.ndarray  # (n, T, d)
+    y_train: np.ndarray  # (n,)
+    X_test: np.ndarray  # (m, T, d)
+    y_test: np.ndarray  # (m,)
+
+
+class DataError(ValueError):
+    """A user data file that cannot be used; the message names the file and the key."""
+
+
+def _fail(path: Path, key: str | None, problem: str) -> DataError:
+    where = f"{path}" if key is None else f"{path}: key '{key}'"
+    return DataError(f"{where}: {problem}")
+
+
+def _read(archive: np.lib.npyio.NpzFile, path: Path, key: str) -> np.ndarray:
+    try:
+        array = archive[key]
+    except ValueError as e:  # object arrays need pickle, which is refused
+        raise _fail(path, key, f"cannot be read without pickle ({e})") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as e:
+        raise _fail(path, key, f"is corrupt ({e})") from None
+    if array.dtype.kind not in "biuf":
+        raise _fail(path, key, f"must be numeric, got dtype {array.dtype}")
+    if array.size == 0:
+        raise _fail(path, key, f"is empty (shape {array.shape})")
+    return array
+
+
+def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
+    if X.ndim != 3:
+        raise _fail(path, key, f"must be 3-D (n, T, d), got shape {X.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+        X32 = X.astype(np.float32)
+    bad = int(np.size(X32) - np.count_nonzero(np.isfinite(X32)))
+    if bad:
+        raise _fail(path, key, f"has {bad} non-finite values (NaN/inf, after float32)")
+    return X32
+
+
+def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
+    if y.ndim != 1:
+        raise _fail(path, key, f"must be 1-D (n,), got shape {y.shape}")
+    if y.shape[0] != n:
+        raise _fail(path, key, f"has {y.shape[0]} labels but {x_key} has n={n} examples")
+    values = np.unique(y)
+    if np.all(np.isin(values, (-1, 1))):
+        return y.astype(np.float32)
+    if np.all(np.isin(values, (0, 1))):
+        return np.where(y == 1, 1.0, -1.0).astype(np.float32)
+    shown = ", ".join(str(v) for v in values[:6]) + (", ..." if values.size > 6 else "")
+    raise _fail(path, key, f"labels must be all in {{-1, +1}} or all in {{0, 1}}; got {shown}")
+
+
+def load_npz(path: str | os.PathLike) -> UserData:
+    """Load and check a user data file (see the module docstring); raise DataError."""
+    path = Path(path)
+    if not path.is_file():
+        raise _fail(path, None, "no such file")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise _fail(path, None, f"is not a valid .npz (zip) file ({e})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise _fail(path, None, "is a single .npy array, not an .npz archive of named arrays")
+    with archive:
+        missing = [k for k in REQUIRED_KEYS if k not in archive.files]
+        if missing:
+            raise _fail(
+                path,
+                missing[0],
+                f"is missing (missing: {', '.join(missing)}; required: "
+                f"{', '.join(REQUIRED_KEYS)}; found: {', '.join(archive.files) or 'none'})",
+            )
+        raw = {k: _read(archive, path, k) for k in REQUIRED_KEYS}
+    X_train = _tokens(path, "X_train", raw["X_train"])
+    X_test = _tokens(path, "X_test", raw["X_test"])
+    if X_test.shape[1:] != X_train.shape[1:]:
+        raise _fail(
+            path,
+            "X_test",
+            f"has tokens (T, d) = {X_test.shape[1:]} but X_train has {X_train.shape[1:]}",
+        )
+    y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
+    y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    return UserData(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
