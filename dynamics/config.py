@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,15 +290,37 @@ def _choice(field_name: str, value, allowed) -> None:
         )
 
 
+# Upper bounds that catch typos (an extra zero or three) before a compile that would never end.
+MAXIMA = {
+    "data.n_train": 10**7,
+    "data.n_test": 10**7,
+    "data.T": 4096,
+    "data.d": 4096,
+    "data.teacher_heads": 4096,
+    "sweep.heads": 4096,
+    "optim.steps": 10**8,
+    "sweep.trials": 10**5,
+    "sweep.seed": 2**32 - 1,
+    "sweep.log_points": 10**5,
+}
+
+
 def _positive_int(field_name: str, value, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{field_name}={value!r} must be an integer >= {minimum}")
+    maximum = MAXIMA.get(field_name)
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{field_name}={value!r} must be <= {maximum}")
 
 
 def _finite(
     field_name: str, value, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None
 ) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    try:
+        finite = not isinstance(value, bool) and math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
+        finite = False
+    if not finite:
         raise ConfigError(f"{field_name}={value!r} must be a finite number")
     if lo is not None and (value <= lo if lo_open else value < lo):
         raise ConfigError(f"{field_name}={value!r} must be {'>' if lo_open else '>='} {lo}")
@@ -310,6 +333,10 @@ def validate(cfg: Config) -> Config:
     for section in SECTIONS:
         for name, expected in _FIELD_TYPES[section].items():
             _check_type(section, name, getattr(getattr(cfg, section), name), str(expected))
+    if not isinstance(cfg.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", cfg.name):
+        raise ConfigError(
+            f"name={cfg.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the output folder)"
+        )
     cfg = cfg.resolved()
     data, model, optim, sweep = cfg.data, cfg.model, cfg.optim, cfg.sweep
 
@@ -369,6 +396,11 @@ def validate(cfg: Config) -> Config:
     _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True)
     if model.head_size != "split":
         _positive_int("model.head_size", model.head_size)
+        if data.d is not None and model.head_size > data.d:
+            raise ConfigError(
+                f"model.head_size={model.head_size} must be <= data.d={data.d}: "
+                f"Q_h K_hᵀ has rank <= d whatever the head size"
+            )
     if model.key_query == "factored" and model.init == "zero":
         raise ConfigError(
             "model.key_query='factored' needs model.init='normal': "

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,16 @@ def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(results.json as a dict, curves.npz as a dict of arrays)."""
     out = Path(out)
     meta = json.loads((out / "results.json").read_text())
+    saved, now = meta.get("versions", {}), versions()
+    changed = [
+        f"{k} {saved.get(k)} (now {now[k]})" for k in ("jax", "jaxlib", "optax") if saved.get(k) != now[k]
+    ]
+    if changed:
+        warnings.warn(
+            f"{out / 'results.json'} was made with {', '.join(changed)}: numbers may differ "
+            f"in the last bits from a rerun",
+            stacklevel=2,
+        )
     with np.load(out / "curves.npz", allow_pickle=False) as z:
         curves = {k: z[k] for k in z.files}
     return meta, curves

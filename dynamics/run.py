@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -169,7 +170,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         overrides.setdefault("sweep", {})["fast_path"] = False
     cfg = apply_overrides(cfg, overrides, "command line")
     if args.data and not args.preset and not args.config:
-        cfg = apply_overrides(cfg, {"name": Path(args.data).stem}, "command line")
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(args.data).stem).lstrip("._-")[:64] or "data"
+        cfg = apply_overrides(cfg, {"name": stem}, "command line")
     return validate(cfg)
 
 
