@@ -5,7 +5,7 @@ Examples:
   python -m figures fig2 fig3-gd          # just these
   python -m figures --out paper/ --force  # re-run even when cached results match
   python -m figures --list                # the known figures
-  python -m figures --gallery docs        # also write ~1000 px PNGs for the README gallery
+  python -m figures --gallery docs        # also write 1200 px PNGs for the README gallery
 
 For each NAME, the results live in OUT/NAME/ (results.json, curves.npz) and are reused
 when their config_hash matches the figure's resolved config; otherwise the experiment
