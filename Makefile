@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test figures lint clean
+.PHONY: run test figures gallery lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ test: $(BIN)/.installed  ## set up, then lint and run the test suite
 
 figures: $(BIN)/.installed  ## regenerate every preset's figure
 	$(BIN)/python -m figures
+
+gallery: $(BIN)/.installed  ## regenerate the figures and the README gallery (docs/*.png)
+	$(BIN)/python -m figures --gallery docs
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

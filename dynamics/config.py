@@ -155,25 +155,25 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
     "fig2": (
         "DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
-        {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 3000}, "sweep": _SWEEP},
+        {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 10000}, "sweep": _SWEEP},
     ),
     "fig3-gd": (
         "DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
         {
             "data": _DM1,
-            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 3000},
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 10000},
             "sweep": _SWEEP,
         },
     ),
     "fig3-adam": (
         "DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
-        {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 3000}, "sweep": _SWEEP},
+        {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
     ),
     "planted-gd": (
         "planted teacher-student, GD η=1.0·H",
         {
             "data": _PLANTED,
-            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 1000},
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 3000},
             "sweep": _SWEEP,
         },
     ),

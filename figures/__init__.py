@@ -1,5 +1,17 @@
-"""mhsim's figures: one function per figure, reading saved result files only."""
+"""mhsim's figures: one function per figure, reading saved result files only.
 
+``python -m figures`` regenerates every registered figure (see ``figures.registry``).
+"""
+
+from figures.registry import FIGURES, Entry, ensure_results, sweep_entry
 from figures.sweep import plot_final_vs_heads, plot_loss_curves, plot_sweep
 
-__all__ = ["plot_final_vs_heads", "plot_loss_curves", "plot_sweep"]
+__all__ = [
+    "FIGURES",
+    "Entry",
+    "ensure_results",
+    "plot_final_vs_heads",
+    "plot_loss_curves",
+    "plot_sweep",
+    "sweep_entry",
+]

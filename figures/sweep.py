@@ -1,7 +1,20 @@
-"""The number-of-heads figure of a sweep, drawn from saved result files only."""
+"""The number-of-heads figure of a sweep, drawn from saved result files only.
+
+One figure per sweep (``results.json`` + ``curves.npz`` in a folder):
+
+- (a) train loss vs iteration t, one line per H (mean over the trials that did not diverge);
+- (b) test loss vs iteration t, likewise;
+- (c) final train loss (top) and final test loss (bottom) vs H, mean ± 1 std over the trials
+  that did not diverge; the bottom panel also shows the best test loss over t (early stopping).
+
+Trials that diverged are never dropped silently: in (a) and (b) each is drawn thin and
+dashed up to its last finite point, which gets a ×; in (c) every H with diverged trials is
+annotated "k/n div." and an H whose trials all diverged gets a red × on the axis.
+"""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -12,113 +25,266 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import NullLocator  # noqa: E402
 
-from dynamics.io import load_results  # noqa: E402
+from dynamics.io import atomic_write_bytes, load_results  # noqa: E402
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
-SCALING_LABEL = {"constant": "", "sqrt": "·√H", "linear": "·H"}
+SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
 DATA_LABEL = {
     "dm1": "DM1",
     "planted": "planted teacher-student",
     "mixture": "tokenized mixture",
     "npz": "user data",
 }
+DIVERGED_COLOR = "#c0392b"
+NEUTRAL = "0.25"
 
 
 def describe(config: dict) -> str:
-    """'DM1 (n=100), GD η=1·H' from a results.json config."""
+    """'DM1 (n = 100 train / 300 test), GD η = 1·H' from a results.json config."""
     data, optim = config["data"], config["optim"]
     name = DATA_LABEL.get(data["model"], data["model"])
-    n = f" (n={data['n_train']})" if data["model"] != "npz" else ""
+    n = f" (n = {data['n_train']} train / {data['n_test']} test)" if data["model"] != "npz" else ""
     scaling = SCALING_LABEL[optim["lr_scaling"]]
-    return f"{name}{n}, {OPT_LABEL[optim['optimizer']]} η={optim['lr']:g}{scaling}"
+    if optim["optimizer"] == "adam":
+        scaling = ""  # optax Adam: the step is η₀ for every H
+    return f"{name}{n}, {OPT_LABEL[optim['optimizer']]} η = {optim['lr']:g}{scaling}"
 
 
 def head_colors(heads: np.ndarray):
-    """A sequential palette ordered by H (log-spaced when H spans decades) and its norm."""
+    """A sequential palette ordered by H (log-spaced when H spans a factor ≥ 4) and its norm."""
     cmap = sns.color_palette("flare", as_cmap=True)
     lo, hi = float(heads.min()), float(heads.max())
     norm = LogNorm(lo, hi) if lo > 0 and hi / lo >= 4 else Normalize(lo, max(hi, lo + 1))
     return cmap, norm
 
 
-def _mean_curve(curves: np.ndarray) -> np.ndarray:
-    """Mean over the trials that did not diverge (NaN where none remain), (n_heads, L)."""
-    ok = np.isfinite(curves)
-    count = ok.sum(axis=1)
-    total = np.where(ok, curves, 0.0).sum(axis=1)
+def _ok_trials(curves: dict) -> np.ndarray:
+    """(n_heads, trials) True where the trial never diverged (as results.json's summary counts)."""
+    return np.asarray(curves["diverged_at"]) < 0
+
+
+def _mean_curve(values: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Mean over the trials that never diverged, (n_heads, L); NaN where every trial diverged."""
+    keep = ok[:, :, None] & np.isfinite(values)  # (n_heads, trials, L)
+    count = keep.sum(axis=1)
+    total = np.where(keep, values, 0.0).sum(axis=1)
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _mean_std(values: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per H, mean and std over the trials that never diverged of values (n_heads, trials)."""
+    mean = np.full(len(values), np.nan)
+    std = np.full(len(values), np.nan)
+    for i in range(len(values)):
+        v = values[i, ok[i] & np.isfinite(values[i])]
+        if v.size:
+            mean[i], std[i] = v.mean(), v.std()
+    return mean, std
 
 
 def _spans_decades(values: np.ndarray) -> bool:
     v = values[np.isfinite(values) & (values > 0)]
-    return v.size > 1 and v.max() / v.min() > 20
+    return v.size > 1 and v.max() / v.min() > 10
+
+
+def _log_time(steps: np.ndarray) -> bool:
+    return steps.max() > 50
 
 
 def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> None:
+    """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×."""
     heads, steps = curves["heads"], curves["steps"]
     cmap, norm = head_colors(heads)
-    mean = _mean_curve(curves[metric])
-    x = np.maximum(steps, 1) if steps.max() > 50 else steps
+    ok = _ok_trials(curves)
+    values = curves[metric]  # (n_heads, trials, L)
+    mean = _mean_curve(values, ok)
+    # t = 0 (before any update) has no place on a log axis; it is the same for every H at θ(0) = 0.
+    shown = steps > 0 if _log_time(steps) else np.ones_like(steps, dtype=bool)
+    x = steps[shown]
     for i, h in enumerate(heads):
-        ax.plot(x, mean[i], color=cmap(norm(h)), lw=1.6, label=f"H={h}")
-    if steps.max() > 50:
+        color = cmap(norm(h))
+        ax.plot(x, mean[i, shown], color=color, lw=1.7)
+        for j in np.flatnonzero(~ok[i]):
+            trial = values[i, j, shown]
+            ax.plot(x, trial, color=color, lw=0.9, ls="--", alpha=0.8)
+            finite = np.flatnonzero(np.isfinite(trial))
+            if finite.size:
+                k = finite[-1]
+                ax.plot(x[k], trial[k], "x", color=DIVERGED_COLOR, ms=8, mew=2, zorder=5)
+    if (~ok).any():
+        ax.legend(
+            handles=[
+                Line2D([], [], color=NEUTRAL, lw=1.7, label="mean of converging trials"),
+                Line2D(
+                    [],
+                    [],
+                    color=NEUTRAL,
+                    lw=0.9,
+                    ls="--",
+                    marker="x",
+                    mec=DIVERGED_COLOR,
+                    mew=2,
+                    label="diverged trial (× = last finite point)",
+                ),
+            ],
+            frameon=False,
+            fontsize="small",
+        )
+    if _log_time(steps):
         ax.set_xscale("log")
-    if _spans_decades(mean):
+    if _spans_decades(mean[:, shown]):
         ax.set_yscale("log")
     ax.set_xlabel("iteration t")
     ax.set_ylabel(label)
+
+
+def add_head_colorbar(fig, axes, heads: np.ndarray) -> None:
+    """One colorbar for the H palette, attached to ``axes``."""
+    cmap, norm = head_colors(heads)
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
-    cbar = ax.figure.colorbar(sm, ax=ax, pad=0.01)
+    cbar = fig.colorbar(sm, ax=axes, pad=0.01, aspect=30)
     cbar.set_ticks(heads, labels=[str(h) for h in heads])
     cbar.minorticks_off()
-    cbar.set_label("heads H")
+    cbar.set_label("number of heads H")
 
 
-def plot_final_vs_heads(ax, meta: dict, curves: dict) -> None:
+def _mark_diverged(ax, heads: np.ndarray, mean: np.ndarray, ok: np.ndarray) -> bool:
+    """Annotate every H with diverged trials; a red × on the axis where all of them diverged."""
+    any_marked = False
+    trans = ax.get_xaxis_transform()  # x in data, y in axes coordinates
+    for i, h in enumerate(heads):
+        n_bad = int((~ok[i]).sum())
+        if n_bad == 0:
+            continue
+        any_marked = True
+        text = f"{n_bad}/{ok.shape[1]} div."
+        if np.isnan(mean[i]):
+            ax.plot(h, 0.9, "x", color=DIVERGED_COLOR, ms=10, mew=2.5, transform=trans, clip_on=False)
+            ax.text(
+                h,
+                0.78,
+                text,
+                color=DIVERGED_COLOR,
+                ha="center",
+                va="top",
+                fontsize="x-small",
+                transform=trans,
+            )
+        else:
+            ax.annotate(
+                text,
+                (h, mean[i]),
+                xytext=(0, 8),
+                textcoords="offset points",
+                ha="center",
+                color=DIVERGED_COLOR,
+                fontsize="x-small",
+            )
+    return any_marked
+
+
+def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
+    """Final train (top) and test (bottom) loss vs H, mean ± 1 std; best test loss over t dashed."""
     heads = curves["heads"]
-    palette = sns.color_palette("colorblind")
-    all_vals = []
-    for metric, label, color in (("train_loss", "train", palette[0]), ("test_loss", "test", palette[1])):
-        final = curves[metric][:, :, -1]  # (n_heads, trials)
-        ok = np.isfinite(final)
-        mean = np.array([final[i, ok[i]].mean() if ok[i].any() else np.nan for i in range(len(heads))])
-        std = np.array([final[i, ok[i]].std() if ok[i].any() else np.nan for i in range(len(heads))])
-        ax.plot(heads, mean, "o-", color=color, label=f"{label} loss")
-        ax.fill_between(heads, mean - std, mean + std, color=color, alpha=0.25, lw=0)
-        all_vals.append(mean)
-    diverged = np.array(meta.get("summary") and [row["n_diverged"] > 0 for row in meta["summary"]])
-    if diverged.size and diverged.any():
-        for h in heads[diverged]:
-            ax.axvline(h, color="0.3", ls=":", lw=1)
-        ax.plot([], [], ls=":", color="0.3", label="diverged trials")
-    if heads.max() / heads.min() >= 4:
-        ax.set_xscale("log", base=2)
-    if _spans_decades(np.concatenate(all_vals)):
-        ax.set_yscale("log")
-    ax.set_xticks(heads, [str(h) for h in heads])
-    ax.set_xlabel("number of heads H")
-    ax.set_ylabel(f"loss at t = {int(curves['steps'][-1])}")
-    ax.legend(frameon=False)
-
-
-def plot_sweep(results_dir: str | Path, stem: str | Path) -> list[Path]:
-    """Train loss vs t, test loss vs t (a line per H) and final loss vs H (±1 std); PNG and PDF."""
-    meta, curves = load_results(results_dir)
-    sns.set_theme(context="notebook", style="whitegrid")
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), layout="constrained")
-    plot_loss_curves(axes[0], meta, curves, "train_loss", "train loss")
-    plot_loss_curves(axes[1], meta, curves, "test_loss", "test loss")
-    plot_final_vs_heads(axes[2], meta, curves)
-    trials = curves["train_loss"].shape[1]
-    fig.suptitle(
-        f"{describe(meta['config'])}, θ(0) = {'0' if meta['config']['model']['init'] == 'zero' else 'random'}"
-        f" — mean of {trials} trials"
+    cmap, norm = head_colors(heads)
+    ok = _ok_trials(curves)
+    colors = [cmap(norm(h)) for h in heads]
+    last = int(curves["steps"][-1])
+    panels = (
+        (ax_train, "train_loss", f"train loss at t = {last}"),
+        (ax_test, "test_loss", f"test loss at t = {last}"),
     )
+    for ax, metric, ylabel in panels:
+        final = curves[metric][:, :, -1]  # (n_heads, trials)
+        mean, std = _mean_std(final, ok)
+        ax.fill_between(heads, mean - std, mean + std, color=NEUTRAL, alpha=0.15, lw=0)
+        ax.plot(heads, mean, "-", color=NEUTRAL, lw=1.2, zorder=2, label="final, mean ± 1 std")
+        ax.scatter(heads, mean, c=colors, s=36, zorder=3, edgecolors="white", linewidths=0.6)
+        values = [mean]
+        if metric == "test_loss" and len(curves["steps"]) > 2:
+            values_t = curves[metric]  # (n_heads, trials, L)
+            best = np.where(np.isfinite(values_t), values_t, np.inf).min(axis=2)
+            best[np.isinf(best)] = np.nan  # no finite point at all
+            best_mean, _ = _mean_std(best, ok)
+            ax.plot(heads, best_mean, "--", color=NEUTRAL, lw=1.0, label="best over t, mean")
+            values.append(best_mean)
+        diverged = _mark_diverged(ax, heads, mean, ok)
+        if heads.min() > 0 and heads.max() / heads.min() >= 4:
+            ax.set_xscale("log", base=2)
+        if _spans_decades(np.concatenate(values)):
+            ax.set_yscale("log")
+        ax.set_xticks(heads, [str(h) for h in heads])
+        ax.xaxis.set_minor_locator(NullLocator())  # only the H values are ticks
+        ax.set_ylabel(ylabel, fontsize="small")
+        handles, _ = ax.get_legend_handles_labels()
+        if diverged:
+            handles.append(
+                Line2D([], [], ls="", marker="x", color=DIVERGED_COLOR, mew=2, label="diverged trials")
+            )
+        if metric == "test_loss" or diverged:
+            ax.legend(handles=handles, frameon=False, fontsize="x-small")
+    ax_train.tick_params(labelbottom=False)
+    ax_test.set_xlabel("number of heads H")
+
+
+def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
+    """Train and test loss vs t (a line per H), final loss vs H (±1 std); ``stem``.png and .pdf.
+
+    Reads ``results.json`` and ``curves.npz`` in ``results_dir`` only; returns the written paths.
+    """
+    meta, curves = load_results(Path(results_dir))
+    config = meta["config"]
+    n_train, n_test = config["data"]["n_train"], config["data"]["n_test"]
+    sns.set_theme(context="notebook", style="whitegrid")
+    fig, axes = plt.subplot_mosaic(
+        [["train", "test", "final_train"], ["train", "test", "final_test"]],
+        figsize=(15, 4.6),
+        layout="constrained",
+        width_ratios=[1, 1, 0.8],
+    )
+    synthetic = config["data"]["model"] != "npz"
+    plot_loss_curves(
+        axes["train"],
+        meta,
+        curves,
+        "train_loss",
+        f"train loss (n = {n_train})" if synthetic else "train loss",
+    )
+    plot_loss_curves(
+        axes["test"],
+        meta,
+        curves,
+        "test_loss",
+        f"test loss ({n_test} examples)" if synthetic else "test loss",
+    )
+    add_head_colorbar(fig, [axes["train"], axes["test"]], curves["heads"])
+    plot_final_vs_heads(axes["final_train"], axes["final_test"], meta, curves)
+    for key, letter in (("train", "a"), ("test", "b"), ("final_train", "c")):
+        axes[key].set_title(f"({letter})", loc="left", fontsize="medium", fontweight="bold")
+    trials = curves["train_loss"].shape[1]
+    init = (
+        "θ(0) = 0"
+        if config["model"]["init"] == "zero"
+        else f"θ(0) random (σ₀ = {config['model']['init_scale']:g})"
+    )
+    name = config.get("name", "")
+    prefix = f"{name}: " if name and name != "default" else ""
+    fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H")
+    return save_figure(fig, stem, dpi=dpi)
+
+
+def save_figure(fig, stem: str | Path, *, dpi: int = 130) -> list[Path]:
+    """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``."""
     stem = Path(stem)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    plt.close(fig)
+    try:
+        for path in paths:
+            buf = io.BytesIO()
+            fig.savefig(buf, format=path.suffix[1:], dpi=dpi)
+            atomic_write_bytes(path, buf.getvalue())
+    finally:
+        plt.close(fig)
     return paths

@@ -1,0 +1,111 @@
+"""python -m figures: regenerate the papers' figures from cached or freshly produced results.
+
+Examples:
+  python -m figures                       # every figure into figures-out/
+  python -m figures fig2 fig3-gd          # just these
+  python -m figures --out paper/ --force  # re-run even when cached results match
+  python -m figures --list                # the known figures
+  python -m figures --gallery docs        # also write 1200 px PNGs for the README gallery
+
+For each NAME, the results live in OUT/NAME/ (results.json, curves.npz) and are reused
+when their config_hash matches the figure's resolved config; otherwise the experiment
+runs and writes them there. The figure is OUT/NAME.png and OUT/NAME.pdf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import io
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_OUT = Path("figures-out")
+GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser(names) -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m figures",
+        description=(
+            "Regenerate figures into one folder, running only the experiments whose results are missing."
+        ),
+        epilog=__doc__.split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "names", nargs="*", metavar="NAME", help=f"figures to make (default: all of {', '.join(names)})"
+    )
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--force", action="store_true", help="re-run the experiments even if cached results match")
+    p.add_argument("--list", action="store_true", help="list the known figures and exit")
+    p.add_argument("--gallery", type=Path, metavar="DIR", help=f"also write {GALLERY_WIDTH} px PNGs into DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
+    """A downscaled, palette-quantised copy of the PNG ``src`` (for a README), written atomically."""
+    from PIL import Image
+
+    from dynamics.io import atomic_write_bytes
+
+    with Image.open(src) as im:
+        im = im.convert("RGB")
+        height = round(im.height * width / im.width)
+        small = im.resize((width, height), Image.Resampling.LANCZOS)
+    small = small.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    small.save(buf, format="PNG", optimize=True)
+    atomic_write_bytes(dst, buf.getvalue())
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
+    from figures.registry import FIGURES, cached_hash, ensure_results
+
+    args = build_parser(list(FIGURES)).parse_args(argv)
+    if args.list:
+        for name, entry in FIGURES.items():
+            print(f"{name:24s} {entry.description}")
+        return 0
+    names = args.names or list(FIGURES)
+    for name in names:
+        if name not in FIGURES:
+            close = difflib.get_close_matches(name, list(FIGURES), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            print(f"error: unknown figure {name!r}{hint}; known: {', '.join(FIGURES)}", file=sys.stderr)
+            return 2
+    out: Path = args.out
+    for name in dict.fromkeys(names):
+        entry = FIGURES[name]
+        results_dir = out / name
+        key = entry.key()
+        if cached_hash(results_dir) != key or args.force:
+            print(f"{name}: running the experiment into {results_dir} (config hash {key})", flush=True)
+        start = time.perf_counter()
+        try:
+            status = ensure_results(entry, results_dir, force=args.force, progress=not args.quiet)
+        except KeyboardInterrupt:
+            print(f"{name}: interrupted; results of earlier figures are kept", file=sys.stderr)
+            return 130
+        took = time.perf_counter() - start
+        if status == "reused":
+            print(f"{name}: reusing {results_dir} (config hash {key} matches)", flush=True)
+        else:
+            print(f"{name}: done in {took:.0f} s", flush=True)
+        for path in entry.plot(results_dir, out / name):
+            print(f"  wrote {path}", flush=True)
+            if args.gallery and path.suffix == ".png":
+                print(f"  wrote {gallery_png(path, args.gallery / path.name)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The figures that ``python -m figures`` knows, and the results cache behind them.
+
+``FIGURES`` maps a figure's name to an :class:`Entry`. An entry knows how to *produce*
+its results into a folder and how to *plot* from that folder; ``python -m figures``
+does the rest: for each name it reuses ``<out>/<name>/`` when the ``config_hash`` in its
+``results.json`` equals ``entry.key()``, produces the results there otherwise (or with
+``--force``), then plots ``<out>/<name>.png`` and ``.pdf`` from the saved files only.
+
+The entry interface (all four fields are required):
+
+- ``description: str`` — one line, shown by ``python -m figures --list``.
+- ``key() -> str`` — a hash of everything the results depend on (for a sweep,
+  ``Config.hash()`` of the validated config). Cheap: no simulation.
+- ``produce(results_dir: Path, progress: bool) -> None`` — compute the results and write
+  them into ``results_dir``, atomically, with ``results.json`` written last and holding
+  ``"config_hash": key()`` (``dynamics.io.write_results`` does exactly this for a sweep).
+  Any other files (``curves.npz``, ...) are the entry's own business.
+- ``plot(results_dir: Path, stem: Path) -> list[Path]`` — read the saved files only (never
+  run the simulator), write ``stem.png`` and ``stem.pdf``, return the written paths.
+
+Registering a figure is one line at the bottom of this module. A preset sweep is
+``sweep_entry("fig2")``; any ``Config`` with its own plot is ``sweep_entry(cfg, "…",
+plot=plot_mine)``. An experiment that is not a plain sweep (e.g. the low-rank bottleneck of
+SPEC §8) brings its own three functions, its plot in its own module under ``figures/``
+(``figures.sweep.save_figure(fig, stem)`` writes the PNG and PDF atomically)::
+
+    FIGURES["bottleneck-heads"] = Entry("…", key=bottleneck.key, produce=bottleneck.produce,
+                                        plot=plot_bottleneck_heads)
+
+Before ``produce`` runs, a stale ``results.json`` (another hash) is removed, so an
+interrupted run never leaves new files next to an old ``results.json``: the folder reads
+as "no results" and the next call produces them again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dynamics.config import PRESETS, Config, preset, validate
+from dynamics.io import write_results
+from dynamics.sweep import run_sweep
+from figures.sweep import plot_sweep
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One figure: how to produce its results into a folder and how to plot from that folder."""
+
+    description: str  # one line for --list
+    key: Callable[[], str]  # hash of everything the results depend on; keys the cache
+    produce: Callable[[Path, bool], None]  # (results_dir, progress): write results, results.json last
+    plot: Callable[[Path, Path], list[Path]]  # (results_dir, stem) -> [stem.png, stem.pdf]
+
+
+def sweep_entry(
+    config: str | Config,
+    description: str | None = None,
+    plot: Callable[[Path, Path], list[Path]] = plot_sweep,
+) -> Entry:
+    """An entry that runs ``run_sweep`` on a preset (by name) or a Config and plots it with ``plot``."""
+    if isinstance(config, str):
+        if description is None:
+            description = PRESETS[config][0] if config in PRESETS else config
+        config = preset(config)
+    cfg = validate(config)
+
+    def produce(results_dir: Path, progress: bool) -> None:
+        # Looked up at call time, so tests (and callers) can substitute run_sweep.
+        result = run_sweep(cfg, progress=progress)
+        write_results(result, results_dir)
+
+    return Entry(
+        description=description or cfg.name,
+        key=cfg.hash,
+        produce=produce,
+        plot=plot,
+    )
+
+
+PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
+
+FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
+
+
+def cached_hash(results_dir: Path) -> str | None:
+    """The ``config_hash`` of the complete results in ``results_dir``, or None if there are none."""
+    try:
+        meta = json.loads((Path(results_dir) / "results.json").read_text())
+    except (OSError, ValueError):
+        return None  # missing, unreadable or not JSON: produce the results again
+    return meta.get("config_hash") if isinstance(meta, dict) else None
+
+
+def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, progress: bool = True) -> str:
+    """Produce ``entry``'s results into ``results_dir`` unless results with its key are there.
+
+    Returns what happened: ``"reused"``, ``"produced"`` (none were there), ``"replaced"``
+    (results for a different config were there) or ``"forced"``.
+    """
+    results_dir = Path(results_dir)
+    found = cached_hash(results_dir)
+    key = entry.key()
+    if found == key and not force:
+        return "reused"
+    (results_dir / "results.json").unlink(missing_ok=True)  # the marker of complete results goes first
+    entry.produce(results_dir, progress)
+    if cached_hash(results_dir) != key:
+        raise RuntimeError(
+            f"the entry's produce() wrote no results.json with config_hash={key!r} into {results_dir}"
+        )
+    if force:
+        return "forced"
+    return "produced" if found is None else "replaced"

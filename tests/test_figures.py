@@ -1,0 +1,215 @@
+"""figures/: every figure renders from small saved results; python -m figures caches by config hash."""
+
+import dataclasses
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import figures.registry as registry  # noqa: E402
+from dynamics.config import apply_overrides, preset, validate  # noqa: E402
+from dynamics.io import atomic_write_bytes, load_results, write_results  # noqa: E402
+from dynamics.sweep import run_sweep  # noqa: E402
+from figures.__main__ import GALLERY_WIDTH, main  # noqa: E402
+from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402
+from figures.sweep import plot_final_vs_heads, plot_sweep  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# A preset shrunk to seconds: two H, 60 steps (> 50, so the time axis is logarithmic), 2 trials.
+TINY = {
+    "data": {"n_train": 16, "n_test": 20},
+    "optim": {"steps": 60},
+    "sweep": {"heads": (1, 4), "trials": 2, "log_points": 12},
+}
+
+
+def tiny(name: str, **sweep):
+    cfg = apply_overrides(preset(name), TINY, "test")
+    return validate(dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, **sweep)))
+
+
+def check_png(path: Path) -> None:
+    assert path.stat().st_size > 1000
+    with Image.open(path) as im:
+        im.verify()  # raises on a truncated or corrupt file
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.width > 100 and im.height > 100
+
+
+def check_pdf(path: Path) -> None:
+    data = path.read_bytes()
+    assert len(data) > 1000 and data.startswith(b"%PDF") and b"%%EOF" in data[-64:]
+
+
+def rewrite(src: Path, dst: Path, edit) -> Path:
+    """Copy saved results from src to dst after ``edit(meta, curves)`` changed them in place."""
+    meta, curves = load_results(src)
+    edit(meta, curves)
+    buf = io.BytesIO()
+    np.savez(buf, **curves)
+    atomic_write_bytes(dst / "curves.npz", buf.getvalue())
+    atomic_write_bytes(dst / "results.json", json.dumps(meta).encode())
+    return dst
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A tiny saved sweep (one compile), the folder of its results."""
+    out = tmp_path_factory.mktemp("results") / "fig2"
+    write_results(run_sweep(tiny("fig2"), progress=False), out)
+    return out
+
+
+@pytest.mark.parametrize("name", PRESET_FIGURES)
+def test_each_preset_figure_renders_from_saved_results(saved, tmp_path, name):
+    # The tiny sweep's curves under each preset's (tiny) config: the title, labels and axes
+    # follow the config's data model and optimiser, and no extra simulation is needed.
+    def as_preset(meta, curves):
+        meta["config"] = tiny(name).to_dict()
+
+    folder = rewrite(saved, tmp_path / "results", as_preset)
+    paths = FIGURES[name].plot(folder, tmp_path / name)
+    assert [p.suffix for p in paths] == [".png", ".pdf"]
+    check_png(paths[0])
+    check_pdf(paths[1])
+
+
+def test_plot_sweep_short_run_uses_linear_time(saved, tmp_path):
+    """A run of a few steps (as in the CLI tests) has a linear time axis and still renders."""
+
+    def first_steps(meta, curves):
+        keep = curves["steps"] <= 5
+        for key, arr in curves.items():
+            if arr.ndim == 3:
+                curves[key] = arr[:, :, keep]
+        curves["steps"] = curves["steps"][keep]
+
+    folder = rewrite(saved, tmp_path / "results", first_steps)
+    png, pdf = plot_sweep(folder, tmp_path / "figure")
+    check_png(png)
+    check_pdf(pdf)
+
+
+def with_divergence(meta, curves):
+    """Every trial of the first H and one trial of the last diverged (NaN from then on)."""
+    steps = curves["steps"]
+    div = curves["diverged_at"].copy()
+    div[0, :] = steps[3]
+    div[-1, 0] = steps[-4]
+    for i, j in zip(*np.nonzero(div >= 0), strict=True):
+        for arr in curves.values():
+            if arr.ndim == 3:
+                arr[i, j, steps >= div[i, j]] = np.nan
+    curves["diverged_at"] = div
+    for i, row in enumerate(meta["summary"]):
+        row["n_diverged"] = int((div[i] >= 0).sum())
+        row["diverged"] = bool(row["n_diverged"])
+
+
+def test_diverged_heads_are_marked_not_dropped(saved, tmp_path):
+    folder = rewrite(saved, tmp_path / "div", with_divergence)
+    png, pdf = plot_sweep(folder, tmp_path / "figure")
+    check_png(png)
+    check_pdf(pdf)
+    meta, curves = load_results(folder)
+    fig, (ax_train, ax_test) = plt.subplots(2, 1)
+    plot_final_vs_heads(ax_train, ax_test, meta, curves)
+    for ax in (ax_train, ax_test):
+        texts = sorted(t.get_text() for t in ax.texts)
+        assert texts == ["1/2 div.", "2/2 div."]
+        assert "diverged trials" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_cache_reused_then_invalidated_by_a_config_change(tmp_path, monkeypatch):
+    calls = []
+
+    def counting_run_sweep(cfg, progress=True):
+        calls.append(cfg.hash())
+        return run_sweep(cfg, progress=False)
+
+    monkeypatch.setattr(registry, "run_sweep", counting_run_sweep)
+    cfg = tiny("fig2")
+    monkeypatch.setitem(FIGURES, "tiny", sweep_entry(cfg, "a tiny sweep"))
+    out = tmp_path / "out"
+    assert main(["tiny", "--out", str(out), "--quiet"]) == 0
+    assert calls == [cfg.hash()]
+    assert json.loads((out / "tiny" / "results.json").read_text())["config_hash"] == cfg.hash()
+    check_png(out / "tiny.png")
+    check_pdf(out / "tiny.pdf")
+
+    # Same config: the saved results are reused; the simulator must not run.
+    def failing_run_sweep(cfg, progress=True):
+        raise AssertionError("run_sweep called although cached results match")
+
+    monkeypatch.setattr(registry, "run_sweep", failing_run_sweep)
+    (out / "tiny.png").unlink()
+    assert main(["tiny", "--out", str(out), "--quiet"]) == 0
+    check_png(out / "tiny.png")
+
+    # A changed config (another seed) has another hash: the experiment runs again.
+    changed = tiny("fig2", seed=1)
+    assert changed.hash() != cfg.hash()
+    monkeypatch.setitem(FIGURES, "tiny", sweep_entry(changed))
+    with pytest.raises(AssertionError, match="cached results match"):
+        main(["tiny", "--out", str(out), "--quiet"])
+    monkeypatch.setattr(registry, "run_sweep", counting_run_sweep)
+    assert main(["tiny", "--out", str(out), "--quiet"]) == 0
+    assert calls == [cfg.hash(), changed.hash()]
+    assert json.loads((out / "tiny" / "results.json").read_text())["config_hash"] == changed.hash()
+
+    # --force re-runs even though the results match.
+    assert ensure_results(FIGURES["tiny"], out / "tiny", force=True, progress=False) == "forced"
+    assert calls == [cfg.hash(), changed.hash(), changed.hash()]
+
+
+def test_ensure_results_status_and_broken_entry(tmp_path):
+    entry = sweep_entry(tiny("fig2"))
+    assert ensure_results(entry, tmp_path / "r", progress=False) == "produced"
+    assert ensure_results(entry, tmp_path / "r", progress=False) == "reused"
+    (tmp_path / "r" / "results.json").write_text("{not json")
+    assert ensure_results(entry, tmp_path / "r", progress=False) == "produced"
+    other = sweep_entry(tiny("fig2", seed=2))
+    assert ensure_results(other, tmp_path / "r", progress=False) == "replaced"
+
+    lazy = Entry("writes nothing", key=lambda: "abc", produce=lambda d, p: None, plot=plot_sweep)
+    with pytest.raises(RuntimeError, match="config_hash='abc'"):
+        ensure_results(lazy, tmp_path / "empty")
+
+
+def test_gallery_png_is_small_and_unknown_names_are_refused(saved, tmp_path, monkeypatch, capsys):
+    entry = dataclasses.replace(FIGURES["fig2"], key=lambda: load_results(saved)[0]["config_hash"])
+    monkeypatch.setitem(FIGURES, "fig2", entry)
+    out = tmp_path / "out"
+    # Reuse the tiny fig2 results as the cache (their hash is this entry's key).
+    shutil.copytree(saved, out / "fig2")
+    assert main(["fig2", "--out", str(out), "--gallery", str(tmp_path / "docs"), "--quiet"]) == 0
+    small = tmp_path / "docs" / "fig2.png"
+    check_png(small)
+    with Image.open(small) as im:
+        assert im.width == GALLERY_WIDTH
+    assert small.stat().st_size < 150_000
+
+    assert main(["fig-2"]) == 2
+    assert "unknown figure 'fig-2' (did you mean 'fig2'?)" in capsys.readouterr().err
+
+
+def test_module_lists_the_figures():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "figures", "--list"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == list(FIGURES)
