@@ -133,3 +133,22 @@ def test_list_presets(capsys):
     out = capsys.readouterr().out
     for name in ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam"):
         assert name in out
+
+
+def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    import os
+
+    from dynamics.io import atomic_write_bytes
+
+    target = tmp_path / "f.json"
+    atomic_write_bytes(target, b"old")
+    assert target.read_bytes() == b"old" and oct(target.stat().st_mode & 0o777) != oct(0o600)
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        atomic_write_bytes(target, b"new contents")
+    assert target.read_bytes() == b"old"  # the old file is intact...
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # ...and no temp file is left
