@@ -27,8 +27,13 @@ def point_file(out: Path, heads) -> Path:
 def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray], diverged_at) -> Path:
     """One finished point: ``curves[metric]`` is (n_point_heads, trials, L)."""
     buf = io.BytesIO()
-    np.savez(buf, config_hash=np.array(config_hash), heads=np.asarray(heads),
-             diverged_at=np.asarray(diverged_at), **{f"curve_{k}": v for k, v in curves.items()})
+    np.savez(
+        buf,
+        config_hash=np.array(config_hash),
+        heads=np.asarray(heads),
+        diverged_at=np.asarray(diverged_at),
+        **{f"curve_{k}": v for k, v in curves.items()},
+    )
     path = point_file(out, heads)
     atomic_write_bytes(path, buf.getvalue())
     return path
@@ -45,7 +50,7 @@ def load_points(out: Path, config_hash: str) -> dict[int, tuple[dict[str, np.nda
             with np.load(path, allow_pickle=False) as z:
                 if str(z["config_hash"]) != config_hash:
                     continue
-                curves = {k[len("curve_"):]: z[k] for k in z.files if k.startswith("curve_")}
+                curves = {k[len("curve_") :]: z[k] for k in z.files if k.startswith("curve_")}
                 for i, h in enumerate(z["heads"]):
                     done[int(h)] = ({k: v[i] for k, v in curves.items()}, z["diverged_at"][i])
         except (OSError, ValueError, KeyError):
