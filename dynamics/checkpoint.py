@@ -63,3 +63,71 @@ def saved_config_hash(out: Path) -> str | None:
         return json.loads((Path(out) / "results.json").read_text()).get("config_hash")
     except (OSError, ValueError):
         return None
+
+
+def clear_points(out: Path) -> None:
+    folder = Path(out) / POINTS
+    if folder.is_dir():
+        for path in folder.glob("H*.npz"):
+            path.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def finished_heads(out: Path, config_hash: str) -> dict[int, tuple[dict[str, np.ndarray], np.ndarray]]:
+    """Every H already finished in ``out`` for this config: a complete run's curves, or saved points."""
+    from dynamics.engine import METRICS
+    from dynamics.io import load_results
+
+    try:
+        meta = json.loads((Path(out) / "results.json").read_text())
+    except (OSError, ValueError):
+        meta = {}
+    if meta.get("complete") and meta.get("config_hash") == config_hash:
+        _, curves = load_results(out)
+        return {
+            int(h): ({k: curves[k][i] for k in METRICS}, curves["diverged_at"][i])
+            for i, h in enumerate(curves["heads"])
+        }
+    return load_points(out, config_hash)
+
+
+def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = True, **sweep_kwargs):
+    """``run_sweep`` that saves every finished point in ``out`` and, with ``resume``, skips them.
+
+    After each point, ``results.json``/``curves.npz`` hold the points done so far with
+    ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``.
+    """
+    from dynamics.config import log_schedule, validate
+    from dynamics.io import write_results
+    from dynamics.sweep import SweepResult, run_sweep
+
+    cfg = validate(cfg)
+    out, config_hash = Path(out), cfg.hash()
+    done = finished_heads(out, config_hash) if resume else {}
+    if not resume:
+        clear_points(out)
+    steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
+    heads = list(cfg.sweep.heads)
+
+    def on_point(indices, by_head, diverged_at):
+        point_heads = [heads[i] for i in indices]
+        save_point(out, config_hash, point_heads, by_head, diverged_at)
+        for j, h in enumerate(point_heads):
+            done[h] = ({k: v[j] for k, v in by_head.items()}, diverged_at[j])
+        have = [h for h in heads if h in done]
+        partial = SweepResult(
+            config=cfg,
+            heads=np.array(have),
+            steps=steps,
+            curves={k: np.stack([done[h][0][k] for h in have]) for k in by_head},
+            diverged_at=np.stack([done[h][1] for h in have]),
+            extra={"complete": False, "heads_todo": [h for h in heads if h not in done]},
+        )
+        write_results(partial, out)
+
+    result = run_sweep(cfg, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
+    result.extra["complete"] = True
+    write_results(result, out)
+    clear_points(out)
+    return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -141,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="zero init: simulate all H heads instead of one exact representative head",
     )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted sweep in --out: finished H values of the same config are kept",
+    )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
@@ -190,6 +196,10 @@ def format_table(result) -> str:
     return "\n".join(lines)
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM ends a sweep like Ctrl-C: finished points stay on disk
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -197,19 +207,24 @@ def main(argv: list[str] | None = None) -> int:
         for name, (purpose, _) in PRESETS.items():
             print(f"{name:14s} {purpose}")
         return 0
+    out = None
     try:
         cfg = config_from_args(args)
         from datamodels import DataError  # noqa: F401  (import errors surface here, not mid-run)
-        from dynamics.io import write_results
-        from dynamics.sweep import run_sweep
+        from dynamics.checkpoint import run_checkpointed
 
         out = Path(args.out or Path("runs") / cfg.name)
-        result = run_sweep(cfg, progress=not args.quiet)
+        signal.signal(signal.SIGTERM, _terminate)
+        result = run_checkpointed(cfg, out, resume=args.resume, progress=not args.quiet)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
+        print(
+            f"interrupted: the finished H values are in {out} (results.json is partial); "
+            f"rerun the same command with --resume to finish",
+            file=sys.stderr,
+        )
         return 130
     opt = cfg.optim
     print(
@@ -218,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{result.wall_time_s:.1f} s"
     )
     print(format_table(result))
-    results_path, curves_path = write_results(result, out)
-    print(f"wrote {results_path} and {curves_path}")
+    print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
     if not args.no_figure:
         from figures.sweep import plot_sweep
 

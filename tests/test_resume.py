@@ -1,0 +1,107 @@
+"""Interruption and resume: SIGINT/SIGTERM to a real sweep subprocess, then --resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamics.checkpoint import load_points, run_checkpointed
+from dynamics.config import Config, DataConfig, OptimConfig, SweepConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+# Random init: one compiled program per H, each a few seconds on a 2-core CPU.
+ARGS = [
+    "--heads",
+    "1,2,3,4,5,6",
+    "--init",
+    "normal",
+    "--init-scale",
+    "0.5",
+    "--steps",
+    "400",
+    "--trials",
+    "2",
+    "--n-train",
+    "40",
+    "--n-test",
+    "40",
+    "--log-every",
+    "50",
+    "--quiet",
+    "--no-figure",
+]
+
+
+def cli(args, cwd, **kw):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "dynamics.run", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_sweep_resumes_to_the_same_numbers(tmp_path, sig):
+    out = tmp_path / "cut"
+    proc = cli([*ARGS, "--out", str(out)], tmp_path)
+    deadline = time.time() + 240
+    while not list((out / "points").glob("H*.npz")) and time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "--resume" in err
+    meta = json.loads((out / "results.json").read_text())  # a valid, partial results.json
+    assert meta["complete"] is False and 1 <= len(meta["summary"]) < 6
+    assert meta["heads_todo"] and set(meta["heads_todo"]).isdisjoint(meta["heads"])
+
+    resumed = cli([*ARGS, "--out", str(out), "--resume"], tmp_path)
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    whole = cli([*ARGS, "--out", str(tmp_path / "whole")], tmp_path)
+    _, err = whole.communicate(timeout=300)
+    assert whole.returncode == 0, err
+
+    a, b = np.load(out / "curves.npz"), np.load(tmp_path / "whole" / "curves.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)  # bit-identical
+    ma, mb = (
+        json.loads((out / "results.json").read_text()),
+        json.loads((tmp_path / "whole" / "results.json").read_text()),
+    )
+    assert ma["complete"] and ma["summary"] == mb["summary"] and ma["config_hash"] == mb["config_hash"]
+    assert not (out / "points").exists()
+
+
+def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkeypatch):
+    cfg = Config(
+        data=DataConfig(n_train=16, n_test=16, T=4, d=8, n_irrelevant=2),
+        optim=OptimConfig(steps=5),
+        sweep=SweepConfig(heads=(1, 2), trials=1, log_every=5),
+    )
+    out = tmp_path / "o"
+    first = run_checkpointed(cfg, out, progress=False)
+    assert json.loads((out / "results.json").read_text())["complete"] is True
+
+    import dynamics.sweep
+
+    def no_compute(*a, **k):
+        raise AssertionError("a finished sweep must not be recomputed on --resume")
+
+    monkeypatch.setattr(dynamics.sweep, "_run_points", no_compute)
+    again = run_checkpointed(cfg, out, resume=True, progress=False)
+    np.testing.assert_array_equal(first.curves["train_loss"], again.curves["train_loss"])
+    assert load_points(out, "another-hash") == {}
