@@ -20,6 +20,7 @@ from matplotlib.patches import Rectangle
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
+    QUICK_DATA,
     DemoResult,
     check_finite,
     dm1_data,
@@ -56,9 +57,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(
-    heads=(1, 3), steps=20, log_points=6, n_train=24, n_test=30, T=5, d=8, n_irrelevant=2, examples=4
-)
+QUICK = Settings(heads=(1, 3), steps=20, log_points=6, examples=4, **QUICK_DATA)
 
 
 @partial(jax.jit, static_argnames=("segments",))

@@ -35,6 +35,9 @@ from dynamics.data import make_data  # noqa: E402
 from dynamics.engine import Data  # noqa: E402
 from dynamics.io import atomic_write_bytes  # noqa: E402
 
+# The --quick settings' data (one trial): every demo draws the same shapes, so a test process
+# compiles the data generator once for all of them.
+QUICK_DATA = dict(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2)
 PNG_DPI = 120
 GIF_DPI = 80
 

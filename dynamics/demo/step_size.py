@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
+    QUICK_DATA,
     DemoResult,
     check_finite,
     dm1_data,
@@ -57,7 +58,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(heads=(1, 3), steps=15, log_points=6, n_train=24, T=5, d=8, n_irrelevant=2)
+QUICK = Settings(heads=(1, 3), steps=15, log_points=6, **QUICK_DATA)
 
 
 def _observe(loss_fn, p, readout_scale):

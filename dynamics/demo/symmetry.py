@@ -24,6 +24,7 @@ from matplotlib import pyplot as plt
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
+    QUICK_DATA,
     DemoResult,
     active_logits,
     check_finite,
@@ -59,9 +60,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(
-    heads=(1, 2, 3), steps=12, log_points=5, trials=2, n_train=24, n_test=30, T=5, d=8, n_irrelevant=2
-)
+QUICK = Settings(heads=(1, 2, 3), steps=12, log_points=5, trials=1, **QUICK_DATA)
 
 
 def masked_diversity(params: mdl.Params, active: jax.Array) -> jax.Array:
@@ -156,7 +155,7 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     ax.legend(frameon=False, fontsize=9, loc="upper left")
     ax.text(
         0.98,
-        0.04,
+        0.12,
         f"θ(0) = 0: max over every H, t and trial = {zero_max!r}",
         transform=ax.transAxes,
         ha="right",
@@ -186,11 +185,18 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         "zero_init_diversity_max": zero_max,
         "random_init_diversity_min": float(div[1, several].min()) if several.any() else float("nan"),
     }
+    div_random = div[1].mean(axis=1)  # (H, L): mean over trials
     for i, h in enumerate(heads):
+        numbers[f"diversity_random_start_H{h}"] = float(div_random[i, 0])
+        numbers[f"diversity_random_final_H{h}"] = float(div_random[i, -1])
         numbers[f"test_loss_zero_H{h}"] = float(final["zero"][i])
         numbers[f"test_loss_random_H{h}"] = float(final["random"][i])
     lines = (
         f"zero-init head diversity: max over H, t, trials = {zero_max!r} (exact)",
+        f"random-init head diversity t = 0 -> t = {s.steps}: "
+        + ", ".join(
+            f"H={h}: {div_random[i, 0]:.3f} -> {div_random[i, -1]:.3f}" for i, h in enumerate(heads) if h > 1
+        ),
         "final test loss zero / random: "
         + ", ".join(f"H={h}: {final['zero'][i]:.3f} / {final['random'][i]:.3f}" for i, h in enumerate(heads)),
     )
