@@ -138,6 +138,10 @@ def test_cli_list_unknown_name_and_quick_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown demo 'atention'" in err and "did you mean 'attention'" in err
     assert main([]) == 2
-    assert main(["symmetry", "--quick", "--quiet", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "symmetry.png").read_bytes()[:8] == PNG_MAGIC
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["symmetry", "--quiet", "--out", str(blocker / "sub")]) == 2  # refused before computing
+    assert "cannot create the output folder" in capsys.readouterr().err
+    assert main(["symmetry", "--quick", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "symmetry.png").read_bytes()[:8] == PNG_MAGIC
     assert "wrote" in capsys.readouterr().out

@@ -56,9 +56,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("runs") / "demos" / args.name
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # fail before the computing, not after it
+    except OSError as err:
+        print(f"error: cannot create the output folder {str(out)!r}: {err.strerror or err}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     try:
         result = module.run(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
+    except FloatingPointError as err:  # a diverged run (the demos' settings are chosen not to)
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"error: cannot write into {str(out)!r}: {err.strerror or err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: pictures written so far are complete, the rest are missing", file=sys.stderr)
         return 130

@@ -38,6 +38,7 @@ from dynamics.losses import Loss, mean_loss
 NAME = "attention"
 PURPOSE = "DM1: the attention of a few test examples over training, and the mass on relevant tokens per H"
 CMAP = "mako_r"
+FPS = 6  # GIF frames per second: 37 logged steps play in about 6 s
 MARK = "#e8601c"  # the relevant-token boxes: orange reads on every shade of the colormap
 
 
@@ -200,7 +201,9 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         dots.set_offsets(np.column_stack([np.full(len(heads), log_x(steps)[li]), mass[:, li]]))
         header.set_text(f"DM1, θ(0) = 0, GD η = {s.lr:g}: attention of x₁, iteration t = {steps[li]}")
 
-    gif = save_gif(fig, draw, range(len(steps)), out / "attention.gif", progress=progress)
+    hold = [len(steps) - 1] * 8  # linger on the trained state before the loop restarts
+    frames = [*range(len(steps)), *hold]
+    gif = save_gif(fig, draw, frames, out / "attention.gif", fps=FPS, progress=progress)
 
     numbers = {f"mass_final_H{h}": float(mass[i, -1]) for i, h in enumerate(heads)}
     numbers["mass_uniform"] = uniform

@@ -133,9 +133,11 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         **{f"{k} (one head)": v for k, v in one.items()},
     )
 
-    axes_sum = lambda a: tuple(range(1, a.ndim))  # noqa: E731  every axis but H
-    diff = {k: np.abs(many[k] - one[k]).max(axis=axes_sum(many[k])) for k in ("train_loss", "U", "W")}  # (H,)
-    scale = {k: np.abs(many[k]).max(axis=axes_sum(many[k])) for k in ("train_loss", "U", "W")}
+    def per_head_max(a: np.ndarray) -> np.ndarray:  # (H, L, ...) -> (H,): max over every other axis
+        return a.reshape(a.shape[0], -1).max(axis=1)
+
+    diff = {k: per_head_max(np.abs(many[k] - one[k])) for k in ("train_loss", "U", "W")}
+    scale = {k: per_head_max(np.abs(many[k])) for k in ("train_loss", "U", "W")}
     w_norm = {
         "many": np.linalg.norm(many["W"], axis=(-2, -1)),
         "one": np.linalg.norm(one["W"], axis=(-2, -1)),
