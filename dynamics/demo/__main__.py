@@ -1,0 +1,85 @@
+"""python -m dynamics.demo NAME: run a teaching demo and write its pictures.
+
+Examples:
+  python -m dynamics.demo --list
+  python -m dynamics.demo attention                  # writes runs/demos/attention/attention.png and .gif
+  python -m dynamics.demo symmetry --out slides/
+  python -m dynamics.demo lazy-vs-rich --quick       # a tiny setting, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from dynamics.demo import DEMOS, UnknownDemo, get
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m dynamics.demo",
+        description="Teaching demos of multi-head attention training; each writes PNG pictures (and a GIF).",
+        epilog=__doc__.split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", nargs="?", help=f"the demo: {', '.join(DEMOS)}")
+    p.add_argument("--list", action="store_true", help="list the demos and exit")
+    p.add_argument("--out", metavar="DIR", help="output folder (default runs/demos/NAME)")
+    p.add_argument("--quick", action="store_true", help="tiny setting (seconds): for tests and smoke checks")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed of data and init (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        for name, module in DEMOS.items():
+            print(f"{name:13s} {module.PURPOSE}")
+        return 0
+    if args.name is None:
+        print("error: give a demo name (see --list)", file=sys.stderr)
+        return 2
+    if args.seed < 0:
+        print(f"error: --seed={args.seed} must be an integer >= 0", file=sys.stderr)
+        return 2
+    try:
+        module = get(args.name)
+    except UnknownDemo as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("runs") / "demos" / args.name
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # fail before the computing, not after it
+    except OSError as err:
+        print(f"error: cannot create the output folder {str(out)!r}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    try:
+        result = module.run(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
+    except FloatingPointError as err:  # a diverged run (the demos' settings are chosen not to)
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"error: cannot write into {str(out)!r}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: pictures written so far are complete, the rest are missing", file=sys.stderr)
+        return 130
+    print(f"{args.name}: {time.perf_counter() - start:.1f} s")
+    for line in result.lines:
+        print(f"  {line}")
+    for path in result.files:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Demo ``attention``: watch the query token's attention move onto the relevant token.
+
+DM1 (SPEC §5), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. From zero init
+every head stays identical (SPEC §2), so one attention map per H tells the whole story;
+the run stores one representative head with multiplicity H (the engine's exact fast
+path) and all H values train in one compiled program (``vmap`` over H).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from matplotlib import pyplot as plt
+from matplotlib.patches import Rectangle
+
+from dynamics import model as mdl
+from dynamics.demo.common import (
+    QUICK_DATA,
+    DemoResult,
+    check_finite,
+    dm1_data,
+    head_palette,
+    log_x,
+    save_gif,
+    save_png,
+    schedule,
+    set_style,
+    train_logged,
+)
+from dynamics.engine import make_optimizer
+from dynamics.losses import Loss, mean_loss
+
+NAME = "attention"
+PURPOSE = "DM1: the attention of a few test examples over training, and the mass on relevant tokens per H"
+CMAP = "mako_r"
+FPS = 6  # GIF frames per second: 37 logged steps play in about 6 s
+MARK = "#e8601c"  # the relevant-token boxes: orange reads on every shade of the colormap
+
+
+@dataclass(frozen=True)
+class Settings:
+    heads: tuple[int, ...] = (1, 4, 16)  # numbers of heads H (one map each: zero-init heads are identical)
+    steps: int = 3000  # GD updates; attention learning is slow, it needs a few thousand
+    lr: float = 1.0  # η, the same for every H (so the key-query step is η/H, see demo step-size)
+    log_points: int = 40  # log-spaced logged steps = GIF frames
+    n_train: int = 100
+    n_test: int = 300
+    T: int = 10  # DM1 defaults; a smaller T, d make the --quick run
+    d: int = 32
+    n_irrelevant: int = 4
+    examples: int = 6  # test examples shown (half of each label)
+    snapshots: int = 6  # columns of the static figure
+
+
+FULL = Settings()
+QUICK = Settings(heads=(1, 3), steps=20, log_points=6, examples=4, **QUICK_DATA)
+
+
+@partial(jax.jit, static_argnames=("segments",))
+def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, segments: tuple[int, ...]):
+    """For each H in ``heads`` (H,): attention of ``X_show`` (k, T, d), the mean attention mass on the
+    relevant test tokens and the train/test loss at every logged step; arrays (H, L, ...).
+
+    ``data`` is one trial of ``dynamics.engine.Data``.
+    """
+    loss = Loss.LOGISTIC
+    d = data.X_train.shape[-1]
+
+    def run(m):
+        params0 = mdl.init_params(jax.random.PRNGKey(0), 1, d, init="zero")  # the key is unused at zero
+
+        def objective(p):
+            # One stored head stands for m identical heads; each of them gets 1/m of the reduced
+            # model's gradient (SPEC §2), so descending (loss / m) is the exact H-head GD.
+            z = data.y_train * mdl.logits(p, data.X_train, multiplicity=m)  # (n,)
+            return mean_loss(z, loss) / m
+
+        def observe(p):
+            A = mdl.attention(p, data.X_test)[:, 0]  # (n_test, T): the stored head = every head
+            mass = jnp.sum(A * data.mask_test, axis=-1)  # (n_test,) attention on relevant tokens
+            return {
+                "attn": mdl.attention(p, X_show)[:, 0],  # (k, T)
+                "mass": jnp.mean(mass),
+                "train_loss": mean_loss(data.y_train * mdl.logits(p, data.X_train, multiplicity=m), loss),
+                "test_loss": mean_loss(data.y_test * mdl.logits(p, data.X_test, multiplicity=m), loss),
+            }
+
+        return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
+
+    return jax.vmap(run)(heads)
+
+
+def _pick_examples(y: np.ndarray, k: int) -> np.ndarray:
+    """The first ⌈k/2⌉ test examples of label +1 and the first ⌊k/2⌋ of label −1."""
+    pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    idx = np.concatenate([pos[: (k + 1) // 2], neg[: k // 2]])
+    return idx if idx.size else np.arange(min(k, y.size))
+
+
+def _heatmap(
+    ax, A: np.ndarray, mask: np.ndarray, labels: np.ndarray, vmax: float, *, left: bool, bottom: bool
+):
+    """Attention (k, T) as an image, rows = examples; relevant tokens outlined."""
+    im = ax.imshow(A, cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest")
+    for i, t in zip(*np.nonzero(mask), strict=True):
+        ax.add_patch(Rectangle((t - 0.5, i - 0.5), 1, 1, fill=False, ec=MARK, lw=2.0))
+    ax.grid(False)
+    k, T = A.shape
+    ax.set_xticks(range(T), [str(t + 1) if t in (0, T - 1) or T <= 10 else "" for t in range(T)], fontsize=8)
+    ax.set_yticks(range(k), [f"y={'+' if v > 0 else '−'}1" for v in labels] if left else [], fontsize=8)
+    ax.tick_params(length=0)
+    if bottom:
+        ax.set_xlabel("token position", fontsize=9)
+    return im
+
+
+def _mass_axes(ax, steps, mass, heads, colors, uniform: float) -> list:
+    lines = []
+    for i, h in enumerate(heads):
+        (line,) = ax.plot(log_x(steps), mass[i], color=colors[i], lw=2, label=f"H = {h}")
+        lines.append(line)
+    ax.axhline(uniform, color="0.4", ls="--", lw=1)
+    ax.text(log_x(steps)[0], uniform, " uniform attention (r/T)", va="bottom", fontsize=8, color="0.3")
+    ax.set_xscale("log")
+    ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
+    ax.set_ylabel("attention on relevant\ntokens (test mean)")
+    ax.legend(frameon=False, loc="upper left")
+    return lines
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    s = QUICK if quick else FULL
+    set_style()
+    k_data = jax.random.PRNGKey(seed)
+    data = jax.tree_util.tree_map(
+        lambda a: a[0],
+        dm1_data(k_data, 1, n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant),
+    )
+    show = _pick_examples(np.asarray(data.y_test), s.examples)
+    steps, segments = schedule(s.steps, s.log_points)
+    logged = train_attention(
+        data, data.X_test[show], jnp.array(s.heads, jnp.float32), jnp.float32(s.lr), segments
+    )
+    logged = {k: np.asarray(v, dtype=np.float64) for k, v in logged.items()}
+    check_finite(NAME, **logged)
+    attn, mass = logged["attn"], logged["mass"]  # (H, L, k, T), (H, L)
+    mask, labels = np.asarray(data.mask_test)[show], np.asarray(data.y_test)[show]
+    uniform = float(np.mean(np.asarray(data.mask_test).sum(axis=-1))) / s.T
+    heads, colors = list(s.heads), head_palette(s.heads)
+    vmax = float(np.ceil(attn.max() * 10) / 10)
+    title = (
+        f"DM1 (n={s.n_train}, T={s.T}), θ(0) = 0, GD η = {s.lr:g}, c_H = 1/√H: "
+        "attention of the query token x₁ (zero init: all H heads share one map)"
+    )
+
+    # Static figure: a heatmap strip per (H, snapshot step), the mass curves underneath.
+    cols = np.unique(np.round(np.linspace(0, len(steps) - 1, s.snapshots)).astype(int))
+    fig = plt.figure(figsize=(2.2 * len(cols) + 1.2, 1.6 * len(heads) + 3.4), layout="constrained")
+    gs = fig.add_gridspec(len(heads) + 1, len(cols), height_ratios=[1.0] * len(heads) + [1.7])
+    for r, h in enumerate(heads):
+        for c, li in enumerate(cols):
+            ax = fig.add_subplot(gs[r, c])
+            im = _heatmap(ax, attn[r, li], mask, labels, vmax, left=c == 0, bottom=r == len(heads) - 1)
+            if r == 0:
+                ax.set_title(f"t = {steps[li]}", fontsize=10)
+            if c == 0:
+                ax.set_ylabel(f"H = {h}", fontsize=11, color=colors[r], fontweight="bold")
+    ax_mass = fig.add_subplot(gs[-1, :])
+    _mass_axes(ax_mass, steps, mass, heads, colors, uniform)
+    for li in cols:
+        ax_mass.axvline(log_x(steps)[li], color="0.75", lw=0.8, zorder=0)
+    cbar = fig.colorbar(im, ax=fig.axes[:-1], shrink=0.8, pad=0.01)
+    cbar.set_label("attention weight")
+    fig.suptitle(title + "\nrows: test examples; orange boxes: relevant tokens", fontsize=11)
+    png = save_png(fig, out / "attention.png")
+
+    # GIF: one frame per logged step.
+    fig = plt.figure(figsize=(2.4 * len(heads) + 5.0, 3.6), layout="constrained")
+    gs = fig.add_gridspec(1, len(heads) + 2, width_ratios=[1.0] * len(heads) + [0.08, 2.4])
+    images = []
+    for r, h in enumerate(heads):
+        ax = fig.add_subplot(gs[0, r])
+        images.append(_heatmap(ax, attn[r, 0], mask, labels, vmax, left=r == 0, bottom=True))
+        ax.set_title(f"H = {h}", color=colors[r], fontweight="bold")
+    fig.colorbar(images[0], cax=fig.add_subplot(gs[0, len(heads)])).set_label("attention weight")
+    ax_mass = fig.add_subplot(gs[0, -1])
+    _mass_axes(ax_mass, steps, mass, heads, colors, uniform)
+    cursor = ax_mass.axvline(log_x(steps)[0], color="0.2", lw=1.2)
+    dots = ax_mass.scatter(np.full(len(heads), log_x(steps)[0]), mass[:, 0], c=colors, s=40, zorder=3)
+    header = fig.suptitle("", fontsize=10)
+
+    def draw(li: int) -> None:
+        for r, image in enumerate(images):
+            image.set_data(attn[r, li])
+        cursor.set_xdata([log_x(steps)[li]] * 2)
+        dots.set_offsets(np.column_stack([np.full(len(heads), log_x(steps)[li]), mass[:, li]]))
+        header.set_text(f"DM1, θ(0) = 0, GD η = {s.lr:g}: attention of x₁, iteration t = {steps[li]}")
+
+    hold = [len(steps) - 1] * 8  # linger on the trained state before the loop restarts
+    frames = [*range(len(steps)), *hold]
+    gif = save_gif(fig, draw, frames, out / "attention.gif", fps=FPS, progress=progress)
+
+    numbers = {f"mass_final_H{h}": float(mass[i, -1]) for i, h in enumerate(heads)}
+    numbers["mass_uniform"] = uniform
+    lines = (
+        f"attention on relevant tokens: {uniform:.3f} (uniform) at t = 0 -> "
+        + ", ".join(f"H={h}: {mass[i, -1]:.3f}" for i, h in enumerate(heads))
+        + f" at t = {s.steps}",
+    )
+    return DemoResult(NAME, (png, gif), numbers, lines)

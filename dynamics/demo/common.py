@@ -1,0 +1,177 @@
+"""Shared pieces of the teaching demos: a training scan that keeps what it is asked to
+observe at the logged steps, DM1 data, and atomic PNG/GIF output.
+
+The engine (``dynamics.engine``) returns metrics only; the demos need parameters,
+attention maps or a linearised model at the logged steps, so they run this small scan
+(built from ``dynamics.model``, ``dynamics.losses`` and ``dynamics.engine.make_optimizer``)
+inside their own ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+import optax
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.animation import PillowWriter  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from dynamics import model as mdl  # noqa: E402
+from dynamics.config import DataConfig, log_schedule  # noqa: E402
+from dynamics.data import make_data  # noqa: E402
+from dynamics.engine import Data  # noqa: E402
+from dynamics.io import atomic_write_bytes  # noqa: E402
+
+# The --quick settings' data (one trial): every demo draws the same shapes, so a test process
+# compiles the data generator once for all of them.
+QUICK_DATA = dict(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2)
+PNG_DPI = 120
+GIF_DPI = 80
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What a demo wrote and the numbers its picture shows (the CLI prints them, the tests check them)."""
+
+    name: str
+    files: tuple[Path, ...]
+    numbers: dict[str, float] = field(default_factory=dict)
+    lines: tuple[str, ...] = ()  # one-line findings, printed by the CLI
+
+
+def train_logged(
+    objective: Callable[[Any], jax.Array],
+    params0: Any,
+    opt: optax.GradientTransformation,
+    segments: Sequence[int],
+    observe: Callable[[Any], Any],
+) -> Any:
+    """Minimise ``objective`` from ``params0`` with ``opt``; ``observe(params)`` at step 0 and after
+    each segment of ``segments[i]`` updates. Returns the observations stacked on a leading axis (L,).
+
+    Traceable (call it inside ``jit``/``vmap``): steps run in ``lax.fori_loop`` inside a
+    ``lax.scan`` over the segments, as in the engine.
+    """
+
+    def one_step(_, carry):
+        p, state = carry
+        grads = jax.grad(objective)(p)
+        updates, state = opt.update(grads, state, p)
+        return optax.apply_updates(p, updates), state
+
+    def segment(carry, n_steps):
+        carry = jax.lax.fori_loop(0, n_steps, one_step, carry)
+        return carry, observe(carry[0])
+
+    first = observe(params0)
+    _, logged = jax.lax.scan(segment, (params0, opt.init(params0)), jnp.array(segments))
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logged)
+
+
+def gate_heads(params: Any, n_heads: jax.Array) -> Any:
+    """Keep the first ``n_heads`` stored heads, multiply the others by 0 (``n_heads`` may be traced)."""
+    h_max = params["U"].shape[0]
+    active = jnp.arange(h_max) < n_heads  # (h,)
+    return {k: v * active.reshape((-1,) + (1,) * (v.ndim - 1)).astype(v.dtype) for k, v in params.items()}
+
+
+def active_logits(params: Any, X: jax.Array, n_heads: jax.Array) -> jax.Array:
+    """Φ(X) (n,) of the model made of the first ``n_heads`` stored heads, c_H = 1/√n_heads.
+
+    The other stored heads are gated to 0: they add exactly nothing to Φ and get exactly zero
+    gradient, so one compiled program with H_max stored heads runs every H ≤ H_max (a traced
+    ``n_heads`` that ``vmap`` can batch) and is the H-head model of ``dynamics.model.logits``.
+    """
+    gated = gate_heads(params, n_heads)
+    return mdl.head_norm(n_heads, "sqrt") * mdl.logits(gated, X, norm="sum")
+
+
+def schedule(steps: int, log_points: int | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
+    """(logged steps (L,), segment lengths (L − 1,)): every step, or ``log_points`` log-spaced ones."""
+    points = np.array(log_schedule(steps, log_every=None if log_points else 1, log_points=log_points))
+    return points, tuple(int(s) for s in np.diff(points))
+
+
+def dm1_data(key: jax.Array, trials: int, **fields) -> Data:
+    """DM1 (SPEC §5) with ``fields`` of ``DataConfig`` overridden; a leading trial axis."""
+    data, _ = make_data(DataConfig(model="dm1", **fields), key, trials)
+    return data
+
+
+def check_finite(name: str, **arrays: np.ndarray) -> None:
+    """Demos use fixed, stable settings; a non-finite number means something is broken: say which."""
+    for label, value in arrays.items():
+        if not np.all(np.isfinite(value)):
+            raise FloatingPointError(f"demo {name}: {label} has non-finite values (the run diverged)")
+
+
+def set_style() -> None:
+    sns.set_theme(context="notebook", style="whitegrid")
+
+
+def head_palette(heads: Sequence[int]) -> list:
+    """One colour per H, ordered light to dark (the sweep figure's 'flare' palette)."""
+    return sns.color_palette("flare", n_colors=len(heads))
+
+
+def save_png(fig, path: Path) -> Path:
+    """Render ``fig`` to PNG in memory and write it atomically; closes the figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PNG_DPI)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def save_gif(
+    fig,
+    draw_frame: Callable[[int], None],
+    frames: Iterable[int],
+    path: Path,
+    *,
+    fps: float = 6,
+    progress: bool = True,
+) -> Path:
+    """An animated GIF with matplotlib's PillowWriter: ``draw_frame(i)`` updates ``fig`` for frame i.
+
+    The writer writes into a temporary folder; the finished file is then moved into place
+    atomically, so ``path`` never holds half a GIF. Closes the figure.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frames = list(frames)
+    writer = PillowWriter(fps=fps)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".gif-") as tmp:
+        tmp_path = Path(tmp) / path.name
+        with writer.saving(fig, str(tmp_path), dpi=GIF_DPI):
+            # Lay the figure out once, then freeze it: every frame has the same size and
+            # positions, and re-running the layout engine per frame would dominate the time.
+            draw_frame(frames[0])
+            fig.canvas.draw()
+            fig.set_layout_engine("none")
+            for i in tqdm(
+                frames, desc=f"{path.name} frames", unit="frame", disable=not progress, leave=False
+            ):
+                draw_frame(i)
+                writer.grab_frame()
+        atomic_write_bytes(path, tmp_path.read_bytes())
+    plt.close(fig)
+    return path
+
+
+def log_x(steps: np.ndarray) -> np.ndarray:
+    """x values for a log iteration axis: step 0 is drawn at 1 (it is still labelled by the data)."""
+    return np.maximum(steps, 1)

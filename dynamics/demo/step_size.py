@@ -1,0 +1,215 @@
+"""Demo ``step-size``: H zero-init heads at GD step η are one head with key-query step η/H.
+
+SPEC §2: with c_H = 1/√H and θ(0) = 0, all heads stay equal to (u, w), so
+Φ = (H/√H)·f(u, w) = f(√H·u, w). GD on the H-head model moves u by η·∇_u and w by η·∇_w of
+that model, which is one head (c = 1) whose readout Ũ = √H·u learns with step η and whose
+key-query W = w learns with step η/H. The demo runs both for several H:
+
+- the H-head model, every head simulated (``dynamics.model.logits``, c_H = 1/√H), GD step η;
+- one head, c = 1, GD with step η on Ũ and η/H on W (``optax.multi_transform``),
+
+and draws their train loss and key-query norm on top of each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from matplotlib import pyplot as plt
+from tqdm.auto import tqdm
+
+from dynamics import model as mdl
+from dynamics.demo.common import (
+    QUICK_DATA,
+    DemoResult,
+    check_finite,
+    dm1_data,
+    head_palette,
+    log_x,
+    save_png,
+    schedule,
+    set_style,
+    train_logged,
+)
+from dynamics.engine import make_optimizer
+from dynamics.losses import Loss, mean_loss
+
+NAME = "step-size"
+PURPOSE = "H zero-init heads with GD step η equal one head whose key-query step is η/H (SPEC §2)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    heads: tuple[int, ...] = (1, 4, 16, 64)
+    steps: int = 1000
+    lr: float = 1.0  # GD η of the H-head model
+    log_points: int = 40
+    n_train: int = 100
+    n_test: int = 10  # unused by the picture; kept small
+    T: int = 10
+    d: int = 32
+    n_irrelevant: int = 4
+
+
+FULL = Settings()
+QUICK = Settings(heads=(1, 3), steps=15, log_points=6, **QUICK_DATA)
+
+
+def _observe(loss_fn, p, readout_scale):
+    return {
+        "train_loss": loss_fn(p),
+        "U": readout_scale * p["U"][0],  # (d,) head 1's readout, in the one-head units Ũ = √H·U
+        "W": p["W"][0],  # (d, d) head 1's key-query matrix
+    }
+
+
+@partial(jax.jit, static_argnames=("n_heads", "segments"))
+def train_many_heads(data, lr, n_heads: int, segments: tuple[int, ...]):
+    """The H-head model from θ(0) = 0, all H heads simulated, GD step ``lr``, c_H = 1/√H."""
+    params0 = mdl.init_params(jax.random.PRNGKey(0), n_heads, data.X_train.shape[-1], init="zero")
+
+    def objective(p):
+        return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sqrt"), Loss.LOGISTIC)
+
+    observe = partial(_observe, objective, readout_scale=jnp.sqrt(jnp.float32(n_heads)))
+    return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
+
+
+@partial(jax.jit, static_argnames=("segments",))
+def train_one_head(data, lr, heads: jax.Array, segments: tuple[int, ...]):
+    """One head (c = 1) from 0: Ũ with GD step ``lr``, W with step ``lr``/H; vmapped over ``heads``."""
+
+    def one(n_heads):
+        params0 = mdl.init_params(jax.random.PRNGKey(0), 1, data.X_train.shape[-1], init="zero")
+        opt = optax.multi_transform(
+            {"readout": make_optimizer("gd", lr), "key_query": make_optimizer("gd", lr / n_heads)},
+            {"U": "readout", "W": "key_query"},
+        )
+
+        def objective(p):
+            return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sum"), Loss.LOGISTIC)
+
+        return train_logged(
+            objective, params0, opt, segments, partial(_observe, objective, readout_scale=1.0)
+        )
+
+    return jax.vmap(one)(heads)
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    s = QUICK if quick else FULL
+    set_style()
+    data = jax.tree_util.tree_map(
+        lambda a: a[0],
+        dm1_data(
+            jax.random.PRNGKey(seed),
+            1,
+            n_train=s.n_train,
+            n_test=s.n_test,
+            T=s.T,
+            d=s.d,
+            n_irrelevant=s.n_irrelevant,
+        ),
+    )
+    steps, segments = schedule(s.steps, s.log_points)
+    lr = jnp.float32(s.lr)
+    one = train_one_head(data, lr, jnp.array(s.heads, jnp.float32), segments)
+    one = {k: np.asarray(v, dtype=np.float64) for k, v in one.items()}  # (H, L, ...)
+    many = []
+    for h in tqdm(s.heads, desc=NAME, unit="H", disable=not progress, leave=False):
+        many.append(
+            {k: np.asarray(v, dtype=np.float64) for k, v in train_many_heads(data, lr, h, segments).items()}
+        )
+    many = {k: np.stack([m[k] for m in many]) for k in many[0]}
+    check_finite(
+        NAME,
+        **{f"{k} (H heads)": v for k, v in many.items()},
+        **{f"{k} (one head)": v for k, v in one.items()},
+    )
+
+    def per_head_max(a: np.ndarray) -> np.ndarray:  # (H, L, ...) -> (H,): max over every other axis
+        return a.reshape(a.shape[0], -1).max(axis=1)
+
+    diff = {k: per_head_max(np.abs(many[k] - one[k])) for k in ("train_loss", "U", "W")}
+    scale = {k: per_head_max(np.abs(many[k])) for k in ("train_loss", "U", "W")}
+    w_norm = {
+        "many": np.linalg.norm(many["W"], axis=(-2, -1)),
+        "one": np.linalg.norm(one["W"], axis=(-2, -1)),
+    }
+
+    heads, colors = list(s.heads), head_palette(s.heads)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    marks = slice(None, None, 2)
+    for ax, many_y, one_y, ylabel, title in (
+        (axes[0], many["train_loss"], one["train_loss"], "train loss", "train loss"),
+        (
+            axes[1],
+            w_norm["many"],
+            w_norm["one"],
+            "key-query norm ‖W_h‖ of one head",
+            "how fast the attention learns",
+        ),
+    ):
+        for i, h in enumerate(heads):
+            ax.plot(log_x(steps), many_y[i], color=colors[i], lw=2.2, label=f"H = {h} heads, step η")
+        for i in range(len(heads)):
+            ax.plot(
+                log_x(steps)[marks],
+                one_y[i][marks],
+                "o",
+                mfc="none",
+                mec="black",
+                ms=6,
+                mew=1.1,
+                label="one head: Ũ step η, W step η/H" if i == 0 else None,
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(frameon=False, fontsize=9)
+    ax = axes[2]
+    x = np.arange(len(heads))
+    width = 0.27
+    eps = np.finfo(np.float32).eps
+    for j, (key, label) in enumerate(
+        (("train_loss", "train loss"), ("U", "readout √H·U vs Ũ"), ("W", "key-query W vs W̃"))
+    ):
+        rel = diff[key] / np.maximum(scale[key], np.finfo(np.float64).tiny)
+        ax.bar(x + (j - 1) * width, np.maximum(rel, eps / 100), width, label=label)
+    ax.axhline(eps, color="black", ls="--", lw=1)
+    ax.text(x[0] - 0.45, eps * 1.3, "float32 machine ε", va="bottom", ha="left", fontsize=9)
+    ax.set_yscale("log")
+    ax.set_ylim(eps / 100, 1e-2)
+    ax.set_xticks(x, [str(h) for h in heads])
+    ax.set_xlabel("number of heads H")
+    ax.set_ylabel("max over t of |difference| / max |value|")
+    ax.set_title("the two runs differ only by rounding")
+    ax.legend(frameon=False, fontsize=9, loc="upper left")
+    fig.suptitle(
+        f"DM1 (n={s.n_train}), θ(0) = 0, c_H = 1/√H, GD η = {s.lr:g}: H heads ≡ one head whose key-query "
+        "step is η/H — more heads at a fixed η learn attention more slowly"
+    )
+    png = save_png(fig, out / "step_size.png")
+
+    numbers = {}
+    for i, h in enumerate(heads):
+        for key in ("train_loss", "U", "W"):
+            numbers[f"max_abs_diff_{key}_H{h}"] = float(diff[key][i])
+        numbers[f"w_norm_final_H{h}"] = float(w_norm["many"][i, -1])
+    lines = (
+        "max |H-head − one-head| over t: "
+        + ", ".join(
+            f"H={h}: loss {diff['train_loss'][i]:.1e}, U {diff['U'][i]:.1e}, W {diff['W'][i]:.1e}"
+            for i, h in enumerate(heads)
+        ),
+        f"‖W_h‖ at t = {s.steps}: "
+        + ", ".join(f"H={h}: {w_norm['many'][i, -1]:.3f}" for i, h in enumerate(heads)),
+    )
+    return DemoResult(NAME, (png,), numbers, lines)
