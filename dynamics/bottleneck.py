@@ -59,7 +59,7 @@ SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 
 @dataclass(frozen=True)
 class ExpressivityConfig:
-    tokens: tuple[int, ...] = (5, 10)  # sequence lengths T, one line each in the figure
+    tokens: tuple[int, ...] = (5, 10, 16)  # sequence lengths T, one line each in the figure
     width_factor: int = 2  # d = width_factor·T (≥ 1: X has rank T); d_h runs 1 … d
     targets: int = 8  # random row-stochastic targets P per T (the error is reported per target)
     restarts: int = 8  # random inits per target; the best (lowest KL) one counts
