@@ -119,6 +119,13 @@ class HeadsConfig:
                 raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, SIZES))}")
         if not self.heads or not self.data_models:
             raise ConfigError("heads and data_models must be non-empty")
+        for name, value in (
+            ("width", self.width),
+            ("tokens", self.tokens),
+            *(("heads", h) for h in self.heads),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name}={value!r} must be a positive integer")
         too_many = [h for h in self.heads if h > self.width]
         if too_many:
             raise ConfigError(f"heads={too_many} exceed width={self.width}: the split layout needs H <= d")
@@ -488,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--preset", required=True, choices=NAMES)
     p.add_argument("--out", metavar="DIR", help="output folder (default runs/<preset>)")
-    p.add_argument("--quick", action="store_true", help="a tiny setting (seconds), for tests and smoke runs")
+    p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
     p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
     p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")
     p.add_argument("--tokens", type=_ints, help="expressivity: sequence lengths T (e.g. 5,10)")
@@ -518,8 +525,10 @@ def _config_from_args(args: argparse.Namespace):
     cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
     cfg.validate()
     if isinstance(cfg, HeadsConfig):
-        for m in cfg.data_models:  # the sweeps' own checks, before anything runs
-            validate(apply_overrides(cfg.base(m), {"model": {"head_size": cfg.tokens}}, HEADS))
+        for m in cfg.data_models:  # every sweep's own checks, before anything runs
+            for head_size, heads in _layouts(cfg).values():
+                over = {"model": {"head_size": head_size}, "sweep": {"heads": heads}}
+                validate(apply_overrides(cfg.base(m), over, HEADS))
     return cfg
 
 

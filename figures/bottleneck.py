@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-DATA_LABEL = {"dm1": "DM1", "planted": "planted teacher-student"}
+DATA_LABEL = {"dm1": "DM1", "planted": "planted"}
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
 TRACE_FLOOR = 1e-9  # float32 KL has rounding noise of about 1e-8 (it can even read < 0)
 
@@ -162,7 +162,10 @@ def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Pat
             steps = int(arrays[f"{m}__split__steps"][-1])
             trials = split.shape[1]
             if i == 0:
-                ax.set_title(f"{DATA_LABEL.get(m, m)}, d = {d}, T = {T}: {steps} Adam steps, {trials} trials")
+                ax.set_title(
+                    f"{DATA_LABEL.get(m, m)}, d = {d}, T = {T}: {steps} Adam steps, {trials} trials",
+                    fontsize=11,
+                )
         ax = axes[2, j]
         rows = {(r["layout"], r["heads"]): r["param_count"] for r in meta["summary"] if r["data_model"] == m}
         ax.plot(heads, [rows[("split", int(h))] for h in heads], "o-", color=colors["split"])

@@ -143,7 +143,13 @@ def test_requested(argv, name):
     [
         (["--preset", "bottleneck-heads", "--tokens", "5"], "--tokens do(es) not apply"),
         (["--preset", "bottleneck-heads", "--quick", "--heads", "1,16"], "heads=[16] exceed width=8"),
+        (["--preset", "bottleneck-heads", "--quick", "--heads", "0,2"], "heads=0 must be a positive integer"),
+        (
+            ["--preset", "bottleneck-heads", "--quick", "--width", "4", "--heads", "1"],
+            "data.d=4 is too small",
+        ),
         (["--preset", "bottleneck-expressivity", "--tokens", "1"], "tokens=1 must be an integer >= 2"),
+        (["--preset", "bottleneck-expressivity", "--targets", "0"], "targets=0 must be an integer >= 1"),
         (["--preset", "bottleneck-expressivity", "--steps", "x"], "'x'"),
     ],
 )
