@@ -9,11 +9,13 @@ from dynamics.model import (
     Norm,
     Query,
     attention,
+    attention_scores,
     head_norm,
     head_outputs,
     init_params,
     key_query_matrix,
     logits,
+    param_count,
 )
 
 __all__ = [
@@ -35,9 +37,11 @@ __all__ = [
     "Norm",
     "Query",
     "attention",
+    "attention_scores",
     "head_norm",
     "head_outputs",
     "init_params",
     "key_query_matrix",
     "logits",
+    "param_count",
 ]

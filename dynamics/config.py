@@ -181,6 +181,21 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "planted teacher-student, Adam η=0.06",
         {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
     ),
+    # The two bottleneck presets (SPEC §8) run through dynamics.bottleneck, which sets the data
+    # model, n and head layout per sweep on top of the overrides below.
+    "bottleneck-expressivity": (
+        "one factored head's T×T attention fitted to random targets: best error vs head size d_h",
+        {},
+    ),
+    "bottleneck-heads": (
+        "DM1 and planted at d=32, H=1..32: head size d/H (split) vs fixed = T, Adam η=0.06",
+        {
+            "data": {"d": 32},
+            "model": {"key_query": "factored", "head_size": "split", "init": "normal", "init_scale": 1.0},
+            "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000},
+            "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 5, "log_points": 100},
+        },
+    ),
 }
 
 

@@ -103,6 +103,24 @@ def init_params(
     return {name: std * jax.random.normal(keys[name], shape) for name, shape in shapes.items()}
 
 
+def param_count(
+    n_heads: int, d: int, key_query: KeyQuery | str = KeyQuery.FULL, head_size: str | int = "split"
+) -> int:
+    """Trainable scalars of θ: H·d (U) plus H·d² (full W) or 2·H·d·d_h (factored Q, K).
+
+    With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
+    any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
+    """
+    key_query = parse_enum(KeyQuery, key_query, "key_query")
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads={n_heads!r} must be a positive integer")
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise ValueError(f"d={d!r} must be a positive integer")
+    if key_query is KeyQuery.FULL:
+        return n_heads * d + n_heads * d * d
+    return n_heads * d + 2 * n_heads * d * resolve_head_size(head_size, d, n_heads)
+
+
 def key_query_matrix(params: Params) -> jax.Array:
     """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads."""
     if "W" in params:
@@ -110,17 +128,20 @@ def key_query_matrix(params: Params) -> jax.Array:
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
 
 
-def attention(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
-    """Attention weights: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
+def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
+    """Pre-softmax scores x_tᵀ W_h x_q: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
     query = parse_enum(Query, query, "query")
     W = key_query_matrix(params)  # (h, d, e)
     if query is Query.FIRST:
         Wx = jnp.einsum("hde,ne->nhd", W, X[:, 0])  # (n, h, d): W_h x_1
-        scores = jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
-    else:
-        XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
-        scores = jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
-    return jax.nn.softmax(scores, axis=-1)
+        return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
+    XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
+    return jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
+
+
+def attention(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
+    """Attention weights: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
+    return jax.nn.softmax(attention_scores(params, X, query), axis=-1)
 
 
 def head_outputs(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:

@@ -201,6 +201,11 @@ def _terminate(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from dynamics import bottleneck  # the low-rank bottleneck presets have their own runner (SPEC §8)
+
+    if bottleneck.requested(argv):
+        return bottleneck.main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:

@@ -3,6 +3,7 @@
 ``python -m figures`` regenerates every registered figure (see ``figures.registry``).
 """
 
+from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
 from figures.registry import FIGURES, Entry, ensure_results, sweep_entry
 from figures.sweep import plot_final_vs_heads, plot_loss_curves, plot_sweep
 
@@ -10,6 +11,8 @@ __all__ = [
     "FIGURES",
     "Entry",
     "ensure_results",
+    "plot_bottleneck_heads",
+    "plot_expressivity",
     "plot_final_vs_heads",
     "plot_loss_curves",
     "plot_sweep",

@@ -39,9 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dynamics import bottleneck
 from dynamics.config import PRESETS, Config, preset, validate
 from dynamics.io import write_results
 from dynamics.sweep import run_sweep
+from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
 from figures.sweep import plot_sweep
 
 
@@ -83,6 +85,18 @@ def sweep_entry(
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
+FIGURES[bottleneck.EXPRESSIVITY] = Entry(
+    PRESETS[bottleneck.EXPRESSIVITY][0],
+    bottleneck.expressivity_key,
+    lambda out, progress: bottleneck.produce_expressivity(out, progress=progress),
+    plot_expressivity,
+)
+FIGURES[bottleneck.HEADS] = Entry(
+    PRESETS[bottleneck.HEADS][0],
+    bottleneck.heads_key,
+    lambda out, progress: bottleneck.produce_heads(out, progress=progress),
+    plot_bottleneck_heads,
+)
 
 
 def cached_hash(results_dir: Path) -> str | None:
@@ -91,7 +105,9 @@ def cached_hash(results_dir: Path) -> str | None:
         meta = json.loads((Path(results_dir) / "results.json").read_text())
     except (OSError, ValueError):
         return None  # missing, unreadable or not JSON: produce the results again
-    return meta.get("config_hash") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or meta.get("complete", True) is False:
+        return None  # a partial (interrupted) sweep is not a cache hit
+    return meta.get("config_hash")
 
 
 def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, progress: bool = True) -> str:

@@ -132,16 +132,25 @@ def test_multiplicity_equals_identical_heads(x64):
         )
 
 
-def test_factored_head_equals_full_head_with_product(x64):
+@pytest.mark.parametrize(
+    "H,d,head_size", [(3, 6, 2), (1, 6, "split"), (2, 6, "split"), (6, 6, "split"), (2, 4, 7)]
+)
+def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
+    """Q_h, K_h give the same attention and Φ as the free head W_h = Q_h K_hᵀ, of rank ≤ d_h."""
     rng = np.random.default_rng(4)
-    fac = {k: jnp.asarray(v) for k, v in random_params(rng, 3, 6, "factored", 2).items()}
-    full = {"U": fac["U"], "W": jnp.einsum("hda,hea->hde", fac["Q"], fac["K"])}
-    X = jnp.asarray(rng.normal(size=(5, 4, 6)))
+    fac = {k: jnp.asarray(v) for k, v in random_params(rng, H, d, "factored", head_size).items()}
+    W = np.einsum("hda,hea->hde", np.asarray(fac["Q"]), np.asarray(fac["K"]))  # numpy, not key_query_matrix
+    full = {"U": fac["U"], "W": jnp.asarray(W)}
+    X = jnp.asarray(rng.normal(size=(5, 4, d)))
     for query in QUERIES:
         np.testing.assert_allclose(
             model.logits(fac, X, query=query), model.logits(full, X, query=query), rtol=1e-12
         )
-    assert all(np.linalg.matrix_rank(np.asarray(w)) <= 2 for w in model.key_query_matrix(fac))
+        np.testing.assert_allclose(
+            model.attention(fac, X, query), model.attention(full, X, query), rtol=1e-12, atol=1e-15
+        )
+    a = model.resolve_head_size(head_size, d, H)
+    assert all(np.linalg.matrix_rank(np.asarray(w)) <= a for w in model.key_query_matrix(fac))
 
 
 def test_init_shapes_and_scale():

@@ -1,0 +1,621 @@
+"""The low-rank bottleneck of multi-head attention (Bhojanapalli et al., ICML 2020; SPEC §8).
+
+Two experiments, each a preset of ``python -m dynamics.run``:
+
+``bottleneck-expressivity``
+    For a fixed random X ∈ R^{T×d} (d ≥ T, so X has rank T) fit one factored head's
+    attention matrix A = softmax(X W Xᵀ), W = Q Kᵀ with Q, K ∈ R^{d×d_h}, to random
+    row-stochastic targets P (rows uniform on the simplex) by minimising the mean row
+    KL(P_s ‖ A_s) with Adam, many restarts at once; record the best error per d_h.
+    softmax is unchanged by adding c_s to row s, so A = P needs X W Xᵀ = log P + c 1ᵀ
+    for some c, and min_c rank(log P + c 1ᵀ) = T − 1 for a generic P: d_h ≥ T − 1
+    fits any positive P exactly, d_h ≤ T − 2 cannot (the paper states d_h ≥ T).
+
+``bottleneck-heads``
+    Train factored multi-head classifiers at a fixed width d on DM1 and the planted
+    model for H = 1, 2, 4, … with head size ``split`` (d_h = d/H, the standard layout,
+    about 2d² key-query parameters for every H) and fixed (d_h = T, growing as 2dTH),
+    and a fixed layout whose head count H' matches the split layout's parameter count.
+
+Both write ``results.json`` (with ``config_hash``), an ``.npz`` of arrays and a figure
+into ``--out``; ``produce_expressivity`` and ``produce_heads`` run them at their
+default sizes for ``python -m figures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from dynamics import model as mdl
+from dynamics.config import Config, ConfigError, apply_overrides, log_schedule, preset, validate
+
+EXPRESSIVITY = "bottleneck-expressivity"
+HEADS = "bottleneck-heads"
+NAMES = (EXPRESSIVITY, HEADS)
+SCHEMA_VERSION = 1
+# n_train/n_test per data model (SPEC §6 seed texts)
+SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+@dataclass(frozen=True)
+class ExpressivityConfig:
+    tokens: tuple[int, ...] = (5, 10, 16)  # sequence lengths T, one line each in the figure
+    width_factor: int = 2  # d = width_factor·T (≥ 1: X has rank T); d_h runs 1 … d
+    targets: int = 8  # random row-stochastic targets P per T (the error is reported per target)
+    restarts: int = 8  # random inits per target; the best (lowest KL) one counts
+    steps: int = 3000  # Adam steps per fit; more gets closer to the infimum below T − 1
+    lr: float = 0.05  # Adam's initial step, decayed exponentially to lr·lr_final
+    lr_final: float = 0.01  # the last step's fraction of lr (a decay helps reach ~0 error)
+    init_scale: float = 1.0  # σ₀: Q, K entries N(0, σ₀²/d), as model.init_params
+    dirichlet: float = 1.0  # target rows ~ Dirichlet(α·1): α = 1 is uniform on the simplex
+    tol: float = 1e-4  # "fits" = best total-variation error below tol for every target
+    seed: int = 0  # the root PRNG seed (X, targets and inits)
+
+    def validate(self) -> ExpressivityConfig:
+        if not self.tokens:
+            raise ConfigError("tokens is empty; give at least one sequence length, e.g. --tokens 5,10")
+        for name, value, lo in (
+            ("width_factor", self.width_factor, 1),
+            ("targets", self.targets, 1),
+            ("restarts", self.restarts, 1),
+            ("steps", self.steps, 1),
+            ("seed", self.seed, 0),
+            *(("tokens", t, 2) for t in self.tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise ConfigError(f"{name}={value!r} must be an integer >= {lo}")
+        for name, value in (
+            ("lr", self.lr),
+            ("lr_final", self.lr_final),
+            ("init_scale", self.init_scale),
+            ("dirichlet", self.dirichlet),
+            ("tol", self.tol),
+        ):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}={value!r} must be a finite number > 0")
+        if len(set(self.tokens)) != len(self.tokens):
+            raise ConfigError(f"tokens={list(self.tokens)} has repeated values")
+        return self
+
+    def head_sizes(self, T: int) -> list[int]:
+        return list(range(1, self.width_factor * T + 1))
+
+
+@dataclass(frozen=True)
+class HeadsConfig:
+    data_models: tuple[str, ...] = ("dm1", "planted")  # one column of the figure each
+    width: int = 32  # the fixed embedding width d
+    tokens: int = 10  # T; the fixed layout's head size is T
+    heads: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # H, at most d (split needs d // H >= 1)
+    trials: int | None = None  # None: the preset's (5)
+    steps: int | None = None  # None: the preset's (1000 Adam steps)
+    n_train: tuple[int, ...] | None = None  # per data model; None: SIZES (SPEC §6)
+    n_test: tuple[int, ...] | None = None
+    seed: int = 0  # every sweep uses this seed: the same data for split and fixed
+
+    def validate(self) -> HeadsConfig:
+        for m in self.data_models:
+            if m not in SIZES:
+                raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, SIZES))}")
+        if not self.heads or not self.data_models:
+            raise ConfigError("heads and data_models must be non-empty")
+        for name, value in (
+            ("width", self.width),
+            ("tokens", self.tokens),
+            *(("heads", h) for h in self.heads),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name}={value!r} must be a positive integer")
+        too_many = [h for h in self.heads if h > self.width]
+        if too_many:
+            raise ConfigError(f"heads={too_many} exceed width={self.width}: the split layout needs H <= d")
+        for name, sizes in (("n_train", self.n_train), ("n_test", self.n_test)):
+            if sizes is not None and len(sizes) != len(self.data_models):
+                raise ConfigError(f"{name}={list(sizes)} needs one value per data model {self.data_models}")
+        return self
+
+    def base(self, data_model: str) -> Config:
+        """The sweep config of one data model (layout and heads are set per sweep)."""
+        i = self.data_models.index(data_model)
+        n_train, n_test = SIZES[data_model]
+        data = {
+            "model": data_model,
+            "d": self.width,
+            "T": self.tokens,
+            "n_train": self.n_train[i] if self.n_train else n_train,
+            "n_test": self.n_test[i] if self.n_test else n_test,
+        }
+        sweep: dict[str, Any] = {"seed": self.seed}
+        if self.trials is not None:
+            sweep["trials"] = self.trials
+        optim = {} if self.steps is None else {"steps": self.steps}
+        over = {"data": data, "sweep": sweep, "optim": optim}
+        cfg = apply_overrides(preset(HEADS), over, HEADS)
+        return dataclasses.replace(cfg, name=f"{HEADS}-{data_model}")
+
+
+QUICK_EXPRESSIVITY = ExpressivityConfig(tokens=(3, 4), targets=2, restarts=2, steps=300, lr=0.1)
+QUICK_HEADS = HeadsConfig(
+    width=8, tokens=4, heads=(1, 2, 8), trials=2, steps=10, n_train=(16, 16), n_test=(20, 20)
+)
+
+
+def _hash(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- expressivity
+
+
+def row_kl(P: jax.Array, scores: jax.Array) -> jax.Array:
+    """(1/T) Σ_s KL(P_s ‖ softmax(scores_s)) for P, scores (T, T); convex in the scores."""
+    log_a = jax.nn.log_softmax(scores, axis=-1)  # (s, t)
+    return jnp.mean(jnp.sum(jax.scipy.special.xlogy(P, P) - P * log_a, axis=-1))
+
+
+def head_scores(qk: mdl.Params, X: jax.Array) -> jax.Array:
+    """The (T, T) scores [s, t] = x_tᵀ Q Kᵀ x_s of one factored head (model.attention_scores)."""
+    return mdl.attention_scores(qk, X[None], "all")[0, 0]  # (s, t)
+
+
+def _fit_one(
+    key: jax.Array,
+    X: jax.Array,
+    P: jax.Array,
+    mask: jax.Array,
+    steps: int,
+    lr: jax.Array,
+    lr_final: jax.Array,
+    init_scale: jax.Array,
+):
+    """One Adam fit of a head of size d_h = Σ mask, stored padded to A = len(mask) columns.
+
+    Q, K are (1, d, A); the columns a ≥ d_h are zero at init and get zero gradient (the loss
+    sees Q·mask, K·mask), so Adam never moves them: the fit is exactly the size-d_h head's, and
+    every d_h shares one compiled program. Returns (Q, K) after ``steps`` and the loss before
+    each step, (steps,).
+    """
+    d, A = X.shape[-1], mask.shape[0]
+    params = mdl.init_params(key, 1, d, init="normal", scale=init_scale, key_query="factored", head_size=A)
+    cols = mask[None, None, :]  # (1, 1, A)
+    qk = {"Q": params["Q"] * cols, "K": params["K"] * cols}  # (1, d, A) each; U plays no part in A
+    opt = optax.adam(lambda t: lr * lr_final ** (t / steps))  # exponential decay to lr·lr_final
+
+    def loss(p):
+        return row_kl(P, head_scores({"Q": p["Q"] * cols, "K": p["K"] * cols}, X))
+
+    def step(carry, _):
+        p, state = carry
+        value, grads = jax.value_and_grad(loss)(p)
+        updates, state = opt.update(grads, state, p)
+        return (optax.apply_updates(p, updates), state), value
+
+    (qk, _), trace = jax.lax.scan(step, (qk, opt.init(qk)), None, length=steps)
+    return qk, trace
+
+
+@partial(jax.jit, static_argnames=("T", "d", "head_sizes", "targets", "restarts", "steps"))
+def expressivity_fits(
+    key: jax.Array,
+    *,
+    T: int,
+    d: int,
+    head_sizes: tuple[int, ...],
+    targets: int,
+    restarts: int,
+    steps: int,
+    lr: float | jax.Array,
+    lr_final: float | jax.Array,
+    init_scale: float | jax.Array,
+    dirichlet: float | jax.Array,
+) -> dict[str, jax.Array]:
+    """Draw X and the targets from ``key`` and fit every (d_h, target, restart) in one program.
+
+    Returns X (T, d) with entries N(0, 1/d) (tokens of norm ≈ 1, as the data models),
+    P (M, T, T) with rows ~ Dirichlet(α·1), Q and K (n_a, M, R, d, A) padded to
+    A = max d_h, and the losses before each step, trace (n_a, M, R, steps).
+    """
+    k_x, k_p, k_init = jax.random.split(key, 3)
+    X = jax.random.normal(k_x, (T, d)) / math.sqrt(d)  # (t, d)
+    P = jax.random.dirichlet(k_p, jnp.full((T,), dirichlet), (targets, T))  # (M, s, t)
+    P = P / jnp.sum(P, axis=-1, keepdims=True)
+    A = max(head_sizes)
+    masks = (jnp.arange(A)[None, :] < jnp.array(head_sizes)[:, None]).astype(X.dtype)  # (n_a, A)
+    keys = jax.random.split(k_init, len(head_sizes) * targets * restarts)
+    keys = keys.reshape(len(head_sizes), targets, restarts, *keys.shape[1:])  # (n_a, M, R, 2)
+    fit = partial(_fit_one, steps=steps, lr=lr, lr_final=lr_final, init_scale=init_scale)
+    fit = jax.vmap(fit, in_axes=(0, None, None, None))  # restarts
+    fit = jax.vmap(fit, in_axes=(0, None, 0, None))  # targets
+    fit = jax.vmap(fit, in_axes=(0, None, None, 0))  # head sizes
+    qk, trace = fit(keys, X, P, masks)
+    return {"X": X, "P": P, "Q": qk["Q"][..., 0, :, :], "K": qk["K"][..., 0, :, :], "trace": trace}
+
+
+def attention_errors(Q: np.ndarray, K: np.ndarray, X: np.ndarray, P: np.ndarray) -> dict[str, np.ndarray]:
+    """Errors of fitted heads in float64: Q, K (..., d, d_h), X (T, d), P (..., T, T) -> each (...).
+
+    ``kl`` mean row KL(P_s ‖ A_s), ``tv`` mean row total variation ½‖A_s − P_s‖₁,
+    ``max_abs`` max |A − P|. Exact (float64) so no float32 cancellation hides a small error.
+    """
+    Q, K, X, P = (np.asarray(a, dtype=np.float64) for a in (Q, K, X, P))
+    XQ = np.einsum("td,...da->...ta", X, Q)  # (..., t, a)
+    XK = np.einsum("sd,...da->...sa", X, K)  # (..., s, a)
+    S = np.einsum("...sa,...ta->...st", XK, XQ)  # (..., s, t): x_tᵀ Q Kᵀ x_s
+    S = S - S.max(axis=-1, keepdims=True)
+    log_a = S - np.log(np.exp(S).sum(axis=-1, keepdims=True))
+    A = np.exp(log_a)
+    kl = np.mean(np.sum(np.where(P > 0, P * (np.log(np.where(P > 0, P, 1.0)) - log_a), 0.0), -1), -1)
+    return {
+        "kl": kl,
+        "tv": np.mean(0.5 * np.abs(A - P).sum(axis=-1), axis=-1),
+        "max_abs": np.abs(A - P).max(axis=(-2, -1)),
+    }
+
+
+def min_rank_threshold(T: int) -> int:
+    """T − 1: the smallest head size that fits a generic positive row-stochastic T×T matrix."""
+    return T - 1
+
+
+def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[str, Any]:
+    """All fits of the experiment, one program per T: {'results': json-able dict, 'arrays'}."""
+    cfg.validate()
+    start = time.perf_counter()
+    root = jax.random.PRNGKey(cfg.seed)
+    arrays: dict[str, np.ndarray] = {}
+    summary = []
+    log_steps = np.array(log_schedule(cfg.steps, log_points=60))
+    log_steps = log_steps[log_steps < cfg.steps]  # trace[k] is the loss before update k
+    bar = tqdm(cfg.tokens, desc=EXPRESSIVITY, unit="T", disable=not progress, leave=False)
+    for T in bar:
+        bar.set_postfix(T=T)
+        d = cfg.width_factor * T
+        sizes = cfg.head_sizes(T)
+        fits = expressivity_fits(
+            jax.random.fold_in(root, T),
+            T=T,
+            d=d,
+            head_sizes=tuple(sizes),
+            targets=cfg.targets,
+            restarts=cfg.restarts,
+            steps=cfg.steps,
+            lr=cfg.lr,
+            lr_final=cfg.lr_final,
+            init_scale=cfg.init_scale,
+            dirichlet=cfg.dirichlet,
+        )
+        X, P = np.asarray(fits["X"], np.float64), np.asarray(fits["P"], np.float64)
+        P = P / P.sum(axis=-1, keepdims=True)  # rows sum to 1 in float64 too (else KL can be < 0)
+        err = attention_errors(fits["Q"], fits["K"], X, P[None, :, None])  # each (n_a, M, R)
+        pick = np.argmin(err["kl"], axis=2)[..., None]  # (n_a, M, 1): the best restart per target
+        best = {k: np.take_along_axis(v, pick, axis=2)[..., 0] for k, v in err.items()}  # (n_a, M)
+        trace = np.take_along_axis(np.asarray(fits["trace"]), pick[..., None], axis=2)[:, :, 0]
+        fitted = best["tv"].max(axis=1) < cfg.tol  # (n_a,): every target fitted
+        reached = next((a for i, a in enumerate(sizes) if fitted[i:].all()), None)
+        prefix = f"T{T}_"
+        arrays.update({prefix + "head_sizes": np.array(sizes), prefix + "X": X, prefix + "targets": P})
+        arrays.update({prefix + k: v for k, v in err.items()})
+        arrays.update({prefix + "best_" + k: v for k, v in best.items()})
+        arrays[prefix + "trace"] = trace[:, :, log_steps]  # (n_a, M, L) best restarts
+        summary.append(
+            {
+                "T": T,
+                "d": d,
+                "head_sizes": sizes,
+                "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
+                "key_query_params": [2 * d * a for a in sizes],
+                "best_tv_mean": best["tv"].mean(axis=1).tolist(),
+                "best_tv_max": best["tv"].max(axis=1).tolist(),
+                "best_kl_mean": best["kl"].mean(axis=1).tolist(),
+                "best_kl_max": best["kl"].max(axis=1).tolist(),
+                "best_max_abs_max": best["max_abs"].max(axis=1).tolist(),
+                "fits_all_targets": fitted.tolist(),
+                "reached_at": reached,
+                "theory_threshold": min_rank_threshold(T),
+            }
+        )
+    bar.close()
+    arrays["log_steps"] = log_steps
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": EXPRESSIVITY,
+        "config": dataclasses.asdict(cfg),
+        "config_hash": expressivity_key(cfg),
+        "wall_time_s": time.perf_counter() - start,
+        "loss": "mean row KL(P_s || A_s), Adam with exponential step decay, float32",
+        "error": "best restart (lowest KL) per target, errors recomputed in float64; "
+        "tv = mean row total variation",
+        "summary": summary,
+    }
+    return {"results": results, "arrays": arrays}
+
+
+# ----------------------------------------------------------------------------- heads at a fixed width
+
+
+def matched_heads(n_heads: int, d: int, head_size: int) -> int:
+    """H' ≥ 1 whose fixed-head-size parameter count is closest to the split layout's with H heads."""
+    target = mdl.param_count(n_heads, d, "factored", "split")
+    per_head = mdl.param_count(1, d, "factored", head_size)
+    lo = max(1, target // per_head)
+    return min((lo, lo + 1), key=lambda h: (abs(h * per_head - target), h))
+
+
+def _layouts(cfg: HeadsConfig) -> dict[str, tuple[str | int, tuple[int, ...]]]:
+    """layout -> (head_size, heads to run). The fixed sweep also runs the parameter-matched H'."""
+    T = cfg.tokens
+    matched = {matched_heads(h, cfg.width, T) for h in cfg.heads}
+    return {"split": ("split", tuple(cfg.heads)), "fixed": (T, tuple(sorted(set(cfg.heads) | matched)))}
+
+
+def sweep_configs(cfg: HeadsConfig) -> dict[tuple[str, str], Config]:
+    """(data model, layout) -> the validated sweep config that ``run_heads`` runs."""
+    cfg.validate()
+    out = {}
+    for m in cfg.data_models:
+        for name, (head_size, heads) in _layouts(cfg).items():
+            base = cfg.base(m)
+            out[m, name] = validate(
+                apply_overrides(
+                    base,
+                    {
+                        "model": {"head_size": head_size},
+                        "sweep": {"heads": heads},
+                        "name": f"{base.name}-{name}",
+                    },
+                    HEADS,
+                )
+            )
+    return out
+
+
+def heads_key(cfg: HeadsConfig | None = None) -> str:
+    """The ``config_hash`` that ``run_heads`` writes, without running anything."""
+    cfg = cfg or HeadsConfig()
+    configs = {f"{m}/{name}": c.to_dict() for (m, name), c in sweep_configs(cfg).items()}
+    return _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs})
+
+
+def expressivity_key(cfg: ExpressivityConfig | None = None) -> str:
+    """The ``config_hash`` that ``run_expressivity`` writes, without running anything."""
+    return _hash(dataclasses.asdict(cfg or ExpressivityConfig()))
+
+
+def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Both layouts on every data model through ``run_sweep``: {'results', 'arrays'}."""
+    from dynamics.sweep import run_sweep
+
+    start = time.perf_counter()
+    layouts = _layouts(cfg)
+    jobs = sweep_configs(cfg)
+    arrays: dict[str, np.ndarray] = {}
+    summary, configs = [], {}
+    for (m, name), sweep_cfg in tqdm(
+        jobs.items(), desc=HEADS, unit="sweep", disable=not progress, leave=False
+    ):
+        head_size, _ = layouts[name]
+        res = run_sweep(sweep_cfg, progress=progress)
+        configs[f"{m}/{name}"] = res.config.to_dict()
+        d = res.config.data.d
+        for key in ("train_loss", "test_loss", "train_error", "test_error"):
+            arrays[f"{m}__{name}__{key}"] = res.curves[key]  # (n_heads, trials, L)
+        arrays[f"{m}__{name}__heads"] = res.heads
+        arrays[f"{m}__{name}__steps"] = res.steps
+        arrays[f"{m}__{name}__diverged_at"] = res.diverged_at
+        for row in res.summary():
+            h = row["heads"]
+            row.update(
+                data_model=m,
+                layout=name,
+                head_size=mdl.resolve_head_size(head_size, d, h),
+                param_count=mdl.param_count(h, d, "factored", head_size),
+            )
+            summary.append(row)
+    matched = [
+        {
+            "split_heads": h,
+            "split_params": mdl.param_count(h, cfg.width, "factored", "split"),
+            "fixed_heads": (hm := matched_heads(h, cfg.width, cfg.tokens)),
+            "fixed_params": mdl.param_count(hm, cfg.width, "factored", cfg.tokens),
+        }
+        for h in cfg.heads
+    ]
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": HEADS,
+        "config": dataclasses.asdict(cfg),
+        "sweep_configs": configs,
+        "config_hash": _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs}),
+        "wall_time_s": time.perf_counter() - start,
+        "layouts": {
+            "split": "d_h = d // H (the standard layout)",
+            "fixed": f"d_h = T = {cfg.tokens} for every H",
+        },
+        "matching": (
+            "param_count = H·d + 2·H·d·d_h; the split count is about d + 2d² for every H, so the "
+            "fixed layout is matched by its head count H' (closest count), listed in 'matched'"
+        ),
+        "matched": matched,
+        "summary": summary,
+    }
+    return {"results": results, "arrays": arrays}
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def write(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
+    """``npz_name`` then ``results.json`` (last: its presence marks a complete run), atomically."""
+    from dynamics.io import atomic_write_bytes, device_name, versions
+
+    out = Path(out)
+    buf = io.BytesIO()
+    np.savez(buf, **run["arrays"])
+    npz_path, json_path = out / npz_name, out / "results.json"
+    atomic_write_bytes(npz_path, buf.getvalue())
+    results = {**run["results"], "versions": versions(), "device": device_name()}
+    atomic_write_bytes(json_path, json.dumps(results, indent=2, allow_nan=False).encode())
+    return json_path, npz_path
+
+
+def produce_expressivity(out_dir: Path, cfg: ExpressivityConfig | None = None, progress: bool = True) -> None:
+    """Run the expressivity experiment (default size) and write its results into ``out_dir``."""
+    write(run_expressivity(cfg or ExpressivityConfig(), progress=progress), out_dir, "expressivity.npz")
+
+
+def produce_heads(out_dir: Path, cfg: HeadsConfig | None = None, progress: bool = True) -> None:
+    """Run the heads-at-fixed-width experiment (default size) and write its results into ``out_dir``."""
+    write(run_heads(cfg or HeadsConfig(), progress=progress), out_dir, "heads.npz")
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def requested(argv: list[str]) -> str | None:
+    """The bottleneck preset named by ``--preset NAME`` / ``--preset=NAME`` in argv, else None."""
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--preset" and i + 1 < len(argv) else None
+        if arg.startswith("--preset="):
+            value = arg.split("=", 1)[1]
+        if value in NAMES:
+            return value
+    return None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads",
+        description=__doc__.split("\n\n", 1)[1].split("\n\nBoth write")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--preset", required=True, choices=NAMES)
+    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<preset>)")
+    p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
+    p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
+    p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")
+    p.add_argument("--tokens", type=_ints, help="expressivity: sequence lengths T (e.g. 5,10)")
+    p.add_argument("--restarts", type=int, help="expressivity: random inits per target")
+    p.add_argument("--targets", type=int, help="expressivity: random targets per T")
+    p.add_argument("--heads", type=_ints, help="heads: numbers of heads H (at most the width)")
+    p.add_argument("--trials", type=int, help="heads: trials per sweep point")
+    p.add_argument("--width", type=int, help="heads: the fixed width d")
+    p.add_argument("--no-figure", action="store_true", help="skip the figure")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _config_from_args(args: argparse.Namespace):
+    if args.preset == EXPRESSIVITY:
+        cfg = QUICK_EXPRESSIVITY if args.quick else ExpressivityConfig()
+        pairs = {"seed": args.seed, "steps": args.steps, "tokens": args.tokens}
+        pairs |= {"restarts": args.restarts, "targets": args.targets}
+        wrong = [f"--{k}" for k in ("heads", "trials", "width") if getattr(args, k) is not None]
+    else:
+        cfg = QUICK_HEADS if args.quick else HeadsConfig()
+        pairs = {"seed": args.seed, "steps": args.steps, "heads": args.heads, "trials": args.trials}
+        pairs["width"] = args.width
+        wrong = [f"--{k}" for k in ("tokens", "restarts", "targets") if getattr(args, k) is not None]
+    if wrong:
+        raise ConfigError(f"{', '.join(wrong)} do(es) not apply to --preset {args.preset}")
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
+    cfg.validate()
+    if isinstance(cfg, HeadsConfig):
+        sweep_configs(cfg)  # every sweep's own checks, before anything runs
+    return cfg
+
+
+def _report_expressivity(results: dict) -> str:
+    lines = []
+    for row in results["summary"]:
+        lines.append(
+            f"T={row['T']} d={row['d']}: fits every target (best TV < {results['config']['tol']:g}) "
+            f"from d_h = {row['reached_at']} (T − 1 = {row['theory_threshold']})"
+        )
+        lines.append(
+            f"  {'d_h':>4} {'params':>7} {'best TV mean':>13} {'best TV max':>12} {'best KL mean':>13}"
+        )
+        for i, a in enumerate(row["head_sizes"]):
+            lines.append(
+                f"  {a:>4} {row['param_count'][i]:>7} {row['best_tv_mean'][i]:>13.2e} "
+                f"{row['best_tv_max'][i]:>12.2e} {row['best_kl_mean'][i]:>13.2e}"
+            )
+    return "\n".join(lines)
+
+
+def _report_heads(results: dict) -> str:
+    def ms(e):
+        return "diverged" if e["mean"] is None else f"{e['mean']:.4f} ± {e['std']:.4f}"
+
+    header = (
+        f"{'data':>8} {'layout':>6} {'H':>3} {'d_h':>4} {'params':>6} {'train loss':>17} {'test loss':>17}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in results["summary"]:
+        lines.append(
+            f"{r['data_model']:>8} {r['layout']:>6} {r['heads']:>3} {r['head_size']:>4} "
+            f"{r['param_count']:>6} {ms(r['train_loss']):>17} {ms(r['test_loss']):>17}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The two bottleneck presets of ``python -m dynamics.run``."""
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = _config_from_args(args)
+        out = Path(args.out or Path("runs") / args.preset)
+        if args.preset == EXPRESSIVITY:
+            run, npz_name = run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
+        else:
+            run, npz_name = run_heads(cfg, progress=not args.quiet), "heads.npz"
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130
+    report = _report_expressivity if args.preset == EXPRESSIVITY else _report_heads
+    print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
+    print(report(run["results"]))
+    for path in write(run, out, npz_name):
+        print(f"wrote {path}")
+    if not args.no_figure:
+        from figures import bottleneck as fig
+
+        plot = fig.plot_expressivity if args.preset == EXPRESSIVITY else fig.plot_bottleneck_heads
+        for path in plot(out, out / "figure"):
+            print(f"wrote {path}")
+    return 0

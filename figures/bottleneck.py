@@ -1,0 +1,182 @@
+"""Figures of the low-rank bottleneck experiments (SPEC §8), drawn from saved result files only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+DATA_LABEL = {"dm1": "DM1", "planted": "planted"}
+FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
+TRACE_FLOOR = 1e-9  # float32 KL has rounding noise of about 1e-8 (it can even read < 0)
+
+
+def _load(results_dir: str | Path, npz_name: str) -> tuple[dict, dict[str, np.ndarray]]:
+    results_dir = Path(results_dir)
+    meta = json.loads((results_dir / "results.json").read_text())
+    with np.load(results_dir / npz_name, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    return meta, arrays
+
+
+def _save(fig, stem: str | Path) -> list[Path]:
+    stem = Path(stem)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
+    """Best attention-fit error vs head size d_h (one line per T, a line at d_h = T) and the
+    loss traces of the best restarts around the threshold; PNG and PDF."""
+    meta, arrays = _load(results_dir, "expressivity.npz")
+    cfg = meta["config"]
+    rows = meta["summary"]
+    sns.set_theme(context="notebook", style="whitegrid")
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained")
+    palette = sns.color_palette("colorblind", len(rows))
+    ax = axes[0]
+    for row, color in zip(rows, palette, strict=True):
+        T, d = row["T"], row["d"]
+        sizes = arrays[f"T{T}_head_sizes"]
+        best = np.maximum(arrays[f"T{T}_best_tv"], FLOOR)  # (n_a, M)
+        ax.fill_between(sizes, best.min(axis=1), best.max(axis=1), color=color, alpha=0.2, lw=0)
+        ax.plot(
+            sizes,
+            best.mean(axis=1),
+            "o-",
+            color=color,
+            ms=4,
+            label=f"T = {T}, d = {d} (Q, K: {2 * d}·d_h parameters)",
+        )
+        ax.axvline(T, color=color, ls="--", lw=1.2)
+        if row["reached_at"] is not None:
+            ax.axvline(row["reached_at"], color=color, ls=":", lw=1.2)
+    ax.axhline(cfg["tol"], color="0.4", lw=0.8)
+    ax.plot([], [], ls="--", color="0.4", label="d_h = T (the paper's sufficient head size)")
+    ax.plot([], [], ls=":", color="0.4", label=f"first d_h with every target's error < {cfg['tol']:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("head size d_h")
+    ax.set_ylabel("best mean-row total variation ½‖A − P‖₁")
+    ax.set_title(
+        f"{cfg['targets']} random targets per T, best of {cfg['restarts']} restarts "
+        f"(band: min–max over targets)",
+        fontsize=10,
+    )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(frameon=True, fontsize=8, loc="upper right")
+
+    # Right: are the errors below the threshold converged? Loss traces of the best restarts.
+    ax = axes[1]
+    row = max(rows, key=lambda r: r["T"])
+    T = row["T"]
+    sizes = list(arrays[f"T{T}_head_sizes"])
+    shown = [a for a in (T - 3, T - 2, T - 1, T) if a in sizes]
+    steps = np.maximum(arrays["log_steps"], 1)
+    cmap = sns.color_palette("flare", len(shown))
+    for a, color in zip(shown, cmap, strict=True):
+        trace = np.maximum(arrays[f"T{T}_trace"][sizes.index(a)], TRACE_FLOOR)  # (M, L)
+        ax.plot(steps, np.median(trace, axis=0), color=color, lw=1.8, label=f"d_h = {a}")
+        ax.fill_between(steps, trace.min(axis=0), trace.max(axis=0), color=color, alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("Adam step")
+    ax.set_ylabel("mean row KL (float32 training loss, floored at 1e-9)")
+    ax.set_title(f"T = {T}: best restart per target (median and range)", fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    fig.suptitle(
+        "Low-rank bottleneck: fitting one head's attention softmax(X Q Kᵀ Xᵀ), Q and K of size d × d_h"
+    )
+    return _save(fig, stem)
+
+
+def _band(ax, x, final, color, label, style="o-"):
+    """mean ± 1 std over the finite trials of ``final`` (n, trials)."""
+    ok = np.isfinite(final)
+    mean = np.array([f[o].mean() if o.any() else np.nan for f, o in zip(final, ok, strict=True)])
+    std = np.array([f[o].std() if o.any() else np.nan for f, o in zip(final, ok, strict=True)])
+    ax.plot(x, mean, style, color=color, label=label, ms=4)
+    ax.fill_between(x, np.maximum(mean - std, 0), mean + std, color=color, alpha=0.2, lw=0)
+
+
+def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Path]:
+    """Final train and test loss vs H for head size d/H (split), fixed = T, and fixed with the
+    split layout's parameter count; parameter counts in the bottom row; PNG and PDF."""
+    meta, arrays = _load(results_dir, "heads.npz")
+    cfg = meta["config"]
+    models = cfg["data_models"]
+    T, d = cfg["tokens"], cfg["width"]
+    heads = np.array(cfg["heads"])
+    matched = {m["split_heads"]: m for m in meta["matched"]}
+    sns.set_theme(context="notebook", style="whitegrid")
+    fig, axes = plt.subplots(
+        3,
+        len(models),
+        figsize=(6.2 * len(models), 9.5),
+        sharex=True,
+        squeeze=False,
+        height_ratios=(1, 1, 0.7),
+        layout="constrained",
+    )
+    palette = sns.color_palette("colorblind")
+    colors = {"split": palette[0], "fixed": palette[1], "matched": palette[2]}
+    for j, m in enumerate(models):
+        split_heads = arrays[f"{m}__split__heads"]
+        fixed_heads = list(arrays[f"{m}__fixed__heads"])
+        same = [fixed_heads.index(h) for h in heads]
+        hm = [matched[int(h)]["fixed_heads"] for h in heads]
+        idx_m = [fixed_heads.index(h) for h in hm]
+        for i, metric in enumerate(("train_loss", "test_loss")):
+            ax = axes[i, j]
+            split = arrays[f"{m}__split__{metric}"][:, :, -1]  # (n_heads, trials)
+            fixed = arrays[f"{m}__fixed__{metric}"][:, :, -1]
+            _band(ax, split_heads, split, colors["split"], "split: d_h = d/H")
+            _band(ax, heads, fixed[same], colors["fixed"], f"fixed: d_h = T = {T}")
+            _band(
+                ax, heads, fixed[idx_m], colors["matched"], "fixed d_h = T, H' heads (params of split)", "s--"
+            )
+            if i == 1:
+                for x, h2, y in zip(heads, hm, np.nanmean(fixed[idx_m], axis=1), strict=True):
+                    ax.annotate(
+                        f"H'={h2}",
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(0, 6),
+                        fontsize=7,
+                        color=colors["matched"],
+                        ha="center",
+                    )
+            ax.set_yscale("log")
+            ax.set_ylabel(f"final {metric.replace('_', ' ')}")
+            steps = int(arrays[f"{m}__split__steps"][-1])
+            trials = split.shape[1]
+            if i == 0:
+                ax.set_title(
+                    f"{DATA_LABEL.get(m, m)}, d = {d}, T = {T}: {steps} Adam steps, {trials} trials",
+                    fontsize=11,
+                )
+        ax = axes[2, j]
+        rows = {(r["layout"], r["heads"]): r["param_count"] for r in meta["summary"] if r["data_model"] == m}
+        ax.plot(heads, [rows[("split", int(h))] for h in heads], "o-", color=colors["split"])
+        ax.plot(heads, [rows[("fixed", int(h))] for h in heads], "o-", color=colors["fixed"])
+        ax.plot(heads, [rows[("fixed", h2)] for h2 in hm], "s--", color=colors["matched"])
+        ax.set_ylabel("parameters H·d·(1 + 2d_h)")
+        ax.ticklabel_format(axis="y", style="plain")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(heads, [str(h) for h in heads])
+        ax.set_xlabel("number of heads H (split and fixed)")
+        ax.minorticks_off()
+    axes[0, 0].legend(frameon=False, fontsize=8)
+    fig.suptitle("Head size d/H (low-rank heads) vs a fixed head size T at a fixed width — mean ± 1 std")
+    return _save(fig, stem)
