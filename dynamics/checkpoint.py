@@ -98,19 +98,24 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
     After each point, ``results.json``/``curves.npz`` hold the points done so far with
     ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``.
     """
+    import jax
+
     from dynamics.config import log_schedule, validate
     from dynamics.io import write_results
     from dynamics.sweep import SweepResult, run_sweep
 
     cfg = validate(cfg)
     out, config_hash = Path(out), cfg.hash()
+    writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
     done = finished_heads(out, config_hash) if resume else {}
-    if not resume:
+    if not resume and writer:
         clear_points(out)
     steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
     heads = list(cfg.sweep.heads)
 
     def on_point(indices, by_head, diverged_at):
+        if not writer:
+            return
         point_heads = [heads[i] for i in indices]
         save_point(out, config_hash, point_heads, by_head, diverged_at)
         for j, h in enumerate(point_heads):
@@ -128,6 +133,7 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
 
     result = run_sweep(cfg, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
     result.extra["complete"] = True
-    write_results(result, out)
-    clear_points(out)
+    if writer:
+        write_results(result, out)
+        clear_points(out)
     return result

@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list_presets:
         for name, (purpose, _) in PRESETS.items():
-            print(f"{name:14s} {purpose}")
+            print(f"{name:24s} {purpose}")
         return 0
     out = None
     try:
@@ -225,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if out is None:
+            print("interrupted before the sweep started: nothing was written", file=sys.stderr)
+            return 130
         print(
             f"interrupted: the finished H values are in {out} (results.json is partial); "
             f"rerun the same command with --resume to finish",
