@@ -152,3 +152,19 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypat
         atomic_write_bytes(target, b"new contents")
     assert target.read_bytes() == b"old"  # the old file is intact...
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # ...and no temp file is left
+
+
+def test_diverging_step_is_reported_not_plotted(tmp_path):
+    out = tmp_path / "div"
+    proc = run_cli([*TINY, "--lr", "1e30", "--loss", "exp", "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "diverged" in proc.stdout and "2/2" in proc.stdout
+    meta = json.loads((out / "results.json").read_text())
+    for row in meta["summary"]:
+        assert row["diverged"] and row["n_diverged"] == 2 and row["train_loss"]["mean"] is None
+        assert all(0 <= s <= 6 for s in row["diverged_at"])
+    with np.load(out / "curves.npz") as z:
+        for i, at in enumerate(z["diverged_at"]):
+            for trial, step in enumerate(at):
+                assert np.isnan(z["train_loss"][i, trial, z["steps"] >= step]).all()
+    assert (out / "figure.png").stat().st_size > 1000
