@@ -140,6 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="zero init: simulate all H heads instead of one exact representative head",
     )
+    g.add_argument(
+        "--device",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run: JAX's default backend (auto), the CPU or the GPU; "
+        "the runs are sharded over all devices of that kind",
+    )
+    g.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
+    g.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process per host: call jax.distributed.initialize() (cluster auto-detect or "
+        "JAX_COORDINATOR_ADDRESS etc.) and shard over every host's devices; process 0 writes",
+    )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
@@ -188,6 +202,30 @@ def format_table(result) -> str:
     return "\n".join(lines)
 
 
+def _run(cfg: Config, args: argparse.Namespace, run_sweep):
+    """run_sweep on the devices and in the precision that --device, --x64, --distributed ask for."""
+    import contextlib
+
+    import jax
+
+    from dynamics.engine import select_devices
+
+    if args.distributed and not jax.distributed.is_initialized():
+        jax.distributed.initialize()
+    devices = select_devices(args.device)
+    with contextlib.ExitStack() as stack:
+        if args.x64:
+            stack.enter_context(jax.enable_x64(True))
+        stack.enter_context(jax.default_device(devices[0]))
+        return run_sweep(cfg, progress=not args.quiet, devices=devices)
+
+
+def _is_main_process() -> bool:
+    import jax
+
+    return jax.process_index() == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -202,13 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         from dynamics.sweep import run_sweep
 
         out = Path(args.out or Path("runs") / cfg.name)
-        result = run_sweep(cfg, progress=not args.quiet)
+        result = _run(cfg, args, run_sweep)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130
+    if not _is_main_process():
+        return 0
     opt = cfg.optim
     print(
         f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
