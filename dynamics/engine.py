@@ -64,8 +64,9 @@ METRICS = (
     "attn_relevant",
 )
 
-# XLA:CPU options for the engine's programs (see the module docstring).
-CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+# XLA:CPU options for the engine's programs: YNNPACK only for fusions around dots (see the
+# module docstring; benchmarks/README.md has the measurements).
+CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
 BATCH_AXIS = "batch"
 
 
@@ -244,15 +245,22 @@ def train_run(
     return metrics, div_at
 
 
-def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool):
-    def one(b: Batch):
-        d = data if shared_data else jax.tree_util.tree_map(lambda a: a[b.trial], data)
-        return train_run(prog, d, b.key, b.n_heads, b.lr, b.init_scale)
+def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, width: int):
+    def local(data: Data, batch: Batch):  # one device's slice: chunks of ``width`` runs, vmapped
+        def one(b: Batch):
+            d = data if shared_data else jax.tree_util.tree_map(lambda a: a[b.trial], data)
+            return train_run(prog, d, b.key, b.n_heads, b.lr, b.init_scale)
 
-    return jax.vmap(one)(batch)
+        return jax.lax.map(one, batch, batch_size=width)
+
+    spec = PartitionSpec(BATCH_AXIS)
+    sharded = jax.shard_map(
+        local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec, check_vma=False
+    )
+    return sharded(data, batch)
 
 
-_STATIC = ("prog", "shared_data")
+_STATIC = ("prog", "shared_data", "mesh", "width")
 _JIT = {
     "cpu": jax.jit(_train_batch, static_argnames=_STATIC, compiler_options=CPU_COMPILER_OPTIONS),
     "other": jax.jit(_train_batch, static_argnames=_STATIC),
@@ -260,27 +268,30 @@ _JIT = {
 
 
 def train_batch(
-    prog: Program, data: Data, batch: Batch, *, shared_data: bool = False
+    prog: Program, data: Data, batch: Batch, *, mesh: Mesh, width: int, shared_data: bool = False
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Run the B runs of ``batch``: (metrics, each (B, L), diverged_at (B,)).
 
-    ``data`` has a leading trial axis that ``batch.trial`` indexes, or none if
-    ``shared_data``. Inputs may be sharded over the batch axis (see ``BatchPlacer``); the
-    program runs where they live.
+    The batch axis is split over the devices of ``mesh`` (B must be a multiple of
+    devices × ``width``); each device runs its runs in chunks of ``width``, vmapped, one
+    chunk after the other. A run's numbers depend only on ``width``, not on the device
+    count or on which other runs share its batch. ``data`` has a leading trial axis that
+    ``batch.trial`` indexes, or none if ``shared_data``.
     """
-    leaf = batch.n_heads
-    platform = next(iter(leaf.devices())).platform if isinstance(leaf, jax.Array) else jax.default_backend()
+    platform = mesh.devices.flat[0].platform
     fn = _JIT["cpu" if platform == "cpu" else "other"]
     with jax.default_matmul_precision("highest"):
-        return fn(prog, data, batch, shared_data=shared_data)
+        return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width)
 
 
-def compile_batch(prog: Program, data: Data, batch: Batch, *, shared_data: bool = False):
-    """Lower and compile without running (for timing compiles); returns the compiled program."""
-    platform = next(iter(batch.n_heads.devices())).platform
+def compile_batch(
+    prog: Program, data: Data, batch: Batch, *, mesh: Mesh, width: int, shared_data: bool = False
+):
+    """Lower and compile without running (to time the compile); call the result with (data, batch)."""
+    platform = mesh.devices.flat[0].platform
     fn = _JIT["cpu" if platform == "cpu" else "other"]
     with jax.default_matmul_precision("highest"):
-        return fn.lower(prog, data, batch, shared_data=shared_data).compile()
+        return fn.lower(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width).compile()
 
 
 def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int]) -> Program:
@@ -299,6 +310,11 @@ def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int]) -> 
         loss=cfg.optim.loss,
         segments=tuple(int(s) for s in np.diff([0, *schedule])),
     )
+
+
+def float_dtype() -> np.dtype:
+    """The working float type: float32, or float64 when x64 is on (``--x64``)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
 
 
 DEVICE_KINDS = ("auto", "cpu", "gpu")
@@ -353,7 +369,14 @@ class BatchPlacer:
         return Batch(*(self._put(np.asarray(x), self.sharded) for x in batch))
 
     def data(self, data: Data) -> Data:
-        return Data(*(None if x is None else self._put(np.asarray(x), self.replicated) for x in data))
+        """Replicate the data on every device, floats in the working precision (float64 under x64;
+        the data models draw in float32, so x64 simulates the same draws in float64)."""
+
+        def host(x):
+            x = np.asarray(x)
+            return x.astype(float_dtype()) if np.issubdtype(x.dtype, np.floating) else x
+
+        return Data(*(None if x is None else self._put(host(x), self.replicated) for x in data))
 
     def fetch(self, tree):
         """Device arrays -> numpy on this process (all-gathered when several processes share them)."""

@@ -34,6 +34,7 @@ from dynamics.engine import (
     BatchPlacer,
     Program,
     can_pad_heads,
+    float_dtype,
     mask_diverged,
     program_for,
     step_size,
@@ -87,11 +88,12 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class Point:
-    """One compiled call: ``heads`` (indices into the sweep's heads) with all trials and variants."""
+    """One compiled call: ``indices`` (into the sweep's heads) with all their trials and variants."""
 
     prog: Program
     indices: tuple[int, ...]
-    batch_size: int  # B after padding (the same for every point of a program: one compile)
+    batch_size: int  # B after padding; the same for every point of a program (one compile)
+    width: int  # runs vmapped together on a device (the numbers depend on it; see train_batch)
 
 
 def bucket_heads(heads: Sequence[int], slack: float) -> list[list[int]]:
@@ -109,12 +111,18 @@ def bucket_heads(heads: Sequence[int], slack: float) -> list[list[int]]:
     return groups
 
 
-def default_heads_per_call(placer: BatchPlacer, runs_per_head: int, n_heads: int) -> int:
-    """CPU: the fewest H per call that fill the devices (measured: larger batches ran slower,
-    the working set leaves the cache); accelerators: every H of a program in one call."""
+def default_layout(placer: BatchPlacer, runs_per_head: int, n_heads: int) -> tuple[int, int]:
+    """(H values per call, vmap width) when the caller does not choose.
+
+    CPU: one run at a time per device (width 1) and as many H per call as fill the devices.
+    Measured on this model: a run costs the same per step whether it is vmapped alone or
+    with others (the cores are busy either way), and width 1 makes every run's numbers
+    independent of the device count and of its batch companions (bit-identical on resume).
+    Accelerators: every H of the program in one call, all of a device's runs vmapped.
+    """
     if placer.platform == "cpu":
-        return max(1, min(n_heads, math.ceil(placer.n_devices / runs_per_head)))
-    return n_heads
+        return min(n_heads, placer.n_devices // math.gcd(placer.n_devices, runs_per_head)), 1
+    return n_heads, math.ceil(n_heads * runs_per_head / placer.n_devices)
 
 
 def plan_points(
@@ -126,6 +134,7 @@ def plan_points(
     runs_per_head: int,
     *,
     heads_per_call: int | None = None,
+    width: int | None = None,
     bucket_slack: float = DEFAULT_BUCKET_SLACK,
 ) -> list[Point]:
     """Split the head indices ``todo`` into points; points of one program share one batch size."""
@@ -140,11 +149,13 @@ def plan_points(
     for group in groups:
         prog = program_for(cfg, max(group), d, schedule)
         idx = sorted((i for i in todo if heads[i] in group), key=lambda i: heads[i])
-        per_call = heads_per_call or default_heads_per_call(placer, runs_per_head, len(idx))
-        per_call = min(per_call, len(idx))
-        size = placer.padded_size(per_call * runs_per_head)
+        auto_per_call, auto_width = default_layout(placer, runs_per_head, len(idx))
+        per_call = min(heads_per_call or auto_per_call, len(idx))
+        w = width or auto_width
+        chunk = placer.n_devices * w  # B must split into devices × chunks of w
+        size = -(-(per_call * runs_per_head) // chunk) * chunk
         for start in range(0, len(idx), per_call):
-            points.append(Point(prog, tuple(idx[start : start + per_call]), size))
+            points.append(Point(prog, tuple(idx[start : start + per_call]), size, w))
     return points
 
 
@@ -157,16 +168,13 @@ def _prepare(cfg: Config):
     return data, shared, schedule, init_keys
 
 
-def _float_dtype():
-    return jax.dtypes.canonicalize_dtype(np.float64)  # float32 unless x64 is on
-
-
 def _run_points(
     cfgs: Sequence[Config],
     todo: Sequence[int],
     *,
     devices,
     heads_per_call: int | None,
+    width: int | None,
     bucket_slack: float,
     progress: bool,
 ):
@@ -191,9 +199,10 @@ def _run_points(
         placer,
         runs_per_head,
         heads_per_call=heads_per_call,
+        width=width,
         bucket_slack=bucket_slack,
     )
-    fdt = _float_dtype()
+    fdt = float_dtype()
     bar = tqdm(total=len(todo), desc=base.name, unit="H", disable=not progress or jax.process_index() != 0)
     try:
         for point in points:
@@ -208,7 +217,14 @@ def _run_points(
                 lr=np.array([step_size(cfgs[v], heads[i]) for i, v, _ in runs], dtype=fdt),
                 init_scale=np.array([cfgs[v].model.init_scale for _, v, _ in runs], dtype=fdt),
             )
-            metrics, div_at = train_batch(point.prog, placed, placer.batch(batch), shared_data=shared)
+            metrics, div_at = train_batch(
+                point.prog,
+                placed,
+                placer.batch(batch),
+                mesh=placer.mesh,
+                width=point.width,
+                shared_data=shared,
+            )
             metrics, div_at = placer.fetch((metrics, div_at))
             K = len(point.indices)
             n = K * runs_per_head
@@ -248,6 +264,7 @@ def run_sweep(
     skip_heads: Mapping[int, HeadResult] | None = None,
     devices: Sequence[jax.Device] | None = None,
     heads_per_call: int | None = None,
+    width: int | None = None,
     bucket_slack: float = DEFAULT_BUCKET_SLACK,
 ) -> SweepResult:
     """Validate, build the data, run every H (a loop over points), collect curves.
@@ -261,6 +278,7 @@ def run_sweep(
       their results go into the SweepResult unchanged.
     devices: the JAX devices to shard the runs over (default: all of ``jax.devices()``).
     heads_per_call: H values per compiled call (default: CPU fills the devices, GPU all).
+    width: runs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
     bucket_slack: random init, how much padded work may buy one shared compile (1 = none).
     """
     cfg = validate(cfg)
@@ -285,6 +303,7 @@ def run_sweep(
             todo,
             devices=devices,
             heads_per_call=heads_per_call,
+            width=width,
             bucket_slack=bucket_slack,
             progress=progress,
         ):
@@ -312,6 +331,7 @@ def run_grid(
     progress: bool = True,
     devices: Sequence[jax.Device] | None = None,
     heads_per_call: int | None = None,
+    width: int | None = None,
     bucket_slack: float = DEFAULT_BUCKET_SLACK,
 ) -> list[SweepResult]:
     """The sweep of ``cfg`` at every base step size η₀ in ``lrs`` and init scale σ₀ in
@@ -343,6 +363,7 @@ def run_grid(
         list(range(n_h)),
         devices=devices,
         heads_per_call=heads_per_call,
+        width=width,
         bucket_slack=bucket_slack,
         progress=progress,
     ):
