@@ -2,11 +2,12 @@
 
 A *batch* is a flat list of B runs — (trial, H, η, σ₀) combinations that share one
 ``Program`` (everything static: shapes, options, logging schedule). ``train_batch`` runs
-all of them in one XLA program: ``jax.vmap`` over the batch, ``lax.scan`` over the logging
-segments around a ``lax.fori_loop`` over the steps inside a segment, so there is no host
-round-trip per step. Metrics are evaluated only at the logged steps; a non-finite loss or
-parameter is detected per run inside the program. The batch axis is sharded over the
-devices of a one-axis mesh (``jax.sharding``): every device runs its slice of the runs.
+all of them in one XLA program: the batch axis is split over the devices of a one-axis
+mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its runs in chunks of
+``width`` runs vmapped together; a run is a ``lax.scan`` over the logging segments around
+a ``lax.fori_loop`` over the steps inside a segment, so there is no host round-trip per
+step. Metrics are evaluated only at the logged steps; a non-finite loss or parameter is
+detected per run inside the program.
 
 Stored heads. A run holds S = ``Program.stored_heads`` heads and a weight per stored head;
 Φ = c_H · Σ_{s<S} weight_s · f_s(X), with c_H computed from the run's H (a traced scalar).
@@ -29,12 +30,13 @@ Stored heads. A run holds S = ``Program.stored_heads`` heads and a weight per st
 - Full path: S ≥ H stored heads, weight 1 for the first H and 0 for padded heads. Padded
   heads start at 0 and get exactly zero gradient (their weight multiplies their output),
   so GD and Adam leave them at 0: a run padded to S heads is the H-head run. Padding lets
-  several H share one compile (a "bucket"); without it S = H.
+  several H share one compile (a "bucket", see ``sweep.bucket_heads``); without it S = H.
 
-Compiler options: on the CPU the engine compiles with YNNPACK fusions off; with them
-(jaxlib 0.10 default) this model's small batched contractions ran 3-6× slower. On a GPU the
-float32 matmuls are asked for full float32 precision (no TF32), so results do not depend
-on the GPU generation.
+Compiler options: on the CPU the engine lets YNNPACK fuse only around dots
+(``CPU_COMPILER_OPTIONS``): with jaxlib 0.10's default YNNPACK fusions a one-head step ran
+about 1.7× slower, with YNNPACK off a many-head step ran up to 3× slower
+(benchmarks/README.md). On a GPU the float32 matmuls are asked for full float32 precision
+(no TF32), so results do not depend on the GPU generation.
 """
 
 from __future__ import annotations

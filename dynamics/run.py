@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -211,12 +212,15 @@ def _run(cfg: Config, args: argparse.Namespace, run_sweep):
     from dynamics.engine import select_devices
 
     if args.distributed and not jax.distributed.is_initialized():
-        jax.distributed.initialize()
+        # Cluster auto-detection (SLURM, Open MPI, …) or JAX_COORDINATOR_ADDRESS plus these two.
+        env = {"num_processes": "JAX_NUM_PROCESSES", "process_id": "JAX_PROCESS_ID"}
+        jax.distributed.initialize(**{k: int(os.environ[v]) for k, v in env.items() if v in os.environ})
     devices = select_devices(args.device)
     with contextlib.ExitStack() as stack:
         if args.x64:
             stack.enter_context(jax.enable_x64(True))
-        stack.enter_context(jax.default_device(devices[0]))
+        local = [d for d in devices if d.process_index == jax.process_index()]
+        stack.enter_context(jax.default_device(local[0]))
         return run_sweep(cfg, progress=not args.quiet, devices=devices)
 
 

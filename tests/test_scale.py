@@ -224,3 +224,41 @@ def test_device_flag(tmp_path, capsys):
         assert not (tmp_path / "o").exists()
     with pytest.raises(ValueError, match="device='tpu'"):
         engine.select_devices("tpu")
+
+
+def test_two_processes_with_jax_distributed_equal_two_devices(tmp_path):
+    """--distributed: two processes (one CPU device each, gloo) give the 2-device numbers."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    args = [sys.executable, "-m", "dynamics.run", "--device", "cpu", "--quiet", "--no-figure"]
+    args += ["--heads", "1,3", "--steps", "6", "--trials", "2", "--n-train", "16", "--n-test", "20"]
+    base = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    base["PYTHONPATH"] = str(ROOT)
+    procs = [
+        subprocess.Popen(
+            [*args, "--distributed", "--out", str(tmp_path / f"p{i}")],
+            cwd=tmp_path,
+            env={
+                **base,
+                "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": str(i),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    assert not (tmp_path / "p1").exists()  # only process 0 writes
+    two = {**base, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    proc = subprocess.run([*args, "--out", str(tmp_path / "one")], cwd=tmp_path, env=two, capture_output=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with np.load(tmp_path / "p0" / "curves.npz") as a, np.load(tmp_path / "one" / "curves.npz") as b:
+        for name in engine.METRICS:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
