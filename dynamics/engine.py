@@ -286,16 +286,6 @@ def train_batch(
         return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width)
 
 
-def compile_batch(
-    prog: Program, data: Data, batch: Batch, *, mesh: Mesh, width: int, shared_data: bool = False
-):
-    """Lower and compile without running (to time the compile); call the result with (data, batch)."""
-    platform = mesh.devices.flat[0].platform
-    fn = _JIT["cpu" if platform == "cpu" else "other"]
-    with jax.default_matmul_precision("highest"):
-        return fn.lower(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width).compile()
-
-
 def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int]) -> Program:
     """The program that runs ``cfg`` with S = ``stored_heads`` (ignored on the fast path: S = 1)."""
     fast = uses_fast_path(cfg)
@@ -342,8 +332,8 @@ def select_devices(kind: str = "auto") -> list[jax.Device]:
 class BatchPlacer:
     """Places batches and data on a one-axis device mesh and brings results back.
 
-    The batch axis is sharded over all ``devices`` (it must be a multiple of their number:
-    ``padded_size`` says how far to pad); the data is replicated. Works across hosts after
+    The batch axis is sharded over all ``devices`` (its length a multiple of their number);
+    the data is replicated. Works across hosts after
     ``jax.distributed.initialize()``: each process passes the same host arrays and keeps
     only its devices' slices, and results are all-gathered back to every process.
     """
@@ -360,9 +350,6 @@ class BatchPlacer:
     @property
     def n_devices(self) -> int:
         return len(self.devices)
-
-    def padded_size(self, size: int) -> int:
-        return -(-size // self.n_devices) * self.n_devices
 
     def _put(self, host: np.ndarray, sharding: NamedSharding) -> jax.Array:
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])

@@ -100,7 +100,14 @@ def init_params(
         return {name: jnp.zeros(shape) for name, shape in shapes.items()}
     keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
     std = scale / math.sqrt(d)
-    return {name: std * jax.random.normal(keys[name], shape) for name, shape in shapes.items()}
+    # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
+    # then used in the working precision: --x64 changes the arithmetic only.
+    dtype = jnp.zeros(()).dtype
+    draw = {
+        name: jax.random.normal(keys[name], shape, jnp.float32).astype(dtype)
+        for name, shape in shapes.items()
+    }
+    return {name: std * draw[name] for name in shapes}
 
 
 def key_query_matrix(params: Params) -> jax.Array:

@@ -137,34 +137,42 @@ def plan_points(
     width: int | None = None,
     bucket_slack: float = DEFAULT_BUCKET_SLACK,
 ) -> list[Point]:
-    """Split the head indices ``todo`` into points; points of one program share one batch size."""
+    """Split the head indices ``todo`` into points; points of one program share one batch size.
+
+    Programs, buckets and batch sizes follow from all of ``cfg.sweep.heads``, not from
+    ``todo``, so a resumed sweep runs every H with the program of an uninterrupted one.
+    """
     heads = cfg.sweep.heads
     if uses_fast_path(cfg):
-        groups = [[heads[i] for i in todo]] if todo else []
+        groups = [list(heads)]
     elif can_pad_heads(cfg):
-        groups = bucket_heads([heads[i] for i in todo], bucket_slack)
+        groups = bucket_heads(heads, bucket_slack)
     else:
-        groups = [[heads[i]] for i in todo]
+        groups = [[h] for h in heads]
+    wanted = {heads[i] for i in todo}
     points = []
     for group in groups:
         prog = program_for(cfg, max(group), d, schedule)
-        idx = sorted((i for i in todo if heads[i] in group), key=lambda i: heads[i])
-        auto_per_call, auto_width = default_layout(placer, runs_per_head, len(idx))
-        per_call = min(heads_per_call or auto_per_call, len(idx))
+        auto_per_call, auto_width = default_layout(placer, runs_per_head, len(group))
+        per_call = min(heads_per_call or auto_per_call, len(group))
         w = width or auto_width
         chunk = placer.n_devices * w  # B must split into devices × chunks of w
         size = -(-(per_call * runs_per_head) // chunk) * chunk
+        idx = sorted((heads.index(h) for h in group if h in wanted), key=lambda i: heads[i])
         for start in range(0, len(idx), per_call):
             points.append(Point(prog, tuple(idx[start : start + per_call]), size, w))
     return points
 
 
 def _prepare(cfg: Config):
-    root = jax.random.PRNGKey(cfg.sweep.seed)
-    k_data, k_init = jax.random.split(root)
-    data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
+    # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
+    # integers and floats), so the data are drawn as without x64 and simulated in float64.
+    with jax.enable_x64(False):
+        root = jax.random.PRNGKey(cfg.sweep.seed)
+        k_data, k_init = jax.random.split(root)
+        data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
+        init_keys = np.stack([np.asarray(jax.random.fold_in(k_init, i)) for i in range(cfg.sweep.trials)])
     schedule = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
-    init_keys = np.stack([np.asarray(jax.random.fold_in(k_init, i)) for i in range(cfg.sweep.trials)])
     return data, shared, schedule, init_keys
 
 
