@@ -276,9 +276,11 @@ def train_batch(
 
     The batch axis is split over the devices of ``mesh`` (B must be a multiple of
     devices × ``width``); each device runs its runs in chunks of ``width``, vmapped, one
-    chunk after the other. A run's numbers depend only on ``width``, not on the device
-    count or on which other runs share its batch. ``data`` has a leading trial axis that
-    ``batch.trial`` indexes, or none if ``shared_data``.
+    chunk after the other. A run's numbers depend on ``width`` but not on which other runs
+    share its batch, nor on the number of devices once there are two or more (one device
+    is compiled unpartitioned, through another XLA pass order: last-bit differences).
+    ``data`` has a leading trial axis that ``batch.trial`` indexes, or none if
+    ``shared_data``.
     """
     platform = mesh.devices.flat[0].platform
     fn = _JIT["cpu" if platform == "cpu" else "other"]
