@@ -100,7 +100,14 @@ def init_params(
         return {name: jnp.zeros(shape) for name, shape in shapes.items()}
     keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
     std = scale / math.sqrt(d)
-    return {name: std * jax.random.normal(keys[name], shape) for name, shape in shapes.items()}
+    # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
+    # then used in the working precision: --x64 changes the arithmetic only.
+    dtype = jnp.zeros(()).dtype
+    draw = {
+        name: jax.random.normal(keys[name], shape, jnp.float32).astype(dtype)
+        for name, shape in shapes.items()
+    }
+    return {name: std * draw[name] for name in shapes}
 
 
 def param_count(
@@ -148,10 +155,12 @@ def head_outputs(params: Params, X: jax.Array, query: Query | str = Query.FIRST)
     """f_h(X) = U_hᵀ Xᵀ softmax(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
     query = parse_enum(Query, query, "query")
     A = attention(params, X, query)  # (n, h, t) or (n, h, s, t)
-    XU = jnp.einsum("ntd,hd->nht", X, params["U"])  # (n, h, t): U_hᵀ x_t
+    # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
+    # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
+    XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
     if query is Query.FIRST:
-        return jnp.einsum("nht,nht->nh", A, XU)
-    return jnp.einsum("nhst,nht->nh", A, XU) / X.shape[1]
+        return jnp.einsum("nht,nth->nh", A, XU)
+    return jnp.einsum("nhst,nth->nh", A, XU) / X.shape[1]
 
 
 def logits(

@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -147,6 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue an interrupted sweep in --out: finished H values of the same config are kept",
     )
+    g.add_argument(
+        "--device",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run: JAX's default backend (auto), the CPU or the GPU; "
+        "the runs are sharded over all devices of that kind",
+    )
+    g.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
+    g.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process per host: call jax.distributed.initialize() (cluster auto-detect or "
+        "JAX_COORDINATOR_ADDRESS etc.) and shard over every host's devices; process 0 writes",
+    )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
@@ -200,6 +215,35 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM ends a sweep like Ctrl-C: finished points stay on disk
 
 
+def _run(cfg: Config, args: argparse.Namespace, out: Path):
+    """The checkpointed sweep on the devices and in the precision that --device, --x64 and
+    --distributed ask for."""
+    import contextlib
+
+    import jax
+
+    from dynamics.checkpoint import run_checkpointed
+    from dynamics.engine import select_devices
+
+    if args.distributed and not jax.distributed.is_initialized():
+        # Cluster auto-detection (SLURM, Open MPI, …) or JAX_COORDINATOR_ADDRESS plus these two.
+        env = {"num_processes": "JAX_NUM_PROCESSES", "process_id": "JAX_PROCESS_ID"}
+        jax.distributed.initialize(**{k: int(os.environ[v]) for k, v in env.items() if v in os.environ})
+    devices = select_devices(args.device)
+    with contextlib.ExitStack() as stack:
+        if args.x64:
+            stack.enter_context(jax.enable_x64(True))
+        local = [d for d in devices if d.process_index == jax.process_index()]
+        stack.enter_context(jax.default_device(local[0]))
+        return run_checkpointed(cfg, out, resume=args.resume, progress=not args.quiet, devices=devices)
+
+
+def _is_main_process() -> bool:
+    import jax
+
+    return jax.process_index() == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from dynamics import bottleneck  # the low-rank bottleneck presets have their own runner (SPEC §8)
@@ -216,11 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         from datamodels import DataError  # noqa: F401  (import errors surface here, not mid-run)
-        from dynamics.checkpoint import run_checkpointed
 
         out = Path(args.out or Path("runs") / cfg.name)
         signal.signal(signal.SIGTERM, _terminate)
-        result = run_checkpointed(cfg, out, resume=args.resume, progress=not args.quiet)
+        result = _run(cfg, args, out)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -234,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+    if not _is_main_process():
+        return 0
     opt = cfg.optim
     print(
         f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "

@@ -1,0 +1,262 @@
+"""Batching, bucketing, sharding and the run_sweep hooks give the numbers of the plain per-H sweep."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from dynamics import engine, losses, model
+from dynamics import run as cli
+from dynamics.config import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, log_schedule, validate
+from dynamics.data import make_data
+from dynamics.sweep import bucket_heads, plan_points, run_grid, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(init="zero", optimizer="adam", heads=(1, 3, 4), **optim) -> Config:
+    return Config(
+        data=DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2),
+        model=ModelConfig(init=init, init_scale=1.0),
+        optim=OptimConfig(optimizer=optimizer, lr=0.5 if optimizer == "gd" else 0.05, steps=12, **optim),
+        sweep=SweepConfig(heads=heads, trials=2, log_every=4),
+    )
+
+
+def assert_same(a, b, rtol=0.0, atol=0.0):
+    np.testing.assert_array_equal(a.diverged_at, b.diverged_at)
+    for name in engine.METRICS:
+        if rtol == 0 and atol == 0:
+            np.testing.assert_array_equal(a.curves[name], b.curves[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(a.curves[name], b.curves[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("init", ["zero", "normal"])
+def test_batched_heads_equal_one_head_per_call(init):
+    cfg = tiny(init=init)
+    alone = run_sweep(cfg, progress=False, heads_per_call=1, bucket_slack=1.0)
+    # Width 1 (the CPU default): a run's numbers do not depend on its batch companions.
+    assert_same(alone, run_sweep(cfg, progress=False, heads_per_call=3, bucket_slack=1.0))
+    # All H and trials vmapped together (the accelerator layout): equal to float rounding.
+    together = run_sweep(cfg, progress=False, heads_per_call=3, width=6, bucket_slack=1.0)
+    assert_same(alone, together, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+def test_padded_heads_bucket_equals_separate_programs(optimizer):
+    cfg = tiny(init="normal", optimizer=optimizer, heads=(1, 2, 3))
+    separate = run_sweep(cfg, progress=False, bucket_slack=1.0)
+    shared = run_sweep(cfg, progress=False, bucket_slack=100.0)
+    plan = plan_points(
+        validate(cfg), [0, 1, 2], 8, log_schedule(12, 4), engine.BatchPlacer(), 2, bucket_slack=100.0
+    )
+    assert {p.prog.stored_heads for p in plan} == {3}  # one program, H = 1 and 2 padded to 3 heads
+    assert_same(separate, shared, rtol=1e-5, atol=1e-6)
+    assert np.all(shared.curves["diversity"][1:] > 0)  # random heads differ...
+    assert np.all(shared.curves["diversity"][0] == 0.0)  # ...and H = 1's padding heads are not counted
+
+
+def test_bucket_heads_bounds_the_padding():
+    assert bucket_heads([1, 2, 4, 8, 16, 32, 64], 1.0) == [[h] for h in (1, 2, 4, 8, 16, 32, 64)]
+    groups = bucket_heads([8, 1, 3, 2, 4, 6], 1.5)
+    assert sorted(h for g in groups for h in g) == [1, 2, 3, 4, 6, 8]
+    for g in groups:
+        assert len(g) * max(g) <= 1.5 * sum(g)
+    assert bucket_heads([1, 2, 3], 100.0) == [[1, 2, 3]]
+
+
+def test_fast_path_flag_is_respected():
+    cfg = validate(tiny())
+    placer = engine.BatchPlacer()
+    sched = log_schedule(12, 4)
+    fast = plan_points(cfg, [0, 1, 2], 8, sched, placer, 2)
+    assert all(p.prog.fast_path and p.prog.stored_heads == 1 for p in fast)
+    assert len({p.prog for p in fast}) == 1  # every H shares one compile
+    off = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
+    full = plan_points(off, [0, 1, 2], 8, sched, placer, 2)
+    for p in full:
+        assert not p.prog.fast_path
+        assert all(p.prog.stored_heads >= cfg.sweep.heads[i] for i in p.indices)
+    args = cli.build_parser().parse_args(["--no-fast-path", "--heads", "1,3", "--steps", "3"])
+    assert cli.config_from_args(args).sweep.fast_path is False
+    # ...and the two paths agree (the full one simulates all heads).
+    a, b = run_sweep(cfg, progress=False), run_sweep(off, progress=False)
+    assert_same(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+@pytest.mark.parametrize("query,loss", [("all", "logistic"), ("first", "exp"), ("first", "hinge2")])
+def test_fast_path_equals_full_for_query_and_loss(optimizer, query, loss):
+    cfg = tiny(optimizer=optimizer, heads=(1, 5), loss=loss, lr_scaling="linear")
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, query=query))
+    fast = run_sweep(cfg, progress=False)
+    off = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
+    full = run_sweep(off, progress=False)
+    for name in engine.METRICS:
+        scale = max(float(np.nanmax(np.abs(full.curves[name]))), 1.0)
+        np.testing.assert_allclose(
+            fast.curves[name], full.curves[name], rtol=1e-4, atol=1e-5 * scale, err_msg=name
+        )
+
+
+def test_run_grid_equals_separate_sweeps():
+    cfg = tiny(init="normal", optimizer="gd", heads=(1, 2))
+    grid = run_grid(cfg, lrs=[0.2, 0.6], init_scales=[0.5, 1.5], progress=False)
+    assert len(grid) == 4
+    for result, (lr, s) in zip(grid, [(0.2, 0.5), (0.2, 1.5), (0.6, 0.5), (0.6, 1.5)], strict=True):
+        assert result.config.optim.lr == lr and result.config.model.init_scale == s
+        one = dataclasses.replace(
+            cfg,
+            optim=dataclasses.replace(cfg.optim, lr=lr),
+            model=dataclasses.replace(cfg.model, init_scale=s),
+        )
+        assert_same(result, run_sweep(one, progress=False), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(grid[0].curves["train_loss"], grid[3].curves["train_loss"])
+
+
+def test_on_point_and_skip_heads_resume_to_the_same_numbers():
+    cfg = tiny(init="normal", heads=(1, 2, 4))
+    seen = []
+    full = run_sweep(cfg, progress=False, on_point=lambda i, m, d: seen.append((list(i), m, d)))
+    assert sorted(i for idx, _, _ in seen for i in idx) == [0, 1, 2]
+    for idx, metrics, div in seen:
+        assert div.shape == (len(idx), 2)
+        for name in engine.METRICS:
+            assert metrics[name].shape == (len(idx), 2, len(full.steps))
+            np.testing.assert_array_equal(metrics[name], full.curves[name][idx])
+    done = {
+        cfg.sweep.heads[i]: ({k: m[k][j] for k in m}, d[j]) for idx, m, d in seen for j, i in enumerate(idx)
+    }
+    ran = []
+    resumed = run_sweep(cfg, progress=False, skip_heads={1: done[1]}, on_point=lambda i, m, d: ran.extend(i))
+    assert sorted(ran) == [1, 2]  # H = 2 and 4 ran, H = 2 in its bucket with H = 1 as before
+    assert_same(full, resumed)
+    assert_same(full, run_sweep(cfg, progress=False, skip_heads={1: done[1], 4: done[4]}))
+    with pytest.raises(ValueError, match="H=3"):
+        run_sweep(cfg, progress=False, skip_heads={3: done[1]})
+    with pytest.raises(ValueError, match="shape"):
+        short = {k: v[:, :2] for k, v in done[1][0].items()}
+        run_sweep(cfg, progress=False, skip_heads={1: (short, done[1][1])})
+
+
+SHARD_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import jax, numpy as np
+    from tests.test_scale import tiny
+    from dynamics.sweep import run_sweep
+    out = {}
+    for init in ("zero", "normal"):
+        cfg = tiny(init=init)
+        for n in (1, 2, 8):
+            r = run_sweep(cfg, progress=False, devices=jax.devices()[:n])
+            out[f"{init}-{n}"] = {k: v.tolist() for k, v in r.curves.items()}
+    out["devices"] = jax.device_count()
+    json.dump(out, open(sys.argv[1], "w"))
+    """
+)
+
+
+def test_sharded_over_8_devices_equals_unsharded(tmp_path):
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": flags}
+    path = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", SHARD_SCRIPT, str(path)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(path.read_text())
+    assert got["devices"] == 8
+    for init in ("zero", "normal"):
+        here = run_sweep(tiny(init=init), progress=False)  # this process: one device, no sharding
+        for name in engine.METRICS:
+            one, two, eight = (np.array(got[f"{init}-{n}"][name], dtype=float) for n in (1, 2, 8))
+            # Any number >= 2 of devices runs the same partitioned program: bit for bit.
+            np.testing.assert_array_equal(two, eight, err_msg=name)
+            np.testing.assert_array_equal(one, here.curves[name], err_msg=name)
+            # One device compiles unpartitioned (another XLA pass order): equal to float32 rounding.
+            np.testing.assert_allclose(one, eight, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+def test_x64_engine_matches_float64_loop(optimizer):
+    cfg = tiny(init="normal", optimizer=optimizer, heads=(3,))
+    k_data, k_init = jax.random.split(jax.random.PRNGKey(cfg.sweep.seed))
+    data, _ = make_data(cfg.data, k_data, cfg.sweep.trials)  # float32 draws, as without x64
+    with jax.enable_x64(True):
+        result = run_sweep(cfg, progress=False)
+        d = jax.tree_util.tree_map(lambda a: np.asarray(a[1], np.float64), data)
+        p = model.init_params(jax.random.fold_in(k_init, 1), 3, 8, init="normal")
+        opt = engine.make_optimizer(optimizer, cfg.optim.lr)
+        state = opt.init(p)
+
+        def objective(p):
+            return losses.mean_loss(d.y_train * model.logits(p, d.X_train), losses.Loss.LOGISTIC)
+
+        want = []
+        for step in range(cfg.optim.steps + 1):
+            if step % 4 == 0:
+                want.append(float(objective(p)))
+            g = jax.grad(objective)(p)
+            u, state = opt.update(g, state, p)
+            p = jax.tree_util.tree_map(lambda a, b: a + b, p, u)
+    np.testing.assert_allclose(result.curves["train_loss"][0, 1], want, rtol=1e-12)
+
+
+def test_device_flag(tmp_path, capsys):
+    assert engine.select_devices("cpu") == jax.devices("cpu")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        args = ["--device", "gpu", "--heads", "1", "--steps", "2", "--quiet", "--out", str(tmp_path / "o")]
+        code = cli.main(args)
+        assert code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no GPU" in err[0]
+        assert not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="device='tpu'"):
+        engine.select_devices("tpu")
+
+
+def test_two_processes_with_jax_distributed_equal_two_devices(tmp_path):
+    """--distributed: two processes (one CPU device each, gloo) give the 2-device numbers."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    args = [sys.executable, "-m", "dynamics.run", "--device", "cpu", "--quiet", "--no-figure"]
+    args += ["--heads", "1,3", "--steps", "6", "--trials", "2", "--n-train", "16", "--n-test", "20"]
+    base = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    base["PYTHONPATH"] = str(ROOT)
+    procs = [
+        subprocess.Popen(
+            [*args, "--distributed", "--out", str(tmp_path / f"p{i}")],
+            cwd=tmp_path,
+            env={
+                **base,
+                "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": str(i),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    assert not (tmp_path / "p1").exists()  # only process 0 writes
+    two = {**base, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    proc = subprocess.run([*args, "--out", str(tmp_path / "one")], cwd=tmp_path, env=two, capture_output=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with np.load(tmp_path / "p0" / "curves.npz") as a, np.load(tmp_path / "one" / "curves.npz") as b:
+        for name in engine.METRICS:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
