@@ -101,7 +101,7 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
     import jax
 
     from dynamics.config import log_schedule, validate
-    from dynamics.io import write_results
+    from dynamics.io import device_name, write_results
     from dynamics.sweep import SweepResult, run_sweep
 
     cfg = validate(cfg)
@@ -112,6 +112,7 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
         clear_points(out)
     steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
     heads = list(cfg.sweep.heads)
+    device = device_name(sweep_kwargs.get("devices"))
 
     def on_point(indices, by_head, diverged_at):
         if not writer:
@@ -127,12 +128,12 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
             steps=steps,
             curves={k: np.stack([done[h][0][k] for h in have]) for k in by_head},
             diverged_at=np.stack([done[h][1] for h in have]),
-            extra={"complete": False, "heads_todo": [h for h in heads if h not in done]},
+            extra={"complete": False, "heads_todo": [h for h in heads if h not in done], "device": device},
         )
         write_results(partial, out)
 
     result = run_sweep(cfg, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
-    result.extra["complete"] = True
+    result.extra.update(complete=True, device=device)
     if writer:
         write_results(result, out)
         clear_points(out)

@@ -32,9 +32,11 @@ def versions() -> dict[str, str]:
     }
 
 
-def device_name() -> str:
-    dev = jax.devices()[0]
-    return f"{dev.platform}:{getattr(dev, 'device_kind', dev.platform)} x{jax.device_count()}"
+def device_name(devices=None) -> str:
+    """'cpu:cpu x1', 'gpu:NVIDIA H100 80GB HBM3 x1', ...: the devices a sweep ran on (default: JAX's)."""
+    devices = list(devices) if devices is not None else jax.devices()
+    dev = devices[0]
+    return f"{dev.platform}:{getattr(dev, 'device_kind', dev.platform)} x{len(devices)}"
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
