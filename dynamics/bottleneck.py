@@ -510,13 +510,10 @@ def _ints(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage dump
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    from dynamics.run import OneLineParser  # the CLI's parser; imported here, run.py imports us
+
+    p = OneLineParser(
         prog="python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads",
         description=__doc__.split("\n\n", 1)[1].split("\n\nBoth write")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -113,13 +113,15 @@ KNOBS = [
 ]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage dump
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error (and exit code 2) instead of the usage dump."""
+
+    def error(self, message: str):
         self.exit(2, f"error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m dynamics.run",
         description=(
             "Simulate full-batch training of a one-layer multi-head attention classifier\n"

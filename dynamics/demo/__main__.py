@@ -15,15 +15,11 @@ import time
 from pathlib import Path
 
 from dynamics.demo import DEMOS, UnknownDemo, get
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage dump
-        self.exit(2, f"error: {message} (see --help)\n")
+from dynamics.run import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m dynamics.demo",
         description="Teaching demos of multi-head attention training; each writes PNG pictures (and a GIF).",
         epilog=__doc__.split("\n", 2)[2],
