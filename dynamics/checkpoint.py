@@ -10,12 +10,12 @@ by the same program with the same inputs, so the final files equal an uninterrup
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 import numpy as np
 
 from dynamics.io import atomic_write_bytes
+from dynamics.sweep import HeadResult
 
 POINTS = "points"
 
@@ -39,9 +39,9 @@ def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray]
     return path
 
 
-def load_points(out: Path, config_hash: str) -> dict[int, tuple[dict[str, np.ndarray], np.ndarray]]:
+def load_points(out: Path, config_hash: str) -> dict[int, HeadResult]:
     """H -> (metric -> (trials, L), diverged_at (trials,)) for every saved point of this config."""
-    done: dict[int, tuple[dict[str, np.ndarray], np.ndarray]] = {}
+    done: dict[int, HeadResult] = {}
     folder = Path(out) / POINTS
     if not folder.is_dir():
         return done
@@ -58,13 +58,6 @@ def load_points(out: Path, config_hash: str) -> dict[int, tuple[dict[str, np.nda
     return done
 
 
-def saved_config_hash(out: Path) -> str | None:
-    try:
-        return json.loads((Path(out) / "results.json").read_text()).get("config_hash")
-    except (OSError, ValueError):
-        return None
-
-
 def clear_points(out: Path) -> None:
     folder = Path(out) / POINTS
     if folder.is_dir():
@@ -74,16 +67,12 @@ def clear_points(out: Path) -> None:
             folder.rmdir()
 
 
-def finished_heads(out: Path, config_hash: str) -> dict[int, tuple[dict[str, np.ndarray], np.ndarray]]:
+def finished_heads(out: Path, config_hash: str) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved points."""
     from dynamics.engine import METRICS
-    from dynamics.io import load_results
+    from dynamics.io import complete_results_hash, load_results
 
-    try:
-        meta = json.loads((Path(out) / "results.json").read_text())
-    except (OSError, ValueError):
-        meta = {}
-    if meta.get("complete") and meta.get("config_hash") == config_hash:
+    if complete_results_hash(out) == config_hash:
         _, curves = load_results(out)
         return {
             int(h): ({k: curves[k][i] for k in METRICS}, curves["diverged_at"][i])

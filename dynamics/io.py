@@ -94,6 +94,20 @@ def _json_default(obj):
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 
+def complete_results_hash(out: Path) -> str | None:
+    """The ``config_hash`` of the complete results in ``out``, or None if there are none.
+
+    Missing, unreadable or partial (``"complete": false``, an interrupted sweep) results count as none.
+    """
+    try:
+        meta = json.loads((Path(out) / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("complete", True) is False:
+        return None
+    return meta.get("config_hash")
+
+
 def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(results.json as a dict, curves.npz as a dict of arrays)."""
     out = Path(out)

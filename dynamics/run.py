@@ -261,7 +261,6 @@ def main(argv: list[str] | None = None) -> int:
     out = None
     try:
         cfg = config_from_args(args)
-        from datamodels import DataError  # noqa: F401  (import errors surface here, not mid-run)
 
         out = Path(args.out or Path("runs") / cfg.name)
         signal.signal(signal.SIGTERM, _terminate)

@@ -68,7 +68,8 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from figures.registry import FIGURES, cached_hash, ensure_results
+    from dynamics.io import complete_results_hash
+    from figures.registry import FIGURES, ensure_results
 
     args = build_parser(list(FIGURES)).parse_args(argv)
     if args.list:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         entry = FIGURES[name]
         results_dir = out / name
         key = entry.key()
-        if cached_hash(results_dir) != key or args.force:
+        if complete_results_hash(results_dir) != key or args.force:
             print(f"{name}: running the experiment into {results_dir} (config hash {key})", flush=True)
         start = time.perf_counter()
         try:

@@ -34,14 +34,13 @@ as "no results" and the next call produces them again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics import bottleneck
 from dynamics.config import PRESETS, Config, preset, validate
-from dynamics.io import write_results
+from dynamics.io import complete_results_hash, write_results
 from dynamics.sweep import run_sweep
 from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
 from figures.sweep import plot_sweep
@@ -99,17 +98,6 @@ FIGURES[bottleneck.HEADS] = Entry(
 )
 
 
-def cached_hash(results_dir: Path) -> str | None:
-    """The ``config_hash`` of the complete results in ``results_dir``, or None if there are none."""
-    try:
-        meta = json.loads((Path(results_dir) / "results.json").read_text())
-    except (OSError, ValueError):
-        return None  # missing, unreadable or not JSON: produce the results again
-    if not isinstance(meta, dict) or meta.get("complete", True) is False:
-        return None  # a partial (interrupted) sweep is not a cache hit
-    return meta.get("config_hash")
-
-
 def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, progress: bool = True) -> str:
     """Produce ``entry``'s results into ``results_dir`` unless results with its key are there.
 
@@ -117,13 +105,13 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     (results for a different config were there) or ``"forced"``.
     """
     results_dir = Path(results_dir)
-    found = cached_hash(results_dir)
+    found = complete_results_hash(results_dir)
     key = entry.key()
     if found == key and not force:
         return "reused"
     (results_dir / "results.json").unlink(missing_ok=True)  # the marker of complete results goes first
     entry.produce(results_dir, progress)
-    if cached_hash(results_dir) != key:
+    if complete_results_hash(results_dir) != key:
         raise RuntimeError(
             f"the entry's produce() wrote no results.json with config_hash={key!r} into {results_dir}"
         )
