@@ -18,7 +18,7 @@ Every sweep is measured in a fresh subprocess (empty compile caches):
 Work is counted in head-steps (one head of the H-head model, one full-batch step) and
 in FLOPs of the forward and backward pass (formulas in benchmarks/README.md): "model"
 counts the H-head model, "executed" what the engine computed (1 head on the fast path,
-the padded bucket on random-init sweeps).
+the packs × S head slots on random-init sweeps, empty slots included).
 
 Examples:
   python -m benchmarks.run                          # five presets + the random-init sweep
@@ -128,10 +128,9 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
         u, s = opt.update(g, s, p)
         return optax.apply_updates(p, u), s, value
 
-    prog = dataclasses.replace(engine.program_for(cfg, S, d, [0, 1]), stored_heads=S, fast_path=one_head)
-    n_heads = jnp.asarray(H, jnp.float32)
-    w = engine.head_weights(prog, n_heads)
-    evaluate = jax.jit(lambda p: engine.evaluate(prog, p, n_heads, w, data))
+    prog = dataclasses.replace(engine.program_for(cfg, S, d, [0, 1]), fast_path=one_head)
+    pack = engine.single_run_pack(prog, jnp.asarray(H, jnp.float32))
+    evaluate = jax.jit(lambda p: engine.evaluate(prog, p, pack, data))
 
     t = time.perf_counter()
     jax.block_until_ready(step(params, state))
@@ -155,20 +154,17 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     return {"compile_s": compile_s, "step_s": per_step, "eval_s": per_eval}
 
 
-def measure(
-    name: str, steps: int | None, repeats: int, baseline_steps: int, bucket_slack: float | None
-) -> dict:
+def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slots: int | None) -> dict:
     """Everything for one sweep, in this (fresh) process."""
     import jax
 
     from dynamics.config import log_schedule, validate
     from dynamics.data import make_data, width_of
     from dynamics.engine import BatchPlacer
-    from dynamics.sweep import DEFAULT_BUCKET_SLACK, plan_points, run_sweep
+    from dynamics.sweep import plan_points, run_sweep
 
-    slack = DEFAULT_BUCKET_SLACK if bucket_slack is None else bucket_slack
     cfg = validate(sweep_config(name, steps))
-    row: dict = {"sweep": name, "bucket_slack": slack, "load_before": os.getloadavg()[0]}
+    row: dict = {"sweep": name, "slots": slots, "load_before": os.getloadavg()[0]}
     row["matmul_gflops"] = matmul_gflops()
 
     k_data = jax.random.split(jax.random.PRNGKey(cfg.sweep.seed))[0]
@@ -178,24 +174,22 @@ def measure(
     row["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    run_sweep(cfg, progress=False, bucket_slack=slack)
+    run_sweep(cfg, progress=False, slots=slots)
     row["cold_s"] = time.perf_counter() - t
     warm = []
     for _ in range(repeats):
         t = time.perf_counter()
-        run_sweep(cfg, progress=False, bucket_slack=slack)
+        run_sweep(cfg, progress=False, slots=slots)
         warm.append(time.perf_counter() - t)
     row["warm_s"] = min(warm)
     row["compile_s"] = row["cold_s"] - row["warm_s"]
 
-    # Work: per H, the stored heads the engine ran (its plan) and the model's H.
+    # Work: the head slots the engine ran (its plan: packs × S, empty slots included) and the model's H.
     schedule = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
     placer = BatchPlacer()
     d = width_of(data)
-    points = plan_points(
-        cfg, range(len(cfg.sweep.heads)), d, schedule, placer, cfg.sweep.trials, bucket_slack=slack
-    )
-    stored = {cfg.sweep.heads[i]: p.prog.stored_heads for p in points for i in p.indices}
+    points = plan_points(cfg, range(len(cfg.sweep.heads)), d, schedule, placer, slots=slots)
+    stored_slots = sum(len(p.packs) * p.prog.stored_heads for p in points)
     n, n_test = int(data.X_train.shape[-3]), int(data.X_test.shape[-3])
     T, q, trials, S_ = int(data.X_train.shape[-2]), cfg.model.query, cfg.sweep.trials, cfg.optim.steps
     L = len(schedule)
@@ -206,9 +200,10 @@ def measure(
         steps=S_,
         logged=L,
         programs=len({p.prog for p in points}),
+        packs=sum(len(p.packs) for p in points),
         head_steps=sum(heads) * trials * S_,
         model_flops=sum(heads) * trials * (S_ * f_step + L * f_eval),
-        executed_flops=sum(stored.values()) * trials * (S_ * f_step + L * f_eval),
+        executed_flops=stored_slots * trials * (S_ * f_step + L * f_eval),
     )
     row["head_steps_per_s"] = row["head_steps"] / row["warm_s"]
     row["executed_gflops"] = row["executed_flops"] / row["warm_s"] / 1e9
@@ -257,7 +252,7 @@ def format_table(rows: list[dict]) -> str:
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        name = r["sweep"] + (f" (slack {r['bucket_slack']:g})" if r["sweep"] == RANDOM else "")
+        name = r["sweep"] + (f" (S = {r['slots']})" if r.get("slots") else "")
         one = (
             f"{r['baseline_1head_s']:.1f} | {r['baseline_1head_ratio']:.1f}"
             if "baseline_1head_s" in r
@@ -283,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2, help="warm runs per sweep (the best is kept)")
     p.add_argument("--baseline-steps", type=int, default=20, help="timed baseline steps per H")
     p.add_argument(
-        "--bucket-slack",
+        "--slots",
         default=None,
-        help="random-init sweep: comma-separated bucket slacks to compare (default: the engine's)",
+        help="random-init sweep: comma-separated head slots per pack to compare (default: the largest H)",
     )
     p.add_argument("--host-devices", type=int, default=None, help="CPU: split the host into N JAX devices")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
@@ -298,17 +293,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     names = [s.strip() for s in args.sweeps.split(",") if s.strip()]
-    slacks = [float(s) for s in args.bucket_slack.split(",")] if args.bucket_slack else [None]
+    slot_counts = [int(s) for s in args.slots.split(",")] if args.slots else [None]
     jobs = []
     for name in names:
-        for slack in slacks if name == RANDOM else [None]:
+        for slots in slot_counts if name == RANDOM else [None]:
             jobs.append(
                 dict(
                     name=name,
                     steps=args.steps,
                     repeats=args.repeats,
                     baseline_steps=args.baseline_steps,
-                    bucket_slack=slack,
+                    slots=slots,
                 )
             )
     print(

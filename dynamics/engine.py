@@ -1,19 +1,27 @@
 """The training engine: many runs in one compiled program.
 
-A *batch* is a flat list of B runs — (trial, H, η, σ₀) combinations that share one
-``Program`` (everything static: shapes, options, logging schedule). ``train_batch`` runs
-all of them in one XLA program: the batch axis is split over the devices of a one-axis
-mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its runs in chunks of
-``width`` runs vmapped together; a run is a ``lax.scan`` over the logging segments around
-a ``lax.fori_loop`` over the steps inside a segment, so there is no host round-trip per
-step. Metrics are evaluated only at the logged steps; a non-finite loss or parameter is
+A *batch* is a list of B *packs* that share one ``Program`` (everything static: shapes,
+options, logging schedule). A pack is R runs — (H, η, σ₀) combinations of one trial, so
+one data set — whose heads fill the program's S head slots side by side. ``train_batch``
+runs the whole batch in one XLA program: the batch axis is split over the devices of a
+one-axis mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its packs in chunks
+of ``width`` packs vmapped together; a pack is a ``lax.scan`` over the logging segments
+around a ``lax.fori_loop`` over the steps inside a segment, so there is no host round-trip
+per step. Metrics are evaluated only at the logged steps; a non-finite loss or margin is
 detected per run inside the program.
 
-Stored heads. A run holds S = ``Program.stored_heads`` heads and a weight per stored head;
-Φ = c_H · Σ_{s<S} weight_s · f_s(X), with c_H computed from the run's H (a traced scalar).
+Packs. Slot s holds head ``slot_head[s]`` of run ``slot_run[s]`` (or is empty). The forward
+pass computes every slot's head output f_s(X) in the same contractions, then each run's
+Φ_r = c_{H_r} · Σ_{s in r} weight_s · f_s(X) with a select per (slot, run), so nothing of
+one run — a NaN of a diverging run included — reaches another. The objective Σ_r L_r has,
+for each slot, exactly its own run's gradient; the step size is applied per slot. So a
+run in a pack is the run alone up to float rounding (the contractions' shapes differ), and
+runs of different H share one program: one compile for a whole random-init sweep, no head
+padding (``sweep.pack_runs`` packs them first-fit decreasing).
 
-- Fast path (θ(0) = 0, full key-query): S = 1 and weight = H. With zero init every head
-  gets the same gradient at every step (SPEC §2), so all H heads stay equal to one
+- Fast path (θ(0) = 0, full key-query): one slot per run (S = R = 1) of weight H. With
+  zero init every head gets the same gradient at every step (SPEC §2), so all H heads stay
+  equal to one
   representative head θ. Write L̃(θ) = L(θ, …, θ) for the loss as a function of the common
   value; by the chain rule ∇L̃ = Σ_h ∂L/∂θ_h = H·g, where g is the gradient each head
   receives in the H-head model. The engine feeds the optimiser g = ∇L̃ / H, the exact
@@ -27,10 +35,9 @@ Stored heads. A run holds S = ``Program.stored_heads`` heads and a weight per st
       m̂/(√v̂ + eps/H), a different eps for each H — which is why the gradient is divided.)
   The only difference to the H-head computation is float rounding (a sum of H equal terms
   versus H times one term). H enters as a traced scalar, so every H shares one compile.
-- Full path: S ≥ H stored heads, weight 1 for the first H and 0 for padded heads. Padded
-  heads start at 0 and get exactly zero gradient (their weight multiplies their output),
-  so GD and Adam leave them at 0: a run padded to S heads is the H-head run. Padding lets
-  several H share one compile (a "bucket", see ``sweep.bucket_heads``); without it S = H.
+- Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
+  read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
+  so a run starts the same whatever shares its pack.
 
 Compiler options: on the CPU the engine lets YNNPACK fuse only around dots
 (``CPU_COMPILER_OPTIONS``): with jaxlib 0.10's default YNNPACK fusions a one-head step ran
@@ -41,6 +48,7 @@ about 1.7× slower, with YNNPACK off a many-head step ran up to 3× slower
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -81,21 +89,29 @@ class Data(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """B runs of one program; every field has the batch axis first."""
+    """B batch elements of one program; every field has the batch axis first.
+
+    An element is one *pack*: R runs of one trial (same data) whose heads fill the program's
+    S head slots. Slot s belongs to run ``slot_run[s]`` (R for an empty slot) and is head
+    ``slot_head[s]`` of that run. Runs without slots are padding.
+    """
 
     trial: jax.Array  # (B,) int32: which trial's data (ignored when the data is shared)
-    key: jax.Array  # (B, 2) uint32: the init key
-    n_heads: jax.Array  # (B,) float: H
-    lr: jax.Array  # (B,) float: the step size η(H)
-    init_scale: jax.Array  # (B,) float: σ₀ of a normal init
+    key: jax.Array  # (B, R, 2) uint32: each run's init key (head h draws from fold_in(key, h))
+    n_heads: jax.Array  # (B, R) float: H
+    lr: jax.Array  # (B, R) float: the step size η(H)
+    init_scale: jax.Array  # (B, R) float: σ₀ of a normal init
+    slot_run: jax.Array  # (B, S) int32: the run of each head slot, R = empty
+    slot_head: jax.Array  # (B, S) int32: the slot's head index within its run
 
 
 @dataclass(frozen=True)
 class Program:
     """Everything that fixes the compiled program's shapes and code (hashable, static)."""
 
-    stored_heads: int  # S: 1 on the fast path, else the largest H it runs (smaller H are padded)
-    fast_path: bool  # one stored head of weight H (zero init) instead of masked heads
+    stored_heads: int  # S head slots per pack (1 on the fast path)
+    runs: int  # R runs per pack (1 on the fast path)
+    fast_path: bool  # one stored head of weight H (zero init) instead of H heads
     d: int
     query: str
     norm: str
@@ -124,134 +140,174 @@ def uses_fast_path(cfg: Config) -> bool:
     return cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full"
 
 
-def can_pad_heads(cfg: Config) -> bool:
-    """Padding H up to a shared S keeps every shape except the head axis: not for split heads."""
+def can_pack_heads(cfg: Config) -> bool:
+    """Runs of different H can share S head slots when a head's shapes do not depend on H:
+    not for factored split heads (d_h = d // H)."""
     return cfg.model.key_query == "full" or cfg.model.head_size != "split"
 
 
-def _tree_finite(tree) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]))
+class Pack(NamedTuple):
+    """How one batch element's S head slots make up its R runs (traced arrays)."""
+
+    member: jax.Array  # (S, R) bool: slot s is a head of run r
+    weight: jax.Array  # (S,) float: H on the fast path (one head standing for H), else 1; 0 if empty
+    norm: jax.Array  # (R,) float: c_H of each run
+    real: jax.Array  # (R,) bool: the run has heads (not padding)
 
 
-def _per_head(w: jax.Array, like: jax.Array) -> jax.Array:
-    """(S,) -> shape (S, 1, …) broadcastable against a parameter with the head axis first."""
-    return w.reshape(w.shape + (1,) * (like.ndim - 1))
-
-
-def head_weights(prog: Program, n_heads: jax.Array) -> jax.Array:
-    """(S,): H for the one fast-path head; else 1 for the first H stored heads, 0 for padding."""
+def make_pack(prog: Program, slot_run: jax.Array, n_heads: jax.Array) -> Pack:
+    member = slot_run[:, None] == jnp.arange(prog.runs)[None, :]  # (S, R)
     if prog.fast_path:
-        return jnp.reshape(n_heads, (1,))
-    return (jnp.arange(prog.stored_heads) < n_heads).astype(n_heads.dtype)
+        weight = jnp.sum(jnp.where(member, n_heads[None, :], 0.0), axis=1)  # (S,): H of its run
+    else:
+        weight = jnp.any(member, axis=1).astype(n_heads.dtype)
+    norm = jnp.broadcast_to(jnp.asarray(mdl.head_norm(n_heads, prog.norm), n_heads.dtype), n_heads.shape)
+    return Pack(member, weight, norm, jnp.any(member, axis=0))
 
 
-def logits(prog: Program, params: mdl.Params, X: jax.Array, n_heads: jax.Array, w: jax.Array) -> jax.Array:
-    """Φ(X) = c_H Σ_s w_s f_s(X), shape (n,); equals ``model.logits`` of the H-head model."""
-    f = mdl.head_outputs(params, X, prog.query)  # (n, S)
-    return mdl.head_norm(n_heads, prog.norm) * jnp.sum(f * w[None, :], axis=-1)
+def single_run_pack(prog: Program, n_heads: jax.Array) -> Pack:
+    """The pack of one run (R = 1) of H = ``n_heads``: slots 0..H−1, or one slot of weight H."""
+    n_heads = jnp.reshape(n_heads, (1,))
+    if prog.fast_path:
+        return make_pack(prog, jnp.zeros((prog.stored_heads,), jnp.int32), n_heads)
+    slot_run = jnp.where(jnp.arange(prog.stored_heads) < n_heads[0], 0, 1).astype(jnp.int32)
+    return make_pack(prog, slot_run, n_heads)
 
 
-def _head_diversity(params: mdl.Params, valid: jax.Array) -> jax.Array:
-    """max over pairs of real heads of ‖θ_h − θ_h'‖ (exactly 0 for identical heads)."""
+def per_run(pack: Pack, per_slot: jax.Array) -> jax.Array:
+    """(..., S) -> (..., S, R): each slot's value in its run's column, exact 0 elsewhere (a
+    select, not a product: a non-finite value of one run never reaches another)."""
+    member = pack.member.reshape((1,) * (per_slot.ndim - 1) + pack.member.shape)
+    return jnp.where(member, per_slot[..., None], 0.0)
+
+
+def pack_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
+    """Φ of every run from head outputs f (n, S): c_H Σ_{s in run} weight_s f_s, shape (n, R)."""
+    return pack.norm[None, :] * jnp.sum(per_run(pack, f * pack.weight[None, :]), axis=-2)
+
+
+def logits(prog: Program, params: mdl.Params, X: jax.Array, pack: Pack) -> jax.Array:
+    """Φ(X) of every run of the pack, (n, R); equals ``model.logits`` of each run's H-head model."""
+    return pack_logits(prog, pack, mdl.head_outputs(params, X, prog.query))
+
+
+def _head_diversity(params: mdl.Params, pack: Pack) -> jax.Array:
+    """(R,): max over pairs of heads of a run of ‖θ_h − θ_h'‖ (exactly 0 for identical heads)."""
     flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (S, P)
     diff = flat[:, None, :] - flat[None, :, :]  # (S, S, P)
     dist2 = jnp.sum(diff * diff, axis=-1)  # (S, S)
-    pair = valid[:, None] & valid[None, :]  # (S, S)
-    return jnp.sqrt(jnp.max(jnp.where(pair, dist2, 0.0)))
+    pair = pack.member[:, None, :] & pack.member[None, :, :]  # (S, S, R)
+    return jnp.sqrt(jnp.max(jnp.where(pair, dist2[..., None], 0.0), axis=(0, 1)))
 
 
-def evaluate(
-    prog: Program, params: mdl.Params, n_heads: jax.Array, w: jax.Array, data: Data
-) -> dict[str, jax.Array]:
-    """All logged metrics of one run at one step (scalars)."""
+def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[str, jax.Array]:
+    """All logged metrics of every run of the pack at one step, each (R,)."""
     loss = mdl.parse_enum(Loss, prog.loss, "loss")
-    z_train = data.y_train * logits(prog, params, data.X_train, n_heads, w)  # (n,)
-    z_test = data.y_test * logits(prog, params, data.X_test, n_heads, w)  # (n_test,)
+    z_train = data.y_train[:, None] * logits(prog, params, data.X_train, pack)  # (n, R)
+    A_test = mdl.attention(params, data.X_test, prog.query)  # (n, S, t) or (n, S, s, t): once
+    z_test = data.y_test[:, None] * pack_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
     W = mdl.key_query_matrix(params)  # (S, d, d)
-    valid = w > 0  # (S,) real heads
+
+    def per_run_sum(per_slot):  # (S,) -> (R,), a stored head of weight w counted w times
+        return jnp.sum(per_run(pack, pack.weight * per_slot), axis=0)
+
     out = {
-        "train_loss": mean_loss(z_train, loss),
-        "test_loss": mean_loss(z_test, loss),
-        "train_error": error_rate(z_train),
-        "test_error": error_rate(z_test),
-        "margin": jnp.min(z_train),
-        # ‖·‖ over all H heads: a stored head of weight w stands for w equal heads.
-        "u_norm": jnp.sqrt(jnp.sum(w * jnp.sum(params["U"] ** 2, axis=1))),
-        "w_norm": jnp.sqrt(jnp.sum(w * jnp.sum(W**2, axis=(1, 2)))),
-        "diversity": _head_diversity(params, valid),
+        "train_loss": jax.vmap(mean_loss, (1, None))(z_train, loss),
+        "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
+        "train_error": jax.vmap(error_rate, 1)(z_train),
+        "test_error": jax.vmap(error_rate, 1)(z_test),
+        "margin": jnp.min(z_train, axis=0),
+        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
+        "w_norm": jnp.sqrt(per_run_sum(jnp.sum(W**2, axis=(1, 2)))),
+        "diversity": _head_diversity(params, pack),
     }
     if data.mask_test is None:
-        out["attn_relevant"] = jnp.array(jnp.nan, dtype=z_test.dtype)
+        out["attn_relevant"] = jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
     else:
-        A = mdl.attention(params, data.X_test, prog.query)  # (n, S, t) or (n, S, s, t)
-        mask = data.mask_test.astype(A.dtype)
-        mass = jnp.einsum("nh...t,nt->nh...", A, mask)  # attention on relevant tokens
-        per_head = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
-        out["attn_relevant"] = jnp.sum(jnp.where(valid, per_head, 0.0)) / jnp.sum(valid)
+        mask = data.mask_test.astype(A_test.dtype)
+        mass = jnp.einsum("nh...t,nt->nh...", A_test, mask)  # attention on relevant tokens
+        per_slot = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
+        count = jnp.sum(pack.member, axis=0)  # (R,) heads stored per run
+        out["attn_relevant"] = jnp.sum(per_run(pack, per_slot), axis=0) / jnp.maximum(count, 1)
     return out
 
 
-def train_run(
-    prog: Program,
-    data: Data,
-    key: jax.Array,
-    n_heads: jax.Array,
-    lr: jax.Array,
-    init_scale: jax.Array,
-) -> tuple[dict[str, jax.Array], jax.Array]:
-    """One run: (metrics, each (L,), and the step at which it diverged, or steps + 1)."""
-    w = head_weights(prog, n_heads)  # (S,)
-    params = mdl.init_params(
-        key,
-        prog.stored_heads,
-        prog.d,
-        init=prog.init,
-        scale=init_scale,
-        key_query=prog.key_query,
-        head_size=prog.head_size,
-    )
-    if not prog.fast_path:  # padded heads start (and stay) at exactly 0
-        params = {k: p * _per_head(w, p) for k, p in params.items()}
+def _direction(name: str) -> optax.GradientTransformation:
+    """The optimiser without its step size: θ ← θ − η·direction(g), η applied per head slot."""
+    if name == "gd":
+        return optax.identity()
+    if name == "adam":
+        return optax.scale_by_adam()  # optax.adam(η) = scale_by_adam(), then × (−η)
+    raise ValueError(f"optimizer={name!r} is not one of 'gd', 'adam'")
+
+
+def _head_size(prog: Program) -> int | None:
+    """d_h of factored heads (every run of a split program has H = S), None for a free W."""
+    if prog.key_query == "full":
+        return None
+    return mdl.resolve_head_size(prog.head_size, prog.d, prog.stored_heads)
+
+
+def init_slots(prog: Program, b: Batch) -> mdl.Params:
+    """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
+    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
+    shapes = mdl.head_shapes(prog.d, _head_size(prog))
+    if prog.init == "zero":
+        return {k: jnp.zeros((prog.stored_heads, *v)) for k, v in shapes.items()}
+    run = jnp.minimum(b.slot_run, prog.runs - 1)
+    params = mdl.init_heads(b.key[run], b.slot_head, prog.d, b.init_scale[run], _head_size(prog))
+    filled = b.slot_run < prog.runs
+    return {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
+
+
+def train_run(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:
+    """One pack of R runs: (metrics, each (R, L), and the step at which each run diverged, or
+    steps + 1). The runs share the data and nothing else: run r's loss depends only on its
+    slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
+    pack = make_pack(prog, b.slot_run, b.n_heads)
+    params = init_slots(prog, b)
     loss = mdl.parse_enum(Loss, prog.loss, "loss")
-    opt = make_optimizer(prog.optimizer, lr)
+    direction = _direction(prog.optimizer)
+    slot_lr = jnp.sum(per_run(pack, jnp.ones_like(pack.weight)) * b.lr[None, :], axis=1)  # (S,), 0 if empty
     total = sum(prog.segments)
 
     def objective(p):
-        return mean_loss(data.y_train * logits(prog, p, data.X_train, n_heads, w), loss)
+        z = data.y_train[:, None] * logits(prog, p, data.X_train, pack)  # (n, R)
+        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
+        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
+        return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
     def one_step(t, carry):
         p, state, div_at = carry
-        value, grads = jax.value_and_grad(objective)(p)
+        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p)
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
-            grads = jax.tree_util.tree_map(lambda g: g / _per_head(w, g), grads)
-        updates, new_state = opt.update(grads, state, p)
-        new_p = optax.apply_updates(p, updates)
-        alive = div_at > total
-        loss_ok = jnp.isfinite(value)
-        params_ok = _tree_finite(new_p)
-        div_at = jnp.where(alive & ~loss_ok, t, jnp.where(alive & ~params_ok, t + 1, div_at))
-        keep = alive & loss_ok & params_ok
-        new_p, new_state = jax.tree_util.tree_map(
-            lambda a, b: jnp.where(keep, a, b), (new_p, new_state), (p, state)
-        )
-        return new_p, new_state, div_at
+            grads = {k: g / mdl.per_head(pack.weight, g) for k, g in grads.items()}
+        d, state = direction.update(grads, state, p)
+        # optax's sgd(η) and adam(η) end with update = (−η)·direction: the same arithmetic.
+        p = {k: p[k] + mdl.per_head(-slot_lr, d[k]) * d[k] for k in p}
+        # A run diverges at the first step whose loss or margins (so its parameters) are not
+        # finite. Its heads are not frozen: they only touch their own run's numbers, which are
+        # masked from that step on; the last update's parameters are checked by the final
+        # evaluation (sweep._run_points).
+        div_at = jnp.where((div_at > total) & ~finite, t, div_at)
+        return p, state, div_at
 
     def segment(carry, n_steps):
         p, state, div_at, t = carry
         p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, n_heads, w, data)
+        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, data)
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
-    carry = (params, opt.init(params), jnp.array(total + 1), jnp.array(0))
+    carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
     (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
-    return metrics, div_at
+    return {k: v.T for k, v in metrics.items()}, div_at  # (R, L), (R,)
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, width: int):
-    def local(data: Data, batch: Batch):  # one device's slice: chunks of ``width`` runs, vmapped
+    def local(data: Data, batch: Batch):  # one device's slice: chunks of ``width`` packs, vmapped
         def one(b: Batch):
             d = data if shared_data else jax.tree_util.tree_map(lambda a: a[b.trial], data)
-            return train_run(prog, d, b.key, b.n_heads, b.lr, b.init_scale)
+            return train_run(prog, d, b)
 
         return jax.lax.map(one, batch, batch_size=width)
 
@@ -272,15 +328,15 @@ _JIT = {
 def train_batch(
     prog: Program, data: Data, batch: Batch, *, mesh: Mesh, width: int, shared_data: bool = False
 ) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Run the B runs of ``batch``: (metrics, each (B, L), diverged_at (B,)).
+    """Run the B packs of ``batch``: (metrics, each (B, R, L), diverged_at (B, R)).
 
     The batch axis is split over the devices of ``mesh`` (B must be a multiple of
-    devices × ``width``); each device runs its runs in chunks of ``width``, vmapped, one
-    chunk after the other. A run's numbers depend on ``width`` but not on which other runs
-    share its batch, nor on the number of devices once there are two or more (one device
-    is compiled unpartitioned, through another XLA pass order: last-bit differences).
-    ``data`` has a leading trial axis that ``batch.trial`` indexes, or none if
-    ``shared_data``.
+    devices × ``width``); each device runs its packs in chunks of ``width``, vmapped, one
+    chunk after the other. A run's numbers depend on ``width`` and the program's shapes, not
+    on the runs that share its pack or batch, nor on the number of devices once there are
+    two or more (one device is compiled unpartitioned, through another XLA pass order:
+    last-bit differences). ``data`` has a leading trial axis that ``batch.trial`` indexes,
+    or none if ``shared_data``.
     """
     platform = mesh.devices.flat[0].platform
     fn = _JIT["cpu" if platform == "cpu" else "other"]
@@ -288,12 +344,12 @@ def train_batch(
         return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width)
 
 
-def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int]) -> Program:
-    """The program that runs ``cfg`` with S = ``stored_heads`` (ignored on the fast path: S = 1)."""
-    fast = uses_fast_path(cfg)
+def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int], runs: int = 1) -> Program:
+    """The program that runs ``cfg`` in packs of S = ``stored_heads`` slots and R = ``runs`` runs."""
     return Program(
-        stored_heads=1 if fast else stored_heads,
-        fast_path=fast,
+        stored_heads=stored_heads,
+        runs=runs,
+        fast_path=uses_fast_path(cfg),
         d=d,
         query=cfg.model.query,
         norm=cfg.model.norm,
@@ -309,6 +365,34 @@ def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int]) -> 
 def float_dtype() -> np.dtype:
     """The working float type: float32, or float64 when x64 is on (``--x64``)."""
     return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def split_cpu(n: int | None = None) -> int | None:
+    """Give JAX ``n`` CPU devices (default: one per core, at least 2), so that a sweep's packs
+    run on every core at once: the batch axis is sharded over them like over GPUs.
+
+    XLA gives the whole CPU one device, and a pack's small kernels use one core. At least 2
+    because any number ≥ 2 of devices gives bit-identical numbers (one device differs in
+    the last float32 bits), so the default gives the same numbers on every machine. Must run
+    before JAX's first computation. Returns the count set, or None where it left JAX alone:
+    JAX has started already, or (with ``n`` None) the user chose a count with ``XLA_FLAGS=
+    --xla_force_host_platform_device_count=N`` or ``JAX_NUM_CPU_DEVICES``.
+    """
+    if n is None:
+        chosen = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+        if chosen or os.environ.get("JAX_NUM_CPU_DEVICES"):
+            return None
+        n = max(2, cpu_cores())
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:  # the backend is up: its devices stay as they are
+        return None
+    return n
 
 
 DEVICE_KINDS = ("auto", "cpu", "gpu")

@@ -85,29 +85,58 @@ def init_params(
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every array (U, W or U, Q, K).
 
+    Head h is drawn from ``fold_in(key, h)`` alone (``init_heads``), so the first H heads of
+    an H' > H head model start where the H-head model does, and a head's draw does not
+    depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     """
     init = parse_enum(Init, init, "init")
     key_query = parse_enum(KeyQuery, key_query, "key_query")
-    if key_query is KeyQuery.FULL:
-        shapes = {"U": (n_heads, d), "W": (n_heads, d, d)}
-    else:
+    a = None
+    if key_query is KeyQuery.FACTORED:
         if init is Init.ZERO:
             raise ValueError("key_query='factored' needs init='normal': zero is a saddle point of Q Kᵀ")
         a = resolve_head_size(head_size, d, n_heads)
-        shapes = {"U": (n_heads, d), "Q": (n_heads, d, a), "K": (n_heads, d, a)}
+    shapes = head_shapes(d, a)
     if init is Init.ZERO:
-        return {name: jnp.zeros(shape) for name, shape in shapes.items()}
-    keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
-    std = scale / math.sqrt(d)
+        return {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
+    keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
+    return init_heads(keys, jnp.arange(n_heads), d, scale, a)
+
+
+def head_shapes(d: int, head_size: int | None = None) -> dict[str, tuple[int, ...]]:
+    """One head's arrays: U (d,) and W (d, d), or U, Q, K (d, d_h) for ``head_size`` d_h."""
+    if head_size is None:
+        return {"U": (d,), "W": (d, d)}
+    return {"U": (d,), "Q": (d, head_size), "K": (d, head_size)}
+
+
+def init_heads(
+    keys: jax.Array, index: jax.Array, d: int, scale: float | jax.Array, head_size: int | None = None
+) -> Params:
+    """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
+    ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,))."""
+    shapes = head_shapes(d, head_size)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
-    draw = {
-        name: jax.random.normal(keys[name], shape, jnp.float32).astype(dtype)
-        for name, shape in shapes.items()
-    }
-    return {name: std * draw[name] for name in shapes}
+
+    def one(key, h):
+        ks = jax.random.split(jax.random.fold_in(key, h), len(shapes))
+        return {
+            name: jax.random.normal(k, shape, jnp.float32).astype(dtype)
+            for k, (name, shape) in zip(ks, shapes.items(), strict=True)
+        }
+
+    draw = jax.vmap(one)(keys, index)
+    std = jnp.asarray(scale, dtype) / math.sqrt(d)
+    return {name: per_head(std, x) * x for name, x in draw.items()}
+
+
+def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
+    """A scalar as is, or a per-head (S,) vector reshaped to (S, 1, …) to broadcast against
+    ``like``, an array with the head axis first."""
+    return v if v.ndim == 0 else v.reshape(v.shape + (1,) * (like.ndim - 1))
 
 
 def param_count(
@@ -153,12 +182,15 @@ def attention(params: Params, X: jax.Array, query: Query | str = Query.FIRST) ->
 
 def head_outputs(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
     """f_h(X) = U_hᵀ Xᵀ softmax(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
-    query = parse_enum(Query, query, "query")
-    A = attention(params, X, query)  # (n, h, t) or (n, h, s, t)
+    return readout(params, X, attention(params, X, query))
+
+
+def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
+    """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H)."""
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
     XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
-    if query is Query.FIRST:
+    if A.ndim == 3:  # query "first"
         return jnp.einsum("nht,nth->nh", A, XU)
     return jnp.einsum("nhst,nth->nh", A, XU) / X.shape[1]
 

@@ -1,11 +1,13 @@
 """Run a sweep over the number of heads and collect curves and a summary.
 
-A sweep is planned as a list of *points*: one compiled call each, covering one or more H
-values (each with all its trials, and with every step size / init scale of ``run_grid``).
-Zero-init sweeps take the exact fast path, where every H shares one program; random-init
-sweeps group nearby H values into buckets that share one program with padded heads
-(``bucket_heads``). Every run of a point is one element of the batch axis, which is
-sharded over the devices (``devices=``).
+A sweep is planned as a list of *points*: one compiled call each, covering one or more
+*packs* (``plan_points``), each with all its trials. A pack is runs of one trial — of any
+H, step size and init scale of ``run_grid`` — whose heads share the program's head slots
+(``engine``). Zero-init sweeps take the exact fast path, one slot of weight H per run and
+one program for every H; random-init sweeps pack their runs first-fit decreasing
+(``pack_runs``) into S slots (``default_slots``), one program for every H as well; only
+factored split heads (d_h = d // H) need one program per H. Every pack × trial is one
+element of the batch axis, which is sharded over the devices (``devices=``).
 
 Hooks for checkpointing (``run_sweep``): ``on_point(indices, metrics_by_head, diverged_at)``
 is called after each point with what it finished, and ``skip_heads`` hands back H values
@@ -33,7 +35,7 @@ from dynamics.engine import (
     Batch,
     BatchPlacer,
     Program,
-    can_pad_heads,
+    can_pack_heads,
     float_dtype,
     mask_diverged,
     program_for,
@@ -48,10 +50,6 @@ SUMMARY_METRICS = ("train_loss", "test_loss", "train_error", "test_error")
 HeadResult = tuple[dict[str, np.ndarray], np.ndarray]
 # on_point(indices into cfg.sweep.heads, metric -> (len(indices), trials, L), (len(indices), trials))
 PointCallback = Callable[[list[int], dict[str, np.ndarray], np.ndarray], None]
-
-# Random init: H values share a program padded to the bucket's largest H while the padded
-# head count stays within this factor of the real one (see bucket_heads; 1 = never pad).
-DEFAULT_BUCKET_SLACK = 1.5
 
 
 @dataclass
@@ -86,43 +84,72 @@ class SweepResult:
         return rows
 
 
+# What one run of a sweep is: (index into cfg.sweep.heads, variant index of run_grid).
+Item = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class Point:
-    """One compiled call: ``indices`` (into the sweep's heads) with all their trials and variants."""
+    """One compiled call: ``packs`` (each the runs sharing one pack's slots) with all their trials."""
 
     prog: Program
-    indices: tuple[int, ...]
+    packs: tuple[tuple[Item, ...], ...]
     batch_size: int  # B after padding; the same for every point of a program (one compile)
-    width: int  # runs vmapped together on a device (the numbers depend on it; see train_batch)
+    width: int  # packs vmapped together on a device (the numbers depend on it; see train_batch)
+
+    @property
+    def items(self) -> list[Item]:
+        return [item for pack in self.packs for item in pack]
+
+    @property
+    def indices(self) -> list[int]:
+        """The head indices this point runs (for some or all of their variants)."""
+        return sorted({i for i, _ in self.items})
 
 
-def bucket_heads(heads: Sequence[int], slack: float) -> list[list[int]]:
-    """Group H values (sorted) so that each group pads to its largest H at a bounded cost.
-
-    A group G is padded to S = max(G) stored heads; it is kept while |G|·S <= slack·ΣG
-    (the padded work at most ``slack`` times the real work). slack = 1 gives one group per H.
-    """
-    groups: list[list[int]] = []
-    for h in sorted(heads):
-        if groups and (len(groups[-1]) + 1) * h <= slack * (sum(groups[-1]) + h):
-            groups[-1].append(h)
+def pack_runs(sizes: Sequence[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: the positions of ``sizes`` grouped so that each group sums to at
+    most ``capacity`` (every size must fit). Deterministic: ties keep their order."""
+    if sizes and max(sizes) > capacity:
+        raise ValueError(f"slots={capacity} is smaller than the largest H={max(sizes)}: no pack can hold it")
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for pos in sorted(range(len(sizes)), key=lambda j: -sizes[j]):
+        for b, free in enumerate(room):
+            if sizes[pos] <= free:
+                bins[b].append(pos)
+                room[b] -= sizes[pos]
+                break
         else:
-            groups.append([h])
-    return groups
+            bins.append([pos])
+            room.append(capacity - sizes[pos])
+    return bins
 
 
-def default_layout(placer: BatchPlacer, runs_per_head: int, n_heads: int) -> tuple[int, int]:
-    """(H values per call, vmap width) when the caller does not choose.
+def default_slots(sizes: Sequence[int]) -> int:
+    """S for packing runs of these head counts: the smallest S in [max H, 2·max H] whose packs
+    hold at most 2 % more slots than the best S there (larger packs are not faster per head on
+    the CPU, smaller ones split better over devices). Depends on the sweep only, not on the
+    machine, so the same sweep packs the same way everywhere."""
+    top = max(sizes)
+    total = {S: S * len(pack_runs(sizes, S)) for S in range(top, 2 * top + 1)}
+    best = min(total.values())
+    return min(S for S, t in total.items() if t <= 1.02 * best)
 
-    CPU: one run at a time per device (width 1) and as many H per call as fill the devices.
-    Measured on this model: a run costs the same per step whether it is vmapped alone or
-    with others (the cores are busy either way), and width 1 makes every run's numbers
-    independent of the device count and of its batch companions (bit-identical on resume).
-    Accelerators: every H of the program in one call, all of a device's runs vmapped.
+
+def default_layout(placer: BatchPlacer, trials: int, n_packs: int) -> tuple[int, int]:
+    """(packs per call, vmap width) when the caller does not choose.
+
+    CPU: one pack at a time per device (width 1), and as few packs per call as fill the
+    devices evenly (progress and checkpoints after every call). Measured on this model: a
+    pack costs the same per step whether it is vmapped alone or with others (the cores are
+    busy either way), and width 1 makes every run's numbers independent of the device count
+    and of its batch companions (bit-identical on resume).
+    Accelerators: every pack of the program in one call, all of a device's packs vmapped.
     """
     if placer.platform == "cpu":
-        return min(n_heads, placer.n_devices // math.gcd(placer.n_devices, runs_per_head)), 1
-    return n_heads, math.ceil(n_heads * runs_per_head / placer.n_devices)
+        return min(n_packs, placer.n_devices // math.gcd(placer.n_devices, trials)), 1
+    return n_packs, math.ceil(n_packs * trials / placer.n_devices)
 
 
 def plan_points(
@@ -131,37 +158,84 @@ def plan_points(
     d: int,
     schedule: list[int],
     placer: BatchPlacer,
-    runs_per_head: int,
     *,
-    heads_per_call: int | None = None,
+    variants: int = 1,
+    packs_per_call: int | None = None,
     width: int | None = None,
-    bucket_slack: float = DEFAULT_BUCKET_SLACK,
+    slots: int | None = None,
 ) -> list[Point]:
-    """Split the head indices ``todo`` into points; points of one program share one batch size.
+    """The compiled calls that run the heads ``todo`` (indices into ``cfg.sweep.heads``).
 
-    Programs, buckets and batch sizes follow from all of ``cfg.sweep.heads``, not from
-    ``todo``, so a resumed sweep runs every H with the program of an uninterrupted one.
+    Every (H, variant) run of a trial is packed with others into S head slots:
+    - zero init, full key-query (the fast path): one slot of weight H per run, one program;
+    - random init: first-fit decreasing into S = ``slots`` slots (default: ``default_slots``),
+      one program for every H (no padding of H, one compile);
+    - factored split heads (d_h = d // H differs per H): one program per H, one run per pack.
+    Packs, programs and batch sizes follow from all of ``cfg.sweep.heads``, not from ``todo``,
+    so a resumed sweep runs every H in the pack of an uninterrupted one.
     """
     heads = cfg.sweep.heads
+    items = [(i, v) for i in range(len(heads)) for v in range(variants)]
+    groups: list[tuple[Program, list[list[Item]]]] = []
     if uses_fast_path(cfg):
-        groups = [list(heads)]
-    elif can_pad_heads(cfg):
-        groups = bucket_heads(heads, bucket_slack)
+        groups.append((program_for(cfg, 1, d, schedule), [[it] for it in items]))
+    elif can_pack_heads(cfg):
+        sizes = [heads[i] for i, _ in items]
+        capacity = slots or default_slots(sizes)
+        packs = [[items[j] for j in b] for b in pack_runs(sizes, capacity)]
+        groups.append((program_for(cfg, capacity, d, schedule, max(map(len, packs))), packs))
     else:
-        groups = [[h] for h in heads]
-    wanted = {heads[i] for i in todo}
+        for i, h in enumerate(heads):
+            groups.append((program_for(cfg, h, d, schedule), [[(i, v)] for v in range(variants)]))
+    wanted = set(todo)
+    trials = cfg.sweep.trials
     points = []
-    for group in groups:
-        prog = program_for(cfg, max(group), d, schedule)
-        auto_per_call, auto_width = default_layout(placer, runs_per_head, len(group))
-        per_call = min(heads_per_call or auto_per_call, len(group))
+    for prog, packs in groups:
+        auto_per_call, auto_width = default_layout(placer, trials, len(packs))
+        per_call = min(packs_per_call or auto_per_call, len(packs))
         w = width or auto_width
         chunk = placer.n_devices * w  # B must split into devices × chunks of w
-        size = -(-(per_call * runs_per_head) // chunk) * chunk
-        idx = sorted((heads.index(h) for h in group if h in wanted), key=lambda i: heads[i])
-        for start in range(0, len(idx), per_call):
-            points.append(Point(prog, tuple(idx[start : start + per_call]), size, w))
+        size = -(-(per_call * trials) // chunk) * chunk
+        run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
+        for start in range(0, len(run), per_call):
+            points.append(Point(prog, tuple(run[start : start + per_call]), size, w))
     return points
+
+
+def make_batch(
+    point: Point, cfgs: Sequence[Config], init_keys: np.ndarray, dtype: np.dtype
+) -> tuple[Batch, list[tuple[int, int, int]]]:
+    """The batch of a point, and where each run's results are: (pack position, run, trial) for
+    every (item, trial) in the order of ``point.items`` × trials. Padded with copies of the
+    last pack."""
+    prog, heads, trials = point.prog, cfgs[0].sweep.heads, cfgs[0].sweep.trials
+    S, R = prog.stored_heads, prog.runs
+    elements = [(p, t) for p in range(len(point.packs)) for t in range(trials)]
+    elements += [elements[-1]] * (point.batch_size - len(elements))
+    fields: dict[str, list] = {k: [] for k in Batch._fields}
+    for p, t in elements:
+        pack = point.packs[p]
+        slot_run, slot_head = np.full(S, R, np.int32), np.zeros(S, np.int32)
+        if prog.fast_path:
+            slot_run[0] = 0
+        else:
+            at = 0
+            for r, (i, _) in enumerate(pack):
+                slot_run[at : at + heads[i]] = r
+                slot_head[at : at + heads[i]] = np.arange(heads[i])
+                at += heads[i]
+        runs = list(pack) + [None] * (R - len(pack))  # None: a padding run with no slots
+        fields["trial"].append(t)
+        fields["key"].append(np.stack([init_keys[t]] * R))
+        fields["n_heads"].append([heads[it[0]] if it else 1 for it in runs])
+        fields["lr"].append([step_size(cfgs[it[1]], heads[it[0]]) if it else 0.0 for it in runs])
+        fields["init_scale"].append([cfgs[it[1]].model.init_scale if it else 0.0 for it in runs])
+        fields["slot_run"].append(slot_run)
+        fields["slot_head"].append(slot_head)
+    dtypes = dict(trial=np.int32, key=np.uint32, n_heads=dtype, lr=dtype, init_scale=dtype)
+    batch = Batch(**{k: np.asarray(v, dtype=dtypes.get(k)) for k, v in fields.items()})
+    where = [(p, r, t) for p, pack in enumerate(point.packs) for r in range(len(pack)) for t in range(trials)]
+    return batch, where
 
 
 def _prepare(cfg: Config):
@@ -181,50 +255,41 @@ def _run_points(
     todo: Sequence[int],
     *,
     devices,
-    heads_per_call: int | None,
+    packs_per_call: int | None,
     width: int | None,
-    bucket_slack: float,
+    slots: int | None,
     progress: bool,
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀).
 
-    Yields (indices, metrics (K, V, trials, L), diverged_at (K, V, trials)) per point,
-    post-processed: divergence from non-finite metrics too, points after it NaN, -1 = never.
+    Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
+    (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
+    divergence from non-finite metrics too, points after it NaN, -1 = never.
     """
     base = cfgs[0]
-    heads, trials, steps_total = base.sweep.heads, base.sweep.trials, base.optim.steps
+    heads, steps_total = base.sweep.heads, base.optim.steps
     data, shared, schedule, init_keys = _prepare(base)
     steps = np.array(schedule)
     placer = BatchPlacer(devices)
     placed = placer.data(data)
-    V = len(cfgs)
-    runs_per_head = V * trials
     points = plan_points(
         base,
         todo,
         width_of(data),
         schedule,
         placer,
-        runs_per_head,
-        heads_per_call=heads_per_call,
+        variants=len(cfgs),
+        packs_per_call=packs_per_call,
         width=width,
-        bucket_slack=bucket_slack,
+        slots=slots,
     )
-    fdt = float_dtype()
-    bar = tqdm(total=len(todo), desc=base.name, unit="H", disable=not progress or jax.process_index() != 0)
+    unit = "H" if len(cfgs) == 1 else "run"
+    hide = not progress or jax.process_index() != 0
+    bar = tqdm(total=len(todo) * len(cfgs), desc=base.name, unit=unit, disable=hide)
     try:
         for point in points:
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
-            # Runs in the order (head, variant, trial); the batch is padded with copies of the last run.
-            runs = [(i, v, t) for i in point.indices for v in range(V) for t in range(trials)]
-            runs += [runs[-1]] * (point.batch_size - len(runs))
-            batch = Batch(
-                trial=np.array([t for _, _, t in runs], dtype=np.int32),
-                key=init_keys[[t for _, _, t in runs]],
-                n_heads=np.array([heads[i] for i, _, _ in runs], dtype=fdt),
-                lr=np.array([step_size(cfgs[v], heads[i]) for i, v, _ in runs], dtype=fdt),
-                init_scale=np.array([cfgs[v].model.init_scale for _, v, _ in runs], dtype=fdt),
-            )
+            batch, where = make_batch(point, cfgs, init_keys, float_dtype())
             metrics, div_at = train_batch(
                 point.prog,
                 placed,
@@ -233,20 +298,24 @@ def _run_points(
                 width=point.width,
                 shared_data=shared,
             )
-            metrics, div_at = placer.fetch((metrics, div_at))
-            K = len(point.indices)
-            n = K * runs_per_head
-            metrics = {k: np.array(v[:n], np.float64).reshape(K, V, trials, -1) for k, v in metrics.items()}
-            div_at = np.array(div_at[:n]).reshape(K, V, trials)
+            metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
+            items = point.items
+            trials = base.sweep.trials
+            # Element (pack p, trial t) is batch row p·trials + t; `where` lists (p, r, t) per run.
+            rows = np.array([p * trials + t for p, _, t in where])
+            cols = np.array([r for _, r, _ in where])
+            shape = (len(items), trials)
+            metrics = {k: np.array(v[rows, cols], np.float64).reshape(*shape, -1) for k, v in metrics.items()}
+            div_at = np.array(div_at[rows, cols]).reshape(shape)
             # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step,
             # after the in-program check) also counts as divergence at that step.
-            bad = ~np.isfinite(metrics["train_loss"])  # (K, V, trials, L)
+            bad = ~np.isfinite(metrics["train_loss"])  # (items, trials, L)
             first_bad = np.where(bad.any(axis=-1), steps[np.argmax(bad, axis=-1)], div_at)
             div_at = np.minimum(div_at, first_bad)
             mask_diverged(metrics, steps, div_at)
             div_at = np.where(div_at > steps_total, -1, div_at)
-            bar.update(K)
-            yield list(point.indices), metrics, div_at
+            bar.update(sum(i in todo for i, _ in items))
+            yield items, metrics, div_at
     finally:
         bar.close()
 
@@ -271,23 +340,24 @@ def run_sweep(
     on_point: PointCallback | None = None,
     skip_heads: Mapping[int, HeadResult] | None = None,
     devices: Sequence[jax.Device] | None = None,
-    heads_per_call: int | None = None,
+    packs_per_call: int | None = None,
     width: int | None = None,
-    bucket_slack: float = DEFAULT_BUCKET_SLACK,
+    slots: int | None = None,
 ) -> SweepResult:
     """Validate, build the data, run every H (a loop over points), collect curves.
 
     on_point: called after each point as ``on_point(indices, metrics_by_head, diverged_at)``:
-      ``indices`` the positions in ``cfg.sweep.heads`` it ran, ``metrics_by_head[name]`` of
-      shape (len(indices), trials, L) and ``diverged_at`` (len(indices), trials), exactly as
-      they will appear in the result (NaN after divergence, -1 = never diverged).
+      ``indices`` the positions in ``cfg.sweep.heads`` it finished, ``metrics_by_head[name]``
+      of shape (len(indices), trials, L) and ``diverged_at`` (len(indices), trials), exactly
+      as they will appear in the result (NaN after divergence, -1 = never diverged).
     skip_heads: {H: (metrics, diverged_at)} for H values finished earlier, each metric
-      (trials, L) and diverged_at (trials,) as ``on_point`` gave them; they are not run and
-      their results go into the SweepResult unchanged.
+      (trials, L) and diverged_at (trials,) as ``on_point`` gave them; they are not run
+      (unless they share a pack with an H that is) and their results go into the
+      SweepResult unchanged.
     devices: the JAX devices to shard the runs over (default: all of ``jax.devices()``).
-    heads_per_call: H values per compiled call (default: CPU fills the devices, GPU all).
-    width: runs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
-    bucket_slack: random init, how much padded work may buy one shared compile (1 = none).
+    packs_per_call: packs per compiled call (default: CPU fills the devices, GPU all).
+    width: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
+    slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
     """
     cfg = validate(cfg)
     start = time.perf_counter()
@@ -306,21 +376,23 @@ def run_sweep(
             diverged_at[i] = div_at
     todo = [i for i, h in enumerate(heads) if h not in skip_heads]
     if todo:
-        for indices, metrics, div_at in _run_points(
+        for items, metrics, div_at in _run_points(
             [cfg],
             todo,
             devices=devices,
-            heads_per_call=heads_per_call,
+            packs_per_call=packs_per_call,
             width=width,
-            bucket_slack=bucket_slack,
+            slots=slots,
             progress=progress,
         ):
-            by_head = {k: v[:, 0] for k, v in metrics.items()}  # (K, trials, L)
+            keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
+            indices = [items[j][0] for j in keep]
+            by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L)
             for k in METRICS:
                 curves[k][indices] = by_head[k]
-            diverged_at[indices] = div_at[:, 0]
-            if on_point is not None:
-                on_point(indices, by_head, div_at[:, 0])
+            diverged_at[indices] = div_at[keep]
+            if on_point is not None and indices:
+                on_point(indices, by_head, div_at[keep])
     return SweepResult(
         config=cfg,
         heads=np.array(heads),
@@ -338,12 +410,13 @@ def run_grid(
     init_scales: Sequence[float] | None = None,
     progress: bool = True,
     devices: Sequence[jax.Device] | None = None,
-    heads_per_call: int | None = None,
+    packs_per_call: int | None = None,
     width: int | None = None,
-    bucket_slack: float = DEFAULT_BUCKET_SLACK,
+    slots: int | None = None,
 ) -> list[SweepResult]:
     """The sweep of ``cfg`` at every base step size η₀ in ``lrs`` and init scale σ₀ in
-    ``init_scales`` (default: the config's), batched into the same compiled calls.
+    ``init_scales`` (default: the config's), batched into the same compiled calls (with
+    random init, runs of different η₀, σ₀ and H share packs).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
@@ -366,18 +439,19 @@ def run_grid(
     n_h, V = len(cfg.sweep.heads), len(cfgs)
     curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in METRICS}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)
-    for indices, metrics, div_at in _run_points(
+    for items, metrics, div_at in _run_points(
         cfgs,
         list(range(n_h)),
         devices=devices,
-        heads_per_call=heads_per_call,
+        packs_per_call=packs_per_call,
         width=width,
-        bucket_slack=bucket_slack,
+        slots=slots,
         progress=progress,
     ):
-        for k in METRICS:
-            curves[k][indices] = metrics[k]
-        diverged_at[indices] = div_at
+        for j, (i, v) in enumerate(items):
+            for k in METRICS:
+                curves[k][i, v] = metrics[k][j]
+            diverged_at[i, v] = div_at[j]
     wall = time.perf_counter() - start
     return [
         SweepResult(

@@ -1,4 +1,4 @@
-"""Batching, bucketing, sharding and the run_sweep hooks give the numbers of the plain per-H sweep."""
+"""Batching, packing, sharding and the run_sweep hooks give the numbers of each run alone."""
 
 import dataclasses
 import json
@@ -16,7 +16,7 @@ from dynamics import engine, losses, model
 from dynamics import run as cli
 from dynamics.config import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, log_schedule, validate
 from dynamics.data import make_data
-from dynamics.sweep import bucket_heads, plan_points, run_grid, run_sweep
+from dynamics.sweep import pack_runs, plan_points, run_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,48 +40,75 @@ def assert_same(a, b, rtol=0.0, atol=0.0):
 
 
 @pytest.mark.parametrize("init", ["zero", "normal"])
-def test_batched_heads_equal_one_head_per_call(init):
+def test_batched_packs_equal_one_pack_per_call(init):
     cfg = tiny(init=init)
-    alone = run_sweep(cfg, progress=False, heads_per_call=1, bucket_slack=1.0)
+    alone = run_sweep(cfg, progress=False, packs_per_call=1)
     # Width 1 (the CPU default): a run's numbers do not depend on its batch companions.
-    assert_same(alone, run_sweep(cfg, progress=False, heads_per_call=3, bucket_slack=1.0))
-    # All H and trials vmapped together (the accelerator layout): equal to float rounding.
-    together = run_sweep(cfg, progress=False, heads_per_call=3, width=6, bucket_slack=1.0)
+    assert_same(alone, run_sweep(cfg, progress=False, packs_per_call=3))
+    # All packs and trials vmapped together (the accelerator layout): equal to float rounding.
+    together = run_sweep(cfg, progress=False, packs_per_call=3, width=6)
     assert_same(alone, together, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
-def test_padded_heads_bucket_equals_separate_programs(optimizer):
+def test_packed_runs_equal_each_run_alone(optimizer):
     cfg = tiny(init="normal", optimizer=optimizer, heads=(1, 2, 3))
-    separate = run_sweep(cfg, progress=False, bucket_slack=1.0)
-    shared = run_sweep(cfg, progress=False, bucket_slack=100.0)
-    plan = plan_points(
-        validate(cfg), [0, 1, 2], 8, log_schedule(12, 4), engine.BatchPlacer(), 2, bucket_slack=100.0
-    )
-    assert {p.prog.stored_heads for p in plan} == {3}  # one program, H = 1 and 2 padded to 3 heads
-    assert_same(separate, shared, rtol=1e-5, atol=1e-6)
-    assert np.all(shared.curves["diversity"][1:] > 0)  # random heads differ...
-    assert np.all(shared.curves["diversity"][0] == 0.0)  # ...and H = 1's padding heads are not counted
+    plan = plan_points(validate(cfg), [0, 1, 2], 8, log_schedule(12, 4), engine.BatchPlacer())
+    assert len({p.prog for p in plan}) == 1  # one program (one compile) for every H
+    assert sorted(sorted(cfg.sweep.heads[i] for i, _ in pack) for p in plan for pack in p.packs) == [
+        [1, 2],
+        [3],
+    ]
+    packed = run_sweep(cfg, progress=False)
+    one_pack = run_sweep(cfg, progress=False, slots=6)  # H = 1, 2, 3 in the same 6 slots
+    for i, h in enumerate(cfg.sweep.heads):
+        alone = run_sweep(
+            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False
+        )
+        for other in (packed, one_pack):
+            for name in engine.METRICS:
+                np.testing.assert_allclose(
+                    other.curves[name][i],
+                    alone.curves[name][0],
+                    rtol=1e-5,
+                    atol=1e-6,
+                    err_msg=f"H={h} {name}",
+                )
+    assert np.all(packed.curves["diversity"][1:] > 0)  # random heads differ...
+    assert np.all(packed.curves["diversity"][0] == 0.0)  # ...and H = 1 has no pair of heads
 
 
-def test_bucket_heads_bounds_the_padding():
-    assert bucket_heads([1, 2, 4, 8, 16, 32, 64], 1.0) == [[h] for h in (1, 2, 4, 8, 16, 32, 64)]
-    groups = bucket_heads([8, 1, 3, 2, 4, 6], 1.5)
-    assert sorted(h for g in groups for h in g) == [1, 2, 3, 4, 6, 8]
-    for g in groups:
-        assert len(g) * max(g) <= 1.5 * sum(g)
-    assert bucket_heads([1, 2, 3], 100.0) == [[1, 2, 3]]
+def test_a_diverging_run_leaves_its_pack_mates_alone():
+    cfg = tiny(init="normal", optimizer="gd", heads=(1, 2, 3), loss="exp")
+    grid = run_grid(cfg, lrs=[0.5, 1e30], progress=False, slots=12)  # every run of a trial in one pack
+    ok, blown = grid
+    assert (blown.diverged_at >= 0).all() and (ok.diverged_at == -1).all()
+    alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)
+    assert_same(ok, alone, rtol=1e-5, atol=1e-6)
+
+
+def test_pack_runs_first_fit_decreasing():
+    sizes = [1, 2, 3, 4, 6, 8, 12, 16]
+    packs = pack_runs(sizes, 26)
+    assert [[sizes[j] for j in p] for p in packs] == [[16, 8, 2], [12, 6, 4, 3, 1]]
+    for capacity in (16, 20, 33, 52):
+        packs = pack_runs(sizes, capacity)
+        assert sorted(j for p in packs for j in p) == list(range(len(sizes)))
+        assert all(sum(sizes[j] for j in p) <= capacity for p in packs)
+    assert pack_runs([5, 5, 5], 5) == [[0], [1], [2]]  # ties keep their order
+    with pytest.raises(ValueError, match="slots=8 is smaller than the largest H=16"):
+        pack_runs(sizes, 8)
 
 
 def test_fast_path_flag_is_respected():
     cfg = validate(tiny())
     placer = engine.BatchPlacer()
     sched = log_schedule(12, 4)
-    fast = plan_points(cfg, [0, 1, 2], 8, sched, placer, 2)
+    fast = plan_points(cfg, [0, 1, 2], 8, sched, placer)
     assert all(p.prog.fast_path and p.prog.stored_heads == 1 for p in fast)
     assert len({p.prog for p in fast}) == 1  # every H shares one compile
     off = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
-    full = plan_points(off, [0, 1, 2], 8, sched, placer, 2)
+    full = plan_points(off, [0, 1, 2], 8, sched, placer)
     for p in full:
         assert not p.prog.fast_path
         assert all(p.prog.stored_heads >= cfg.sweep.heads[i] for i in p.indices)
@@ -137,7 +164,7 @@ def test_on_point_and_skip_heads_resume_to_the_same_numbers():
     }
     ran = []
     resumed = run_sweep(cfg, progress=False, skip_heads={1: done[1]}, on_point=lambda i, m, d: ran.extend(i))
-    assert sorted(ran) == [1, 2]  # H = 2 and 4 ran, H = 2 in its bucket with H = 1 as before
+    assert sorted(ran) == [1, 2]  # H = 2 and 4 ran, H = 2 in its pack with H = 1 as before
     assert_same(full, resumed)
     assert_same(full, run_sweep(cfg, progress=False, skip_heads={1: done[1], 4: done[4]}))
     with pytest.raises(ValueError, match="H=3"):
