@@ -511,7 +511,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dynamics.run import OneLineParser  # the CLI's parser; imported here, run.py imports us
+    from dynamics.run import OneLineParser, add_cpu_devices  # the CLI's; run.py imports us
 
     p = OneLineParser(
         prog="python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads",
@@ -531,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, help="heads: the fixed width d")
     p.add_argument("--no-figure", action="store_true", help="skip the figure")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_cpu_devices(p)
     return p
 
 
@@ -590,8 +591,11 @@ def _report_heads(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The two bottleneck presets of ``python -m dynamics.run``."""
+    from dynamics.run import apply_cpu_devices
+
     args = build_parser().parse_args(argv)
     try:
+        apply_cpu_devices(args)
         cfg = _config_from_args(args)
         out = Path(args.out or Path("runs") / args.preset)
         if args.preset == EXPRESSIVITY:

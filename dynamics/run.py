@@ -120,6 +120,29 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see --help)\n")
 
 
+def add_cpu_devices(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cpu-devices",
+        type=_int,
+        metavar="N",
+        default=None,
+        help="split the CPU into N JAX devices and shard the runs over them (default: one per "
+        "core, at least 2, so all cores work and every machine gives the same numbers; 1 = "
+        "XLA's single CPU device). Ignored with --distributed and when XLA_FLAGS sets a count",
+    )
+
+
+def apply_cpu_devices(args: argparse.Namespace) -> None:
+    """Split the CPU as --cpu-devices asks, before JAX starts (no-op once it has)."""
+    if getattr(args, "distributed", False):
+        return  # each host's process keeps the devices its launcher gives it
+    if args.cpu_devices is not None and args.cpu_devices < 1:
+        raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
+    from dynamics.engine import split_cpu
+
+    split_cpu(args.cpu_devices)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="python -m dynamics.run",
@@ -157,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to run: JAX's default backend (auto), the CPU or the GPU; "
         "the runs are sharded over all devices of that kind",
     )
+    add_cpu_devices(g)
     g.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
     g.add_argument(
         "--distributed",
@@ -260,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = None
     try:
+        apply_cpu_devices(args)
         cfg = config_from_args(args)
 
         out = Path(args.out or Path("runs") / cfg.name)

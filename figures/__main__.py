@@ -31,6 +31,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(names) -> argparse.ArgumentParser:
+    from dynamics.run import add_cpu_devices
+
     p = _Parser(
         prog="python -m figures",
         description=(
@@ -47,6 +49,7 @@ def build_parser(names) -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the known figures and exit")
     p.add_argument("--gallery", type=Path, metavar="DIR", help=f"also write {GALLERY_WIDTH} px PNGs into DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_cpu_devices(p)
     return p
 
 
@@ -68,10 +71,17 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dynamics.config import ConfigError
     from dynamics.io import complete_results_hash
+    from dynamics.run import apply_cpu_devices
     from figures.registry import FIGURES, ensure_results
 
     args = build_parser(list(FIGURES)).parse_args(argv)
+    try:
+        apply_cpu_devices(args)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.list:
         for name, entry in FIGURES.items():
             print(f"{name:24s} {entry.description}")

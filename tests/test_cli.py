@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dynamics import run as cli
-from dynamics.engine import METRICS
+from dynamics.engine import METRICS, cpu_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -168,3 +168,35 @@ def test_diverging_step_is_reported_not_plotted(tmp_path):
             for trial, step in enumerate(at):
                 assert np.isnan(z["train_loss"][i, trial, z["steps"] >= step]).all()
     assert (out / "figure.png").stat().st_size > 1000
+
+
+def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
+    """python -m dynamics.run shards over max(2, cores) CPU devices by default; any count >= 2
+    gives the same numbers bit for bit, --cpu-devices 1 differs in the last bits only."""
+    base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env = {**base, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "dynamics.run", "--quiet", "--no-figure", "--init", "normal"]
+    args += ["--heads", "1,3", "--steps", "6", "--trials", "3", "--n-train", "16", "--n-test", "20"]
+    runs = {}
+    for name, extra in (("auto", []), ("three", ["--cpu-devices", "3"]), ("one", ["--cpu-devices", "1"])):
+        out = tmp_path / name
+        proc = subprocess.run(
+            [*args, *extra, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[name] = (json.loads((out / "results.json").read_text()), np.load(out / "curves.npz"))
+    assert runs["auto"][0]["device"] == f"cpu:cpu x{max(2, cpu_cores())}"
+    assert runs["three"][0]["device"] == "cpu:cpu x3"
+    assert runs["one"][0]["device"] == "cpu:cpu x1"
+    for name in METRICS:
+        np.testing.assert_array_equal(runs["auto"][1][name], runs["three"][1][name], err_msg=name)
+        np.testing.assert_allclose(runs["auto"][1][name], runs["one"][1][name], rtol=2e-6, atol=1e-6)
+    bad = subprocess.run(
+        [*args, "--cpu-devices", "0", "--out", str(tmp_path / "bad")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --cpu-devices=0 must be a positive integer"
+    assert not (tmp_path / "bad").exists()
