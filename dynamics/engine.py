@@ -268,7 +268,7 @@ def train_run(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array]
     params = init_slots(prog, b)
     loss = mdl.parse_enum(Loss, prog.loss, "loss")
     direction = _direction(prog.optimizer)
-    slot_lr = jnp.sum(per_run(pack, jnp.ones_like(pack.weight)) * b.lr[None, :], axis=1)  # (S,), 0 if empty
+    slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
     total = sum(prog.segments)
 
     def objective(p):
