@@ -15,7 +15,9 @@ from dynamics.checkpoint import load_points, run_checkpointed
 from dynamics.config import Config, DataConfig, OptimConfig, SweepConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-# Random init: one compiled program per H, each a few seconds on a 2-core CPU.
+# Random init: H = 1..6 fill three packs of 7 slots (6+1, 5+2, 4+3), one point each on
+# 2 CPU devices (pinned, so the plan is the same on any machine); one compile for all, so
+# every point must take long enough (~0.5 s) for the signal to land while one runs.
 ARGS = [
     "--heads",
     "1,2,3,4,5,6",
@@ -24,15 +26,17 @@ ARGS = [
     "--init-scale",
     "0.5",
     "--steps",
-    "400",
+    "4000",
     "--trials",
     "2",
     "--n-train",
-    "40",
+    "100",
     "--n-test",
     "40",
     "--log-every",
-    "50",
+    "500",
+    "--cpu-devices",
+    "2",
     "--quiet",
     "--no-figure",
 ]
