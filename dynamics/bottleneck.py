@@ -44,7 +44,15 @@ import optax
 from tqdm.auto import tqdm
 
 from dynamics import model as mdl
-from dynamics.config import Config, ConfigError, apply_overrides, log_schedule, preset, validate
+from dynamics.config import (
+    NUMERICS_VERSION,
+    Config,
+    ConfigError,
+    apply_overrides,
+    log_schedule,
+    preset,
+    validate,
+)
 
 EXPRESSIVITY = "bottleneck-expressivity"
 HEADS = "bottleneck-heads"
@@ -161,7 +169,7 @@ QUICK_HEADS = HeadsConfig(
 
 
 def _hash(payload: Any) -> str:
-    text = json.dumps(payload, sort_keys=True, default=list)
+    text = json.dumps({"numerics": NUMERICS_VERSION, "payload": payload}, sort_keys=True, default=list)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -122,6 +122,12 @@ class SweepConfig:
     fast_path: bool = True  # zero init: simulate one representative head per H (exact)
 
 
+# Part of every config hash (results caches, --resume checkpoints): bump it when the same
+# config starts giving other numbers, so that old results are recomputed, never mixed in.
+# 2: random init draws head h from fold_in(key, h) (packed runs).
+NUMERICS_VERSION = 2
+
+
 @dataclass(frozen=True)
 class Config:
     name: str = "default"
@@ -138,7 +144,7 @@ class Config:
 
     def hash(self) -> str:
         """A short hash of the resolved config (keys results caches)."""
-        text = json.dumps(self.resolved().to_dict(), sort_keys=True)
+        text = json.dumps({"numerics": NUMERICS_VERSION, **self.resolved().to_dict()}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -109,3 +109,22 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
     again = run_checkpointed(cfg, out, resume=True, progress=False)
     np.testing.assert_array_equal(first.curves["train_loss"], again.curves["train_loss"])
     assert load_points(out, "another-hash") == {}
+
+
+def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch):
+    """Results of an older engine (other random draws) are recomputed, never resumed or reused."""
+    import dynamics.config
+    from dynamics.checkpoint import finished_heads
+
+    cfg = Config(
+        data=DataConfig(n_train=16, n_test=16, T=4, d=8, n_irrelevant=2),
+        optim=OptimConfig(steps=3),
+        sweep=SweepConfig(heads=(1,), trials=1, log_every=3),
+    )
+    out = tmp_path / "o"
+    run_checkpointed(cfg, out, progress=False)
+    old = cfg.hash()
+    assert set(finished_heads(out, old)) == {1}
+    monkeypatch.setattr(dynamics.config, "NUMERICS_VERSION", dynamics.config.NUMERICS_VERSION + 1)
+    assert cfg.hash() != old
+    assert finished_heads(out, cfg.hash()) == {}
