@@ -164,6 +164,18 @@ def test_init_shapes_and_scale():
     assert f["Q"].shape == (4, 8, 2) and f["K"].shape == (4, 8, 2)
 
 
+@pytest.mark.parametrize("layout", [dict(), dict(key_query="factored", head_size=3)])
+def test_init_draws_each_head_on_its_own(layout):
+    """Head h comes from fold_in(key, h): more heads keep the first ones, and every head differs."""
+    key = jax.random.PRNGKey(7)
+    small = model.init_params(key, 2, 8, init="normal", **layout)
+    large = model.init_params(key, 5, 8, init="normal", **layout)
+    for name in small:
+        np.testing.assert_array_equal(large[name][:2], small[name])  # bit for bit
+        flat = np.asarray(large[name]).reshape(5, -1)
+        assert len({row.tobytes() for row in flat}) == 5
+
+
 @pytest.mark.parametrize(
     "bad,match",
     [
