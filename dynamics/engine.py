@@ -124,11 +124,8 @@ class Program:
 
 
 def make_optimizer(name: str, lr: jax.Array) -> optax.GradientTransformation:
-    if name == "gd":
-        return optax.sgd(lr)
-    if name == "adam":
-        return optax.adam(lr)
-    raise ValueError(f"optimizer={name!r} is not one of 'gd', 'adam'")
+    """optax's sgd(η) or adam(η), built as optax builds them: ``_direction`` then × (−η)."""
+    return optax.chain(_direction(name), optax.scale_by_learning_rate(lr))
 
 
 def step_size(cfg: Config, n_heads: int) -> float:
@@ -233,7 +230,8 @@ def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[
 
 
 def _direction(name: str) -> optax.GradientTransformation:
-    """The optimiser without its step size: θ ← θ − η·direction(g), η applied per head slot."""
+    """The optimiser without its step size: θ ← θ − η·direction(g) (the engine applies η per
+    head slot, ``make_optimizer`` as one scalar)."""
     if name == "gd":
         return optax.identity()
     if name == "adam":
@@ -251,11 +249,12 @@ def _head_size(prog: Program) -> int | None:
 def init_slots(prog: Program, b: Batch) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
     ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
-    shapes = mdl.head_shapes(prog.d, _head_size(prog))
+    head_size = _head_size(prog)
     if prog.init == "zero":
+        shapes = mdl.head_shapes(prog.d, head_size)
         return {k: jnp.zeros((prog.stored_heads, *v)) for k, v in shapes.items()}
     run = jnp.minimum(b.slot_run, prog.runs - 1)
-    params = mdl.init_heads(b.key[run], b.slot_head, prog.d, b.init_scale[run], _head_size(prog))
+    params = mdl.init_heads(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size)
     filled = b.slot_run < prog.runs
     return {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
 

@@ -206,10 +206,10 @@ def plan_points(
 
 def make_batch(
     point: Point, cfgs: Sequence[Config], init_keys: np.ndarray, dtype: np.dtype
-) -> tuple[Batch, list[tuple[int, int, int]]]:
-    """The batch of a point, and where each run's results are: (pack position, run, trial) for
-    every (item, trial) in the order of ``point.items`` × trials. Padded with copies of the
-    last pack."""
+) -> tuple[Batch, np.ndarray, np.ndarray]:
+    """The batch of a point (padded with copies of its last element), and where each run's
+    results are in its (B, R, …) outputs: batch rows and run columns, one per (item, trial)
+    in the order of ``point.items`` × trials."""
     prog, heads, trials = point.prog, cfgs[0].sweep.heads, cfgs[0].sweep.trials
     S, R = prog.stored_heads, prog.runs
     elements = [(p, t) for p in range(len(point.packs)) for t in range(trials)]
@@ -236,8 +236,12 @@ def make_batch(
         fields["slot_head"].append(slot_head)
     dtypes = dict(trial=np.int32, key=np.uint32, n_heads=dtype, lr=dtype, init_scale=dtype)
     batch = Batch(**{k: np.asarray(v, dtype=dtypes.get(k)) for k, v in fields.items()})
-    where = [(p, r, t) for p, pack in enumerate(point.packs) for r in range(len(pack)) for t in range(trials)]
-    return batch, where
+    # Element (pack p, trial t) is row p·trials + t (``elements`` above); run r is column r.
+    rows = np.array(
+        [p * trials + t for p, pack in enumerate(point.packs) for _ in pack for t in range(trials)]
+    )
+    cols = np.array([r for pack in point.packs for r in range(len(pack)) for _ in range(trials)])
+    return batch, rows, cols
 
 
 def _prepare(cfg: Config):
@@ -291,7 +295,7 @@ def _run_points(
     try:
         for point in points:
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
-            batch, where = make_batch(point, cfgs, init_keys, float_dtype())
+            batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
             metrics, div_at = train_batch(
                 point.prog,
                 placed,
@@ -302,11 +306,7 @@ def _run_points(
             )
             metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
-            trials = base.sweep.trials
-            # Element (pack p, trial t) is batch row p·trials + t; `where` lists (p, r, t) per run.
-            rows = np.array([p * trials + t for p, _, t in where])
-            cols = np.array([r for _, r, _ in where])
-            shape = (len(items), trials)
+            shape = (len(items), base.sweep.trials)
             metrics = {k: np.array(v[rows, cols], np.float64).reshape(*shape, -1) for k, v in metrics.items()}
             div_at = np.array(div_at[rows, cols]).reshape(shape)
             # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step,
