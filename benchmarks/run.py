@@ -117,7 +117,9 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     loss = Loss(cfg.optim.loss)
 
     def objective(p):
-        z = data.y_train * mdl.logits(p, data.X_train, query=m.query, norm=m.norm, multiplicity=mult)
+        z = data.y_train * mdl.logits(
+            p, data.X_train, query=m.query, norm=m.norm, weight=jnp.full((S,), mult)
+        )
         return mean_loss(z, loss)
 
     @jax.jit
@@ -189,7 +191,7 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     placer = BatchPlacer()
     d = width_of(data)
     points = plan_points(cfg, range(len(cfg.sweep.heads)), d, schedule, placer, slots=slots)
-    stored_slots = sum(len(p.packs) * p.prog.stored_heads for p in points)
+    stored_slots = sum(len(p.packs) * p.prog.slots for p in points)
     n, n_test = int(data.X_train.shape[-3]), int(data.X_test.shape[-3])
     T, q, trials, S_ = int(data.X_train.shape[-2]), cfg.model.query, cfg.sweep.trials, cfg.optim.steps
     L = len(schedule)

@@ -109,7 +109,7 @@ class Batch(NamedTuple):
 class Program:
     """Everything that fixes the compiled program's shapes and code (hashable, static)."""
 
-    stored_heads: int  # S head slots per pack (1 on the fast path)
+    slots: int  # S head slots per pack (1 on the fast path)
     runs: int  # R runs per pack (1 on the fast path)
     fast_path: bool  # one stored head of weight H (zero init) instead of H heads
     d: int
@@ -148,7 +148,7 @@ class Pack(NamedTuple):
 
     member: jax.Array  # (S, R) bool: slot s is a head of run r
     weight: jax.Array  # (S,) float: H on the fast path (one head standing for H), else 1; 0 if empty
-    norm: jax.Array  # (R,) float: c_H of each run
+    n_heads: jax.Array  # (R,) float: H of each run
     real: jax.Array  # (R,) bool: the run has heads (not padding)
 
 
@@ -158,16 +158,15 @@ def make_pack(prog: Program, slot_run: jax.Array, n_heads: jax.Array) -> Pack:
         weight = jnp.sum(jnp.where(member, n_heads[None, :], 0.0), axis=1)  # (S,): H of its run
     else:
         weight = jnp.any(member, axis=1).astype(n_heads.dtype)
-    norm = jnp.broadcast_to(jnp.asarray(mdl.head_norm(n_heads, prog.norm), n_heads.dtype), n_heads.shape)
-    return Pack(member, weight, norm, jnp.any(member, axis=0))
+    return Pack(member, weight, n_heads, jnp.any(member, axis=0))
 
 
 def single_run_pack(prog: Program, n_heads: jax.Array) -> Pack:
     """The pack of one run (R = 1) of H = ``n_heads``: slots 0..H−1, or one slot of weight H."""
     n_heads = jnp.reshape(n_heads, (1,))
     if prog.fast_path:
-        return make_pack(prog, jnp.zeros((prog.stored_heads,), jnp.int32), n_heads)
-    slot_run = jnp.where(jnp.arange(prog.stored_heads) < n_heads[0], 0, 1).astype(jnp.int32)
+        return make_pack(prog, jnp.zeros((prog.slots,), jnp.int32), n_heads)
+    slot_run = jnp.where(jnp.arange(prog.slots) < n_heads[0], 0, 1).astype(jnp.int32)
     return make_pack(prog, slot_run, n_heads)
 
 
@@ -178,31 +177,19 @@ def per_run(pack: Pack, per_slot: jax.Array) -> jax.Array:
     return jnp.where(member, per_slot[..., None], 0.0)
 
 
-def pack_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
-    """Φ of every run from head outputs f (n, S): c_H Σ_{s in run} weight_s f_s, shape (n, R)."""
-    return pack.norm[None, :] * jnp.sum(per_run(pack, f * pack.weight[None, :]), axis=-2)
-
-
-def logits(prog: Program, params: mdl.Params, X: jax.Array, pack: Pack) -> jax.Array:
-    """Φ(X) of every run of the pack, (n, R); equals ``model.logits`` of each run's H-head model."""
-    return pack_logits(prog, pack, mdl.head_outputs(params, X, prog.query))
-
-
-def _head_diversity(params: mdl.Params, pack: Pack) -> jax.Array:
-    """(R,): max over pairs of heads of a run of ‖θ_h − θ_h'‖ (exactly 0 for identical heads)."""
-    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (S, P)
-    diff = flat[:, None, :] - flat[None, :, :]  # (S, S, P)
-    dist2 = jnp.sum(diff * diff, axis=-1)  # (S, S)
-    pair = pack.member[:, None, :] & pack.member[None, :, :]  # (S, S, R)
-    return jnp.sqrt(jnp.max(jnp.where(pair, dist2[..., None], 0.0), axis=(0, 1)))
+def run_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
+    """Φ of every run of the pack from the slots' head outputs f (n, S): (n, R)."""
+    return mdl.combine_heads(f, norm=prog.norm, weight=pack.weight, member=pack.member, n_heads=pack.n_heads)
 
 
 def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[str, jax.Array]:
     """All logged metrics of every run of the pack at one step, each (R,)."""
     loss = mdl.parse_enum(Loss, prog.loss, "loss")
-    z_train = data.y_train[:, None] * logits(prog, params, data.X_train, pack)  # (n, R)
+    z_train = data.y_train[:, None] * run_logits(
+        prog, pack, mdl.head_outputs(params, data.X_train, prog.query)
+    )  # (n, R)
     A_test = mdl.attention(params, data.X_test, prog.query)  # (n, S, t) or (n, S, s, t): once
-    z_test = data.y_test[:, None] * pack_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
+    z_test = data.y_test[:, None] * run_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
     W = mdl.key_query_matrix(params)  # (S, d, d)
 
     def per_run_sum(per_slot):  # (S,) -> (R,), a stored head of weight w counted w times
@@ -216,7 +203,7 @@ def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[
         "margin": jnp.min(z_train, axis=0),
         "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
         "w_norm": jnp.sqrt(per_run_sum(jnp.sum(W**2, axis=(1, 2)))),
-        "diversity": _head_diversity(params, pack),
+        "diversity": mdl.head_diversity(params, pack.member),
     }
     if data.mask_test is None:
         out["attn_relevant"] = jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
@@ -243,7 +230,7 @@ def _head_size(prog: Program) -> int | None:
     """d_h of factored heads (every run of a split program has H = S), None for a free W."""
     if prog.key_query == "full":
         return None
-    return mdl.resolve_head_size(prog.head_size, prog.d, prog.stored_heads)
+    return mdl.resolve_head_size(prog.head_size, prog.d, prog.slots)
 
 
 def init_slots(prog: Program, b: Batch) -> mdl.Params:
@@ -252,7 +239,7 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     head_size = _head_size(prog)
     if prog.init == "zero":
         shapes = mdl.head_shapes(prog.d, head_size)
-        return {k: jnp.zeros((prog.stored_heads, *v)) for k, v in shapes.items()}
+        return {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     run = jnp.minimum(b.slot_run, prog.runs - 1)
     params = mdl.init_heads(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size)
     filled = b.slot_run < prog.runs
@@ -271,7 +258,9 @@ def train_run(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array]
     total = sum(prog.segments)
 
     def objective(p):
-        z = data.y_train[:, None] * logits(prog, p, data.X_train, pack)  # (n, R)
+        z = data.y_train[:, None] * run_logits(
+            prog, pack, mdl.head_outputs(p, data.X_train, prog.query)
+        )  # (n, R)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
@@ -343,10 +332,10 @@ def train_batch(
         return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width)
 
 
-def program_for(cfg: Config, stored_heads: int, d: int, schedule: list[int], runs: int = 1) -> Program:
-    """The program that runs ``cfg`` in packs of S = ``stored_heads`` slots and R = ``runs`` runs."""
+def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1) -> Program:
+    """The program that runs ``cfg`` in packs of S = ``slots`` slots and R = ``runs`` runs."""
     return Program(
-        stored_heads=stored_heads,
+        slots=slots,
         runs=runs,
         fast_path=uses_fast_path(cfg),
         d=d,

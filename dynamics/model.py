@@ -195,21 +195,63 @@ def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     return jnp.einsum("nhst,nth->nh", A, XU) / X.shape[1]
 
 
+def combine_heads(
+    f: jax.Array,
+    *,
+    norm: Norm | str = Norm.SQRT,
+    weight: jax.Array | None = None,
+    member: jax.Array | None = None,
+    n_heads: int | jax.Array | None = None,
+) -> jax.Array:
+    """Φ from the stored heads' outputs f (n, S): Φ = c_H · Σ_s w_s f_s.
+
+    Stored head s has weight w_s (default 1): it stands for w_s identical heads (with zero
+    init all heads stay identical, so one stored head of weight H is the exact H-head model:
+    the engine's fast path), or is an empty slot (w_s = 0, never read).
+
+    - ``member`` None: one model of H = ``n_heads`` heads (default Σ_s w_s); Φ has shape (n,).
+    - ``member`` (S, R) bool: R models sharing the S slots (the engine's packs), run r made of
+      the slots with ``member[s, r]``, H_r = ``n_heads[r]`` (R,); Φ has shape (n, R). A select,
+      not a product, picks each run's slots, so a non-finite head of one run never reaches
+      another.
+    """
+    if weight is not None:
+        f = f * weight[None, :]  # (n, S)
+    if member is None:
+        if n_heads is None:
+            n_heads = f.shape[-1] if weight is None else jnp.sum(weight)
+        return head_norm(n_heads, norm) * jnp.sum(f, axis=-1)
+    c = jnp.broadcast_to(jnp.asarray(head_norm(n_heads, norm), f.dtype), jnp.shape(n_heads))  # (R,)
+    return c[None, :] * jnp.sum(jnp.where(member[None, :, :], f[..., None], 0.0), axis=-2)  # (n, R)
+
+
 def logits(
     params: Params,
     X: jax.Array,
     *,
     query: Query | str = Query.FIRST,
     norm: Norm | str = Norm.SQRT,
-    multiplicity: int | jax.Array = 1,
+    weight: jax.Array | None = None,
+    member: jax.Array | None = None,
+    n_heads: int | jax.Array | None = None,
 ) -> jax.Array:
-    """Φ(X; θ), shape (n,).
+    """Φ(X; θ) of the stored heads ``params`` (S heads), shape (n,), or (n, R) for R runs
+    sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model."""
+    return combine_heads(
+        head_outputs(params, X, query), norm=norm, weight=weight, member=member, n_heads=n_heads
+    )
 
-    ``multiplicity`` m says every stored head stands for m identical heads: the
-    model then has H = m · H_stored heads and Φ = c_H · m · Σ_stored f_h. With zero
-    init all heads stay identical, so one stored head and m = H give the exact
-    H-head model (the engine's fast path).
+
+def head_diversity(params: Params, member: jax.Array) -> jax.Array:
+    """max over pairs of heads h, h' of a model of ‖θ_h − θ_h'‖ (exactly 0 for identical heads).
+
+    ``member`` (S,) bool marks the stored heads of one model (a scalar result), or (S, R) those
+    of R models sharing the slots (an (R,) result).
     """
-    n_heads = params["U"].shape[0] * multiplicity
-    scale = head_norm(n_heads, norm) * multiplicity
-    return scale * jnp.sum(head_outputs(params, X, query), axis=-1)
+    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (S, P)
+    diff = flat[:, None, :] - flat[None, :, :]  # (S, S, P)
+    dist2 = jnp.sum(diff * diff, axis=-1)  # (S, S)
+    pair = member[:, None, ...] & member[None, :, ...]  # (S, S[, R])
+    if member.ndim == 2:
+        dist2 = dist2[..., None]
+    return jnp.sqrt(jnp.max(jnp.where(pair, dist2, 0.0), axis=(0, 1)))

@@ -211,7 +211,7 @@ def make_batch(
     results are in its (B, R, …) outputs: batch rows and run columns, one per (item, trial)
     in the order of ``point.items`` × trials."""
     prog, heads, trials = point.prog, cfgs[0].sweep.heads, cfgs[0].sweep.trials
-    S, R = prog.stored_heads, prog.runs
+    S, R = prog.slots, prog.runs
     elements = [(p, t) for p in range(len(point.packs)) for t in range(trials)]
     elements += [elements[-1]] * (point.batch_size - len(elements))
     fields: dict[str, list] = {k: [] for k in Batch._fields}

@@ -120,16 +120,41 @@ def test_attention_rows_are_distributions():
         assert float(A.min()) >= 0.0
 
 
-def test_multiplicity_equals_identical_heads(x64):
-    """One stored head with multiplicity m is the m-head model with identical heads."""
+def test_weighted_head_equals_identical_heads(x64):
+    """One stored head of weight m is the m-head model with identical heads; weight-0 slots add
+    nothing; R runs sharing slots (``member``) each equal their own model."""
     rng = np.random.default_rng(3)
     one = {k: jnp.asarray(v) for k, v in random_params(rng, 1, 5, "full", "split").items()}
     many = {k: jnp.repeat(v, 8, axis=0) for k, v in one.items()}
     X = jnp.asarray(rng.normal(size=(6, 4, 5)))
+    three = {k: jnp.asarray(v) for k, v in random_params(rng, 3, 5, "full", "split").items()}
+    first2 = {k: v[:2] for k, v in three.items()}
     for norm in NORMS:
         np.testing.assert_allclose(
-            model.logits(one, X, norm=norm, multiplicity=8), model.logits(many, X, norm=norm), rtol=1e-12
+            model.logits(one, X, norm=norm, weight=jnp.array([8.0])),
+            model.logits(many, X, norm=norm),
+            rtol=1e-12,
         )
+        gated = model.logits(three, X, norm=norm, weight=jnp.array([1.0, 1.0, 0.0]))
+        np.testing.assert_allclose(gated, model.logits(first2, X, norm=norm), rtol=1e-12)
+        member = jnp.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
+        runs = model.logits(three, X, norm=norm, member=member, n_heads=jnp.array([2.0, 1.0]))
+        np.testing.assert_allclose(runs[:, 0], model.logits(first2, X, norm=norm), rtol=1e-12)
+        last = {k: v[2:] for k, v in three.items()}
+        np.testing.assert_allclose(runs[:, 1], model.logits(last, X, norm=norm), rtol=1e-12)
+
+
+def test_head_diversity_is_the_largest_pairwise_distance(x64):
+    rng = np.random.default_rng(4)
+    params = {k: jnp.asarray(v) for k, v in random_params(rng, 4, 3, "full", "split").items()}
+    flat = np.concatenate([np.asarray(v).reshape(4, -1) for v in params.values()], axis=1)
+    dist = np.linalg.norm(flat[:, None] - flat[None], axis=-1)
+    active = jnp.array([True, True, True, False])
+    np.testing.assert_allclose(model.head_diversity(params, active), dist[:3, :3].max(), rtol=1e-12)
+    member = jnp.array([[True, False], [True, False], [False, True], [False, True]])
+    np.testing.assert_allclose(model.head_diversity(params, member), [dist[0, 1], dist[2, 3]], rtol=1e-12)
+    same = {k: jnp.repeat(v[:1], 4, axis=0) for k, v in params.items()}
+    assert float(model.head_diversity(same, jnp.ones(4, bool))) == 0.0  # identical heads: exactly 0
 
 
 @pytest.mark.parametrize(

@@ -105,13 +105,13 @@ def test_fast_path_flag_is_respected():
     placer = engine.BatchPlacer()
     sched = log_schedule(12, 4)
     fast = plan_points(cfg, [0, 1, 2], 8, sched, placer)
-    assert all(p.prog.fast_path and p.prog.stored_heads == 1 for p in fast)
+    assert all(p.prog.fast_path and p.prog.slots == 1 for p in fast)
     assert len({p.prog for p in fast}) == 1  # every H shares one compile
     off = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
     full = plan_points(off, [0, 1, 2], 8, sched, placer)
     for p in full:
         assert not p.prog.fast_path
-        assert all(p.prog.stored_heads >= cfg.sweep.heads[i] for i in p.indices)
+        assert all(p.prog.slots >= cfg.sweep.heads[i] for i in p.indices)
     args = cli.build_parser().parse_args(["--no-fast-path", "--heads", "1,3", "--steps", "3"])
     assert cli.config_from_args(args).sweep.fast_path is False
     # ...and the two paths agree (the full one simulates all heads).

@@ -2,7 +2,7 @@
 
 DM1 (SPEC §5), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. From zero init
 every head stays identical (SPEC §2), so one attention map per H tells the whole story;
-the run stores one representative head with multiplicity H (the engine's exact fast
+the run stores one representative head of weight H (the engine's exact fast
 path) and all H values train in one compiled program (``vmap`` over H).
 """
 
@@ -77,7 +77,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
         def objective(p):
             # One stored head stands for m identical heads; each of them gets 1/m of the reduced
             # model's gradient (SPEC §2), so descending (loss / m) is the exact H-head GD.
-            z = data.y_train * mdl.logits(p, data.X_train, multiplicity=m)  # (n,)
+            z = data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,)))  # (n,)
             return mean_loss(z, loss) / m
 
         def observe(p):
@@ -86,8 +86,12 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
             return {
                 "attn": mdl.attention(p, X_show)[:, 0],  # (k, T)
                 "mass": jnp.mean(mass),
-                "train_loss": mean_loss(data.y_train * mdl.logits(p, data.X_train, multiplicity=m), loss),
-                "test_loss": mean_loss(data.y_test * mdl.logits(p, data.X_test, multiplicity=m), loss),
+                "train_loss": mean_loss(
+                    data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,))), loss
+                ),
+                "test_loss": mean_loss(
+                    data.y_test * mdl.logits(p, data.X_test, weight=jnp.reshape(m, (1,))), loss
+                ),
             }
 
         return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
