@@ -102,7 +102,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     import jax.numpy as jnp
     import optax
 
-    from dynamics import engine
+    from dynamics import engine, sweep
     from dynamics import model as mdl
     from dynamics.losses import Loss, mean_loss
 
@@ -112,7 +112,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     mult = H / S
     kw = dict(init=m.init, scale=m.init_scale, key_query=m.key_query, head_size=m.head_size)
     params = mdl.init_params(jax.random.PRNGKey(0), S, d, **kw)
-    opt = engine.make_optimizer(cfg.optim.optimizer, engine.step_size(cfg, H))
+    opt = engine.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = Loss(cfg.optim.loss)
 
@@ -130,7 +130,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
         u, s = opt.update(g, s, p)
         return optax.apply_updates(p, u), s, value
 
-    prog = dataclasses.replace(engine.program_for(cfg, S, d, [0, 1]), fast_path=one_head)
+    prog = dataclasses.replace(sweep.program_for(cfg, S, d, [0, 1]), fast_path=one_head)
     pack = engine.single_run_pack(prog, jnp.asarray(H, jnp.float32))
     evaluate = jax.jit(lambda p: engine.evaluate(prog, p, pack, data))
 
@@ -161,8 +161,8 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     import jax
 
     from dynamics.config import log_schedule, validate
-    from dynamics.data import make_data, width_of
-    from dynamics.engine import BatchPlacer
+    from dynamics.data import make_data, token_width
+    from dynamics.devices import BatchPlacer
     from dynamics.sweep import plan_points, run_sweep
 
     cfg = validate(sweep_config(name, steps))
@@ -189,7 +189,7 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     # Work: the head slots the engine ran (its plan: packs × S, empty slots included) and the model's H.
     schedule = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
     placer = BatchPlacer()
-    d = width_of(data)
+    d = token_width(data)
     points = plan_points(cfg, range(len(cfg.sweep.heads)), d, schedule, placer, slots=slots)
     stored_slots = sum(len(p.packs) * p.prog.slots for p in points)
     n, n_test = int(data.X_train.shape[-3]), int(data.X_test.shape[-3])
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{sum(r['data_s'] for r in presets):.1f} s of data generation (first call)"
         )
     if args.json:
-        from dynamics.io import atomic_write_bytes
+        from dynamics.results import atomic_write_bytes
 
         atomic_write_bytes(Path(args.json), json.dumps(rows, indent=2).encode())
         print(f"wrote {args.json}")

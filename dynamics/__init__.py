@@ -1,7 +1,8 @@
 """mhsim's dynamics: the multi-head attention model, losses, optimisers and the training engine."""
 
 from dynamics.config import PRESETS, Config, ConfigError, DataConfig, ModelConfig, OptimConfig, SweepConfig
-from dynamics.engine import METRICS, Data
+from dynamics.data import Data
+from dynamics.engine import METRICS
 from dynamics.losses import Loss, error_rate, margin_loss, mean_loss
 from dynamics.model import (
     Init,

@@ -475,7 +475,7 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
 
 def write(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
     """``npz_name`` then ``results.json`` (last: its presence marks a complete run), atomically."""
-    from dynamics.io import atomic_write_bytes, device_name, versions
+    from dynamics.results import atomic_write_bytes, device_name, versions
 
     out = Path(out)
     buf = io.BytesIO()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.io import atomic_write_bytes
+from dynamics.results import atomic_write_bytes
 from dynamics.sweep import HeadResult
 
 POINTS = "points"
@@ -70,7 +70,7 @@ def clear_points(out: Path) -> None:
 def finished_heads(out: Path, config_hash: str) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved points."""
     from dynamics.engine import METRICS
-    from dynamics.io import complete_results_hash, load_results
+    from dynamics.results import complete_results_hash, load_results
 
     if complete_results_hash(out) == config_hash:
         _, curves = load_results(out)
@@ -89,17 +89,18 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
     """
     import jax
 
-    from dynamics.config import log_schedule, validate
-    from dynamics.io import device_name, write_results
+    from dynamics.config import resolve
+    from dynamics.devices import device_name
+    from dynamics.results import write_results
     from dynamics.sweep import SweepResult, run_sweep
 
-    cfg = validate(cfg)
+    exp = resolve(cfg)
+    cfg, steps = exp.config, np.array(exp.steps)
     out, config_hash = Path(out), cfg.hash()
     writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
     done = finished_heads(out, config_hash) if resume else {}
     if not resume and writer:
         clear_points(out)
-    steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
     heads = list(cfg.sweep.heads)
     device = device_name(sweep_kwargs.get("devices"))
 
@@ -121,7 +122,7 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
         )
         write_results(partial, out)
 
-    result = run_sweep(cfg, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
+    result = run_sweep(exp, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
     result.extra.update(complete=True, device=device)
     if writer:
         write_results(result, out)

@@ -457,6 +457,24 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """A validated, resolved config and its logging schedule: what the entry point (the command
+    line, ``run_sweep`` called with a Config, the figures registry) computes once and everything
+    below it receives."""
+
+    config: Config
+    steps: tuple[int, ...]  # the logged steps, 0 (before the first update) .. optim.steps
+
+
+def resolve(cfg: Config | Experiment) -> Experiment:
+    """Validate ``cfg`` and plan its logged steps (an Experiment is returned as it is)."""
+    if isinstance(cfg, Experiment):
+        return cfg
+    cfg = validate(cfg)
+    return Experiment(cfg, tuple(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)))
+
+
 def log_schedule(steps: int, log_every: int | None = None, log_points: int | None = None) -> list[int]:
     """The logged steps: 0 (before any update) ... steps (always logged), sorted, unique.
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 import datamodels
 from dynamics.config import DataConfig
-from dynamics.engine import Data
+
+
+class Data(NamedTuple):
+    X_train: jax.Array  # ([trials,] n, T, d)
+    y_train: jax.Array  # ([trials,] n) in {−1, +1}
+    X_test: jax.Array  # ([trials,] n_test, T, d)
+    y_test: jax.Array  # ([trials,] n_test)
+    mask_test: jax.Array | None  # ([trials,] n_test, T) relevant tokens, None if unknown
 
 
 def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
@@ -59,5 +67,5 @@ def _synthetic_trials(cfg: DataConfig, keys: jax.Array) -> Data:
     return jax.vmap(lambda k: _synthetic_trial(cfg, k))(keys)
 
 
-def width_of(data: Data) -> int:
+def token_width(data: Data) -> int:
     return int(data.X_train.shape[-1])

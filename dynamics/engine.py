@@ -5,7 +5,7 @@ options, logging schedule). A pack is R runs — (H, η, σ₀) combinations of 
 one data set — whose heads fill the program's S head slots side by side. ``train_batch``
 runs the whole batch in one XLA program: the batch axis is split over the devices of a
 one-axis mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its packs in chunks
-of ``width`` packs vmapped together; a pack is a ``lax.scan`` over the logging segments
+of ``chunk`` packs vmapped together; a pack is a ``lax.scan`` over the logging segments
 around a ``lax.fori_loop`` over the steps inside a segment, so there is no host round-trip
 per step. Metrics are evaluated only at the logged steps; a non-finite loss or margin is
 detected per run inside the program.
@@ -48,19 +48,20 @@ about 1.7× slower, with YNNPACK off a many-head step ran up to 3× slower
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import model as mdl
-from dynamics.config import LR_SCALINGS, Config
 from dynamics.losses import Loss, error_rate, mean_loss
+
+if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
+    from dynamics.data import Data
 
 METRICS = (
     "train_loss",
@@ -78,14 +79,6 @@ METRICS = (
 # module docstring; benchmarks/README.md has the measurements).
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
 BATCH_AXIS = "batch"
-
-
-class Data(NamedTuple):
-    X_train: jax.Array  # ([trials,] n, T, d)
-    y_train: jax.Array  # ([trials,] n) in {−1, +1}
-    X_test: jax.Array  # ([trials,] n_test, T, d)
-    y_test: jax.Array  # ([trials,] n_test)
-    mask_test: jax.Array | None  # ([trials,] n_test, T) relevant tokens, None if unknown
 
 
 class Batch(NamedTuple):
@@ -126,21 +119,6 @@ class Program:
 def make_optimizer(name: str, lr: jax.Array) -> optax.GradientTransformation:
     """optax's sgd(η) or adam(η), built as optax builds them: ``_direction`` then × (−η)."""
     return optax.chain(_direction(name), optax.scale_by_learning_rate(lr))
-
-
-def step_size(cfg: Config, n_heads: int) -> float:
-    """η(H) = η₀ · H^p (SPEC §4)."""
-    return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
-
-
-def uses_fast_path(cfg: Config) -> bool:
-    return cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full"
-
-
-def can_pack_heads(cfg: Config) -> bool:
-    """Runs of different H can share S head slots when a head's shapes do not depend on H:
-    not for factored split heads (d_h = d // H)."""
-    return cfg.model.key_query == "full" or cfg.model.head_size != "split"
 
 
 class Pack(NamedTuple):
@@ -246,7 +224,7 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     return {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
 
 
-def train_run(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:
+def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:
     """One pack of R runs: (metrics, each (R, L), and the step at which each run diverged, or
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
@@ -291,13 +269,13 @@ def train_run(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array]
     return {k: v.T for k, v in metrics.items()}, div_at  # (R, L), (R,)
 
 
-def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, width: int):
-    def local(data: Data, batch: Batch):  # one device's slice: chunks of ``width`` packs, vmapped
+def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):
+    def local(data: Data, batch: Batch):  # one device's slice: chunks of ``chunk`` packs, vmapped
         def one(b: Batch):
             d = data if shared_data else jax.tree_util.tree_map(lambda a: a[b.trial], data)
-            return train_run(prog, d, b)
+            return train_pack(prog, d, b)
 
-        return jax.lax.map(one, batch, batch_size=width)
+        return jax.lax.map(one, batch, batch_size=chunk)
 
     spec = PartitionSpec(BATCH_AXIS)
     sharded = jax.shard_map(
@@ -306,7 +284,7 @@ def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mes
     return sharded(data, batch)
 
 
-_STATIC = ("prog", "shared_data", "mesh", "width")
+_STATIC = ("prog", "shared_data", "mesh", "chunk")
 _JIT = {
     "cpu": jax.jit(_train_batch, static_argnames=_STATIC, compiler_options=CPU_COMPILER_OPTIONS),
     "other": jax.jit(_train_batch, static_argnames=_STATIC),
@@ -314,13 +292,13 @@ _JIT = {
 
 
 def train_batch(
-    prog: Program, data: Data, batch: Batch, *, mesh: Mesh, width: int, shared_data: bool = False
+    prog: Program, data: Data, batch: Batch, *, mesh: Mesh, chunk: int, shared_data: bool = False
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Run the B packs of ``batch``: (metrics, each (B, R, L), diverged_at (B, R)).
 
     The batch axis is split over the devices of ``mesh`` (B must be a multiple of
-    devices × ``width``); each device runs its packs in chunks of ``width``, vmapped, one
-    chunk after the other. A run's numbers depend on ``width`` and the program's shapes, not
+    devices × ``chunk``); each device runs its packs in chunks of ``chunk``, vmapped, one
+    chunk after the other. A run's numbers depend on ``chunk`` and the program's shapes, not
     on the runs that share its pack or batch, nor on the number of devices once there are
     two or more (one device is compiled unpartitioned, through another XLA pass order:
     last-bit differences). ``data`` has a leading trial axis that ``batch.trial`` indexes,
@@ -329,129 +307,9 @@ def train_batch(
     platform = mesh.devices.flat[0].platform
     fn = _JIT["cpu" if platform == "cpu" else "other"]
     with jax.default_matmul_precision("highest"):
-        return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, width=width)
-
-
-def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1) -> Program:
-    """The program that runs ``cfg`` in packs of S = ``slots`` slots and R = ``runs`` runs."""
-    return Program(
-        slots=slots,
-        runs=runs,
-        fast_path=uses_fast_path(cfg),
-        d=d,
-        query=cfg.model.query,
-        norm=cfg.model.norm,
-        key_query=cfg.model.key_query,
-        head_size=cfg.model.head_size,
-        init=cfg.model.init,
-        optimizer=cfg.optim.optimizer,
-        loss=cfg.optim.loss,
-        segments=tuple(int(s) for s in np.diff([0, *schedule])),
-    )
+        return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, chunk=chunk)
 
 
 def float_dtype() -> np.dtype:
     """The working float type: float32, or float64 when x64 is on (``--x64``)."""
     return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
-
-
-def cpu_cores() -> int:
-    """The CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def split_cpu(n: int | None = None) -> int | None:
-    """Give JAX ``n`` CPU devices (default: one per core, at least 2), so that a sweep's packs
-    run on every core at once: the batch axis is sharded over them like over GPUs.
-
-    XLA gives the whole CPU one device, and a pack's small kernels use one core. At least 2
-    because any number ≥ 2 of devices gives bit-identical numbers (one device differs in
-    the last float32 bits), so the default gives the same numbers on every machine. Must run
-    before JAX's first computation. Returns the count set, or None where it left JAX alone:
-    JAX has started already, or (with ``n`` None) the user chose a count with ``XLA_FLAGS=
-    --xla_force_host_platform_device_count=N`` or ``JAX_NUM_CPU_DEVICES``.
-    """
-    if n is None:
-        chosen = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-        if chosen or os.environ.get("JAX_NUM_CPU_DEVICES"):
-            return None
-        n = max(2, cpu_cores())
-    try:
-        jax.config.update("jax_num_cpu_devices", n)
-    except RuntimeError:  # the backend is up: its devices stay as they are
-        return None
-    return n
-
-
-DEVICE_KINDS = ("auto", "cpu", "gpu")
-
-
-def select_devices(kind: str = "auto") -> list[jax.Device]:
-    """The devices a sweep shards over: all of JAX's default backend, or all CPU / GPU devices."""
-    if kind == "auto":
-        return jax.devices()
-    if kind == "cpu":
-        return jax.devices("cpu")
-    if kind == "gpu":
-        try:
-            return jax.devices("gpu")
-        except RuntimeError:
-            raise ValueError(
-                "device='gpu' but JAX sees no GPU (a CPU-only jaxlib, or no visible GPU): install "
-                "jax[cuda12] on a GPU machine, or use --device cpu or auto"
-            ) from None
-    raise ValueError(f"device={kind!r} is not one of {', '.join(map(repr, DEVICE_KINDS))}")
-
-
-class BatchPlacer:
-    """Places batches and data on a one-axis device mesh and brings results back.
-
-    The batch axis is sharded over all ``devices`` (its length a multiple of their number);
-    the data is replicated. Works across hosts after
-    ``jax.distributed.initialize()``: each process passes the same host arrays and keeps
-    only its devices' slices, and results are all-gathered back to every process.
-    """
-
-    def __init__(self, devices: list[jax.Device] | None = None):
-        self.devices = list(devices) if devices is not None else jax.devices()
-        if not self.devices:
-            raise ValueError("devices is empty: give at least one JAX device")
-        self.mesh = Mesh(np.array(self.devices), (BATCH_AXIS,))
-        self.sharded = NamedSharding(self.mesh, PartitionSpec(BATCH_AXIS))
-        self.replicated = NamedSharding(self.mesh, PartitionSpec())
-        self.platform = self.devices[0].platform
-
-    @property
-    def n_devices(self) -> int:
-        return len(self.devices)
-
-    def _put(self, host: np.ndarray, sharding: NamedSharding) -> jax.Array:
-        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
-
-    def batch(self, batch: Batch) -> Batch:
-        return Batch(*(self._put(np.asarray(x), self.sharded) for x in batch))
-
-    def data(self, data: Data) -> Data:
-        """Replicate the data on every device, floats in the working precision (float64 under x64;
-        the data models draw in float32, so x64 simulates the same draws in float64)."""
-
-        def host(x):
-            x = np.asarray(x)
-            return x.astype(float_dtype()) if np.issubdtype(x.dtype, np.floating) else x
-
-        return Data(*(None if x is None else self._put(host(x), self.replicated) for x in data))
-
-    def fetch(self, tree):
-        """Device arrays -> numpy on this process (all-gathered when several processes share them)."""
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            tree = multihost_utils.process_allgather(tree, tiled=True)
-        return jax.tree_util.tree_map(np.asarray, tree)
-
-
-def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
-    """Set every logged point at or after a run's divergence to NaN, in place (curves (..., L))."""
-    dead = steps >= div_at[..., None]  # (..., L)
-    for v in curves.values():
-        v[dead] = np.nan

@@ -31,11 +31,12 @@ from dynamics.config import (
     QUERIES,
     Config,
     ConfigError,
+    Experiment,
     apply_overrides,
     load_toml,
     parse_heads,
     preset,
-    validate,
+    resolve,
 )
 
 
@@ -138,7 +139,7 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
         return  # each host's process keeps the devices its launcher gives it
     if args.cpu_devices is not None and args.cpu_devices < 1:
         raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
-    from dynamics.engine import split_cpu
+    from dynamics.devices import split_cpu
 
     split_cpu(args.cpu_devices)
 
@@ -198,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
+def config_from_args(args: argparse.Namespace) -> Experiment:
+    """The experiment the flags ask for, validated and planned (the one place the CLI does it)."""
     cfg = preset(args.preset) if args.preset else Config()
     if args.config:
         cfg = load_toml(args.config, base=cfg)
@@ -219,7 +221,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if args.data and not args.preset and not args.config:
         stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(args.data).stem).lstrip("._-")[:64] or "data"
         cfg = apply_overrides(cfg, {"name": stem}, "command line")
-    return validate(cfg)
+    return resolve(cfg)
 
 
 def format_table(result) -> str:
@@ -241,7 +243,7 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM ends a sweep like Ctrl-C: finished points stay on disk
 
 
-def _run(cfg: Config, args: argparse.Namespace, out: Path):
+def _run(exp: Experiment, args: argparse.Namespace, out: Path):
     """The checkpointed sweep on the devices and in the precision that --device, --x64 and
     --distributed ask for."""
     import contextlib
@@ -249,7 +251,7 @@ def _run(cfg: Config, args: argparse.Namespace, out: Path):
     import jax
 
     from dynamics.checkpoint import run_checkpointed
-    from dynamics.engine import select_devices
+    from dynamics.devices import select_devices
 
     if args.distributed and not jax.distributed.is_initialized():
         # Cluster auto-detection (SLURM, Open MPI, …) or JAX_COORDINATOR_ADDRESS plus these two.
@@ -261,7 +263,7 @@ def _run(cfg: Config, args: argparse.Namespace, out: Path):
             stack.enter_context(jax.enable_x64(True))
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
-        return run_checkpointed(cfg, out, resume=args.resume, progress=not args.quiet, devices=devices)
+        return run_checkpointed(exp, out, resume=args.resume, progress=not args.quiet, devices=devices)
 
 
 def _is_main_process() -> bool:
@@ -285,11 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     out = None
     try:
         apply_cpu_devices(args)
-        cfg = config_from_args(args)
-
+        exp = config_from_args(args)
+        cfg = exp.config
         out = Path(args.out or Path("runs") / cfg.name)
         signal.signal(signal.SIGTERM, _terminate)
-        result = _run(cfg, args, out)
+        result = _run(exp, args, out)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

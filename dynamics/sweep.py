@@ -28,21 +28,53 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from dynamics.config import Config, log_schedule, validate
-from dynamics.data import make_data, width_of
-from dynamics.engine import (
-    METRICS,
-    Batch,
-    BatchPlacer,
-    Program,
-    can_pack_heads,
-    float_dtype,
-    mask_diverged,
-    program_for,
-    step_size,
-    train_batch,
-    uses_fast_path,
-)
+from dynamics.config import LR_SCALINGS, Config, Experiment, resolve, validate
+from dynamics.data import make_data, token_width
+from dynamics.devices import BatchPlacer
+from dynamics.engine import METRICS, Batch, Program, float_dtype, train_batch
+
+# Sweep policy: what a config asks of the engine.
+
+
+def step_size(cfg: Config, n_heads: int) -> float:
+    """η(H) = η₀ · H^p (SPEC §4)."""
+    return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
+
+
+def uses_fast_path(cfg: Config) -> bool:
+    return cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full"
+
+
+def can_pack_heads(cfg: Config) -> bool:
+    """Runs of different H can share S head slots when a head's shapes do not depend on H:
+    not for factored split heads (d_h = d // H)."""
+    return cfg.model.key_query == "full" or cfg.model.head_size != "split"
+
+
+def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1) -> Program:
+    """The program that runs ``cfg`` in packs of S = ``slots`` slots and R = ``runs`` runs."""
+    return Program(
+        slots=slots,
+        runs=runs,
+        fast_path=uses_fast_path(cfg),
+        d=d,
+        query=cfg.model.query,
+        norm=cfg.model.norm,
+        key_query=cfg.model.key_query,
+        head_size=cfg.model.head_size,
+        init=cfg.model.init,
+        optimizer=cfg.optim.optimizer,
+        loss=cfg.optim.loss,
+        segments=tuple(int(s) for s in np.diff([0, *schedule])),
+    )
+
+
+def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
+    """Set every logged point at or after a run's divergence to NaN, in place (curves (..., L))."""
+    dead = steps >= div_at[..., None]  # (..., L)
+    for v in curves.values():
+        v[dead] = np.nan
+
 
 SUMMARY_METRICS = ("train_loss", "test_loss", "train_error", "test_error")
 
@@ -95,7 +127,7 @@ class Point:
     prog: Program
     packs: tuple[tuple[Item, ...], ...]
     batch_size: int  # B after padding; the same for every point of a program (one compile)
-    width: int  # packs vmapped together on a device (the numbers depend on it; see train_batch)
+    chunk: int  # packs vmapped together on a device (the numbers depend on it; see train_batch)
 
     @property
     def items(self) -> list[Item]:
@@ -138,14 +170,14 @@ def default_slots(sizes: Sequence[int]) -> int:
 
 
 def default_layout(placer: BatchPlacer, trials: int, n_packs: int) -> tuple[int, int]:
-    """(packs per call, vmap width) when the caller does not choose.
+    """(packs per call, vmap chunk) when the caller does not choose.
 
-    CPU: one pack at a time per device (width 1), and as few packs per call as fill the
+    CPU: one pack at a time per device (chunk 1), and as few packs per call as fill the
     devices evenly (progress and checkpoints after every call). Measured on this model with
     one CPU device per core (the command lines' default): a pack costs the same per step
     whether it is vmapped alone or with others, since the cores are busy either way (on a
     single CPU device, vmapping 5 packs was 15-20 % faster only because XLA then spreads the
-    larger ops over the cores); and width 1 makes every run's numbers independent of the
+    larger ops over the cores); and chunk 1 makes every run's numbers independent of the
     device count and of its batch companions (bit-identical on resume).
     Accelerators: every pack of the program in one call, all of a device's packs vmapped.
     """
@@ -163,7 +195,7 @@ def plan_points(
     *,
     variants: int = 1,
     packs_per_call: int | None = None,
-    width: int | None = None,
+    chunk: int | None = None,
     slots: int | None = None,
 ) -> list[Point]:
     """The compiled calls that run the heads ``todo`` (indices into ``cfg.sweep.heads``).
@@ -193,9 +225,9 @@ def plan_points(
     trials = cfg.sweep.trials
     points = []
     for prog, packs in groups:
-        auto_per_call, auto_width = default_layout(placer, trials, len(packs))
+        auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
         per_call = min(packs_per_call or auto_per_call, len(packs))
-        w = width or auto_width
+        w = chunk or auto_chunk
         chunk = placer.n_devices * w  # B must split into devices × chunks of w
         size = -(-(per_call * trials) // chunk) * chunk
         run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
@@ -252,17 +284,17 @@ def _prepare(cfg: Config):
         k_data, k_init = jax.random.split(root)
         data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
         init_keys = np.stack([np.asarray(jax.random.fold_in(k_init, i)) for i in range(cfg.sweep.trials)])
-    schedule = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
-    return data, shared, schedule, init_keys
+    return data, shared, init_keys
 
 
 def _run_points(
     cfgs: Sequence[Config],
+    schedule: Sequence[int],
     todo: Sequence[int],
     *,
     devices,
     packs_per_call: int | None,
-    width: int | None,
+    chunk: int | None,
     slots: int | None,
     progress: bool,
 ):
@@ -274,19 +306,19 @@ def _run_points(
     """
     base = cfgs[0]
     heads, steps_total = base.sweep.heads, base.optim.steps
-    data, shared, schedule, init_keys = _prepare(base)
+    data, shared, init_keys = _prepare(base)
     steps = np.array(schedule)
     placer = BatchPlacer(devices)
     placed = placer.data(data)
     points = plan_points(
         base,
         todo,
-        width_of(data),
+        token_width(data),
         schedule,
         placer,
         variants=len(cfgs),
         packs_per_call=packs_per_call,
-        width=width,
+        chunk=chunk,
         slots=slots,
     )
     unit = "H" if len(cfgs) == 1 else "run"
@@ -301,7 +333,7 @@ def _run_points(
                 placed,
                 placer.batch(batch),
                 mesh=placer.mesh,
-                width=point.width,
+                chunk=point.chunk,
                 shared_data=shared,
             )
             metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
@@ -336,17 +368,17 @@ def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) ->
 
 
 def run_sweep(
-    cfg: Config,
+    cfg: Config | Experiment,
     *,
     progress: bool = True,
     on_point: PointCallback | None = None,
     skip_heads: Mapping[int, HeadResult] | None = None,
     devices: Sequence[jax.Device] | None = None,
     packs_per_call: int | None = None,
-    width: int | None = None,
+    chunk: int | None = None,
     slots: int | None = None,
 ) -> SweepResult:
-    """Validate, build the data, run every H (a loop over points), collect curves.
+    """Build the data, run every H (a loop over points), collect curves.
 
     on_point: called after each point as ``on_point(indices, metrics_by_head, diverged_at)``:
       ``indices`` the positions in ``cfg.sweep.heads`` it finished, ``metrics_by_head[name]``
@@ -358,12 +390,12 @@ def run_sweep(
       SweepResult unchanged.
     devices: the JAX devices to shard the runs over (default: all of ``jax.devices()``).
     packs_per_call: packs per compiled call (default: CPU fills the devices, GPU all).
-    width: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
+    chunk: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
     slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
     """
-    cfg = validate(cfg)
+    exp = resolve(cfg)
+    cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
-    steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
     skip_heads = dict(skip_heads or {})
     _check_skipped(cfg, skip_heads, len(steps))
     heads = list(cfg.sweep.heads)
@@ -380,10 +412,11 @@ def run_sweep(
     if todo:
         for items, metrics, div_at in _run_points(
             [cfg],
+            exp.steps,
             todo,
             devices=devices,
             packs_per_call=packs_per_call,
-            width=width,
+            chunk=chunk,
             slots=slots,
             progress=progress,
         ):
@@ -413,7 +446,7 @@ def run_grid(
     progress: bool = True,
     devices: Sequence[jax.Device] | None = None,
     packs_per_call: int | None = None,
-    width: int | None = None,
+    chunk: int | None = None,
     slots: int | None = None,
 ) -> list[SweepResult]:
     """The sweep of ``cfg`` at every base step size η₀ in ``lrs`` and init scale σ₀ in
@@ -423,7 +456,8 @@ def run_grid(
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
     """
-    cfg = validate(cfg)
+    exp = resolve(cfg)
+    cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
     lrs = list(lrs) if lrs is not None else [cfg.optim.lr]
     scales = list(init_scales) if init_scales is not None else [cfg.model.init_scale]
@@ -437,16 +471,16 @@ def run_grid(
         )
         for lr, s in itertools.product(lrs, scales)
     ]
-    steps = np.array(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points))
     n_h, V = len(cfg.sweep.heads), len(cfgs)
     curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in METRICS}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)
     for items, metrics, div_at in _run_points(
         cfgs,
+        exp.steps,
         list(range(n_h)),
         devices=devices,
         packs_per_call=packs_per_call,
-        width=width,
+        chunk=chunk,
         slots=slots,
         progress=progress,
     ):

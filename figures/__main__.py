@@ -57,7 +57,7 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
     """A downscaled, palette-quantised copy of the PNG ``src`` (for a README), written atomically."""
     from PIL import Image
 
-    from dynamics.io import atomic_write_bytes
+    from dynamics.results import atomic_write_bytes
 
     with Image.open(src) as im:
         im = im.convert("RGB")
@@ -72,7 +72,7 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     from dynamics.config import ConfigError
-    from dynamics.io import complete_results_hash
+    from dynamics.results import complete_results_hash
     from dynamics.run import apply_cpu_devices
     from figures.registry import FIGURES, ensure_results
 

@@ -13,7 +13,7 @@ The entry interface (all four fields are required):
   ``Config.hash()`` of the validated config). Cheap: no simulation.
 - ``produce(results_dir: Path, progress: bool) -> None`` — compute the results and write
   them into ``results_dir``, atomically, with ``results.json`` written last and holding
-  ``"config_hash": key()`` (``dynamics.io.write_results`` does exactly this for a sweep).
+  ``"config_hash": key()`` (``dynamics.results.write_results`` does exactly this for a sweep).
   Any other files (``curves.npz``, ...) are the entry's own business.
 - ``plot(results_dir: Path, stem: Path) -> list[Path]`` — read the saved files only (never
   run the simulator), write ``stem.png`` and ``stem.pdf``, return the written paths.
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics import bottleneck
-from dynamics.config import PRESETS, Config, preset, validate
-from dynamics.io import complete_results_hash, write_results
+from dynamics.config import PRESETS, Config, preset, resolve
+from dynamics.results import complete_results_hash, write_results
 from dynamics.sweep import run_sweep
 from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
 from figures.sweep import plot_sweep
@@ -66,11 +66,12 @@ def sweep_entry(
         if description is None:
             description = PRESETS[config][0] if config in PRESETS else config
         config = preset(config)
-    cfg = validate(config)
+    exp = resolve(config)
+    cfg = exp.config
 
     def produce(results_dir: Path, progress: bool) -> None:
         # Looked up at call time, so tests (and callers) can substitute run_sweep.
-        result = run_sweep(cfg, progress=progress)
+        result = run_sweep(exp, progress=progress)
         write_results(result, results_dir)
 
     return Entry(

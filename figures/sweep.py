@@ -28,7 +28,7 @@ from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
-from dynamics.io import atomic_write_bytes, load_results  # noqa: E402
+from dynamics.results import atomic_write_bytes, load_results  # noqa: E402
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}

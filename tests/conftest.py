@@ -13,6 +13,6 @@ def x64():
 
 
 # Start JAX's backend now, with the devices the environment gives (one CPU device unless
-# XLA_FLAGS says otherwise): the command lines' default CPU split (engine.split_cpu) is then
+# XLA_FLAGS says otherwise): the command lines' default CPU split (devices.split_cpu) is then
 # a no-op in this process, whatever test calls a command line first.
 jax.devices()

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dynamics import run as cli
-from dynamics.engine import METRICS, cpu_cores
+from dynamics.devices import cpu_cores
+from dynamics.engine import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -138,7 +139,7 @@ def test_list_presets(capsys):
 def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypatch):
     import os
 
-    from dynamics.io import atomic_write_bytes
+    from dynamics.results import atomic_write_bytes
 
     target = tmp_path / "f.json"
     atomic_write_bytes(target, b"old")

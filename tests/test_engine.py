@@ -8,7 +8,8 @@ import numpy as np
 import optax
 import pytest
 
-from dynamics import engine, losses, model
+from dynamics import data as data_mod
+from dynamics import engine, losses, model, sweep
 from dynamics.config import Config, DataConfig, OptimConfig, SweepConfig, log_schedule
 from dynamics.data import make_data
 from dynamics.sweep import run_sweep
@@ -25,7 +26,7 @@ def small_config(**sections) -> Config:
     )
 
 
-def loop_train(cfg: Config, H: int, key, data: engine.Data, steps: int):
+def loop_train(cfg: Config, H: int, key, data: data_mod.Data, steps: int):
     """The same updates as the engine, one plain eager step at a time: params after each step."""
     cfg = cfg.resolved()
     m = cfg.model
@@ -38,7 +39,7 @@ def loop_train(cfg: Config, H: int, key, data: engine.Data, steps: int):
         key_query=m.key_query,
         head_size=m.head_size,
     )
-    opt = engine.make_optimizer(cfg.optim.optimizer, engine.step_size(cfg, H))
+    opt = engine.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = losses.Loss(cfg.optim.loss)
 
@@ -55,7 +56,7 @@ def loop_train(cfg: Config, H: int, key, data: engine.Data, steps: int):
     return history
 
 
-def trial_data(data: engine.Data, i: int) -> engine.Data:
+def trial_data(data: data_mod.Data, i: int) -> data_mod.Data:
     return jax.tree_util.tree_map(lambda a: a[i], data)
 
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics import engine, losses, model
+from dynamics import devices, engine, losses, model
 from dynamics import run as cli
 from dynamics.config import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, log_schedule, validate
 from dynamics.data import make_data
@@ -46,14 +46,14 @@ def test_batched_packs_equal_one_pack_per_call(init):
     # Width 1 (the CPU default): a run's numbers do not depend on its batch companions.
     assert_same(alone, run_sweep(cfg, progress=False, packs_per_call=3))
     # All packs and trials vmapped together (the accelerator layout): equal to float rounding.
-    together = run_sweep(cfg, progress=False, packs_per_call=3, width=6)
+    together = run_sweep(cfg, progress=False, packs_per_call=3, chunk=6)
     assert_same(alone, together, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
 def test_packed_runs_equal_each_run_alone(optimizer):
     cfg = tiny(init="normal", optimizer=optimizer, heads=(1, 2, 3))
-    plan = plan_points(validate(cfg), [0, 1, 2], 8, log_schedule(12, 4), engine.BatchPlacer())
+    plan = plan_points(validate(cfg), [0, 1, 2], 8, log_schedule(12, 4), devices.BatchPlacer())
     assert len({p.prog for p in plan}) == 1  # one program (one compile) for every H
     assert sorted(sorted(cfg.sweep.heads[i] for i, _ in pack) for p in plan for pack in p.packs) == [
         [1, 2],
@@ -102,7 +102,7 @@ def test_pack_runs_first_fit_decreasing():
 
 def test_fast_path_flag_is_respected():
     cfg = validate(tiny())
-    placer = engine.BatchPlacer()
+    placer = devices.BatchPlacer()
     sched = log_schedule(12, 4)
     fast = plan_points(cfg, [0, 1, 2], 8, sched, placer)
     assert all(p.prog.fast_path and p.prog.slots == 1 for p in fast)
@@ -113,7 +113,7 @@ def test_fast_path_flag_is_respected():
         assert not p.prog.fast_path
         assert all(p.prog.slots >= cfg.sweep.heads[i] for i in p.indices)
     args = cli.build_parser().parse_args(["--no-fast-path", "--heads", "1,3", "--steps", "3"])
-    assert cli.config_from_args(args).sweep.fast_path is False
+    assert cli.config_from_args(args).config.sweep.fast_path is False
     # ...and the two paths agree (the full one simulates all heads).
     a, b = run_sweep(cfg, progress=False), run_sweep(off, progress=False)
     assert_same(a, b, rtol=1e-4, atol=1e-5)
@@ -239,7 +239,7 @@ def test_x64_engine_matches_float64_loop(optimizer):
 
 
 def test_device_flag(tmp_path, capsys):
-    assert engine.select_devices("cpu") == jax.devices("cpu")
+    assert devices.select_devices("cpu") == jax.devices("cpu")
     if not any(d.platform == "gpu" for d in jax.devices()):
         args = ["--device", "gpu", "--heads", "1", "--steps", "2", "--quiet", "--out", str(tmp_path / "o")]
         code = cli.main(args)
@@ -248,7 +248,7 @@ def test_device_flag(tmp_path, capsys):
         assert len(err) == 1 and "no GPU" in err[0]
         assert not (tmp_path / "o").exists()
     with pytest.raises(ValueError, match="device='tpu'"):
-        engine.select_devices("tpu")
+        devices.select_devices("tpu")
 
 
 def test_two_processes_with_jax_distributed_equal_two_devices(tmp_path):

@@ -66,7 +66,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
     """For each H in ``heads`` (H,): attention of ``X_show`` (k, T, d), the mean attention mass on the
     relevant test tokens and the train/test loss at every logged step; arrays (H, L, ...).
 
-    ``data`` is one trial of ``dynamics.engine.Data``.
+    ``data`` is one trial of ``dynamics.data.Data``.
     """
     loss = Loss.LOGISTIC
     d = data.X_train.shape[-1]

@@ -31,9 +31,11 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from dynamics import model as mdl  # noqa: E402
 from dynamics.config import DataConfig, log_schedule  # noqa: E402
-from dynamics.data import make_data  # noqa: E402
-from dynamics.engine import Data  # noqa: E402
-from dynamics.io import atomic_write_bytes  # noqa: E402
+from dynamics.data import (
+    Data,  # noqa: E402
+    make_data,  # noqa: E402
+)
+from dynamics.results import atomic_write_bytes  # noqa: E402
 
 # The --quick settings' data (one trial): every demo draws the same shapes, so a test process
 # compiles the data generator once for all of them.

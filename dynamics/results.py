@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import optax
 
-from dynamics.config import Config, apply_overrides
+from dynamics.devices import device_name
 from dynamics.sweep import SweepResult
 
 SCHEMA_VERSION = 1
@@ -30,13 +30,6 @@ def versions() -> dict[str, str]:
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
-
-
-def device_name(devices=None) -> str:
-    """'cpu:cpu x1', 'gpu:NVIDIA H100 80GB HBM3 x1', ...: the devices a sweep ran on (default: JAX's)."""
-    devices = list(devices) if devices is not None else jax.devices()
-    dev = devices[0]
-    return f"{dev.platform}:{getattr(dev, 'device_kind', dev.platform)} x{len(devices)}"
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
@@ -125,10 +118,3 @@ def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     with np.load(out / "curves.npz", allow_pickle=False) as z:
         curves = {k: z[k] for k in z.files}
     return meta, curves
-
-
-def config_from_dict(d: dict[str, Any]) -> Config:
-    """Rebuild a Config from ``results.json``'s ``config``."""
-    return apply_overrides(
-        Config(name=d.get("name", "default")), {k: v for k, v in d.items() if k != "name"}, "results.json"
-    )
