@@ -160,12 +160,12 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     """Everything for one sweep, in this (fresh) process."""
     import jax
 
-    from dynamics.config import log_schedule, validate
-    from dynamics.data import make_data, token_width
-    from dynamics.devices import BatchPlacer
-    from dynamics.sweep import plan_points, run_sweep
+    from dynamics.config import resolve
+    from dynamics.data import make_data
+    from dynamics.sweep import run_sweep
 
-    cfg = validate(sweep_config(name, steps))
+    exp = resolve(sweep_config(name, steps))
+    cfg = exp.config
     row: dict = {"sweep": name, "slots": slots, "load_before": os.getloadavg()[0]}
     row["matmul_gflops"] = matmul_gflops()
 
@@ -176,28 +176,41 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     row["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    run_sweep(cfg, progress=False, slots=slots)
+    run_sweep(exp, progress=False, slots=slots)
     row["cold_s"] = time.perf_counter() - t
     warm = []
     for _ in range(repeats):
         t = time.perf_counter()
-        run_sweep(cfg, progress=False, slots=slots)
+        run_sweep(exp, progress=False, slots=slots)
         warm.append(time.perf_counter() - t)
     row["warm_s"] = min(warm)
     row["compile_s"] = row["cold_s"] - row["warm_s"]
 
-    # Work: the head slots the engine ran (its plan: packs × S, empty slots included) and the model's H.
-    schedule = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
-    placer = BatchPlacer()
+    row.update(work(exp, data, slots))
+    row["head_steps_per_s"] = row["head_steps"] / row["warm_s"]
+    row["executed_gflops"] = row["executed_flops"] / row["warm_s"] / 1e9
+    row.update(baselines(cfg, data, baseline_steps, row["warm_s"], row["logged"]))
+    row["load_after"] = os.getloadavg()[0]
+    row["device"] = f"{jax.devices()[0].device_kind} x{jax.device_count()}"
+    return row
+
+
+def work(exp, data, slots: int | None) -> dict:
+    """The head slots the engine ran (its plan: packs × S, empty slots included) and the model's H."""
+    from dynamics.data import token_width
+    from dynamics.devices import BatchPlacer
+    from dynamics.sweep import plan_points
+
+    cfg, schedule = exp.config, list(exp.steps)
     d = token_width(data)
-    points = plan_points(cfg, range(len(cfg.sweep.heads)), d, schedule, placer, slots=slots)
+    points = plan_points(cfg, range(len(cfg.sweep.heads)), d, schedule, BatchPlacer(), slots=slots)
     stored_slots = sum(len(p.packs) * p.prog.slots for p in points)
     n, n_test = int(data.X_train.shape[-3]), int(data.X_test.shape[-3])
     T, q, trials, S_ = int(data.X_train.shape[-2]), cfg.model.query, cfg.sweep.trials, cfg.optim.steps
     L = len(schedule)
     f_step, f_eval = step_flops(n, T, d, q), eval_flops(n, n_test, T, d, q, data.mask_test is not None)
     heads = cfg.sweep.heads
-    row.update(
+    return dict(
         runs=len(heads) * trials,
         steps=S_,
         logged=L,
@@ -207,15 +220,18 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
         model_flops=sum(heads) * trials * (S_ * f_step + L * f_eval),
         executed_flops=stored_slots * trials * (S_ * f_step + L * f_eval),
     )
-    row["head_steps_per_s"] = row["head_steps"] / row["warm_s"]
-    row["executed_gflops"] = row["executed_flops"] / row["warm_s"] / 1e9
 
-    # Baseline: the plain loop, timed on a few steps per H, extrapolated.
+
+def baselines(cfg, data, baseline_steps: int, warm_s: float, L: int) -> dict:
+    """The plain loop, timed on a few steps per H, extrapolated to the sweep."""
+    import jax
+
     first = jax.tree_util.tree_map(lambda a: a[0], data)
     variants = [("baseline", False)] + ([("baseline_1head", True)] if cfg.model.init == "zero" else [])
+    row, trials, S_ = {}, cfg.sweep.trials, cfg.optim.steps
     for key, one_head in variants:
         est, comp, per_head = 0.0, 0.0, {}
-        for H in heads:
+        for H in cfg.sweep.heads:
             b = baseline_times(cfg, first, H, one_head, baseline_steps)
             est += trials * (S_ * b["step_s"] + L * b["eval_s"])
             comp += b["compile_s"]
@@ -223,9 +239,7 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
         row[f"{key}_per_head_us"] = per_head
         row[f"{key}_s"] = est
         row[f"{key}_compile_s"] = comp
-        row[f"{key}_ratio"] = est / row["warm_s"]
-    row["load_after"] = os.getloadavg()[0]
-    row["device"] = f"{jax.devices()[0].device_kind} x{jax.device_count()}"
+        row[f"{key}_ratio"] = est / warm_s
     return row
 
 
@@ -268,7 +282,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.run",
         description=__doc__.split("\n\n")[0],
@@ -287,7 +301,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host-devices", type=int, default=None, help="CPU: split the host into N JAX devices")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     p.add_argument("--job", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def report(rows: list[dict], json_path: str | None) -> None:
+    print()
+    print(format_table(rows))
+    presets = [r for r in rows if r["sweep"] in PRESET_SWEEPS]
+    if presets:
+        print(
+            f"\nall {len(presets)} preset sweeps: {sum(r['warm_s'] for r in presets):.1f} s of simulation "
+            f"after compile, {sum(r['compile_s'] for r in presets):.1f} s of engine compile, "
+            f"{sum(r['data_s'] for r in presets):.1f} s of data generation (first call)"
+        )
+    if json_path:
+        from dynamics.results import atomic_write_bytes
+
+        atomic_write_bytes(Path(json_path), json.dumps(rows, indent=2).encode())
+        print(f"wrote {json_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     if args.job:
         job = json.loads(args.job)
@@ -325,20 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             f"load {row['load_before']:.1f}-{row['load_after']:.1f} [{time.perf_counter() - t:.0f} s]",
             flush=True,
         )
-    print()
-    print(format_table(rows))
-    presets = [r for r in rows if r["sweep"] in PRESET_SWEEPS]
-    if presets:
-        print(
-            f"\nall {len(presets)} preset sweeps: {sum(r['warm_s'] for r in presets):.1f} s of simulation "
-            f"after compile, {sum(r['compile_s'] for r in presets):.1f} s of engine compile, "
-            f"{sum(r['data_s'] for r in presets):.1f} s of data generation (first call)"
-        )
-    if args.json:
-        from dynamics.results import atomic_write_bytes
-
-        atomic_write_bytes(Path(args.json), json.dumps(rows, indent=2).encode())
-        print(f"wrote {args.json}")
+    report(rows, args.json)
     return 0
 
 

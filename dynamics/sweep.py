@@ -305,22 +305,13 @@ def _run_points(
     divergence from non-finite metrics too, points after it NaN, -1 = never.
     """
     base = cfgs[0]
-    heads, steps_total = base.sweep.heads, base.optim.steps
+    heads = base.sweep.heads
     data, shared, init_keys = _prepare(base)
     steps = np.array(schedule)
     placer = BatchPlacer(devices)
     placed = placer.data(data)
-    points = plan_points(
-        base,
-        todo,
-        token_width(data),
-        schedule,
-        placer,
-        variants=len(cfgs),
-        packs_per_call=packs_per_call,
-        chunk=chunk,
-        slots=slots,
-    )
+    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     unit = "H" if len(cfgs) == 1 else "run"
     hide = not progress or jax.process_index() != 0
     bar = tqdm(total=len(todo) * len(cfgs), desc=base.name, unit=unit, disable=hide)
@@ -328,30 +319,31 @@ def _run_points(
         for point in points:
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
+            on_devices = placer.batch(batch)
             metrics, div_at = train_batch(
-                point.prog,
-                placed,
-                placer.batch(batch),
-                mesh=placer.mesh,
-                chunk=point.chunk,
-                shared_data=shared,
+                point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
             )
             metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
-            shape = (len(items), base.sweep.trials)
-            metrics = {k: np.array(v[rows, cols], np.float64).reshape(*shape, -1) for k, v in metrics.items()}
-            div_at = np.array(div_at[rows, cols]).reshape(shape)
-            # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step,
-            # after the in-program check) also counts as divergence at that step.
-            bad = ~np.isfinite(metrics["train_loss"])  # (items, trials, L)
-            first_bad = np.where(bad.any(axis=-1), steps[np.argmax(bad, axis=-1)], div_at)
-            div_at = np.minimum(div_at, first_bad)
-            mask_diverged(metrics, steps, div_at)
-            div_at = np.where(div_at > steps_total, -1, div_at)
+            metrics, div_at = _finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
             bar.update(sum(i in todo for i, _ in items))
             yield items, metrics, div_at
     finally:
         bar.close()
+
+
+def _finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarray):
+    """A point's outputs (B, R, L) and (B, R) as (items, trials, L) and (items, trials): divergence
+    from non-finite logged metrics too, points after it NaN, -1 = never diverged."""
+    metrics = {k: np.array(v[rows, cols], np.float64).reshape(*shape, -1) for k, v in metrics.items()}
+    div_at = np.array(div_at[rows, cols]).reshape(shape)
+    # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step, after
+    # the in-program check) also counts as divergence at that step.
+    bad = ~np.isfinite(metrics["train_loss"])  # (items, trials, L)
+    first_bad = np.where(bad.any(axis=-1), steps[np.argmax(bad, axis=-1)], div_at)
+    div_at = np.minimum(div_at, first_bad)
+    mask_diverged(metrics, steps, div_at)
+    return metrics, np.where(div_at > steps[-1], -1, div_at)
 
 
 def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) -> None:
@@ -404,22 +396,13 @@ def run_sweep(
     diverged_at = np.full((n_h, trials), -1, dtype=np.int32)
     for i, h in enumerate(heads):
         if h in skip_heads:
-            metrics, div_at = skip_heads[h]
+            metrics, diverged_at[i] = skip_heads[h]
             for k in METRICS:
                 curves[k][i] = metrics[k]
-            diverged_at[i] = div_at
     todo = [i for i, h in enumerate(heads) if h not in skip_heads]
     if todo:
-        for items, metrics, div_at in _run_points(
-            [cfg],
-            exp.steps,
-            todo,
-            devices=devices,
-            packs_per_call=packs_per_call,
-            chunk=chunk,
-            slots=slots,
-            progress=progress,
-        ):
+        layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+        for items, metrics, div_at in _run_points([cfg], exp.steps, todo, progress=progress, **layout):
             keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
             indices = [items[j][0] for j in keep]
             by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L)
@@ -474,16 +457,8 @@ def run_grid(
     n_h, V = len(cfg.sweep.heads), len(cfgs)
     curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in METRICS}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)
-    for items, metrics, div_at in _run_points(
-        cfgs,
-        exp.steps,
-        list(range(n_h)),
-        devices=devices,
-        packs_per_call=packs_per_call,
-        chunk=chunk,
-        slots=slots,
-        progress=progress,
-    ):
+    layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+    for items, metrics, div_at in _run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, **layout):
         for j, (i, v) in enumerate(items):
             for k in METRICS:
                 curves[k][i, v] = metrics[k][j]
