@@ -136,9 +136,9 @@ def test_diverged_heads_are_marked_not_dropped(saved, tmp_path):
 def test_cache_reused_then_invalidated_by_a_config_change(tmp_path, monkeypatch):
     calls = []
 
-    def counting_run_sweep(cfg, progress=True):
-        calls.append(cfg.hash())
-        return run_sweep(cfg, progress=False)
+    def counting_run_sweep(exp, progress=True):
+        calls.append(exp.config.hash())  # the registry resolves the config once, then runs it
+        return run_sweep(exp, progress=False)
 
     monkeypatch.setattr(registry, "run_sweep", counting_run_sweep)
     cfg = tiny("fig2")
