@@ -14,7 +14,7 @@ from dynamics import demo
 from dynamics import model as mdl
 from dynamics.demo import lazy_rich
 from dynamics.demo.__main__ import main
-from dynamics.demo.common import active_logits
+from dynamics.demo.common import first_heads
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -95,15 +95,16 @@ def _random_problem(key, n_heads=3, d=6, T=4, n=5):
     return params0, X, direction
 
 
-@pytest.mark.parametrize("which", ["logits", "active_logits"])
+@pytest.mark.parametrize("which", ["logits", "first_heads"])
 def test_linearised_model_agrees_to_first_order(x64, which):
     """|Φ(θ₀ + εv) − Φ_lin(θ₀ + εv)| = O(ε²): the error falls 4× each time ε halves (float64)."""
     params0, X, v = _random_problem(jax.random.PRNGKey(1))
     if which == "logits":
         fn = lambda p: mdl.logits(p, X, norm="sqrt")  # noqa: E731
         lin = lazy_rich.linearized_logits(params0, X)
-    else:  # the gated model the demo trains: 2 of 3 stored heads active
-        fn = lambda p: active_logits(p, X, jnp.float64(2))  # noqa: E731
+    else:  # the model the demo trains: the first 2 of 3 stored heads, the third of weight 0
+        w = first_heads(jnp.float64(2), 3)
+        fn = lambda p: mdl.logits(p, X, weight=w, n_heads=jnp.float64(2))  # noqa: E731
         lin = lazy_rich.linearized(fn, params0)
     fn, lin = jax.jit(fn), jax.jit(lin)  # one compile each instead of op-by-op dispatch
     np.testing.assert_allclose(lin(params0), fn(params0), rtol=1e-15, atol=1e-15)
@@ -119,12 +120,21 @@ def test_linearised_model_agrees_to_first_order(x64, which):
     np.testing.assert_allclose(ratios, 4.0, rtol=0.1)
 
 
-def test_active_logits_is_the_H_head_model_and_gated_heads_get_no_gradient(x64):
+def test_first_heads_weight_is_the_H_head_model_and_empty_slots_get_no_gradient(x64):
+    """The demos' padding: weight 0 slots change nothing in Φ and get exactly zero gradient."""
     params, X, _ = _random_problem(jax.random.PRNGKey(2), n_heads=5)
     first3 = {k: v[:3] for k, v in params.items()}
-    gated = jax.jit(active_logits)(params, X, jnp.float64(3))
-    np.testing.assert_allclose(gated, jax.jit(mdl.logits)(first3, X), rtol=1e-13, atol=1e-14)
-    grads = jax.jit(jax.grad(lambda p: jnp.sum(active_logits(p, X, jnp.float64(3)))))(params)
+    n_heads = jnp.float64(3)
+    w = first_heads(n_heads, 5)
+    np.testing.assert_array_equal(w, [1.0, 1.0, 1.0, 0.0, 0.0])
+
+    def padded(p):
+        return mdl.logits(p, X, weight=w, n_heads=n_heads)
+
+    np.testing.assert_allclose(
+        jax.jit(padded)(params), jax.jit(mdl.logits)(first3, X), rtol=1e-13, atol=1e-14
+    )
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(padded(p))))(params)
     for name, g in grads.items():
         assert bool(jnp.all(g[3:] == 0.0)), name
         assert bool(jnp.any(g[:3] != 0.0)), name

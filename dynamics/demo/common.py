@@ -29,7 +29,6 @@ import seaborn as sns  # noqa: E402
 from matplotlib.animation import PillowWriter  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from dynamics import model as mdl  # noqa: E402
 from dynamics.config import DataConfig, log_schedule  # noqa: E402
 from dynamics.data import (
     Data,  # noqa: E402
@@ -83,22 +82,15 @@ def train_logged(
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logged)
 
 
-def gate_heads(params: Any, n_heads: jax.Array) -> Any:
-    """Keep the first ``n_heads`` stored heads, multiply the others by 0 (``n_heads`` may be traced)."""
-    h_max = params["U"].shape[0]
-    active = jnp.arange(h_max) < n_heads  # (h,)
-    return {k: v * active.reshape((-1,) + (1,) * (v.ndim - 1)).astype(v.dtype) for k, v in params.items()}
+def first_heads(n_heads: jax.Array, n_slots: int) -> jax.Array:
+    """Slot weights (S,) for ``dynamics.model.logits``: 1 for the first ``n_heads`` of ``n_slots``
+    stored heads, 0 for the others (``n_heads`` may be traced).
 
-
-def active_logits(params: Any, X: jax.Array, n_heads: jax.Array) -> jax.Array:
-    """Φ(X) (n,) of the model made of the first ``n_heads`` stored heads, c_H = 1/√n_heads.
-
-    The other stored heads are gated to 0: they add exactly nothing to Φ and get exactly zero
-    gradient, so one compiled program with H_max stored heads runs every H ≤ H_max (a traced
-    ``n_heads`` that ``vmap`` can batch) and is the H-head model of ``dynamics.model.logits``.
+    A weight-0 slot adds exactly nothing to Φ and gets exactly zero gradient, so one compiled
+    program with ``n_slots`` stored heads runs every H ≤ ``n_slots`` (a traced H that ``vmap``
+    can batch) and is the H-head model.
     """
-    gated = gate_heads(params, n_heads)
-    return mdl.head_norm(n_heads, "sqrt") * mdl.logits(gated, X, norm="sum")
+    return (jnp.arange(n_slots) < n_heads).astype(jnp.zeros(()).dtype)  # (S,)
 
 
 def schedule(steps: int, log_points: int | None = None) -> tuple[np.ndarray, tuple[int, ...]]:

@@ -26,10 +26,9 @@ from dynamics import model as mdl
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
-    active_logits,
     check_finite,
     dm1_data,
-    gate_heads,
+    first_heads,
     head_palette,
     log_x,
     save_png,
@@ -99,18 +98,23 @@ def train_lazy_rich(
     train loss and relative movement ‖θ_t − θ₀‖/‖θ₀‖ of the model and of its linearisation at
     every logged step, arrays (B, trials, L).
 
-    Every H ≤ ``h_max`` runs in this one program: ``h_max`` stored heads, the first H active
-    (``common.active_logits``), the others gated to exactly 0.
+    Every H ≤ ``h_max`` runs in this one program: ``h_max`` stored heads, the first H of weight 1
+    (``common.first_heads``), the others of weight 0.
     """
     loss = Loss.LOGISTIC
 
     def one(n_heads, data, key):
-        normal = mdl.init_params(key, h_max, data.X_train.shape[-1], init="normal", scale=scale)
-        params0 = gate_heads(normal, n_heads)  # inactive heads are 0: they add nothing to ‖θ₀‖
-        phis = {
-            "model": lambda p: active_logits(p, data.X_train, n_heads),
-            "lin": linearized(lambda p: active_logits(p, data.X_train, n_heads), params0),
-        }
+        d = data.X_train.shape[-1]
+        weight = first_heads(n_heads, h_max)  # (h_max,)
+        # The empty slots (weight 0) start at 0, so they add nothing to ‖θ₀‖ (Φ ignores them, and
+        # they get zero gradient, so they stay 0): the per-head init scale σ₀·w_s draws them as 0.
+        slots = jnp.arange(h_max)
+        params0 = mdl.init_heads(jnp.broadcast_to(key, (h_max, *key.shape)), slots, d, scale * weight)
+
+        def phi(p):
+            return mdl.logits(p, data.X_train, weight=weight, n_heads=n_heads)  # (n,)
+
+        phis = {"model": phi, "lin": linearized(phi, params0)}
         size0 = _tree_norm(params0)
 
         def losses(pair):

@@ -5,9 +5,9 @@ N(0, σ₀²/d)). Every head is simulated (no fast path), so the zero-init diver
 max_{h,h'} ‖θ_h − θ_h'‖ is measured, not assumed; it is exactly 0 at every step because
 identical heads get bit-identical gradients (SPEC §2).
 
-All H values run in one compiled program: each run stores H_max heads of which the first H
-are active (``common.active_logits``); the others are gated to 0, contribute exactly nothing
-to Φ and get exactly zero gradient.
+All H values run in one compiled program: each run stores H_max heads, the first H of weight 1
+and the others of weight 0 (``common.first_heads``, ``dynamics.model.logits``): those add exactly
+nothing to Φ and get exactly zero gradient.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from dynamics import model as mdl
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
-    active_logits,
     check_finite,
     dm1_data,
-    gate_heads,
+    first_heads,
     head_palette,
     log_x,
     save_png,
@@ -63,15 +62,6 @@ FULL = Settings()
 QUICK = Settings(heads=(1, 2, 3), steps=12, log_points=5, trials=1, **QUICK_DATA)
 
 
-def masked_diversity(params: mdl.Params, active: jax.Array) -> jax.Array:
-    """max over pairs of active heads of ‖θ_h − θ_h'‖ (0 for a single head)."""
-    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (h, P)
-    diff = flat[:, None, :] - flat[None, :, :]  # (h, h, P)
-    sq = jnp.sum(diff * diff, axis=-1)  # (h, h)
-    pairs = active[:, None] & active[None, :]  # (h, h)
-    return jnp.sqrt(jnp.max(jnp.where(pairs, sq, 0.0)))
-
-
 @partial(jax.jit, static_argnames=("h_max", "segments"))
 def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, lr, h_max: int, segments):
     """One run: the first ``n_heads`` of ``h_max`` heads active, init scale ``scale`` (0 = θ(0) = 0).
@@ -81,17 +71,20 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
     loss = Loss.LOGISTIC
     d = data.X_train.shape[-1]
     normal = mdl.init_params(key, h_max, d, init="normal", scale=1.0)
-    params0 = gate_heads({k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}, n_heads)
+    # The empty slots keep their draw: weight 0 gives them no say in Φ and exactly zero gradient,
+    # and the diversity reads only the H heads of the model.
+    params0 = {k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}
+    weight = first_heads(n_heads, h_max)  # (h_max,)
 
     def phi(p, X):
-        return active_logits(p, X, n_heads)  # (n,): c_H Σ_{h ≤ H} f_h
+        return mdl.logits(p, X, weight=weight, n_heads=n_heads)  # (n,): c_H Σ_{h ≤ H} f_h
 
     def objective(p):
         return mean_loss(data.y_train * phi(p, data.X_train), loss)
 
     def observe(p):
         return {
-            "diversity": masked_diversity(p, jnp.arange(h_max) < n_heads),
+            "diversity": mdl.head_diversity(p, weight > 0),
             "train_loss": objective(p),
             "test_loss": mean_loss(data.y_test * phi(p, data.X_test), loss),
         }
