@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.animation import PillowWriter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from dynamics.config import DataConfig, log_schedule  # noqa: E402
@@ -121,7 +122,7 @@ def head_palette(heads: Sequence[int]) -> list:
     return sns.color_palette("flare", n_colors=len(heads))
 
 
-def save_png(fig, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
     """Render ``fig`` to PNG in memory and write it atomically; closes the figure."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PNG_DPI)
@@ -130,23 +131,23 @@ def save_png(fig, path: Path) -> Path:
     return Path(path)
 
 
-def save_gif(
-    fig,
-    draw_frame: Callable[[int], None],
-    frames: Iterable[int],
-    path: Path,
-    *,
-    fps: float = 6,
-    progress: bool = True,
-) -> Path:
-    """An animated GIF with matplotlib's PillowWriter: ``draw_frame(i)`` updates ``fig`` for frame i.
+class Animation(NamedTuple):
+    """A figure and how to draw each of its frames: what a GIF is made of."""
+
+    fig: Figure
+    draw_frame: Callable[[int], None]  # updates ``fig`` in place to show frame i
+    frames: tuple[int, ...]  # the frame indices, in playing order
+
+
+def save_gif(anim: Animation, path: Path, *, fps: float = 6, progress: bool = True) -> Path:
+    """An animated GIF of ``anim`` with matplotlib's PillowWriter, one image per frame.
 
     The writer writes into a temporary folder; the finished file is then moved into place
     atomically, so ``path`` never holds half a GIF. Closes the figure.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frames = list(frames)
+    fig, draw_frame, frames = anim
     writer = PillowWriter(fps=fps)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".gif-") as tmp:
         tmp_path = Path(tmp) / path.name
