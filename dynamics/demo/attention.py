@@ -76,12 +76,15 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
 
     def run(m):
         params0 = mdl.init_params(jax.random.PRNGKey(0), 1, d, init="zero")  # the key is unused at zero
+        weight = jnp.reshape(m, (1,))  # (1,): the one stored head stands for m identical heads
+
+        def loss_on(p, X, y):
+            return mean_loss(y * mdl.logits(p, X, weight=weight), loss)  # Φ = (1/√m)·m·f
 
         def objective(p):
-            # One stored head stands for m identical heads; each of them gets 1/m of the reduced
-            # model's gradient (SPEC §2), so descending (loss / m) is the exact H-head GD.
-            z = data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,)))  # (n,)
-            return mean_loss(z, loss) / m
+            # Each of the m identical heads gets 1/m of the reduced model's gradient (SPEC §2),
+            # so descending (loss / m) is the exact H-head GD.
+            return loss_on(p, data.X_train, data.y_train) / m
 
         def observe(p):
             A = mdl.attention(p, data.X_test)[:, 0]  # (n_test, T): the stored head = every head
@@ -89,12 +92,8 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
             return {
                 "attn": mdl.attention(p, X_show)[:, 0],  # (k, T)
                 "mass": jnp.mean(mass),
-                "train_loss": mean_loss(
-                    data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,))), loss
-                ),
-                "test_loss": mean_loss(
-                    data.y_test * mdl.logits(p, data.X_test, weight=jnp.reshape(m, (1,))), loss
-                ),
+                "train_loss": loss_on(p, data.X_train, data.y_train),
+                "test_loss": loss_on(p, data.X_test, data.y_test),
             }
 
         return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
@@ -262,4 +261,4 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     r = compute(s, seed)
     png = save_png(draw(r, s), out / "attention.png")
     gif = save_gif(draw_animation(r, s), out / "attention.gif", fps=FPS, progress=progress)
-    return DemoResult(NAME, (png, gif), *report(r, s))
+    return DemoResult(NAME, (png, gif), *report(r, s), arrays=r)

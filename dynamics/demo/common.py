@@ -52,6 +52,7 @@ class DemoResult:
     files: tuple[Path, ...]
     numbers: dict[str, float] = field(default_factory=dict)
     lines: tuple[str, ...] = ()  # one-line findings, printed by the CLI
+    arrays: Any = None  # what the demo's compute returned (numpy arrays): redraw without retraining
 
 
 def train_logged(

@@ -277,4 +277,4 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     s = QUICK if quick else FULL
     r = compute(s, seed, progress=progress)
     png = save_png(draw(r, s), out / "lazy_vs_rich.png")
-    return DemoResult(NAME, (png,), *report(r, s))
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -236,4 +236,4 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     s = QUICK if quick else FULL
     r = compute(s, seed, progress=progress)
     png = save_png(draw(r, s), out / "step_size.png")
-    return DemoResult(NAME, (png,), *report(r, s))
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)

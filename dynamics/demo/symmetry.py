@@ -231,4 +231,4 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     s = QUICK if quick else FULL
     r = compute(s, seed)
     png = save_png(draw(r, s), out / "symmetry.png")
-    return DemoResult(NAME, (png,), *report(r, s))
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)
