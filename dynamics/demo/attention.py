@@ -4,6 +4,10 @@ DM1 (SPEC §5), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. 
 every head stays identical (SPEC §2), so one attention map per H tells the whole story;
 the run stores one representative head of weight H (the engine's exact fast
 path) and all H values train in one compiled program (``vmap`` over H).
+
+Holds the settings, the compiled run (``train_attention``), ``compute`` → ``AttentionRun``,
+``draw`` (the PNG: heatmaps per H and snapshot step over the mass curves), ``draw_animation``
+(the GIF: one frame per logged step), ``report`` and ``run``.
 """
 
 from __future__ import annotations

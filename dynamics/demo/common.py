@@ -1,5 +1,8 @@
-"""Shared pieces of the teaching demos: a training scan that keeps what it is asked to
-observe at the logged steps, DM1 data, and atomic PNG/GIF output.
+"""Shared pieces of the teaching demos: ``DemoResult``; for computing, a training scan that keeps
+what it is asked to observe at the logged steps (``train_logged``), the slot weights that pad H
+heads into more stored ones (``first_heads``), the logged steps, DM1 data and a finiteness check;
+for drawing, the style, the palette of H, a log iteration axis, and atomic PNG/GIF output
+(``save_png``, ``Animation`` + ``save_gif``).
 
 The engine (``dynamics.engine``) returns metrics only; the demos need parameters,
 attention maps or a linearised model at the logged steps, so they run this small scan

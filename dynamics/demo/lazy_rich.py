@@ -7,6 +7,11 @@ one "neuron" of a width-H layer. Both models train by GD with the same step from
 same θ₀ on the same data. As H grows every head moves less (‖θ_t − θ₀‖/‖θ₀‖ ~ 1/√H), the
 model stays close to its tangent model and their loss curves merge (lazy training); at
 small H the parameters travel far and the attention itself changes (rich training).
+
+Holds the tangent model (``linearized``, ``linearized_logits``), the settings, the compiled run
+(``train_lazy_rich``) and its grouping of H into programs (``buckets``), ``compute`` →
+``LazyRichRun``, ``draw`` (loss curves of both models; their gap and the parameter movement
+against H), ``report`` and ``run``.
 """
 
 from __future__ import annotations

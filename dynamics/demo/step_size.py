@@ -9,6 +9,10 @@ key-query W = w learns with step η/H. The demo runs both for several H:
 - one head, c = 1, GD with step η on Ũ and η/H on W (``optax.multi_transform``),
 
 and draws their train loss and key-query norm on top of each other.
+
+Holds the settings, the two compiled runs (``train_many_heads``, ``train_one_head``),
+``compute`` → ``StepSizeRun``, ``draw`` (both runs' loss and ‖W‖ curves; their relative
+difference against float32's ε), ``report`` and ``run``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ identical heads get bit-identical gradients (SPEC §2).
 All H values run in one compiled program: each run stores H_max heads, the first H of weight 1
 and the others of weight 0 (``common.first_heads``, ``dynamics.model.logits``): those add exactly
 nothing to Φ and get exactly zero gradient.
+
+Holds the settings, the compiled run (``train_symmetry``), ``compute`` → ``SymmetryRun``,
+``draw`` (diversity over training; final train and test loss against H), ``report`` and ``run``.
 """
 
 from __future__ import annotations
