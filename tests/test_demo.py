@@ -1,7 +1,9 @@
 """The teaching demos on their --quick settings: they run, write readable pictures, and show what
 they claim (zero-init heads never differ, the tangent model is first-order exact, H heads at
-step η are one head with key-query step η/H)."""
+step η are one head with key-query step η/H). Each demo's compute returns the arrays its result
+type documents, and its draw functions render from given arrays alone."""
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -12,9 +14,9 @@ from PIL import Image
 
 from dynamics import demo
 from dynamics import model as mdl
-from dynamics.demo import lazy_rich
+from dynamics.demo import attention, lazy_rich, step_size, symmetry
 from dynamics.demo.__main__ import main
-from dynamics.demo.common import active_logits
+from dynamics.demo.common import Animation, first_heads, schedule
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -83,6 +85,119 @@ def test_lazy_demo_more_heads_move_less(ran):
     assert result.numbers[f"loss_gap_H{large}"] < result.numbers[f"loss_gap_H{small}"]
 
 
+def result_shapes(module, s) -> dict[str, tuple[int, ...]]:
+    """The shape of every field of ``module``'s compute result for settings ``s``, as its result
+    type's comments document them (``()`` for a plain number)."""
+    H, L = len(s.heads), len(schedule(s.steps, s.log_points)[0])
+    if module is attention:
+        k, T = s.examples, s.T
+        curve = (H, L)
+        return dict(
+            heads=(H,), steps=(L,), attn=(H, L, k, T), mass=curve, train_loss=curve, test_loss=curve,
+            mask=(k, T), labels=(k,), uniform=(),
+        )  # fmt: skip
+    if module is symmetry:
+        grid = (2, H, s.trials, L)
+        return dict(heads=(H,), steps=(L,), diversity=grid, train_loss=grid, test_loss=grid)
+    if module is lazy_rich:
+        grid = (H, s.trials, L)
+        names = ("model_loss", "lin_loss", "model_movement", "lin_movement")
+        return dict(heads=(H,), steps=(L,), **{n: grid for n in names})
+    assert module is step_size
+    curve, per_head = (H, L), (len(step_size.QUANTITIES), H)
+    names = ("loss_many", "loss_one", "w_norm_many", "w_norm_one")
+    return dict(heads=(H,), steps=(L,), **{n: curve for n in names}, max_diff=per_head, max_value=per_head)
+
+
+MODULES = [attention, symmetry, lazy_rich, step_size]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
+def test_compute_returns_the_documented_arrays(ran, module):
+    """run() passes compute's result on in DemoResult.arrays: check it there (no second training)."""
+    r = ran(module.NAME)[1].arrays
+    expected = result_shapes(module, module.QUICK)
+    assert list(r._fields) == list(expected)
+    for name, shape in expected.items():
+        value = getattr(r, name)
+        assert np.shape(value) == shape, name
+        if shape:
+            assert isinstance(value, np.ndarray), name
+    np.testing.assert_array_equal(r.heads, module.QUICK.heads)
+    np.testing.assert_array_equal(r.steps, schedule(module.QUICK.steps, module.QUICK.log_points)[0])
+
+
+def hand_made(module, s, seed=0):
+    """A result of ``module``'s type for settings ``s``, made of random numbers: no training."""
+    rng = np.random.default_rng(seed)
+    fields = {}
+    for name, shape in result_shapes(module, s).items():
+        fields[name] = float(rng.uniform(0.05, 0.3)) if shape == () else rng.uniform(0.01, 1.0, shape)
+    fields["heads"] = np.array(s.heads)
+    fields["steps"] = schedule(s.steps, s.log_points)[0]
+    if module is attention:
+        k, T = fields["mask"].shape
+        fields["mask"] = np.arange(T)[None, :] == rng.integers(0, T, (k, 1))  # one relevant token a row
+        fields["labels"] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
+    if module is symmetry:
+        fields["diversity"][0] = 0.0  # zero-init heads stay equal
+    return fields
+
+
+RESULT_TYPES = {
+    attention: attention.AttentionRun,
+    symmetry: symmetry.SymmetryRun,
+    lazy_rich: lazy_rich.LazyRichRun,
+    step_size: step_size.StepSizeRun,
+}
+
+# Where each figure shows a given array: (axes index, the first line's y data expected).
+FIRST_LINE = {
+    symmetry: lambda r: (0, r.diversity[1, 1].mean(axis=0)),  # random init, the first H > 1
+    lazy_rich: lambda r: (0, r.model_loss[0].mean(axis=0)),
+    step_size: lambda r: (0, r.loss_many[0]),
+}
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
+def test_draw_renders_from_given_arrays_without_training(monkeypatch, module):
+    """draw (and attention's draw_animation) build complete figures from a hand-made result, for
+    settings the demo never computed; JAX, the data and the training are replaced by failures in
+    the demo's module, so nothing is recomputed."""
+    from matplotlib import pyplot as plt
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a draw function trained or drew data")
+
+    trainers = [n for n in vars(module) if n.startswith("train_")]
+    for name in ("compute", "dm1_data", *trainers):
+        monkeypatch.setattr(module, name, no_training)
+    for name in ("jax", "jnp", "mdl"):
+        monkeypatch.setattr(module, name, None)
+    s = dataclasses.replace(module.QUICK, heads=(1, 2, 8), steps=30, log_points=7)
+    r = RESULT_TYPES[module](**hand_made(module, s))
+    fig = module.draw(r, s)
+    fig.canvas.draw()  # render: layout, ticks and text all resolve
+    if module is attention:
+        assert len(fig.axes) == len(s.heads) * s.snapshots + 2  # heatmaps, the mass panel, a colorbar
+        np.testing.assert_array_equal(fig.axes[0].images[0].get_array(), r.attn[0, 0])
+    else:
+        assert len(fig.axes) == 3
+        ax, expected = FIRST_LINE[module](r)
+        np.testing.assert_array_equal(fig.axes[ax].lines[0].get_ydata(), expected)
+    plt.close(fig)
+    if module is attention:
+        anim = module.draw_animation(r, s)
+        assert isinstance(anim, Animation) and anim.frames[-1] == len(r.steps) - 1
+        for i in anim.frames:
+            anim.draw_frame(i)
+        anim.fig.canvas.draw()
+        np.testing.assert_array_equal(anim.fig.axes[0].images[0].get_array(), r.attn[0, -1])
+        plt.close(anim.fig)
+    numbers, lines = module.report(r, s)
+    assert lines and all(np.isfinite(v) for v in numbers.values())
+
+
 def _random_problem(key, n_heads=3, d=6, T=4, n=5):
     k_p, k_x, k_v = jax.random.split(key, 3)
     params0 = mdl.init_params(k_p, n_heads, d, init="normal", scale=1.0)
@@ -95,15 +210,16 @@ def _random_problem(key, n_heads=3, d=6, T=4, n=5):
     return params0, X, direction
 
 
-@pytest.mark.parametrize("which", ["logits", "active_logits"])
+@pytest.mark.parametrize("which", ["logits", "first_heads"])
 def test_linearised_model_agrees_to_first_order(x64, which):
     """|Φ(θ₀ + εv) − Φ_lin(θ₀ + εv)| = O(ε²): the error falls 4× each time ε halves (float64)."""
     params0, X, v = _random_problem(jax.random.PRNGKey(1))
     if which == "logits":
         fn = lambda p: mdl.logits(p, X, norm="sqrt")  # noqa: E731
         lin = lazy_rich.linearized_logits(params0, X)
-    else:  # the gated model the demo trains: 2 of 3 stored heads active
-        fn = lambda p: active_logits(p, X, jnp.float64(2))  # noqa: E731
+    else:  # the model the demo trains: the first 2 of 3 stored heads, the third of weight 0
+        w = first_heads(jnp.float64(2), 3)
+        fn = lambda p: mdl.logits(p, X, weight=w, n_heads=jnp.float64(2))  # noqa: E731
         lin = lazy_rich.linearized(fn, params0)
     fn, lin = jax.jit(fn), jax.jit(lin)  # one compile each instead of op-by-op dispatch
     np.testing.assert_allclose(lin(params0), fn(params0), rtol=1e-15, atol=1e-15)
@@ -119,12 +235,21 @@ def test_linearised_model_agrees_to_first_order(x64, which):
     np.testing.assert_allclose(ratios, 4.0, rtol=0.1)
 
 
-def test_active_logits_is_the_H_head_model_and_gated_heads_get_no_gradient(x64):
+def test_first_heads_weight_is_the_H_head_model_and_empty_slots_get_no_gradient(x64):
+    """The demos' padding: weight 0 slots change nothing in Φ and get exactly zero gradient."""
     params, X, _ = _random_problem(jax.random.PRNGKey(2), n_heads=5)
     first3 = {k: v[:3] for k, v in params.items()}
-    gated = jax.jit(active_logits)(params, X, jnp.float64(3))
-    np.testing.assert_allclose(gated, jax.jit(mdl.logits)(first3, X), rtol=1e-13, atol=1e-14)
-    grads = jax.jit(jax.grad(lambda p: jnp.sum(active_logits(p, X, jnp.float64(3)))))(params)
+    n_heads = jnp.float64(3)
+    w = first_heads(n_heads, 5)
+    np.testing.assert_array_equal(w, [1.0, 1.0, 1.0, 0.0, 0.0])
+
+    def padded(p):
+        return mdl.logits(p, X, weight=w, n_heads=n_heads)
+
+    np.testing.assert_allclose(
+        jax.jit(padded)(params), jax.jit(mdl.logits)(first3, X), rtol=1e-13, atol=1e-14
+    )
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(padded(p))))(params)
     for name, g in grads.items():
         assert bool(jnp.all(g[3:] == 0.0)), name
         assert bool(jnp.any(g[:3] != 0.0)), name

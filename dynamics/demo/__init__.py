@@ -1,7 +1,18 @@
 """Teaching demos: ``python -m dynamics.demo NAME`` writes pictures a class can read.
 
-Each demo is a module with ``NAME``, ``PURPOSE`` and ``run(out, *, quick, seed, progress) ->
-DemoResult``; ``--quick`` is a tiny setting for tests and smoke checks.
+This package holds the registry of demos (``DEMOS``, ``get``, ``run_demo``); each demo is one
+module (``attention``, ``symmetry``, ``lazy_rich``, ``step_size``) made of the same parts:
+
+- ``NAME``, ``PURPOSE``; ``Settings`` with ``FULL`` (the class's pictures) and ``QUICK`` (a tiny
+  setting for tests and smoke checks, ``--quick``);
+- ``compute(settings, seed) ->`` a ``NamedTuple`` of numpy arrays (shapes in its field comments),
+  the only part that trains; Φ comes from ``dynamics.model.logits`` and head diversity from
+  ``dynamics.model.head_diversity``, as in the engine;
+- ``draw(result, settings) -> Figure`` (and ``attention.draw_animation`` for the GIF), from the
+  arrays alone; ``report(result, settings) -> (numbers, lines)``;
+- ``run(out, *, quick, seed, progress) -> DemoResult``: compute → draw → save, and the report.
+
+``common`` holds what they share.
 """
 
 from __future__ import annotations

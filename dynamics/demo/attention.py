@@ -4,6 +4,10 @@ DM1 (SPEC §5), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. 
 every head stays identical (SPEC §2), so one attention map per H tells the whole story;
 the run stores one representative head of weight H (the engine's exact fast
 path) and all H values train in one compiled program (``vmap`` over H).
+
+Holds the settings, the compiled run (``train_attention``), ``compute`` → ``AttentionRun``,
+``draw`` (the PNG: heatmaps per H and snapshot step over the mass curves), ``draw_animation``
+(the GIF: one frame per logged step), ``report`` and ``run``.
 """
 
 from __future__ import annotations
@@ -11,16 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
     QUICK_DATA,
+    Animation,
     DemoResult,
     check_finite,
     dm1_data,
@@ -73,12 +80,15 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
 
     def run(m):
         params0 = mdl.init_params(jax.random.PRNGKey(0), 1, d, init="zero")  # the key is unused at zero
+        weight = jnp.reshape(m, (1,))  # (1,): the one stored head stands for m identical heads
+
+        def loss_on(p, X, y):
+            return mean_loss(y * mdl.logits(p, X, weight=weight), loss)  # Φ = (1/√m)·m·f
 
         def objective(p):
-            # One stored head stands for m identical heads; each of them gets 1/m of the reduced
-            # model's gradient (SPEC §2), so descending (loss / m) is the exact H-head GD.
-            z = data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,)))  # (n,)
-            return mean_loss(z, loss) / m
+            # Each of the m identical heads gets 1/m of the reduced model's gradient (SPEC §2),
+            # so descending (loss / m) is the exact H-head GD.
+            return loss_on(p, data.X_train, data.y_train) / m
 
         def observe(p):
             A = mdl.attention(p, data.X_test)[:, 0]  # (n_test, T): the stored head = every head
@@ -86,12 +96,8 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
             return {
                 "attn": mdl.attention(p, X_show)[:, 0],  # (k, T)
                 "mass": jnp.mean(mass),
-                "train_loss": mean_loss(
-                    data.y_train * mdl.logits(p, data.X_train, weight=jnp.reshape(m, (1,))), loss
-                ),
-                "test_loss": mean_loss(
-                    data.y_test * mdl.logits(p, data.X_test, weight=jnp.reshape(m, (1,))), loss
-                ),
+                "train_loss": loss_on(p, data.X_train, data.y_train),
+                "test_loss": loss_on(p, data.X_test, data.y_test),
             }
 
         return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
@@ -137,14 +143,24 @@ def _mass_axes(ax, steps, mass, heads, colors, uniform: float) -> list:
     return lines
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    s = QUICK if quick else FULL
-    set_style()
-    k_data = jax.random.PRNGKey(seed)
-    data = jax.tree_util.tree_map(
-        lambda a: a[0],
-        dm1_data(k_data, 1, n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant),
-    )
+class AttentionRun(NamedTuple):
+    """What ``compute`` returns: float64 numpy arrays; H values of H, L logged steps, k shown examples."""
+
+    heads: np.ndarray  # (H,) numbers of heads, one trained model each
+    steps: np.ndarray  # (L,) the logged iterations t, from 0 to the last step
+    attn: np.ndarray  # (H, L, k, T) attention of x₁ over the tokens of the k shown test examples
+    mass: np.ndarray  # (H, L) attention on relevant tokens, mean over the test set
+    train_loss: np.ndarray  # (H, L)
+    test_loss: np.ndarray  # (H, L)
+    mask: np.ndarray  # (k, T) the shown examples' relevant tokens (bool)
+    labels: np.ndarray  # (k,) their labels, ±1
+    uniform: float  # the mass of uniform attention: mean fraction r/T of relevant tokens
+
+
+def compute(s: Settings, seed: int = 0) -> AttentionRun:
+    """Train the H-head models of ``s`` on one DM1 draw from ``seed`` and log their attention."""
+    fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
+    data = jax.tree_util.tree_map(lambda a: a[0], dm1_data(jax.random.PRNGKey(seed), 1, **fields))
     show = _pick_examples(np.asarray(data.y_test), s.examples)
     steps, segments = schedule(s.steps, s.log_points)
     logged = train_attention(
@@ -152,68 +168,101 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     )
     logged = {k: np.asarray(v, dtype=np.float64) for k, v in logged.items()}
     check_finite(NAME, **logged)
-    attn, mass = logged["attn"], logged["mass"]  # (H, L, k, T), (H, L)
-    mask, labels = np.asarray(data.mask_test)[show], np.asarray(data.y_test)[show]
-    uniform = float(np.mean(np.asarray(data.mask_test).sum(axis=-1))) / s.T
-    heads, colors = list(s.heads), head_palette(s.heads)
-    vmax = float(np.ceil(attn.max() * 10) / 10)
-    title = (
+    mask_test = np.asarray(data.mask_test)
+    return AttentionRun(
+        heads=np.array(s.heads),
+        steps=steps,
+        **logged,
+        mask=mask_test[show],
+        labels=np.asarray(data.y_test)[show],
+        uniform=float(np.mean(mask_test.sum(axis=-1))) / s.T,
+    )
+
+
+def _title(s: Settings) -> str:
+    return (
         f"DM1 (n={s.n_train}, T={s.T}), θ(0) = 0, GD η = {s.lr:g}, c_H = 1/√H: "
         "attention of the query token x₁ (zero init: all H heads share one map)"
     )
 
-    # Static figure: a heatmap strip per (H, snapshot step), the mass curves underneath.
+
+def _vmax(r: AttentionRun) -> float:
+    """The colour scale's top: the largest attention weight, rounded up to a tenth."""
+    return float(np.ceil(r.attn.max() * 10) / 10)
+
+
+def draw(r: AttentionRun, s: Settings) -> Figure:
+    """The static figure: a heatmap strip per (H, snapshot step), the mass curves underneath."""
+    set_style()
+    heads, colors, steps = list(r.heads), head_palette(r.heads), r.steps
     cols = np.unique(np.round(np.linspace(0, len(steps) - 1, s.snapshots)).astype(int))
     fig = plt.figure(figsize=(2.2 * len(cols) + 1.2, 1.6 * len(heads) + 3.4), layout="constrained")
     gs = fig.add_gridspec(len(heads) + 1, len(cols), height_ratios=[1.0] * len(heads) + [1.7])
-    for r, h in enumerate(heads):
+    for i, h in enumerate(heads):
         for c, li in enumerate(cols):
-            ax = fig.add_subplot(gs[r, c])
-            im = _heatmap(ax, attn[r, li], mask, labels, vmax, left=c == 0, bottom=r == len(heads) - 1)
-            if r == 0:
+            ax = fig.add_subplot(gs[i, c])
+            im = _heatmap(
+                ax, r.attn[i, li], r.mask, r.labels, _vmax(r), left=c == 0, bottom=i == len(heads) - 1
+            )
+            if i == 0:
                 ax.set_title(f"t = {steps[li]}", fontsize=10)
             if c == 0:
-                ax.set_ylabel(f"H = {h}", fontsize=11, color=colors[r], fontweight="bold")
+                ax.set_ylabel(f"H = {h}", fontsize=11, color=colors[i], fontweight="bold")
     ax_mass = fig.add_subplot(gs[-1, :])
-    _mass_axes(ax_mass, steps, mass, heads, colors, uniform)
+    _mass_axes(ax_mass, steps, r.mass, heads, colors, r.uniform)
     for li in cols:
         ax_mass.axvline(log_x(steps)[li], color="0.75", lw=0.8, zorder=0)
     cbar = fig.colorbar(im, ax=fig.axes[:-1], shrink=0.8, pad=0.01)
     cbar.set_label("attention weight")
-    fig.suptitle(title + "\nrows: test examples; orange boxes: relevant tokens", fontsize=11)
-    png = save_png(fig, out / "attention.png")
+    fig.suptitle(_title(s) + "\nrows: test examples; orange boxes: relevant tokens", fontsize=11)
+    return fig
 
-    # GIF: one frame per logged step.
+
+def draw_animation(r: AttentionRun, s: Settings) -> Animation:
+    """The GIF: one frame per logged step (the last held a while), a heatmap per H beside the mass."""
+    set_style()
+    heads, colors, x = list(r.heads), head_palette(r.heads), log_x(r.steps)
     fig = plt.figure(figsize=(2.4 * len(heads) + 5.0, 3.6), layout="constrained")
     gs = fig.add_gridspec(1, len(heads) + 2, width_ratios=[1.0] * len(heads) + [0.08, 2.4])
     images = []
-    for r, h in enumerate(heads):
-        ax = fig.add_subplot(gs[0, r])
-        images.append(_heatmap(ax, attn[r, 0], mask, labels, vmax, left=r == 0, bottom=True))
-        ax.set_title(f"H = {h}", color=colors[r], fontweight="bold")
+    for i, h in enumerate(heads):
+        ax = fig.add_subplot(gs[0, i])
+        images.append(_heatmap(ax, r.attn[i, 0], r.mask, r.labels, _vmax(r), left=i == 0, bottom=True))
+        ax.set_title(f"H = {h}", color=colors[i], fontweight="bold")
     fig.colorbar(images[0], cax=fig.add_subplot(gs[0, len(heads)])).set_label("attention weight")
     ax_mass = fig.add_subplot(gs[0, -1])
-    _mass_axes(ax_mass, steps, mass, heads, colors, uniform)
-    cursor = ax_mass.axvline(log_x(steps)[0], color="0.2", lw=1.2)
-    dots = ax_mass.scatter(np.full(len(heads), log_x(steps)[0]), mass[:, 0], c=colors, s=40, zorder=3)
+    _mass_axes(ax_mass, r.steps, r.mass, heads, colors, r.uniform)
+    cursor = ax_mass.axvline(x[0], color="0.2", lw=1.2)
+    dots = ax_mass.scatter(np.full(len(heads), x[0]), r.mass[:, 0], c=colors, s=40, zorder=3)
     header = fig.suptitle("", fontsize=10)
 
-    def draw(li: int) -> None:
-        for r, image in enumerate(images):
-            image.set_data(attn[r, li])
-        cursor.set_xdata([log_x(steps)[li]] * 2)
-        dots.set_offsets(np.column_stack([np.full(len(heads), log_x(steps)[li]), mass[:, li]]))
-        header.set_text(f"DM1, θ(0) = 0, GD η = {s.lr:g}: attention of x₁, iteration t = {steps[li]}")
+    def draw_frame(li: int) -> None:
+        for i, image in enumerate(images):
+            image.set_data(r.attn[i, li])
+        cursor.set_xdata([x[li]] * 2)
+        dots.set_offsets(np.column_stack([np.full(len(heads), x[li]), r.mass[:, li]]))
+        header.set_text(f"DM1, θ(0) = 0, GD η = {s.lr:g}: attention of x₁, iteration t = {r.steps[li]}")
 
-    hold = [len(steps) - 1] * 8  # linger on the trained state before the loop restarts
-    frames = [*range(len(steps)), *hold]
-    gif = save_gif(fig, draw, frames, out / "attention.gif", fps=FPS, progress=progress)
+    hold = [len(r.steps) - 1] * 8  # linger on the trained state before the loop restarts
+    return Animation(fig, draw_frame, (*range(len(r.steps)), *hold))
 
-    numbers = {f"mass_final_H{h}": float(mass[i, -1]) for i, h in enumerate(heads)}
-    numbers["mass_uniform"] = uniform
+
+def report(r: AttentionRun, s: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The numbers the pictures show (final mass per H, the uniform mass) and the printed line."""
+    numbers = {f"mass_final_H{h}": float(r.mass[i, -1]) for i, h in enumerate(r.heads)}
+    numbers["mass_uniform"] = r.uniform
     lines = (
-        f"attention on relevant tokens: {uniform:.3f} (uniform) at t = 0 -> "
-        + ", ".join(f"H={h}: {mass[i, -1]:.3f}" for i, h in enumerate(heads))
+        f"attention on relevant tokens: {r.uniform:.3f} (uniform) at t = 0 -> "
+        + ", ".join(f"H={h}: {r.mass[i, -1]:.3f}" for i, h in enumerate(r.heads))
         + f" at t = {s.steps}",
     )
-    return DemoResult(NAME, (png, gif), numbers, lines)
+    return numbers, lines
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    """Compute, draw ``attention.png`` and ``attention.gif`` into ``out``, report."""
+    s = QUICK if quick else FULL
+    r = compute(s, seed)
+    png = save_png(draw(r, s), out / "attention.png")
+    gif = save_gif(draw_animation(r, s), out / "attention.gif", fps=FPS, progress=progress)
+    return DemoResult(NAME, (png, gif), *report(r, s), arrays=r)

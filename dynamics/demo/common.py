@@ -1,5 +1,8 @@
-"""Shared pieces of the teaching demos: a training scan that keeps what it is asked to
-observe at the logged steps, DM1 data, and atomic PNG/GIF output.
+"""Shared pieces of the teaching demos: ``DemoResult``; for computing, a training scan that keeps
+what it is asked to observe at the logged steps (``train_logged``), the slot weights that pad H
+heads into more stored ones (``first_heads``), the logged steps, DM1 data and a finiteness check;
+for drawing, the style, the palette of H, a log iteration axis, and atomic PNG/GIF output
+(``save_png``, ``Animation`` + ``save_gif``).
 
 The engine (``dynamics.engine``) returns metrics only; the demos need parameters,
 attention maps or a linearised model at the logged steps, so they run this small scan
@@ -11,10 +14,10 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,9 +30,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.animation import PillowWriter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from dynamics import model as mdl  # noqa: E402
 from dynamics.config import DataConfig, log_schedule  # noqa: E402
 from dynamics.data import (
     Data,  # noqa: E402
@@ -52,6 +55,7 @@ class DemoResult:
     files: tuple[Path, ...]
     numbers: dict[str, float] = field(default_factory=dict)
     lines: tuple[str, ...] = ()  # one-line findings, printed by the CLI
+    arrays: Any = None  # what the demo's compute returned (numpy arrays): redraw without retraining
 
 
 def train_logged(
@@ -83,22 +87,15 @@ def train_logged(
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logged)
 
 
-def gate_heads(params: Any, n_heads: jax.Array) -> Any:
-    """Keep the first ``n_heads`` stored heads, multiply the others by 0 (``n_heads`` may be traced)."""
-    h_max = params["U"].shape[0]
-    active = jnp.arange(h_max) < n_heads  # (h,)
-    return {k: v * active.reshape((-1,) + (1,) * (v.ndim - 1)).astype(v.dtype) for k, v in params.items()}
+def first_heads(n_heads: jax.Array, n_slots: int) -> jax.Array:
+    """Slot weights (S,) for ``dynamics.model.logits``: 1 for the first ``n_heads`` of ``n_slots``
+    stored heads, 0 for the others (``n_heads`` may be traced).
 
-
-def active_logits(params: Any, X: jax.Array, n_heads: jax.Array) -> jax.Array:
-    """Φ(X) (n,) of the model made of the first ``n_heads`` stored heads, c_H = 1/√n_heads.
-
-    The other stored heads are gated to 0: they add exactly nothing to Φ and get exactly zero
-    gradient, so one compiled program with H_max stored heads runs every H ≤ H_max (a traced
-    ``n_heads`` that ``vmap`` can batch) and is the H-head model of ``dynamics.model.logits``.
+    A weight-0 slot adds exactly nothing to Φ and gets exactly zero gradient, so one compiled
+    program with ``n_slots`` stored heads runs every H ≤ ``n_slots`` (a traced H that ``vmap``
+    can batch) and is the H-head model.
     """
-    gated = gate_heads(params, n_heads)
-    return mdl.head_norm(n_heads, "sqrt") * mdl.logits(gated, X, norm="sum")
+    return (jnp.arange(n_slots) < n_heads).astype(jnp.zeros(()).dtype)  # (S,)
 
 
 def schedule(steps: int, log_points: int | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -129,7 +126,7 @@ def head_palette(heads: Sequence[int]) -> list:
     return sns.color_palette("flare", n_colors=len(heads))
 
 
-def save_png(fig, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
     """Render ``fig`` to PNG in memory and write it atomically; closes the figure."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PNG_DPI)
@@ -138,23 +135,23 @@ def save_png(fig, path: Path) -> Path:
     return Path(path)
 
 
-def save_gif(
-    fig,
-    draw_frame: Callable[[int], None],
-    frames: Iterable[int],
-    path: Path,
-    *,
-    fps: float = 6,
-    progress: bool = True,
-) -> Path:
-    """An animated GIF with matplotlib's PillowWriter: ``draw_frame(i)`` updates ``fig`` for frame i.
+class Animation(NamedTuple):
+    """A figure and how to draw each of its frames: what a GIF is made of."""
+
+    fig: Figure
+    draw_frame: Callable[[int], None]  # updates ``fig`` in place to show frame i
+    frames: tuple[int, ...]  # the frame indices, in playing order
+
+
+def save_gif(anim: Animation, path: Path, *, fps: float = 6, progress: bool = True) -> Path:
+    """An animated GIF of ``anim`` with matplotlib's PillowWriter, one image per frame.
 
     The writer writes into a temporary folder; the finished file is then moved into place
     atomically, so ``path`` never holds half a GIF. Closes the figure.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frames = list(frames)
+    fig, draw_frame, frames = anim
     writer = PillowWriter(fps=fps)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".gif-") as tmp:
         tmp_path = Path(tmp) / path.name

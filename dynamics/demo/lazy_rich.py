@@ -7,6 +7,11 @@ one "neuron" of a width-H layer. Both models train by GD with the same step from
 same θ₀ on the same data. As H grows every head moves less (‖θ_t − θ₀‖/‖θ₀‖ ~ 1/√H), the
 model stays close to its tangent model and their loss curves merge (lazy training); at
 small H the parameters travel far and the attention itself changes (rich training).
+
+Holds the tangent model (``linearized``, ``linearized_logits``), the settings, the compiled run
+(``train_lazy_rich``) and its grouping of H into programs (``buckets``), ``compute`` →
+``LazyRichRun``, ``draw`` (loss curves of both models; their gap and the parameter movement
+against H), ``report`` and ``run``.
 """
 
 from __future__ import annotations
@@ -15,21 +20,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
-    active_logits,
     check_finite,
     dm1_data,
-    gate_heads,
+    first_heads,
     head_palette,
     log_x,
     save_png,
@@ -99,18 +105,23 @@ def train_lazy_rich(
     train loss and relative movement ‖θ_t − θ₀‖/‖θ₀‖ of the model and of its linearisation at
     every logged step, arrays (B, trials, L).
 
-    Every H ≤ ``h_max`` runs in this one program: ``h_max`` stored heads, the first H active
-    (``common.active_logits``), the others gated to exactly 0.
+    Every H ≤ ``h_max`` runs in this one program: ``h_max`` stored heads, the first H of weight 1
+    (``common.first_heads``), the others of weight 0.
     """
     loss = Loss.LOGISTIC
 
     def one(n_heads, data, key):
-        normal = mdl.init_params(key, h_max, data.X_train.shape[-1], init="normal", scale=scale)
-        params0 = gate_heads(normal, n_heads)  # inactive heads are 0: they add nothing to ‖θ₀‖
-        phis = {
-            "model": lambda p: active_logits(p, data.X_train, n_heads),
-            "lin": linearized(lambda p: active_logits(p, data.X_train, n_heads), params0),
-        }
+        d = data.X_train.shape[-1]
+        weight = first_heads(n_heads, h_max)  # (h_max,)
+        # The empty slots (weight 0) start at 0, so they add nothing to ‖θ₀‖ (Φ ignores them, and
+        # they get zero gradient, so they stay 0): the per-head init scale σ₀·w_s draws them as 0.
+        slots = jnp.arange(h_max)
+        params0 = mdl.init_heads(jnp.broadcast_to(key, (h_max, *key.shape)), slots, d, scale * weight)
+
+        def phi(p):
+            return mdl.logits(p, data.X_train, weight=weight, n_heads=n_heads)  # (n,)
+
+        phis = {"model": phi, "lin": linearized(phi, params0)}
         size0 = _tree_norm(params0)
 
         def losses(pair):
@@ -151,41 +162,54 @@ def _reference_slope(ax, heads, values, power: float, ls: str):
     ax.plot(h, values[-1] * (h[-1] / h) ** power, ls=ls, color="0.45", lw=1.3, label=label)
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    s = QUICK if quick else FULL
-    set_style()
+class LazyRichRun(NamedTuple):
+    """What ``compute`` returns: float64 numpy arrays over (H, trial, logged step) for the model
+    and its linearisation (``lin``)."""
+
+    heads: np.ndarray  # (H,) numbers of heads
+    steps: np.ndarray  # (L,) the logged iterations t, from 0 to the last step
+    model_loss: np.ndarray  # (H, trials, L) train loss of the model
+    lin_loss: np.ndarray  # (H, trials, L) train loss of its linearisation at θ₀
+    model_movement: np.ndarray  # (H, trials, L) ‖θ_t − θ₀‖/‖θ₀‖ of the model
+    lin_movement: np.ndarray  # (H, trials, L) the same for the linearisation
+
+    @property
+    def gap(self) -> np.ndarray:
+        """(H, trials): max over t of |loss − loss_lin|."""
+        return np.abs(self.model_loss - self.lin_loss).max(axis=-1)
+
+    @property
+    def moved(self) -> np.ndarray:
+        """(H, trials): the model's ‖θ_t − θ₀‖/‖θ₀‖ at the last step."""
+        return self.model_movement[..., -1]
+
+
+def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> LazyRichRun:
+    """Train model and linearisation for every H and trial of ``s`` from ``seed``: one compiled
+    program per bucket of H (``buckets``), a progress bar over them if ``progress``."""
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
-    data = dm1_data(
-        k_data, s.trials, n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant
-    )
+    fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
+    data = dm1_data(k_data, s.trials, **fields)
     keys = jnp.stack([jax.random.fold_in(k_init, i) for i in range(s.trials)])
     steps, segments = schedule(s.steps, s.log_points)
     parts: dict[int, dict[str, np.ndarray]] = {}
     groups = buckets(s.heads, s.pad_to)
     for h_max, group in tqdm(groups.items(), desc=NAME, unit="program", disable=not progress, leave=False):
-        logged = train_lazy_rich(
-            data,
-            keys,
-            jnp.array(group, jnp.float32),
-            jnp.float32(s.lr),
-            jnp.float32(s.init_scale),
-            h_max,
-            segments,
-        )
+        heads, lr, scale = jnp.array(group, jnp.float32), jnp.float32(s.lr), jnp.float32(s.init_scale)
+        logged = train_lazy_rich(data, keys, heads, lr, scale, h_max, segments)
         for i, h in enumerate(group):
             parts[h] = {k: np.asarray(v[i], dtype=np.float64) for k, v in logged.items()}
     logged = {k: np.stack([parts[h][k] for h in s.heads]) for k in parts[s.heads[0]]}  # (H, trials, L)
     check_finite(NAME, **logged)
-    gap = np.abs(logged["model_loss"] - logged["lin_loss"]).max(axis=-1)  # (H, trials): max over t
-    moved = logged["model_movement"][..., -1]  # (H, trials)
-    moved_lin = logged["lin_movement"][..., -1]
+    return LazyRichRun(heads=np.array(s.heads), steps=steps, **logged)
 
-    heads, colors = list(s.heads), head_palette(s.heads)
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
-    ax = axes[0]
-    for i, h in enumerate(heads):
-        ax.plot(log_x(steps), logged["model_loss"][i].mean(0), color=colors[i], lw=2, label=f"H = {h}")
-        ax.plot(log_x(steps), logged["lin_loss"][i].mean(0), color=colors[i], lw=2, ls="--")
+
+def _loss_curves_axes(ax, r: LazyRichRun) -> None:
+    """Train loss over training, mean over trials: the model solid, its linearisation dashed."""
+    colors, x = head_palette(r.heads), log_x(r.steps)
+    for i, h in enumerate(r.heads):
+        ax.plot(x, r.model_loss[i].mean(0), color=colors[i], lw=2, label=f"H = {h}")
+        ax.plot(x, r.lin_loss[i].mean(0), color=colors[i], lw=2, ls="--")
     ax.plot([], [], color="0.3", lw=2, label="model")
     ax.plot([], [], color="0.3", lw=2, ls="--", label="linearised at θ₀")
     ax.set_xscale("log")
@@ -194,41 +218,53 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     ax.set_title("train loss: model (solid) vs linearisation (dashed)")
     ax.legend(frameon=False, fontsize=9, ncol=2)
 
-    ax = axes[1]
-    ax.errorbar(
-        heads, gap.mean(1), yerr=gap.std(1), marker="o", color="black", lw=2, capsize=3, label="measured"
-    )
-    _reference_slope(ax, heads, gap.mean(1), 0.5, ":")
-    _reference_slope(ax, heads, gap.mean(1), 1.0, "-.")
-    ax.set_title("how far apart are the two loss curves?")
-    ax.set_ylabel("max over t of |loss − loss_lin|")
-    ax = axes[2]
-    ax.errorbar(
-        heads, moved.mean(1), yerr=moved.std(1), marker="o", color="black", lw=2, capsize=3, label="model"
-    )
-    ax.plot(heads, moved_lin.mean(1), marker="s", ls="--", color="0.5", lw=1.5, label="linearised model")
-    _reference_slope(ax, heads, moved.mean(1), 0.5, ":")
-    ax.set_title(f"how far do the parameters travel by t = {s.steps}?")
-    ax.set_ylabel("‖θ_t − θ₀‖ / ‖θ₀‖")
-    for ax in axes[1:]:
+
+def _against_heads_axes(gap_ax, move_ax, r: LazyRichRun, s: Settings) -> None:
+    """The loss gap and the parameter movement against H (log-log, ±1 std over trials)."""
+    heads, gap, moved = list(r.heads), r.gap, r.moved
+    style = dict(marker="o", color="black", lw=2, capsize=3)
+    gap_ax.errorbar(heads, gap.mean(1), yerr=gap.std(1), label="measured", **style)
+    _reference_slope(gap_ax, heads, gap.mean(1), 0.5, ":")
+    _reference_slope(gap_ax, heads, gap.mean(1), 1.0, "-.")
+    gap_ax.set_title("how far apart are the two loss curves?")
+    gap_ax.set_ylabel("max over t of |loss − loss_lin|")
+    move_ax.errorbar(heads, moved.mean(1), yerr=moved.std(1), label="model", **style)
+    moved_lin = r.lin_movement[..., -1].mean(1)
+    move_ax.plot(heads, moved_lin, marker="s", ls="--", color="0.5", lw=1.5, label="linearised model")
+    _reference_slope(move_ax, heads, moved.mean(1), 0.5, ":")
+    move_ax.set_title(f"how far do the parameters travel by t = {s.steps}?")
+    move_ax.set_ylabel("‖θ_t − θ₀‖ / ‖θ₀‖")
+    for ax in (gap_ax, move_ax):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(heads, [str(h) for h in heads])
         ax.minorticks_off()
         ax.set_xlabel("number of heads H")
         ax.legend(frameon=False)
+
+
+def draw(r: LazyRichRun, s: Settings) -> Figure:
+    """The figure: loss curves of both models, then their loss gap and parameter movement vs H."""
+    set_style()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    _loss_curves_axes(axes[0], r)
+    _against_heads_axes(axes[1], axes[2], r, s)
     fig.suptitle(
         f"DM1 (n={s.n_train}), random init σ₀ = {s.init_scale:g}, c_H = 1/√H, GD η = {s.lr:g}, mean of "
         f"{s.trials} trials: with more heads each head moves less and the model stays on its tangent model"
     )
-    png = save_png(fig, out / "lazy_vs_rich.png")
+    return fig
 
+
+def report(r: LazyRichRun, s: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The numbers the figure shows (gap, movement, final losses per H) and the printed lines."""
+    heads, gap, moved = list(r.heads), r.gap, r.moved
     numbers = {}
     for i, h in enumerate(heads):
         numbers[f"loss_gap_H{h}"] = float(gap[i].mean())
         numbers[f"movement_H{h}"] = float(moved[i].mean())
-        numbers[f"final_loss_H{h}"] = float(logged["model_loss"][i, :, -1].mean())
-        numbers[f"final_loss_lin_H{h}"] = float(logged["lin_loss"][i, :, -1].mean())
+        numbers[f"final_loss_H{h}"] = float(r.model_loss[i, :, -1].mean())
+        numbers[f"final_loss_lin_H{h}"] = float(r.lin_loss[i, :, -1].mean())
     lines = (
         "max_t |loss − loss_lin|: " + ", ".join(f"H={h}: {gap[i].mean():.2e}" for i, h in enumerate(heads)),
         "final train loss model / linearised: "
@@ -238,4 +274,12 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         f"‖θ_T − θ₀‖/‖θ₀‖ at T = {s.steps}: "
         + ", ".join(f"H={h}: {moved[i].mean():.3f}" for i, h in enumerate(heads)),
     )
-    return DemoResult(NAME, (png,), numbers, lines)
+    return numbers, lines
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    """Compute, draw ``lazy_vs_rich.png`` into ``out``, report."""
+    s = QUICK if quick else FULL
+    r = compute(s, seed, progress=progress)
+    png = save_png(draw(r, s), out / "lazy_vs_rich.png")
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -9,6 +9,10 @@ key-query W = w learns with step η/H. The demo runs both for several H:
 - one head, c = 1, GD with step η on Ũ and η/H on W (``optax.multi_transform``),
 
 and draws their train loss and key-query norm on top of each other.
+
+Holds the settings, the two compiled runs (``train_many_heads``, ``train_one_head``),
+``compute`` → ``StepSizeRun``, ``draw`` (both runs' loss and ‖W‖ curves; their relative
+difference against float32's ε), ``report`` and ``run``.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics import model as mdl
@@ -102,21 +108,28 @@ def train_one_head(data, lr, heads: jax.Array, segments: tuple[int, ...]):
     return jax.vmap(one)(heads)
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    s = QUICK if quick else FULL
-    set_style()
-    data = jax.tree_util.tree_map(
-        lambda a: a[0],
-        dm1_data(
-            jax.random.PRNGKey(seed),
-            1,
-            n_train=s.n_train,
-            n_test=s.n_test,
-            T=s.T,
-            d=s.d,
-            n_irrelevant=s.n_irrelevant,
-        ),
-    )
+QUANTITIES = ("train_loss", "U", "W")  # compared between the two runs: the first axis of max_diff
+
+
+class StepSizeRun(NamedTuple):
+    """What ``compute`` returns: float64 numpy arrays; ``many`` is the H-head model (step η), ``one``
+    the one head with readout step η and key-query step η/H."""
+
+    heads: np.ndarray  # (H,) numbers of heads
+    steps: np.ndarray  # (L,) the logged iterations t, from 0 to the last step
+    loss_many: np.ndarray  # (H, L) train loss
+    loss_one: np.ndarray  # (H, L)
+    w_norm_many: np.ndarray  # (H, L) ‖W_1‖ (Frobenius) of head 1
+    w_norm_one: np.ndarray  # (H, L) ‖W̃‖ of the one head
+    max_diff: np.ndarray  # (3, H) per QUANTITIES: max over t and entries of |many − one| (U: √H·U vs Ũ)
+    max_value: np.ndarray  # (3, H) per QUANTITIES: max over t and entries of |many|
+
+
+def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> StepSizeRun:
+    """Train both runs for every H of ``s`` on one DM1 draw from ``seed``: the one-head runs in one
+    vmapped program, the H-head models one program per H (a progress bar over them if ``progress``)."""
+    fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
+    data = jax.tree_util.tree_map(lambda a: a[0], dm1_data(jax.random.PRNGKey(seed), 1, **fields))
     steps, segments = schedule(s.steps, s.log_points)
     lr = jnp.float32(s.lr)
     one = train_one_head(data, lr, jnp.array(s.heads, jnp.float32), segments)
@@ -136,80 +149,95 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     def per_head_max(a: np.ndarray) -> np.ndarray:  # (H, L, ...) -> (H,): max over every other axis
         return a.reshape(a.shape[0], -1).max(axis=1)
 
-    diff = {k: per_head_max(np.abs(many[k] - one[k])) for k in ("train_loss", "U", "W")}
-    scale = {k: per_head_max(np.abs(many[k])) for k in ("train_loss", "U", "W")}
-    w_norm = {
-        "many": np.linalg.norm(many["W"], axis=(-2, -1)),
-        "one": np.linalg.norm(one["W"], axis=(-2, -1)),
-    }
+    return StepSizeRun(
+        heads=np.array(s.heads),
+        steps=steps,
+        loss_many=many["train_loss"],
+        loss_one=one["train_loss"],
+        w_norm_many=np.linalg.norm(many["W"], axis=(-2, -1)),
+        w_norm_one=np.linalg.norm(one["W"], axis=(-2, -1)),
+        max_diff=np.stack([per_head_max(np.abs(many[k] - one[k])) for k in QUANTITIES]),
+        max_value=np.stack([per_head_max(np.abs(many[k])) for k in QUANTITIES]),
+    )
 
-    heads, colors = list(s.heads), head_palette(s.heads)
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
-    marks = slice(None, None, 2)
-    for ax, many_y, one_y, ylabel, title in (
-        (axes[0], many["train_loss"], one["train_loss"], "train loss", "train loss"),
-        (
-            axes[1],
-            w_norm["many"],
-            w_norm["one"],
-            "key-query norm ‖W_h‖ of one head",
-            "how fast the attention learns",
-        ),
-    ):
-        for i, h in enumerate(heads):
-            ax.plot(log_x(steps), many_y[i], color=colors[i], lw=2.2, label=f"H = {h} heads, step η")
-        for i in range(len(heads)):
-            ax.plot(
-                log_x(steps)[marks],
-                one_y[i][marks],
-                "o",
-                mfc="none",
-                mec="black",
-                ms=6,
-                mew=1.1,
-                label="one head: Ũ step η, W step η/H" if i == 0 else None,
-            )
-        ax.set_xscale("log")
-        ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.legend(frameon=False, fontsize=9)
-    ax = axes[2]
-    x = np.arange(len(heads))
-    width = 0.27
-    eps = np.finfo(np.float32).eps
-    for j, (key, label) in enumerate(
-        (("train_loss", "train loss"), ("U", "readout √H·U vs Ũ"), ("W", "key-query W vs W̃"))
-    ):
-        rel = diff[key] / np.maximum(scale[key], np.finfo(np.float64).tiny)
+
+def _curves_axes(ax, r: StepSizeRun, many_y: np.ndarray, one_y: np.ndarray, ylabel: str, title: str):
+    """A quantity (H, L) over training: the H-head models as lines, the one-head runs as circles."""
+    colors, x, marks = head_palette(r.heads), log_x(r.steps), slice(None, None, 2)
+    for i, h in enumerate(r.heads):
+        ax.plot(x, many_y[i], color=colors[i], lw=2.2, label=f"H = {h} heads, step η")
+    for i in range(len(r.heads)):
+        label = "one head: Ũ step η, W step η/H" if i == 0 else None
+        ax.plot(x[marks], one_y[i][marks], "o", mfc="none", mec="black", ms=6, mew=1.1, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=9)
+
+
+def _difference_axes(ax, r: StepSizeRun) -> None:
+    """Bars per H: the relative difference of the two runs, against float32's machine ε."""
+    x, width, eps = np.arange(len(r.heads)), 0.27, np.finfo(np.float32).eps
+    labels = ("train loss", "readout √H·U vs Ũ", "key-query W vs W̃")  # per QUANTITIES
+    for j, label in enumerate(labels):
+        rel = r.max_diff[j] / np.maximum(r.max_value[j], np.finfo(np.float64).tiny)
         ax.bar(x + (j - 1) * width, np.maximum(rel, eps / 100), width, label=label)
     ax.axhline(eps, color="black", ls="--", lw=1)
     ax.text(x[0] - 0.45, eps * 1.3, "float32 machine ε", va="bottom", ha="left", fontsize=9)
     ax.set_yscale("log")
     ax.set_ylim(eps / 100, 1e-2)
-    ax.set_xticks(x, [str(h) for h in heads])
+    ax.set_xticks(x, [str(h) for h in r.heads])
     ax.set_xlabel("number of heads H")
     ax.set_ylabel("max over t of |difference| / max |value|")
     ax.set_title("the two runs differ only by rounding")
     ax.legend(frameon=False, fontsize=9, loc="upper left")
+
+
+def draw(r: StepSizeRun, s: Settings) -> Figure:
+    """The figure: train loss and key-query norm of both runs over training, then their difference."""
+    set_style()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    _curves_axes(axes[0], r, r.loss_many, r.loss_one, "train loss", "train loss")
+    _curves_axes(
+        axes[1],
+        r,
+        r.w_norm_many,
+        r.w_norm_one,
+        "key-query norm ‖W_h‖ of one head",
+        "how fast the attention learns",
+    )
+    _difference_axes(axes[2], r)
     fig.suptitle(
         f"DM1 (n={s.n_train}), θ(0) = 0, c_H = 1/√H, GD η = {s.lr:g}: H heads ≡ one head whose key-query "
         "step is η/H — more heads at a fixed η learn attention more slowly"
     )
-    png = save_png(fig, out / "step_size.png")
+    return fig
 
+
+def report(r: StepSizeRun, s: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The numbers the figure shows (the runs' differences, the final ‖W_h‖) and the printed lines."""
+    diff = dict(zip(QUANTITIES, r.max_diff, strict=True))
     numbers = {}
-    for i, h in enumerate(heads):
-        for key in ("train_loss", "U", "W"):
+    for i, h in enumerate(r.heads):
+        for key in QUANTITIES:
             numbers[f"max_abs_diff_{key}_H{h}"] = float(diff[key][i])
-        numbers[f"w_norm_final_H{h}"] = float(w_norm["many"][i, -1])
+        numbers[f"w_norm_final_H{h}"] = float(r.w_norm_many[i, -1])
     lines = (
         "max |H-head − one-head| over t: "
         + ", ".join(
             f"H={h}: loss {diff['train_loss'][i]:.1e}, U {diff['U'][i]:.1e}, W {diff['W'][i]:.1e}"
-            for i, h in enumerate(heads)
+            for i, h in enumerate(r.heads)
         ),
         f"‖W_h‖ at t = {s.steps}: "
-        + ", ".join(f"H={h}: {w_norm['many'][i, -1]:.3f}" for i, h in enumerate(heads)),
+        + ", ".join(f"H={h}: {r.w_norm_many[i, -1]:.3f}" for i, h in enumerate(r.heads)),
     )
-    return DemoResult(NAME, (png,), numbers, lines)
+    return numbers, lines
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    """Compute, draw ``step_size.png`` into ``out``, report."""
+    s = QUICK if quick else FULL
+    r = compute(s, seed, progress=progress)
+    png = save_png(draw(r, s), out / "step_size.png")
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -5,9 +5,12 @@ N(0, σ₀²/d)). Every head is simulated (no fast path), so the zero-init diver
 max_{h,h'} ‖θ_h − θ_h'‖ is measured, not assumed; it is exactly 0 at every step because
 identical heads get bit-identical gradients (SPEC §2).
 
-All H values run in one compiled program: each run stores H_max heads of which the first H
-are active (``common.active_logits``); the others are gated to 0, contribute exactly nothing
-to Φ and get exactly zero gradient.
+All H values run in one compiled program: each run stores H_max heads, the first H of weight 1
+and the others of weight 0 (``common.first_heads``, ``dynamics.model.logits``): those add exactly
+nothing to Φ and get exactly zero gradient.
+
+Holds the settings, the compiled run (``train_symmetry``), ``compute`` → ``SymmetryRun``,
+``draw`` (diversity over training; final train and test loss against H), ``report`` and ``run``.
 """
 
 from __future__ import annotations
@@ -15,21 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import seaborn as sns
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 
 from dynamics import model as mdl
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
-    active_logits,
     check_finite,
     dm1_data,
-    gate_heads,
+    first_heads,
     head_palette,
     log_x,
     save_png,
@@ -63,15 +67,6 @@ FULL = Settings()
 QUICK = Settings(heads=(1, 2, 3), steps=12, log_points=5, trials=1, **QUICK_DATA)
 
 
-def masked_diversity(params: mdl.Params, active: jax.Array) -> jax.Array:
-    """max over pairs of active heads of ‖θ_h − θ_h'‖ (0 for a single head)."""
-    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (h, P)
-    diff = flat[:, None, :] - flat[None, :, :]  # (h, h, P)
-    sq = jnp.sum(diff * diff, axis=-1)  # (h, h)
-    pairs = active[:, None] & active[None, :]  # (h, h)
-    return jnp.sqrt(jnp.max(jnp.where(pairs, sq, 0.0)))
-
-
 @partial(jax.jit, static_argnames=("h_max", "segments"))
 def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, lr, h_max: int, segments):
     """One run: the first ``n_heads`` of ``h_max`` heads active, init scale ``scale`` (0 = θ(0) = 0).
@@ -81,17 +76,20 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
     loss = Loss.LOGISTIC
     d = data.X_train.shape[-1]
     normal = mdl.init_params(key, h_max, d, init="normal", scale=1.0)
-    params0 = gate_heads({k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}, n_heads)
+    # The empty slots keep their draw: weight 0 gives them no say in Φ and exactly zero gradient,
+    # and the diversity reads only the H heads of the model.
+    params0 = {k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}
+    weight = first_heads(n_heads, h_max)  # (h_max,)
 
     def phi(p, X):
-        return active_logits(p, X, n_heads)  # (n,): c_H Σ_{h ≤ H} f_h
+        return mdl.logits(p, X, weight=weight, n_heads=n_heads)  # (n,): c_H Σ_{h ≤ H} f_h
 
     def objective(p):
         return mean_loss(data.y_train * phi(p, data.X_train), loss)
 
     def observe(p):
         return {
-            "diversity": masked_diversity(p, jnp.arange(h_max) < n_heads),
+            "diversity": mdl.head_diversity(p, weight > 0),
             "train_loss": objective(p),
             "test_loss": mean_loss(data.y_test * phi(p, data.X_test), loss),
         }
@@ -106,16 +104,27 @@ def _band(ax, x, values, color, label, marker, ls="-"):
     ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    s = QUICK if quick else FULL
-    set_style()
+INITS = ("zero", "random")  # the first axis of SymmetryRun's arrays
+
+
+class SymmetryRun(NamedTuple):
+    """What ``compute`` returns: float64 numpy arrays over (init, H, trial, logged step), where init
+    is ``INITS`` (θ(0) = 0, then the small random init)."""
+
+    heads: np.ndarray  # (H,) numbers of heads
+    steps: np.ndarray  # (L,) the logged iterations t, from 0 to the last step
+    diversity: np.ndarray  # (2, H, trials, L) max_{h,h'} ‖θ_h − θ_h'‖ over the model's heads
+    train_loss: np.ndarray  # (2, H, trials, L)
+    test_loss: np.ndarray  # (2, H, trials, L)
+
+
+def compute(s: Settings, seed: int = 0) -> SymmetryRun:
+    """Train every (init, H, trial) of ``s`` from ``seed`` in one vmapped, compiled program."""
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
-    data = dm1_data(
-        k_data, s.trials, n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant
-    )
+    fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
+    data = dm1_data(k_data, s.trials, **fields)
     keys = jnp.stack([jax.random.fold_in(k_init, i) for i in range(s.trials)])  # (trials, 2)
     steps, segments = schedule(s.steps, s.log_points)
-    h_max = max(s.heads)
     # Grid (init, H, trial) flattened into one vmapped batch; one compile for everything.
     scales = np.array([0.0, s.init_scale])
     grid = np.stack(
@@ -123,7 +132,7 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     )
     gi, hi, ti = grid.reshape(-1, 3).T
     batch_data = jax.tree_util.tree_map(lambda a: a[ti], data)
-    fn = jax.vmap(partial(train_symmetry, h_max=h_max, segments=segments), in_axes=(0, 0, 0, 0, None))
+    fn = jax.vmap(partial(train_symmetry, h_max=max(s.heads), segments=segments), in_axes=(0, 0, 0, 0, None))
     logged = fn(
         batch_data,
         keys[ti],
@@ -134,25 +143,23 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
     shape = (2, len(s.heads), s.trials, len(steps))
     logged = {k: np.asarray(v, dtype=np.float64).reshape(shape) for k, v in logged.items()}
     check_finite(NAME, **logged)
-    div = logged["diversity"]  # (init, H, trial, L)
-    zero_max = float(div[0].max())
+    return SymmetryRun(heads=np.array(s.heads), steps=steps, **logged)
 
-    heads, colors = list(s.heads), head_palette(s.heads)
-    inits = ("θ(0) = 0", f"random, σ₀ = {s.init_scale:g}")
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
-    ax = axes[0]
-    for i, h in enumerate(heads):
+
+def _diversity_axes(ax, r: SymmetryRun) -> None:
+    """Head diversity over training: each random-init H, and the max over every zero-init run."""
+    colors, x = head_palette(r.heads), log_x(r.steps)
+    for i, h in enumerate(r.heads):
         if h > 1:
-            ax.plot(
-                log_x(steps), div[1, i].mean(axis=0), color=colors[i], lw=2, label=f"random init, H = {h}"
-            )
-    ax.plot(log_x(steps), div[0].max(axis=(0, 1)), color="black", lw=3, label="θ(0) = 0, every H")
+            ax.plot(x, r.diversity[1, i].mean(axis=0), color=colors[i], lw=2, label=f"random init, H = {h}")
+    ax.plot(x, r.diversity[0].max(axis=(0, 1)), color="black", lw=3, label="θ(0) = 0, every H")
     ax.set_xscale("log")
-    ax.set_ylim(bottom=-0.05 * max(div.max(), 1e-12))
+    ax.set_ylim(bottom=-0.05 * max(r.diversity.max(), 1e-12))
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("head diversity  max ‖θ_h − θ_h′‖")
     ax.set_title("do the heads differ?")
     ax.legend(frameon=False, fontsize=9, loc="upper left")
+    zero_max = float(r.diversity[0].max())
     ax.text(
         0.98,
         0.12,
@@ -162,25 +169,44 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         fontsize=9,
         bbox=dict(fc="white", ec="0.6"),
     )
-    palette = sns.color_palette("colorblind")
-    for ax, metric, label in ((axes[1], "train_loss", "train"), (axes[2], "test_loss", "test")):
-        _band(ax, heads, logged[metric][0, :, :, -1], "black", inits[0], "o")
-        _band(ax, heads, logged[metric][1, :, :, -1], palette[1], inits[1], "s", ls="--")
-        if max(heads) / min(heads) >= 4:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(heads, [str(h) for h in heads])
-        ax.set_xlabel("number of heads H")
-        ax.set_ylabel(f"{label} loss at t = {s.steps}")
-        ax.set_title(f"final {label} loss (±1 std over {s.trials} trials)")
-        ax.legend(frameon=False)
+
+
+def _final_loss_axes(ax, r: SymmetryRun, s: Settings, metric: str, label: str) -> None:
+    """The final ``metric`` loss against H, zero vs random init, ±1 std over trials."""
+    heads = list(r.heads)
+    loss = getattr(r, metric)  # (2, H, trials, L)
+    _band(ax, heads, loss[0, :, :, -1], "black", "θ(0) = 0", "o")
+    random = f"random, σ₀ = {s.init_scale:g}"
+    _band(ax, heads, loss[1, :, :, -1], sns.color_palette("colorblind")[1], random, "s", ls="--")
+    if max(heads) / min(heads) >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(heads, [str(h) for h in heads])
+    ax.set_xlabel("number of heads H")
+    ax.set_ylabel(f"{label} loss at t = {s.steps}")
+    ax.set_title(f"final {label} loss (±1 std over {s.trials} trials)")
+    ax.legend(frameon=False)
+
+
+def draw(r: SymmetryRun, s: Settings) -> Figure:
+    """The figure: head diversity over training, then the final train and test loss against H."""
+    set_style()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    _diversity_axes(axes[0], r)
+    _final_loss_axes(axes[1], r, s, "train_loss", "train")
+    _final_loss_axes(axes[2], r, s, "test_loss", "test")
     fig.suptitle(
         f"DM1 (n={s.n_train}), GD η = {s.lr:g}, c_H = 1/√H, same data and steps: "
         "from θ(0) = 0 every head gets the same gradient, so the H heads stay one head"
     )
-    png = save_png(fig, out / "symmetry.png")
+    return fig
 
-    final = {g: logged["test_loss"][gi_, :, :, -1].mean(axis=1) for gi_, g in enumerate(("zero", "random"))}
-    several = np.array(heads) > 1
+
+def report(r: SymmetryRun, s: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The numbers the figure shows (diversities, final test losses) and the printed lines."""
+    heads, div = list(r.heads), r.diversity
+    zero_max = float(div[0].max())
+    final = {g: r.test_loss[i, :, :, -1].mean(axis=1) for i, g in enumerate(INITS)}  # (H,) each
+    several = r.heads > 1
     numbers = {
         "zero_init_diversity_max": zero_max,
         "random_init_diversity_min": float(div[1, several].min()) if several.any() else float("nan"),
@@ -200,4 +226,12 @@ def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True)
         "final test loss zero / random: "
         + ", ".join(f"H={h}: {final['zero'][i]:.3f} / {final['random'][i]:.3f}" for i, h in enumerate(heads)),
     )
-    return DemoResult(NAME, (png,), numbers, lines)
+    return numbers, lines
+
+
+def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
+    """Compute, draw ``symmetry.png`` into ``out``, report (``progress`` unused: one program)."""
+    s = QUICK if quick else FULL
+    r = compute(s, seed)
+    png = save_png(draw(r, s), out / "symmetry.png")
+    return DemoResult(NAME, (png,), *report(r, s), arrays=r)
