@@ -224,3 +224,31 @@ def test_heads_preset_end_to_end(tmp_path):
     with np.load(out / "heads.npz") as z:
         assert z["dm1__split__train_loss"].shape[:2] == (1, 2)
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# The figures cache and --resume key on these hashes: a refactor must leave them unchanged.
+# They change only with NUMERICS_VERSION or a config field/default, and then deliberately.
+CACHE_KEYS = {
+    "Config()": "a30e7261bc7b1318",
+    "fig2": "91e1a636d3be58ec",
+    "planted-adam": "d8b732556400d8d3",
+    "heads_key()": "9d853be8b4490882",
+    "expressivity_key()": "650bbb66d6729b18",
+    "heads_key(QUICK_HEADS)": "eecf4137fc7c2d13",
+    "expressivity_key(QUICK_EXPRESSIVITY)": "5b11430213b5e2cc",
+}
+
+
+def test_cache_keys_are_unchanged():
+    from dynamics.config import Config, preset
+
+    got = {
+        "Config()": Config().hash(),
+        "fig2": preset("fig2").hash(),
+        "planted-adam": preset("planted-adam").hash(),
+        "heads_key()": bottleneck.heads_key(),
+        "expressivity_key()": bottleneck.expressivity_key(),
+        "heads_key(QUICK_HEADS)": bottleneck.heads_key(bottleneck.QUICK_HEADS),
+        "expressivity_key(QUICK_EXPRESSIVITY)": bottleneck.expressivity_key(bottleneck.QUICK_EXPRESSIVITY),
+    }
+    assert got == CACHE_KEYS
