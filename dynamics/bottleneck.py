@@ -17,18 +17,15 @@ Two experiments, each a preset of ``python -m dynamics.run``:
     about 2d² key-query parameters for every H) and fixed (d_h = T, growing as 2dTH),
     and a fixed layout whose head count H' matches the split layout's parameter count.
 
-Both write ``results.json`` (with ``config_hash``), an ``.npz`` of arrays and a figure
-into ``--out``; ``produce_expressivity`` and ``produce_heads`` run them at their
-default sizes for ``python -m figures``.
+Both write ``results.json`` (with ``config_hash``) and an ``.npz`` of arrays (``write``);
+``produce_expressivity`` and ``produce_heads`` run them at their default sizes for
+``python -m figures``. Their figures are in ``figures.bottleneck``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import io
-import json
 import math
 import sys
 import time
@@ -44,20 +41,14 @@ import optax
 from tqdm.auto import tqdm
 
 from dynamics import model as mdl
-from dynamics.config import (
-    NUMERICS_VERSION,
-    Config,
-    ConfigError,
-    apply_overrides,
-    log_schedule,
-    preset,
-    validate,
-)
+from dynamics.config import Config, ConfigError, apply_overrides, digest, log_schedule, preset, validate
+from dynamics.devices import device_name
+from dynamics.results import SCHEMA_VERSION, versions, write_files
+from dynamics.sweep import run_sweep
 
 EXPRESSIVITY = "bottleneck-expressivity"
 HEADS = "bottleneck-heads"
 NAMES = (EXPRESSIVITY, HEADS)
-SCHEMA_VERSION = 1
 # n_train/n_test per data model (SPEC §6 seed texts)
 SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 
@@ -166,11 +157,6 @@ QUICK_EXPRESSIVITY = ExpressivityConfig(tokens=(3, 4), targets=2, restarts=2, st
 QUICK_HEADS = HeadsConfig(
     width=8, tokens=4, heads=(1, 2, 8), trials=2, steps=10, n_train=(16, 16), n_test=(20, 20)
 )
-
-
-def _hash(payload: Any) -> str:
-    text = json.dumps({"numerics": NUMERICS_VERSION, "payload": payload}, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- expressivity
@@ -298,51 +284,9 @@ def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[
     bar = tqdm(cfg.tokens, desc=EXPRESSIVITY, unit="T", disable=not progress, leave=False)
     for T in bar:
         bar.set_postfix(T=T)
-        d = cfg.width_factor * T
-        sizes = cfg.head_sizes(T)
-        fits = expressivity_fits(
-            jax.random.fold_in(root, T),
-            T=T,
-            d=d,
-            head_sizes=tuple(sizes),
-            targets=cfg.targets,
-            restarts=cfg.restarts,
-            steps=cfg.steps,
-            lr=cfg.lr,
-            lr_final=cfg.lr_final,
-            init_scale=cfg.init_scale,
-            dirichlet=cfg.dirichlet,
-        )
-        X, P = np.asarray(fits["X"], np.float64), np.asarray(fits["P"], np.float64)
-        P = P / P.sum(axis=-1, keepdims=True)  # rows sum to 1 in float64 too (else KL can be < 0)
-        err = attention_errors(fits["Q"], fits["K"], X, P[None, :, None])  # each (n_a, M, R)
-        pick = np.argmin(err["kl"], axis=2)[..., None]  # (n_a, M, 1): the best restart per target
-        best = {k: np.take_along_axis(v, pick, axis=2)[..., 0] for k, v in err.items()}  # (n_a, M)
-        trace = np.take_along_axis(np.asarray(fits["trace"]), pick[..., None], axis=2)[:, :, 0]
-        fitted = best["tv"].max(axis=1) < cfg.tol  # (n_a,): every target fitted
-        reached = next((a for i, a in enumerate(sizes) if fitted[i:].all()), None)
-        prefix = f"T{T}_"
-        arrays.update({prefix + "head_sizes": np.array(sizes), prefix + "X": X, prefix + "targets": P})
-        arrays.update({prefix + k: v for k, v in err.items()})
-        arrays.update({prefix + "best_" + k: v for k, v in best.items()})
-        arrays[prefix + "trace"] = trace[:, :, log_steps]  # (n_a, M, L) best restarts
-        summary.append(
-            {
-                "T": T,
-                "d": d,
-                "head_sizes": sizes,
-                "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
-                "key_query_params": [2 * d * a for a in sizes],
-                "best_tv_mean": best["tv"].mean(axis=1).tolist(),
-                "best_tv_max": best["tv"].max(axis=1).tolist(),
-                "best_kl_mean": best["kl"].mean(axis=1).tolist(),
-                "best_kl_max": best["kl"].max(axis=1).tolist(),
-                "best_max_abs_max": best["max_abs"].max(axis=1).tolist(),
-                "fits_all_targets": fitted.tolist(),
-                "reached_at": reached,
-                "theory_threshold": min_rank_threshold(T),
-            }
-        )
+        t_arrays, row = _expressivity_at(cfg, jax.random.fold_in(root, T), T, log_steps)
+        arrays.update({f"T{T}_{k}": v for k, v in t_arrays.items()})
+        summary.append(row)
     bar.close()
     arrays["log_steps"] = log_steps
     results = {
@@ -357,6 +301,53 @@ def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[
         "summary": summary,
     }
     return {"results": results, "arrays": arrays}
+
+
+def _expressivity_at(
+    cfg: ExpressivityConfig, key: jax.Array, T: int, log_steps: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The fits at one sequence length T: (arrays without the 'T{T}_' prefix, summary row)."""
+    d = cfg.width_factor * T
+    sizes = cfg.head_sizes(T)
+    fits = expressivity_fits(
+        key,
+        T=T,
+        d=d,
+        head_sizes=tuple(sizes),
+        targets=cfg.targets,
+        restarts=cfg.restarts,
+        steps=cfg.steps,
+        lr=cfg.lr,
+        lr_final=cfg.lr_final,
+        init_scale=cfg.init_scale,
+        dirichlet=cfg.dirichlet,
+    )
+    X, P = np.asarray(fits["X"], np.float64), np.asarray(fits["P"], np.float64)
+    P = P / P.sum(axis=-1, keepdims=True)  # rows sum to 1 in float64 too (else KL can be < 0)
+    err = attention_errors(fits["Q"], fits["K"], X, P[None, :, None])  # each (n_a, M, R)
+    pick = np.argmin(err["kl"], axis=2)[..., None]  # (n_a, M, 1): the best restart per target
+    best = {k: np.take_along_axis(v, pick, axis=2)[..., 0] for k, v in err.items()}  # (n_a, M)
+    trace = np.take_along_axis(np.asarray(fits["trace"]), pick[..., None], axis=2)[:, :, 0]
+    fitted = best["tv"].max(axis=1) < cfg.tol  # (n_a,): every target fitted
+    arrays = {"head_sizes": np.array(sizes), "X": X, "targets": P, **err}
+    arrays.update({"best_" + k: v for k, v in best.items()})
+    arrays["trace"] = trace[:, :, log_steps]  # (n_a, M, L) best restarts
+    row = {
+        "T": T,
+        "d": d,
+        "head_sizes": sizes,
+        "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
+        "key_query_params": [2 * d * a for a in sizes],
+        "best_tv_mean": best["tv"].mean(axis=1).tolist(),
+        "best_tv_max": best["tv"].max(axis=1).tolist(),
+        "best_kl_mean": best["kl"].mean(axis=1).tolist(),
+        "best_kl_max": best["kl"].max(axis=1).tolist(),
+        "best_max_abs_max": best["max_abs"].max(axis=1).tolist(),
+        "fits_all_targets": fitted.tolist(),
+        "reached_at": next((a for i, a in enumerate(sizes) if fitted[i:].all()), None),
+        "theory_threshold": min_rank_threshold(T),
+    }
+    return arrays, row
 
 
 # ----------------------------------------------------------------------------- heads at a fixed width
@@ -402,18 +393,20 @@ def heads_key(cfg: HeadsConfig | None = None) -> str:
     """The ``config_hash`` that ``run_heads`` writes, without running anything."""
     cfg = cfg or HeadsConfig()
     configs = {f"{m}/{name}": c.to_dict() for (m, name), c in sweep_configs(cfg).items()}
-    return _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs})
+    return _heads_hash(cfg, configs)
+
+
+def _heads_hash(cfg: HeadsConfig, sweeps: dict[str, dict]) -> str:
+    return digest({"payload": {"heads": dataclasses.asdict(cfg), "sweeps": sweeps}})
 
 
 def expressivity_key(cfg: ExpressivityConfig | None = None) -> str:
     """The ``config_hash`` that ``run_expressivity`` writes, without running anything."""
-    return _hash(dataclasses.asdict(cfg or ExpressivityConfig()))
+    return digest({"payload": dataclasses.asdict(cfg or ExpressivityConfig())})
 
 
 def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
     """Both layouts on every data model through ``run_sweep``: {'results', 'arrays'}."""
-    from dynamics.sweep import run_sweep
-
     start = time.perf_counter()
     layouts = _layouts(cfg)
     jobs = sweep_configs(cfg)
@@ -454,7 +447,7 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
         "experiment": HEADS,
         "config": dataclasses.asdict(cfg),
         "sweep_configs": configs,
-        "config_hash": _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs}),
+        "config_hash": _heads_hash(cfg, configs),
         "wall_time_s": time.perf_counter() - start,
         "layouts": {
             "split": "d_h = d // H (the standard layout)",
@@ -475,25 +468,19 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
 
 def write(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
     """``npz_name`` then ``results.json`` (last: its presence marks a complete run), atomically."""
-    from dynamics.results import atomic_write_bytes, device_name, versions
-
-    out = Path(out)
-    buf = io.BytesIO()
-    np.savez(buf, **run["arrays"])
-    npz_path, json_path = out / npz_name, out / "results.json"
-    atomic_write_bytes(npz_path, buf.getvalue())
     results = {**run["results"], "versions": versions(), "device": device_name()}
-    atomic_write_bytes(json_path, json.dumps(results, indent=2, allow_nan=False).encode())
-    return json_path, npz_path
+    return write_files(out, npz_name, run["arrays"], results)
 
 
-def produce_expressivity(out_dir: Path, cfg: ExpressivityConfig | None = None, progress: bool = True) -> None:
-    """Run the expressivity experiment (default size) and write its results into ``out_dir``."""
+def produce_expressivity(out_dir: Path, progress: bool = True, cfg: ExpressivityConfig | None = None) -> None:
+    """Run the expressivity experiment (default size) and write its results into ``out_dir``
+    (a figures ``Entry.produce``)."""
     write(run_expressivity(cfg or ExpressivityConfig(), progress=progress), out_dir, "expressivity.npz")
 
 
-def produce_heads(out_dir: Path, cfg: HeadsConfig | None = None, progress: bool = True) -> None:
-    """Run the heads-at-fixed-width experiment (default size) and write its results into ``out_dir``."""
+def produce_heads(out_dir: Path, progress: bool = True, cfg: HeadsConfig | None = None) -> None:
+    """Run the heads-at-fixed-width experiment (default size) and write its results into
+    ``out_dir`` (a figures ``Entry.produce``)."""
     write(run_heads(cfg or HeadsConfig(), progress=progress), out_dir, "heads.npz")
 
 
