@@ -19,15 +19,15 @@ Two experiments, each a preset of ``python -m dynamics.run``:
 
 Both write ``results.json`` (with ``config_hash``) and an ``.npz`` of arrays (``write``);
 ``produce_expressivity`` and ``produce_heads`` run them at their default sizes for
-``python -m figures``. Their figures are in ``figures.bottleneck``.
+``python -m figures``. This module holds the experiments only (configs, fits, sweeps, cache
+keys, files); their command line is ``dynamics.bottleneck_cli``, their figures are in
+``figures.bottleneck``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-import sys
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -482,136 +482,3 @@ def produce_heads(out_dir: Path, progress: bool = True, cfg: HeadsConfig | None 
     """Run the heads-at-fixed-width experiment (default size) and write its results into
     ``out_dir`` (a figures ``Entry.produce``)."""
     write(run_heads(cfg or HeadsConfig(), progress=progress), out_dir, "heads.npz")
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def requested(argv: list[str]) -> str | None:
-    """The bottleneck preset named by ``--preset NAME`` / ``--preset=NAME`` in argv, else None."""
-    for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == "--preset" and i + 1 < len(argv) else None
-        if arg.startswith("--preset="):
-            value = arg.split("=", 1)[1]
-        if value in NAMES:
-            return value
-    return None
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from dynamics.run import OneLineParser, add_cpu_devices  # the CLI's; run.py imports us
-
-    p = OneLineParser(
-        prog="python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads",
-        description=__doc__.split("\n\n", 1)[1].split("\n\nBoth write")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--preset", required=True, choices=NAMES)
-    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<preset>)")
-    p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
-    p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
-    p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")
-    p.add_argument("--tokens", type=_ints, help="expressivity: sequence lengths T (e.g. 5,10)")
-    p.add_argument("--restarts", type=int, help="expressivity: random inits per target")
-    p.add_argument("--targets", type=int, help="expressivity: random targets per T")
-    p.add_argument("--heads", type=_ints, help="heads: numbers of heads H (at most the width)")
-    p.add_argument("--trials", type=int, help="heads: trials per sweep point")
-    p.add_argument("--width", type=int, help="heads: the fixed width d")
-    p.add_argument("--no-figure", action="store_true", help="skip the figure")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_cpu_devices(p)
-    return p
-
-
-def _config_from_args(args: argparse.Namespace):
-    if args.preset == EXPRESSIVITY:
-        cfg = QUICK_EXPRESSIVITY if args.quick else ExpressivityConfig()
-        pairs = {"seed": args.seed, "steps": args.steps, "tokens": args.tokens}
-        pairs |= {"restarts": args.restarts, "targets": args.targets}
-        wrong = [f"--{k}" for k in ("heads", "trials", "width") if getattr(args, k) is not None]
-    else:
-        cfg = QUICK_HEADS if args.quick else HeadsConfig()
-        pairs = {"seed": args.seed, "steps": args.steps, "heads": args.heads, "trials": args.trials}
-        pairs["width"] = args.width
-        wrong = [f"--{k}" for k in ("tokens", "restarts", "targets") if getattr(args, k) is not None]
-    if wrong:
-        raise ConfigError(f"{', '.join(wrong)} do(es) not apply to --preset {args.preset}")
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
-    cfg.validate()
-    if isinstance(cfg, HeadsConfig):
-        sweep_configs(cfg)  # every sweep's own checks, before anything runs
-    return cfg
-
-
-def _report_expressivity(results: dict) -> str:
-    lines = []
-    for row in results["summary"]:
-        lines.append(
-            f"T={row['T']} d={row['d']}: fits every target (best TV < {results['config']['tol']:g}) "
-            f"from d_h = {row['reached_at']} (T − 1 = {row['theory_threshold']})"
-        )
-        lines.append(
-            f"  {'d_h':>4} {'params':>7} {'best TV mean':>13} {'best TV max':>12} {'best KL mean':>13}"
-        )
-        for i, a in enumerate(row["head_sizes"]):
-            lines.append(
-                f"  {a:>4} {row['param_count'][i]:>7} {row['best_tv_mean'][i]:>13.2e} "
-                f"{row['best_tv_max'][i]:>12.2e} {row['best_kl_mean'][i]:>13.2e}"
-            )
-    return "\n".join(lines)
-
-
-def _report_heads(results: dict) -> str:
-    def ms(e):
-        return "diverged" if e["mean"] is None else f"{e['mean']:.4f} ± {e['std']:.4f}"
-
-    header = (
-        f"{'data':>8} {'layout':>6} {'H':>3} {'d_h':>4} {'params':>6} {'train loss':>17} {'test loss':>17}"
-    )
-    lines = [header, "-" * len(header)]
-    for r in results["summary"]:
-        lines.append(
-            f"{r['data_model']:>8} {r['layout']:>6} {r['heads']:>3} {r['head_size']:>4} "
-            f"{r['param_count']:>6} {ms(r['train_loss']):>17} {ms(r['test_loss']):>17}"
-        )
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The two bottleneck presets of ``python -m dynamics.run``."""
-    from dynamics.run import apply_cpu_devices
-
-    args = build_parser().parse_args(argv)
-    try:
-        apply_cpu_devices(args)
-        cfg = _config_from_args(args)
-        out = Path(args.out or Path("runs") / args.preset)
-        if args.preset == EXPRESSIVITY:
-            run, npz_name = run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
-        else:
-            run, npz_name = run_heads(cfg, progress=not args.quiet), "heads.npz"
-    except (ConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
-    report = _report_expressivity if args.preset == EXPRESSIVITY else _report_heads
-    print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
-    print(report(run["results"]))
-    for path in write(run, out, npz_name):
-        print(f"wrote {path}")
-    if not args.no_figure:
-        from figures import bottleneck as fig
-
-        plot = fig.plot_expressivity if args.preset == EXPRESSIVITY else fig.plot_bottleneck_heads
-        for path in plot(out, out / "figure"):
-            print(f"wrote {path}")
-    return 0

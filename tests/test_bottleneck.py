@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import bottleneck, model
+from dynamics import bottleneck, bottleneck_cli, model
 from dynamics import run as cli
 from dynamics.config import PRESETS
 
@@ -135,7 +135,7 @@ def test_presets_are_listed(capsys):
     ],
 )
 def test_requested(argv, name):
-    assert bottleneck.requested(argv) == name
+    assert bottleneck_cli.requested(argv) == name
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_heads_preset_end_to_end(tmp_path):
     out = tmp_path / "o"
     meta = json.loads((out / "results.json").read_text())
     args = ["--preset", "bottleneck-heads", "--quick", "--heads", "2"]
-    cfg = bottleneck._config_from_args(bottleneck.build_parser().parse_args(args))
+    cfg = bottleneck_cli.config_from_args(bottleneck_cli.build_parser().parse_args(args))
     assert meta["config_hash"] == bottleneck.heads_key(cfg)  # the figures cache can key on it
     rows = {(r["data_model"], r["layout"], r["heads"]): r for r in meta["summary"]}
     # width 8, T = 4: split H=2 has d_h = 4 = T, the same layout and count as fixed H=2 (and H' = 2)
