@@ -41,7 +41,16 @@ import optax
 from tqdm.auto import tqdm
 
 from dynamics import model as mdl
-from dynamics.config import Config, ConfigError, apply_overrides, digest, log_schedule, preset, validate
+from dynamics.config import (
+    PAPER_SIZES,
+    Config,
+    ConfigError,
+    apply_overrides,
+    digest,
+    log_schedule,
+    preset,
+    validate,
+)
 from dynamics.devices import device_name
 from dynamics.results import SCHEMA_VERSION, versions, write_files
 from dynamics.sweep import run_sweep
@@ -49,8 +58,6 @@ from dynamics.sweep import run_sweep
 EXPRESSIVITY = "bottleneck-expressivity"
 HEADS = "bottleneck-heads"
 NAMES = (EXPRESSIVITY, HEADS)
-# n_train/n_test per data model (SPEC §6 seed texts)
-SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 
 
 # ----------------------------------------------------------------------------- configs
@@ -108,14 +115,14 @@ class HeadsConfig:
     heads: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # H, at most d (split needs d // H >= 1)
     trials: int | None = None  # None: the preset's (5)
     steps: int | None = None  # None: the preset's (1000 Adam steps)
-    n_train: tuple[int, ...] | None = None  # per data model; None: SIZES (SPEC §6)
+    n_train: tuple[int, ...] | None = None  # per data model; None: PAPER_SIZES (SPEC §6)
     n_test: tuple[int, ...] | None = None
     seed: int = 0  # every sweep uses this seed: the same data for split and fixed
 
     def validate(self) -> HeadsConfig:
         for m in self.data_models:
-            if m not in SIZES:
-                raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, SIZES))}")
+            if m not in PAPER_SIZES:
+                raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, PAPER_SIZES))}")
         if not self.heads or not self.data_models:
             raise ConfigError("heads and data_models must be non-empty")
         for name, value in (
@@ -136,7 +143,7 @@ class HeadsConfig:
     def base(self, data_model: str) -> Config:
         """The sweep config of one data model (layout and heads are set per sweep)."""
         i = self.data_models.index(data_model)
-        n_train, n_test = SIZES[data_model]
+        n_train, n_test = PAPER_SIZES[data_model]
         data = {
             "model": data_model,
             "d": self.width,

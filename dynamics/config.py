@@ -153,8 +153,10 @@ SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "swe
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
 
 PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
-_DM1 = {"model": "dm1", "n_train": 100, "n_test": 300}
-_PLANTED = {"model": "planted", "n_train": 1000, "n_test": 3000}
+# (n_train, n_test) of the papers' runs per data model (SPEC §6); the bottleneck uses them too.
+PAPER_SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
+_DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+_PLANTED = {"model": "planted", "n_train": PAPER_SIZES["planted"][0], "n_test": PAPER_SIZES["planted"][1]}
 _SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
 
 # name -> (one-line purpose, {section: {field: value}})
