@@ -4,6 +4,10 @@ An example is X in R^{T x d} with label y in {-1, +1}. r of its T tokens are rel
 x_t = mu_y + sigma g_t; the others are irrelevant, x_t = nu_{j_t} + sigma g_t with
 j_t uniform on [M]; g_t ~ N(0, I_d / d), so a noise token has norm about sigma.
 The means are orthonormal directions scaled by the signal norm S.
+
+This module holds the generator (``tokenized_mixture``, ``dm1``), the means (``class_means``),
+the one home of DM1's defaults and the geometries (``DM1_DEFAULTS``, ``GEOMETRIES``; the
+simulator's config imports them), and the argument checks the planted model shares.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import types
 import jax
 import jax.numpy as jnp
 
-GEOMETRIES = ("antipodal", "orthogonal")
+GEOMETRIES = ("antipodal", "orthogonal")  # mu_- = -mu_+, or mu_- orthogonal to mu_+
 
-# DM1 as this project defines it (SPEC section 5); `dm1` overrides any of these.
+# DM1 as this project defines it (SPEC section 5), one value per knob of `tokenized_mixture`;
+# `dm1` overrides any of these. The single home of these defaults: dynamics.config uses them.
 DM1_DEFAULTS = types.MappingProxyType(
     {
         "T": 10,  # tokens per example
         "zeta": 0.1,  # fraction of relevant tokens: r = max(1, round(zeta * T)) = 1
+        "r": None,  # number of relevant tokens; None: from zeta
         "d": 32,  # token width
         "signal": 1.0,  # S = |mu_+| = |nu_j|
         "noise": 1.0,  # sigma; each noise token has norm about sigma
@@ -95,6 +101,28 @@ def class_means(
     return mu_plus, mu_minus, nu
 
 
+def _relevant_count(T: int, zeta: float, r: int | None) -> int:
+    """r = max(1, round(zeta * T)), halves rounding up, unless `r` is given (then 1 <= r <= T)."""
+    if r is None:
+        zeta = _check_float("zeta", zeta, lo=0.0, hi=1.0)
+        return max(1, math.floor(zeta * T + 0.5))  # round half up: zeta=0.25, T=10 -> 3
+    return _check_int("r", r, lo=1, hi=T)
+
+
+def _relevant_mask(key: jax.Array, n: int, T: int, r: int, first_relevant: bool) -> jax.Array:
+    """(n, T) bool, True on each example's r relevant positions.
+
+    Per example, the r positions with the smallest random uint32 sort keys: a uniform
+    draw without replacement (jax.random.permutation sorts such keys too). argsort is
+    stable, so key 0 at position 0 puts it first whenever first_relevant is set.
+    """
+    sort_keys = jax.random.bits(key, (n, T), jnp.uint32)  # (n, T)
+    if first_relevant:
+        sort_keys = sort_keys.at[:, 0].set(0)
+    order = jnp.argsort(sort_keys, axis=1)  # (n, T) positions by key
+    return jnp.argsort(order, axis=1) < r  # (n, T) rank of each position < r
+
+
 def tokenized_mixture(
     key: jax.Array,
     n: int,
@@ -123,11 +151,7 @@ def tokenized_mixture(
     """
     n = _check_int("n", n, lo=1)
     T = _check_int("T", T, lo=1)
-    if r is None:
-        zeta = _check_float("zeta", zeta, lo=0.0, hi=1.0)
-        r = max(1, math.floor(zeta * T + 0.5))  # round half up: zeta=0.25, T=10 -> 3
-    else:
-        r = _check_int("r", r, lo=1, hi=T)
+    r = _relevant_count(T, zeta, r)
     noise = _check_float("noise", noise, lo=0.0)
     if not isinstance(first_relevant, bool):
         raise ValueError(f"first_relevant={first_relevant!r} must be True or False")
@@ -138,14 +162,7 @@ def tokenized_mixture(
     y = jnp.where(jax.random.bernoulli(key_y, 0.5, (n,)), 1.0, -1.0)  # (n,)
     y = y.astype(jnp.float32)
 
-    # Per example, the r positions with the smallest random uint32 sort keys: a uniform
-    # draw without replacement (jax.random.permutation sorts such keys too). argsort is
-    # stable, so key 0 at position 0 puts it first whenever first_relevant is set.
-    sort_keys = jax.random.bits(key_pos, (n, T), jnp.uint32)  # (n, T)
-    if first_relevant:
-        sort_keys = sort_keys.at[:, 0].set(0)
-    order = jnp.argsort(sort_keys, axis=1)  # (n, T) positions by key
-    mask = jnp.argsort(order, axis=1) < r  # (n, T) rank of each position < r
+    mask = _relevant_mask(key_pos, n, T, r, first_relevant)  # (n, T)
 
     mu_y = jnp.where(y[:, None] > 0, mu_plus[None, :], mu_minus[None, :])  # (n, d)
     if M > 0:

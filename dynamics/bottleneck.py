@@ -17,20 +17,17 @@ Two experiments, each a preset of ``python -m dynamics.run``:
     about 2d² key-query parameters for every H) and fixed (d_h = T, growing as 2dTH),
     and a fixed layout whose head count H' matches the split layout's parameter count.
 
-Both write ``results.json`` (with ``config_hash``), an ``.npz`` of arrays and a figure
-into ``--out``; ``produce_expressivity`` and ``produce_heads`` run them at their
-default sizes for ``python -m figures``.
+Both write ``results.json`` (with ``config_hash``) and an ``.npz`` of arrays (``write``);
+``produce_expressivity`` and ``produce_heads`` run them at their default sizes for
+``python -m figures``. This module holds the experiments only (configs, fits, sweeps, cache
+keys, files); their command line is ``dynamics.bottleneck_cli``, their figures are in
+``figures.bottleneck``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import hashlib
-import io
-import json
 import math
-import sys
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -45,21 +42,22 @@ from tqdm.auto import tqdm
 
 from dynamics import model as mdl
 from dynamics.config import (
-    NUMERICS_VERSION,
+    PAPER_SIZES,
     Config,
     ConfigError,
     apply_overrides,
+    digest,
     log_schedule,
     preset,
     validate,
 )
+from dynamics.devices import device_name
+from dynamics.results import SCHEMA_VERSION, versions, write_files
+from dynamics.sweep import run_sweep
 
 EXPRESSIVITY = "bottleneck-expressivity"
 HEADS = "bottleneck-heads"
 NAMES = (EXPRESSIVITY, HEADS)
-SCHEMA_VERSION = 1
-# n_train/n_test per data model (SPEC §6 seed texts)
-SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 
 
 # ----------------------------------------------------------------------------- configs
@@ -117,14 +115,14 @@ class HeadsConfig:
     heads: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # H, at most d (split needs d // H >= 1)
     trials: int | None = None  # None: the preset's (5)
     steps: int | None = None  # None: the preset's (1000 Adam steps)
-    n_train: tuple[int, ...] | None = None  # per data model; None: SIZES (SPEC §6)
+    n_train: tuple[int, ...] | None = None  # per data model; None: PAPER_SIZES (SPEC §6)
     n_test: tuple[int, ...] | None = None
     seed: int = 0  # every sweep uses this seed: the same data for split and fixed
 
     def validate(self) -> HeadsConfig:
         for m in self.data_models:
-            if m not in SIZES:
-                raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, SIZES))}")
+            if m not in PAPER_SIZES:
+                raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, PAPER_SIZES))}")
         if not self.heads or not self.data_models:
             raise ConfigError("heads and data_models must be non-empty")
         for name, value in (
@@ -145,7 +143,7 @@ class HeadsConfig:
     def base(self, data_model: str) -> Config:
         """The sweep config of one data model (layout and heads are set per sweep)."""
         i = self.data_models.index(data_model)
-        n_train, n_test = SIZES[data_model]
+        n_train, n_test = PAPER_SIZES[data_model]
         data = {
             "model": data_model,
             "d": self.width,
@@ -166,11 +164,6 @@ QUICK_EXPRESSIVITY = ExpressivityConfig(tokens=(3, 4), targets=2, restarts=2, st
 QUICK_HEADS = HeadsConfig(
     width=8, tokens=4, heads=(1, 2, 8), trials=2, steps=10, n_train=(16, 16), n_test=(20, 20)
 )
-
-
-def _hash(payload: Any) -> str:
-    text = json.dumps({"numerics": NUMERICS_VERSION, "payload": payload}, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- expressivity
@@ -298,51 +291,9 @@ def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[
     bar = tqdm(cfg.tokens, desc=EXPRESSIVITY, unit="T", disable=not progress, leave=False)
     for T in bar:
         bar.set_postfix(T=T)
-        d = cfg.width_factor * T
-        sizes = cfg.head_sizes(T)
-        fits = expressivity_fits(
-            jax.random.fold_in(root, T),
-            T=T,
-            d=d,
-            head_sizes=tuple(sizes),
-            targets=cfg.targets,
-            restarts=cfg.restarts,
-            steps=cfg.steps,
-            lr=cfg.lr,
-            lr_final=cfg.lr_final,
-            init_scale=cfg.init_scale,
-            dirichlet=cfg.dirichlet,
-        )
-        X, P = np.asarray(fits["X"], np.float64), np.asarray(fits["P"], np.float64)
-        P = P / P.sum(axis=-1, keepdims=True)  # rows sum to 1 in float64 too (else KL can be < 0)
-        err = attention_errors(fits["Q"], fits["K"], X, P[None, :, None])  # each (n_a, M, R)
-        pick = np.argmin(err["kl"], axis=2)[..., None]  # (n_a, M, 1): the best restart per target
-        best = {k: np.take_along_axis(v, pick, axis=2)[..., 0] for k, v in err.items()}  # (n_a, M)
-        trace = np.take_along_axis(np.asarray(fits["trace"]), pick[..., None], axis=2)[:, :, 0]
-        fitted = best["tv"].max(axis=1) < cfg.tol  # (n_a,): every target fitted
-        reached = next((a for i, a in enumerate(sizes) if fitted[i:].all()), None)
-        prefix = f"T{T}_"
-        arrays.update({prefix + "head_sizes": np.array(sizes), prefix + "X": X, prefix + "targets": P})
-        arrays.update({prefix + k: v for k, v in err.items()})
-        arrays.update({prefix + "best_" + k: v for k, v in best.items()})
-        arrays[prefix + "trace"] = trace[:, :, log_steps]  # (n_a, M, L) best restarts
-        summary.append(
-            {
-                "T": T,
-                "d": d,
-                "head_sizes": sizes,
-                "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
-                "key_query_params": [2 * d * a for a in sizes],
-                "best_tv_mean": best["tv"].mean(axis=1).tolist(),
-                "best_tv_max": best["tv"].max(axis=1).tolist(),
-                "best_kl_mean": best["kl"].mean(axis=1).tolist(),
-                "best_kl_max": best["kl"].max(axis=1).tolist(),
-                "best_max_abs_max": best["max_abs"].max(axis=1).tolist(),
-                "fits_all_targets": fitted.tolist(),
-                "reached_at": reached,
-                "theory_threshold": min_rank_threshold(T),
-            }
-        )
+        t_arrays, row = _expressivity_at(cfg, jax.random.fold_in(root, T), T, log_steps)
+        arrays.update({f"T{T}_{k}": v for k, v in t_arrays.items()})
+        summary.append(row)
     bar.close()
     arrays["log_steps"] = log_steps
     results = {
@@ -357,6 +308,53 @@ def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[
         "summary": summary,
     }
     return {"results": results, "arrays": arrays}
+
+
+def _expressivity_at(
+    cfg: ExpressivityConfig, key: jax.Array, T: int, log_steps: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The fits at one sequence length T: (arrays without the 'T{T}_' prefix, summary row)."""
+    d = cfg.width_factor * T
+    sizes = cfg.head_sizes(T)
+    fits = expressivity_fits(
+        key,
+        T=T,
+        d=d,
+        head_sizes=tuple(sizes),
+        targets=cfg.targets,
+        restarts=cfg.restarts,
+        steps=cfg.steps,
+        lr=cfg.lr,
+        lr_final=cfg.lr_final,
+        init_scale=cfg.init_scale,
+        dirichlet=cfg.dirichlet,
+    )
+    X, P = np.asarray(fits["X"], np.float64), np.asarray(fits["P"], np.float64)
+    P = P / P.sum(axis=-1, keepdims=True)  # rows sum to 1 in float64 too (else KL can be < 0)
+    err = attention_errors(fits["Q"], fits["K"], X, P[None, :, None])  # each (n_a, M, R)
+    pick = np.argmin(err["kl"], axis=2)[..., None]  # (n_a, M, 1): the best restart per target
+    best = {k: np.take_along_axis(v, pick, axis=2)[..., 0] for k, v in err.items()}  # (n_a, M)
+    trace = np.take_along_axis(np.asarray(fits["trace"]), pick[..., None], axis=2)[:, :, 0]
+    fitted = best["tv"].max(axis=1) < cfg.tol  # (n_a,): every target fitted
+    arrays = {"head_sizes": np.array(sizes), "X": X, "targets": P, **err}
+    arrays.update({"best_" + k: v for k, v in best.items()})
+    arrays["trace"] = trace[:, :, log_steps]  # (n_a, M, L) best restarts
+    row = {
+        "T": T,
+        "d": d,
+        "head_sizes": sizes,
+        "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
+        "key_query_params": [2 * d * a for a in sizes],
+        "best_tv_mean": best["tv"].mean(axis=1).tolist(),
+        "best_tv_max": best["tv"].max(axis=1).tolist(),
+        "best_kl_mean": best["kl"].mean(axis=1).tolist(),
+        "best_kl_max": best["kl"].max(axis=1).tolist(),
+        "best_max_abs_max": best["max_abs"].max(axis=1).tolist(),
+        "fits_all_targets": fitted.tolist(),
+        "reached_at": next((a for i, a in enumerate(sizes) if fitted[i:].all()), None),
+        "theory_threshold": min_rank_threshold(T),
+    }
+    return arrays, row
 
 
 # ----------------------------------------------------------------------------- heads at a fixed width
@@ -402,18 +400,20 @@ def heads_key(cfg: HeadsConfig | None = None) -> str:
     """The ``config_hash`` that ``run_heads`` writes, without running anything."""
     cfg = cfg or HeadsConfig()
     configs = {f"{m}/{name}": c.to_dict() for (m, name), c in sweep_configs(cfg).items()}
-    return _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs})
+    return _heads_hash(cfg, configs)
+
+
+def _heads_hash(cfg: HeadsConfig, sweeps: dict[str, dict]) -> str:
+    return digest({"payload": {"heads": dataclasses.asdict(cfg), "sweeps": sweeps}})
 
 
 def expressivity_key(cfg: ExpressivityConfig | None = None) -> str:
     """The ``config_hash`` that ``run_expressivity`` writes, without running anything."""
-    return _hash(dataclasses.asdict(cfg or ExpressivityConfig()))
+    return digest({"payload": dataclasses.asdict(cfg or ExpressivityConfig())})
 
 
 def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
     """Both layouts on every data model through ``run_sweep``: {'results', 'arrays'}."""
-    from dynamics.sweep import run_sweep
-
     start = time.perf_counter()
     layouts = _layouts(cfg)
     jobs = sweep_configs(cfg)
@@ -454,7 +454,7 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
         "experiment": HEADS,
         "config": dataclasses.asdict(cfg),
         "sweep_configs": configs,
-        "config_hash": _hash({"heads": dataclasses.asdict(cfg), "sweeps": configs}),
+        "config_hash": _heads_hash(cfg, configs),
         "wall_time_s": time.perf_counter() - start,
         "layouts": {
             "split": "d_h = d // H (the standard layout)",
@@ -475,156 +475,17 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
 
 def write(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
     """``npz_name`` then ``results.json`` (last: its presence marks a complete run), atomically."""
-    from dynamics.results import atomic_write_bytes, device_name, versions
-
-    out = Path(out)
-    buf = io.BytesIO()
-    np.savez(buf, **run["arrays"])
-    npz_path, json_path = out / npz_name, out / "results.json"
-    atomic_write_bytes(npz_path, buf.getvalue())
     results = {**run["results"], "versions": versions(), "device": device_name()}
-    atomic_write_bytes(json_path, json.dumps(results, indent=2, allow_nan=False).encode())
-    return json_path, npz_path
+    return write_files(out, npz_name, run["arrays"], results)
 
 
-def produce_expressivity(out_dir: Path, cfg: ExpressivityConfig | None = None, progress: bool = True) -> None:
-    """Run the expressivity experiment (default size) and write its results into ``out_dir``."""
+def produce_expressivity(out_dir: Path, progress: bool = True, cfg: ExpressivityConfig | None = None) -> None:
+    """Run the expressivity experiment (default size) and write its results into ``out_dir``
+    (a figures ``Entry.produce``)."""
     write(run_expressivity(cfg or ExpressivityConfig(), progress=progress), out_dir, "expressivity.npz")
 
 
-def produce_heads(out_dir: Path, cfg: HeadsConfig | None = None, progress: bool = True) -> None:
-    """Run the heads-at-fixed-width experiment (default size) and write its results into ``out_dir``."""
+def produce_heads(out_dir: Path, progress: bool = True, cfg: HeadsConfig | None = None) -> None:
+    """Run the heads-at-fixed-width experiment (default size) and write its results into
+    ``out_dir`` (a figures ``Entry.produce``)."""
     write(run_heads(cfg or HeadsConfig(), progress=progress), out_dir, "heads.npz")
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def requested(argv: list[str]) -> str | None:
-    """The bottleneck preset named by ``--preset NAME`` / ``--preset=NAME`` in argv, else None."""
-    for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == "--preset" and i + 1 < len(argv) else None
-        if arg.startswith("--preset="):
-            value = arg.split("=", 1)[1]
-        if value in NAMES:
-            return value
-    return None
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from dynamics.run import OneLineParser, add_cpu_devices  # the CLI's; run.py imports us
-
-    p = OneLineParser(
-        prog="python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads",
-        description=__doc__.split("\n\n", 1)[1].split("\n\nBoth write")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--preset", required=True, choices=NAMES)
-    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<preset>)")
-    p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
-    p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
-    p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")
-    p.add_argument("--tokens", type=_ints, help="expressivity: sequence lengths T (e.g. 5,10)")
-    p.add_argument("--restarts", type=int, help="expressivity: random inits per target")
-    p.add_argument("--targets", type=int, help="expressivity: random targets per T")
-    p.add_argument("--heads", type=_ints, help="heads: numbers of heads H (at most the width)")
-    p.add_argument("--trials", type=int, help="heads: trials per sweep point")
-    p.add_argument("--width", type=int, help="heads: the fixed width d")
-    p.add_argument("--no-figure", action="store_true", help="skip the figure")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_cpu_devices(p)
-    return p
-
-
-def _config_from_args(args: argparse.Namespace):
-    if args.preset == EXPRESSIVITY:
-        cfg = QUICK_EXPRESSIVITY if args.quick else ExpressivityConfig()
-        pairs = {"seed": args.seed, "steps": args.steps, "tokens": args.tokens}
-        pairs |= {"restarts": args.restarts, "targets": args.targets}
-        wrong = [f"--{k}" for k in ("heads", "trials", "width") if getattr(args, k) is not None]
-    else:
-        cfg = QUICK_HEADS if args.quick else HeadsConfig()
-        pairs = {"seed": args.seed, "steps": args.steps, "heads": args.heads, "trials": args.trials}
-        pairs["width"] = args.width
-        wrong = [f"--{k}" for k in ("tokens", "restarts", "targets") if getattr(args, k) is not None]
-    if wrong:
-        raise ConfigError(f"{', '.join(wrong)} do(es) not apply to --preset {args.preset}")
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
-    cfg.validate()
-    if isinstance(cfg, HeadsConfig):
-        sweep_configs(cfg)  # every sweep's own checks, before anything runs
-    return cfg
-
-
-def _report_expressivity(results: dict) -> str:
-    lines = []
-    for row in results["summary"]:
-        lines.append(
-            f"T={row['T']} d={row['d']}: fits every target (best TV < {results['config']['tol']:g}) "
-            f"from d_h = {row['reached_at']} (T − 1 = {row['theory_threshold']})"
-        )
-        lines.append(
-            f"  {'d_h':>4} {'params':>7} {'best TV mean':>13} {'best TV max':>12} {'best KL mean':>13}"
-        )
-        for i, a in enumerate(row["head_sizes"]):
-            lines.append(
-                f"  {a:>4} {row['param_count'][i]:>7} {row['best_tv_mean'][i]:>13.2e} "
-                f"{row['best_tv_max'][i]:>12.2e} {row['best_kl_mean'][i]:>13.2e}"
-            )
-    return "\n".join(lines)
-
-
-def _report_heads(results: dict) -> str:
-    def ms(e):
-        return "diverged" if e["mean"] is None else f"{e['mean']:.4f} ± {e['std']:.4f}"
-
-    header = (
-        f"{'data':>8} {'layout':>6} {'H':>3} {'d_h':>4} {'params':>6} {'train loss':>17} {'test loss':>17}"
-    )
-    lines = [header, "-" * len(header)]
-    for r in results["summary"]:
-        lines.append(
-            f"{r['data_model']:>8} {r['layout']:>6} {r['heads']:>3} {r['head_size']:>4} "
-            f"{r['param_count']:>6} {ms(r['train_loss']):>17} {ms(r['test_loss']):>17}"
-        )
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The two bottleneck presets of ``python -m dynamics.run``."""
-    from dynamics.run import apply_cpu_devices
-
-    args = build_parser().parse_args(argv)
-    try:
-        apply_cpu_devices(args)
-        cfg = _config_from_args(args)
-        out = Path(args.out or Path("runs") / args.preset)
-        if args.preset == EXPRESSIVITY:
-            run, npz_name = run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
-        else:
-            run, npz_name = run_heads(cfg, progress=not args.quiet), "heads.npz"
-    except (ConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
-    report = _report_expressivity if args.preset == EXPRESSIVITY else _report_heads
-    print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
-    print(report(run["results"]))
-    for path in write(run, out, npz_name):
-        print(f"wrote {path}")
-    if not args.no_figure:
-        from figures import bottleneck as fig
-
-        plot = fig.plot_expressivity if args.preset == EXPRESSIVITY else fig.plot_bottleneck_heads
-        for path in plot(out, out / "figure"):
-            print(f"wrote {path}")
-    return 0

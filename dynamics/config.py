@@ -2,7 +2,10 @@
 
 A config is resolved in layers: the built-in defaults, then a preset, then a TOML
 file, then command-line flags. Every value is validated before anything is
-compiled; errors name the field, the bad value and what is allowed.
+compiled (``validate``, one check per section); errors name the field, the bad value and
+what is allowed. ``resolve`` validates and plans the logged steps once (an ``Experiment``);
+``digest`` is the one hash behind every ``config_hash``. The mixture's defaults and
+geometries live with their generator in ``datamodels.mixture`` and are imported here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datamodels.mixture import DM1_DEFAULTS, GEOMETRIES
+
 DATA_MODELS = ("dm1", "planted", "mixture", "npz")
 OPTIMIZERS = ("gd", "adam")
 LR_SCALINGS = {"constant": 0.0, "sqrt": 0.5, "linear": 1.0}  # η(H) = η₀ · H^p
@@ -26,24 +31,14 @@ NORMS = ("sqrt", "mean", "sum")
 KEY_QUERIES = ("full", "factored")
 INITS = ("zero", "normal")
 LOSSES = ("logistic", "exp", "hinge2")
-GEOMETRIES = ("antipodal", "orthogonal")
 
 # Defaults of the synthetic data models; None in DataConfig means "the model's default".
+# The mixture's are DM1's, defined with its generator (datamodels imports nothing from here).
 SYNTHETIC_DEFAULTS = {
-    "dm1": dict(
-        T=10,
-        d=32,
-        zeta=0.1,
-        r=None,
-        signal=1.0,
-        noise=1.0,
-        n_irrelevant=4,
-        geometry="antipodal",
-        first_relevant=False,
-    ),
+    "dm1": DM1_DEFAULTS,
+    "mixture": DM1_DEFAULTS,
     "planted": dict(T=10, d=16, teacher_heads=1, teacher_scale=1.0, label_noise=0.0),
 }
-SYNTHETIC_DEFAULTS["mixture"] = SYNTHETIC_DEFAULTS["dm1"]
 SYNTHETIC_FIELDS = (
     "T",
     "d",
@@ -144,16 +139,24 @@ class Config:
 
     def hash(self) -> str:
         """A short hash of the resolved config (keys results caches)."""
-        text = json.dumps({"numerics": NUMERICS_VERSION, **self.resolved().to_dict()}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return digest(self.resolved().to_dict())
+
+
+def digest(doc: dict[str, Any]) -> str:
+    """The 16-hex-digit hash of ``doc`` and ``NUMERICS_VERSION``: the ``config_hash`` of every
+    result file (a sweep's ``Config.hash``, the bottleneck experiments' keys)."""
+    text = json.dumps({"numerics": NUMERICS_VERSION, **doc}, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
 
 PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
-_DM1 = {"model": "dm1", "n_train": 100, "n_test": 300}
-_PLANTED = {"model": "planted", "n_train": 1000, "n_test": 3000}
+# (n_train, n_test) of the papers' runs per data model (SPEC §6); the bottleneck uses them too.
+PAPER_SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
+_DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+_PLANTED = {"model": "planted", "n_train": PAPER_SIZES["planted"][0], "n_test": PAPER_SIZES["planted"][1]}
 _SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
 
 # name -> (one-line purpose, {section: {field: value}})
@@ -350,7 +353,21 @@ def _finite(
 
 
 def validate(cfg: Config) -> Config:
-    """Check every value and combination; return the resolved config."""
+    """Check every value and combination; return the resolved config.
+
+    The checks run section by section (types and name, data, model, optim, sweep), so the
+    first bad value in that order is the one reported.
+    """
+    _check_types_and_name(cfg)
+    cfg = cfg.resolved()
+    _check_data(cfg.data)
+    _check_model(cfg.model, cfg.data)
+    _check_optim(cfg.optim)
+    _check_sweep(cfg.sweep, cfg.model, cfg.data)
+    return cfg
+
+
+def _check_types_and_name(cfg: Config) -> None:
     for section in SECTIONS:
         for name, expected in _FIELD_TYPES[section].items():
             _check_type(section, name, getattr(getattr(cfg, section), name), str(expected))
@@ -358,9 +375,10 @@ def validate(cfg: Config) -> Config:
         raise ConfigError(
             f"name={cfg.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the output folder)"
         )
-    cfg = cfg.resolved()
-    data, model, optim, sweep = cfg.data, cfg.model, cfg.optim, cfg.sweep
 
+
+def _check_data(data: DataConfig) -> None:
+    """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
     _choice("data.model", data.model, DATA_MODELS)
     if data.model == "npz":
         if not data.path:
@@ -371,45 +389,48 @@ def validate(cfg: Config) -> Config:
                 f"--data FILE.npz cannot be combined with synthetic data parameters "
                 f"({', '.join('data.' + g for g in given)}): the file fixes the data"
             )
-    else:
-        if data.path is not None:
-            raise ConfigError(
-                f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
-            )
-        _positive_int("data.n_train", data.n_train)
-        _positive_int("data.n_test", data.n_test)
-        _positive_int("data.T", data.T)
-        _positive_int("data.d", data.d)
+        return
+    if data.path is not None:
+        raise ConfigError(
+            f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
+        )
+    for name in ("n_train", "n_test", "T", "d"):
+        _positive_int(f"data.{name}", getattr(data, name))
     if data.model in ("dm1", "mixture"):
-        _finite("data.zeta", data.zeta, lo=0.0, hi=1.0)
-        if data.r is not None:
-            _positive_int("data.r", data.r)
-            if data.r > data.T:
-                raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-        _finite("data.signal", data.signal, lo=0.0)
-        _finite("data.noise", data.noise, lo=0.0)
-        _positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
-        _choice("data.geometry", data.geometry, GEOMETRIES)
-        if data.d < data.n_irrelevant + 2:
-            raise ConfigError(
-                f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
-                f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means"
-            )
+        _check_mixture(data)
     if data.model == "planted":
         _positive_int("data.teacher_heads", data.teacher_heads)
         _finite("data.teacher_scale", data.teacher_scale, lo=0.0)
         _finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
-    if data.model != "npz":
-        wrong = [
-            f
-            for f in SYNTHETIC_FIELDS
-            if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]
-        ]
-        if wrong:
-            raise ConfigError(
-                f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
-            )
+    wrong = [
+        f
+        for f in SYNTHETIC_FIELDS
+        if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]
+    ]
+    if wrong:
+        raise ConfigError(
+            f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
+        )
 
+
+def _check_mixture(data: DataConfig) -> None:
+    _finite("data.zeta", data.zeta, lo=0.0, hi=1.0)
+    if data.r is not None:
+        _positive_int("data.r", data.r)
+        if data.r > data.T:
+            raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
+    _finite("data.signal", data.signal, lo=0.0)
+    _finite("data.noise", data.noise, lo=0.0)
+    _positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
+    _choice("data.geometry", data.geometry, GEOMETRIES)
+    if data.d < data.n_irrelevant + 2:
+        raise ConfigError(
+            f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
+            f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means"
+        )
+
+
+def _check_model(model: ModelConfig, data: DataConfig) -> None:
     _choice("model.query", model.query, QUERIES)
     _choice("model.norm", model.norm, NORMS)
     _choice("model.key_query", model.key_query, KEY_QUERIES)
@@ -428,12 +449,16 @@ def validate(cfg: Config) -> Config:
             "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
         )
 
+
+def _check_optim(optim: OptimConfig) -> None:
     _choice("optim.optimizer", optim.optimizer, OPTIMIZERS)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True)
     _choice("optim.lr_scaling", optim.lr_scaling, tuple(LR_SCALINGS))
     _choice("optim.loss", optim.loss, LOSSES)
     _positive_int("optim.steps", optim.steps)
 
+
+def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> None:
     if not sweep.heads:
         raise ConfigError("sweep.heads is empty; give at least one number of heads, e.g. --heads 1,2,4")
     for h in sweep.heads:
@@ -454,7 +479,6 @@ def validate(cfg: Config) -> Config:
         _positive_int("sweep.log_every", sweep.log_every)
     if sweep.log_points is not None:
         _positive_int("sweep.log_points", sweep.log_points, minimum=2)
-    return cfg
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,15 @@
-"""Result files (SPEC §7): ``results.json`` and ``curves.npz``, written atomically."""
+"""Result files (SPEC §7), written atomically and read back.
+
+A sweep writes ``results.json`` and ``curves.npz`` (``write_results``); any experiment writes
+its json and an ``.npz`` the same way (``write_files``: the npz first, the json last, its
+presence marking complete results); ``load_results`` reads both back. ``SCHEMA_VERSION`` of
+every results.json, the versions stamp and ``atomic_write_bytes`` (also used for figures)
+live here.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -68,17 +76,23 @@ def results_dict(result: SweepResult) -> dict[str, Any]:
 
 def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
-    out = Path(out)
-    import io
+    arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
+    return write_files(out, "curves.npz", {**arrays, **result.curves}, results_dict(result))
 
+
+def write_files(
+    out: Path, npz_name: str, arrays: dict[str, np.ndarray], results: dict[str, Any]
+) -> tuple[Path, Path]:
+    """Write ``arrays`` to ``out/npz_name`` then ``results`` to ``out/results.json``, each
+    atomically, the json last: its presence marks complete results. Returns (json, npz) paths."""
+    out = Path(out)
     buf = io.BytesIO()
-    arrays = {k: v for k, v in result.curves.items()}
-    np.savez(buf, heads=result.heads, steps=result.steps, diverged_at=result.diverged_at, **arrays)
-    curves_path, results_path = out / "curves.npz", out / "results.json"
-    atomic_write_bytes(curves_path, buf.getvalue())
-    text = json.dumps(results_dict(result), indent=2, allow_nan=False, default=_json_default)
-    atomic_write_bytes(results_path, text.encode())
-    return results_path, curves_path
+    np.savez(buf, **arrays)
+    npz_path, json_path = out / npz_name, out / "results.json"
+    atomic_write_bytes(npz_path, buf.getvalue())
+    text = json.dumps(results, indent=2, allow_nan=False, default=_json_default)
+    atomic_write_bytes(json_path, text.encode())
+    return json_path, npz_path
 
 
 def _json_default(obj):
@@ -101,8 +115,11 @@ def complete_results_hash(out: Path) -> str | None:
     return meta.get("config_hash")
 
 
-def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(results.json as a dict, curves.npz as a dict of arrays)."""
+def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(results.json as a dict, ``npz_name`` as a dict of arrays) from the folder ``out``.
+
+    Warns when the results were made with another jax, jaxlib or optax than this one.
+    """
     out = Path(out)
     meta = json.loads((out / "results.json").read_text())
     saved, now = meta.get("versions", {}), versions()
@@ -115,6 +132,6 @@ def load_results(out: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             f"in the last bits from a rerun",
             stacklevel=2,
         )
-    with np.load(out / "curves.npz", allow_pickle=False) as z:
-        curves = {k: z[k] for k in z.files}
-    return meta, curves
+    with np.load(out / npz_name, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    return meta, arrays

@@ -7,6 +7,11 @@ Examples:
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
+
+This module holds the sweep's command line: its flags (``KNOBS``, one per config field),
+parser, the experiment they ask for (``config_from_args``), the result table and ``main``.
+The parser, argument types and device flags it shares with the other command lines are in
+``dynamics.cli``; ``--preset bottleneck-*`` goes to ``dynamics.bottleneck_cli``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ import signal
 import sys
 from pathlib import Path
 
+from dynamics import bottleneck_cli
+from dynamics.cli import (
+    OneLineParser,
+    add_cpu_devices,
+    apply_cpu_devices,
+    float_arg,
+    head_size_arg,
+    int_arg,
+    mean_std,
+)
 from dynamics.config import (
     DATA_MODELS,
     GEOMETRIES,
@@ -39,35 +54,16 @@ from dynamics.config import (
     resolve,
 )
 
-
-def _head_size(text: str):
-    return text if text == "split" else _int(text)
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
 # flag, section, field, type, choices, help
 KNOBS = [
     ("--heads", "sweep", "heads", parse_heads, None, "numbers of heads H, comma-separated (e.g. 1,2,4,8)"),
-    ("--trials", "sweep", "trials", _int, None, "independent trials (data draws and inits) per H"),
-    ("--seed", "sweep", "seed", _int, None, "root PRNG seed; the same seed gives the same numbers"),
-    ("--log-every", "sweep", "log_every", _int, None, "log metrics every K steps"),
-    ("--log-points", "sweep", "log_points", _int, None, "log about N log-spaced steps instead"),
-    ("--steps", "optim", "steps", _int, None, "number of full-batch updates"),
+    ("--trials", "sweep", "trials", int_arg, None, "independent trials (data draws and inits) per H"),
+    ("--seed", "sweep", "seed", int_arg, None, "root PRNG seed; the same seed gives the same numbers"),
+    ("--log-every", "sweep", "log_every", int_arg, None, "log metrics every K steps"),
+    ("--log-points", "sweep", "log_points", int_arg, None, "log about N log-spaced steps instead"),
+    ("--steps", "optim", "steps", int_arg, None, "number of full-batch updates"),
     ("--optimizer", "optim", "optimizer", str, OPTIMIZERS, "gd (full-batch GD) or adam (optax defaults)"),
-    ("--lr", "optim", "lr", _float, None, "base step size η₀"),
+    ("--lr", "optim", "lr", float_arg, None, "base step size η₀"),
     (
         "--lr-scaling",
         "optim",
@@ -91,57 +87,27 @@ KNOBS = [
         "--head-size",
         "model",
         "head_size",
-        _head_size,
+        head_size_arg,
         None,
         "factored head size: 'split' (d // H) or an integer",
     ),
     ("--init", "model", "init", str, INITS, "zero (heads stay identical) or normal (random)"),
-    ("--init-scale", "model", "init_scale", _float, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
+    ("--init-scale", "model", "init_scale", float_arg, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
     ("--data-model", "data", "model", str, DATA_MODELS, "synthetic data model (npz is set by --data)"),
-    ("--n-train", "data", "n_train", _int, None, "training examples per trial"),
-    ("--n-test", "data", "n_test", _int, None, "test examples per trial"),
-    ("--tokens", "data", "T", _int, None, "tokens per example T"),
-    ("--width", "data", "d", _int, None, "token width d"),
-    ("--zeta", "data", "zeta", _float, None, "mixture sparsity ζ: r = max(1, round(ζT)) relevant tokens"),
-    ("--relevant", "data", "r", _int, None, "mixture: number of relevant tokens r (overrides ζ)"),
-    ("--signal", "data", "signal", _float, None, "mixture: norm S of the means"),
-    ("--noise", "data", "noise", _float, None, "mixture: noise level σ"),
-    ("--irrelevant-means", "data", "n_irrelevant", _int, None, "mixture: number M of irrelevant means"),
+    ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
+    ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),
+    ("--tokens", "data", "T", int_arg, None, "tokens per example T"),
+    ("--width", "data", "d", int_arg, None, "token width d"),
+    ("--zeta", "data", "zeta", float_arg, None, "mixture sparsity ζ: r = max(1, round(ζT)) relevant tokens"),
+    ("--relevant", "data", "r", int_arg, None, "mixture: number of relevant tokens r (overrides ζ)"),
+    ("--signal", "data", "signal", float_arg, None, "mixture: norm S of the means"),
+    ("--noise", "data", "noise", float_arg, None, "mixture: noise level σ"),
+    ("--irrelevant-means", "data", "n_irrelevant", int_arg, None, "mixture: number M of irrelevant means"),
     ("--geometry", "data", "geometry", str, GEOMETRIES, "mixture: class means antipodal or orthogonal"),
-    ("--teacher-heads", "data", "teacher_heads", _int, None, "planted: teacher heads H*"),
-    ("--teacher-scale", "data", "teacher_scale", _float, None, "planted: teacher scale β"),
-    ("--label-noise", "data", "label_noise", _float, None, "planted: label flip probability p"),
+    ("--teacher-heads", "data", "teacher_heads", int_arg, None, "planted: teacher heads H*"),
+    ("--teacher-scale", "data", "teacher_scale", float_arg, None, "planted: teacher scale β"),
+    ("--label-noise", "data", "label_noise", float_arg, None, "planted: label flip probability p"),
 ]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with a one-line error (and exit code 2) instead of the usage dump."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def add_cpu_devices(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cpu-devices",
-        type=_int,
-        metavar="N",
-        default=None,
-        help="split the CPU into N JAX devices and shard the runs over them (default: one per "
-        "core, at least 2, so all cores work and every machine gives the same numbers; 1 = "
-        "XLA's single CPU device). Ignored with --distributed and when XLA_FLAGS sets a count",
-    )
-
-
-def apply_cpu_devices(args: argparse.Namespace) -> None:
-    """Split the CPU as --cpu-devices asks, before JAX starts (no-op once it has)."""
-    if getattr(args, "distributed", False):
-        return  # each host's process keeps the devices its launcher gives it
-    if args.cpu_devices is not None and args.cpu_devices < 1:
-        raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
-    from dynamics.devices import split_cpu
-
-    split_cpu(args.cpu_devices)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
             "number of heads H, and write results.json, curves.npz and a figure.\n"
             "Values are layered: defaults < --preset < --config FILE.toml < flags."
         ),
-        epilog=__doc__.split("\n", 2)[2],
+        epilog=__doc__.split("\n", 2)[2].split("\n\n")[0],  # the examples
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g = p.add_argument_group("experiment")
@@ -225,15 +191,12 @@ def config_from_args(args: argparse.Namespace) -> Experiment:
 
 
 def format_table(result) -> str:
-    def ms(entry):
-        return "diverged" if entry["mean"] is None else f"{entry['mean']:.4f} ± {entry['std']:.4f}"
-
     header = f"{'H':>4}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
         lines.append(
-            f"{row['heads']:>4}  {ms(row['train_loss']):>17}  {ms(row['test_loss']):>17}  "
-            f"{ms(row['train_error']):>17}  {ms(row['test_error']):>17}  "
+            f"{row['heads']:>4}  {mean_std(row['train_loss']):>17}  {mean_std(row['test_loss']):>17}  "
+            f"{mean_std(row['train_error']):>17}  {mean_std(row['test_error']):>17}  "
             f"{row['n_diverged']}/{row['trials']}"
         )
     return "\n".join(lines)
@@ -274,10 +237,8 @@ def _is_main_process() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    from dynamics import bottleneck  # the low-rank bottleneck presets have their own runner (SPEC §8)
-
-    if bottleneck.requested(argv):
-        return bottleneck.main(argv)
+    if bottleneck_cli.requested(argv):  # the low-rank bottleneck presets have their own runner (SPEC §8)
+        return bottleneck_cli.main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:

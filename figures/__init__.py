@@ -1,5 +1,7 @@
 """mhsim's figures: one function per figure, reading saved result files only.
 
+``figures.sweep`` draws a sweep's figure and holds what every figure shares (the data
+labels, the atomic ``save_figure``); ``figures.bottleneck`` draws the bottleneck experiments;
 ``python -m figures`` regenerates every registered figure (see ``figures.registry``).
 """
 

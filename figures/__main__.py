@@ -21,19 +21,14 @@ import sys
 import time
 from pathlib import Path
 
+from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices
+
 DEFAULT_OUT = Path("figures-out")
 GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage dump
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
 def build_parser(names) -> argparse.ArgumentParser:
-    from dynamics.run import add_cpu_devices
-
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m figures",
         description=(
             "Regenerate figures into one folder, running only the experiments whose results are missing."
@@ -73,7 +68,6 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from dynamics.config import ConfigError
     from dynamics.results import complete_results_hash
-    from dynamics.run import apply_cpu_devices
     from figures.registry import FIGURES, ensure_results
 
     args = build_parser(list(FIGURES)).parse_args(argv)

@@ -1,8 +1,12 @@
-"""Figures of the low-rank bottleneck experiments (SPEC §8), drawn from saved result files only."""
+"""Figures of the low-rank bottleneck experiments (SPEC §8), drawn from saved result files only.
+
+``plot_expressivity`` reads ``results.json`` and ``expressivity.npz``, ``plot_bottleneck_heads``
+reads ``results.json`` and ``heads.npz`` (as ``dynamics.bottleneck.write`` leaves them); both
+write ``stem``.png and .pdf atomically through ``figures.sweep.save_figure``.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -14,39 +18,32 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-DATA_LABEL = {"dm1": "DM1", "planted": "planted"}
+from dynamics.results import load_results  # noqa: E402
+from figures.sweep import DATA_LABEL, save_figure  # noqa: E402
+
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
 TRACE_FLOOR = 1e-9  # float32 KL has rounding noise of about 1e-8 (it can even read < 0)
-
-
-def _load(results_dir: str | Path, npz_name: str) -> tuple[dict, dict[str, np.ndarray]]:
-    results_dir = Path(results_dir)
-    meta = json.loads((results_dir / "results.json").read_text())
-    with np.load(results_dir / npz_name, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    return meta, arrays
-
-
-def _save(fig, stem: str | Path) -> list[Path]:
-    stem = Path(stem)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return paths
+DPI = 110
 
 
 def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
     """Best attention-fit error vs head size d_h (one line per T, a line at d_h = T) and the
     loss traces of the best restarts around the threshold; PNG and PDF."""
-    meta, arrays = _load(results_dir, "expressivity.npz")
-    cfg = meta["config"]
-    rows = meta["summary"]
+    meta, arrays = load_results(Path(results_dir), "expressivity.npz")
     sns.set_theme(context="notebook", style="whitegrid")
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained")
+    _plot_fit_errors(axes[0], meta, arrays)
+    _plot_fit_traces(axes[1], meta, arrays)
+    fig.suptitle(
+        "Low-rank bottleneck: fitting one head's attention softmax(X Q Kᵀ Xᵀ), Q and K of size d × d_h"
+    )
+    return save_figure(fig, stem, dpi=DPI)
+
+
+def _plot_fit_errors(ax, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Left: best error vs d_h per T (band: min–max over targets), d_h = T and the first fit."""
+    cfg, rows = meta["config"], meta["summary"]
     palette = sns.color_palette("colorblind", len(rows))
-    ax = axes[0]
     for row, color in zip(rows, palette, strict=True):
         T, d = row["T"], row["d"]
         sizes = arrays[f"T{T}_head_sizes"]
@@ -77,9 +74,11 @@ def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(frameon=True, fontsize=8, loc="upper right")
 
-    # Right: are the errors below the threshold converged? Loss traces of the best restarts.
-    ax = axes[1]
-    row = max(rows, key=lambda r: r["T"])
+
+def _plot_fit_traces(ax, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Right: are the errors below the threshold converged? Loss traces of the best restarts
+    at the largest T, for d_h = T − 3 … T."""
+    row = max(meta["summary"], key=lambda r: r["T"])
     T = row["T"]
     sizes = list(arrays[f"T{T}_head_sizes"])
     shown = [a for a in (T - 3, T - 2, T - 1, T) if a in sizes]
@@ -95,10 +94,6 @@ def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
     ax.set_ylabel("mean row KL (float32 training loss, floored at 1e-9)")
     ax.set_title(f"T = {T}: best restart per target (median and range)", fontsize=10)
     ax.legend(frameon=False, fontsize=8)
-    fig.suptitle(
-        "Low-rank bottleneck: fitting one head's attention softmax(X Q Kᵀ Xᵀ), Q and K of size d × d_h"
-    )
-    return _save(fig, stem)
 
 
 def _band(ax, x, final, color, label, style="o-"):
@@ -113,12 +108,8 @@ def _band(ax, x, final, color, label, style="o-"):
 def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Path]:
     """Final train and test loss vs H for head size d/H (split), fixed = T, and fixed with the
     split layout's parameter count; parameter counts in the bottom row; PNG and PDF."""
-    meta, arrays = _load(results_dir, "heads.npz")
-    cfg = meta["config"]
-    models = cfg["data_models"]
-    T, d = cfg["tokens"], cfg["width"]
-    heads = np.array(cfg["heads"])
-    matched = {m["split_heads"]: m for m in meta["matched"]}
+    meta, arrays = load_results(Path(results_dir), "heads.npz")
+    models = meta["config"]["data_models"]
     sns.set_theme(context="notebook", style="whitegrid")
     fig, axes = plt.subplots(
         3,
@@ -132,51 +123,68 @@ def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Pat
     palette = sns.color_palette("colorblind")
     colors = {"split": palette[0], "fixed": palette[1], "matched": palette[2]}
     for j, m in enumerate(models):
-        split_heads = arrays[f"{m}__split__heads"]
-        fixed_heads = list(arrays[f"{m}__fixed__heads"])
-        same = [fixed_heads.index(h) for h in heads]
-        hm = [matched[int(h)]["fixed_heads"] for h in heads]
-        idx_m = [fixed_heads.index(h) for h in hm]
-        for i, metric in enumerate(("train_loss", "test_loss")):
-            ax = axes[i, j]
-            split = arrays[f"{m}__split__{metric}"][:, :, -1]  # (n_heads, trials)
-            fixed = arrays[f"{m}__fixed__{metric}"][:, :, -1]
-            _band(ax, split_heads, split, colors["split"], "split: d_h = d/H")
-            _band(ax, heads, fixed[same], colors["fixed"], f"fixed: d_h = T = {T}")
-            _band(
-                ax, heads, fixed[idx_m], colors["matched"], "fixed d_h = T, H' heads (params of split)", "s--"
-            )
-            if i == 1:
-                for x, h2, y in zip(heads, hm, np.nanmean(fixed[idx_m], axis=1), strict=True):
-                    ax.annotate(
-                        f"H'={h2}",
-                        (x, y),
-                        textcoords="offset points",
-                        xytext=(0, 6),
-                        fontsize=7,
-                        color=colors["matched"],
-                        ha="center",
-                    )
-            ax.set_yscale("log")
-            ax.set_ylabel(f"final {metric.replace('_', ' ')}")
-            steps = int(arrays[f"{m}__split__steps"][-1])
-            trials = split.shape[1]
-            if i == 0:
-                ax.set_title(
-                    f"{DATA_LABEL.get(m, m)}, d = {d}, T = {T}: {steps} Adam steps, {trials} trials",
-                    fontsize=11,
-                )
-        ax = axes[2, j]
-        rows = {(r["layout"], r["heads"]): r["param_count"] for r in meta["summary"] if r["data_model"] == m}
-        ax.plot(heads, [rows[("split", int(h))] for h in heads], "o-", color=colors["split"])
-        ax.plot(heads, [rows[("fixed", int(h))] for h in heads], "o-", color=colors["fixed"])
-        ax.plot(heads, [rows[("fixed", h2)] for h2 in hm], "s--", color=colors["matched"])
-        ax.set_ylabel("parameters H·d·(1 + 2d_h)")
-        ax.ticklabel_format(axis="y", style="plain")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(heads, [str(h) for h in heads])
-        ax.set_xlabel("number of heads H (split and fixed)")
-        ax.minorticks_off()
+        _plot_layout_losses(axes[:2, j], meta, arrays, m, colors)
+        _plot_param_counts(axes[2, j], meta, m, colors)
     axes[0, 0].legend(frameon=False, fontsize=8)
     fig.suptitle("Head size d/H (low-rank heads) vs a fixed head size T at a fixed width — mean ± 1 std")
-    return _save(fig, stem)
+    return save_figure(fig, stem, dpi=DPI)
+
+
+def _matched_heads(meta: dict) -> list[int]:
+    """Per H of the config, the fixed layout's H' with the split layout's parameter count."""
+    matched = {m["split_heads"]: m["fixed_heads"] for m in meta["matched"]}
+    return [matched[h] for h in meta["config"]["heads"]]
+
+
+def _plot_layout_losses(axes, meta: dict, arrays: dict[str, np.ndarray], m: str, colors: dict) -> None:
+    """Final train (axes[0]) and test (axes[1]) loss vs H of data model ``m``, the three layouts."""
+    cfg = meta["config"]
+    T, d = cfg["tokens"], cfg["width"]
+    heads = np.array(cfg["heads"])
+    split_heads = arrays[f"{m}__split__heads"]
+    fixed_heads = list(arrays[f"{m}__fixed__heads"])
+    same = [fixed_heads.index(h) for h in heads]
+    hm = _matched_heads(meta)
+    idx_m = [fixed_heads.index(h) for h in hm]
+    for i, metric in enumerate(("train_loss", "test_loss")):
+        ax = axes[i]
+        split = arrays[f"{m}__split__{metric}"][:, :, -1]  # (n_heads, trials)
+        fixed = arrays[f"{m}__fixed__{metric}"][:, :, -1]
+        _band(ax, split_heads, split, colors["split"], "split: d_h = d/H")
+        _band(ax, heads, fixed[same], colors["fixed"], f"fixed: d_h = T = {T}")
+        _band(ax, heads, fixed[idx_m], colors["matched"], "fixed d_h = T, H' heads (params of split)", "s--")
+        if i == 1:
+            for x, h2, y in zip(heads, hm, np.nanmean(fixed[idx_m], axis=1), strict=True):
+                ax.annotate(
+                    f"H'={h2}",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    fontsize=7,
+                    color=colors["matched"],
+                    ha="center",
+                )
+        ax.set_yscale("log")
+        ax.set_ylabel(f"final {metric.replace('_', ' ')}")
+        if i == 0:
+            steps = int(arrays[f"{m}__split__steps"][-1])
+            ax.set_title(
+                f"{DATA_LABEL.get(m, m)}, d = {d}, T = {T}: {steps} Adam steps, {split.shape[1]} trials",
+                fontsize=11,
+            )
+
+
+def _plot_param_counts(ax, meta: dict, m: str, colors: dict) -> None:
+    """Parameter count vs H of the three layouts of data model ``m`` (the bottom row)."""
+    heads = np.array(meta["config"]["heads"])
+    hm = _matched_heads(meta)
+    rows = {(r["layout"], r["heads"]): r["param_count"] for r in meta["summary"] if r["data_model"] == m}
+    ax.plot(heads, [rows[("split", int(h))] for h in heads], "o-", color=colors["split"])
+    ax.plot(heads, [rows[("fixed", int(h))] for h in heads], "o-", color=colors["fixed"])
+    ax.plot(heads, [rows[("fixed", h2)] for h2 in hm], "s--", color=colors["matched"])
+    ax.set_ylabel("parameters H·d·(1 + 2d_h)")
+    ax.ticklabel_format(axis="y", style="plain")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(heads, [str(h) for h in heads])
+    ax.set_xlabel("number of heads H (split and fixed)")
+    ax.minorticks_off()

@@ -22,10 +22,11 @@ Registering a figure is one line at the bottom of this module. A preset sweep is
 ``sweep_entry("fig2")``; any ``Config`` with its own plot is ``sweep_entry(cfg, "…",
 plot=plot_mine)``. An experiment that is not a plain sweep (e.g. the low-rank bottleneck of
 SPEC §8) brings its own three functions, its plot in its own module under ``figures/``
-(``figures.sweep.save_figure(fig, stem)`` writes the PNG and PDF atomically)::
+(``figures.sweep.save_figure(fig, stem)`` writes the PNG and PDF atomically), as below::
 
-    FIGURES["bottleneck-heads"] = Entry("…", key=bottleneck.key, produce=bottleneck.produce,
-                                        plot=plot_bottleneck_heads)
+    FIGURES[bottleneck.HEADS] = Entry(
+        PRESETS[bottleneck.HEADS][0], bottleneck.heads_key, bottleneck.produce_heads, plot_bottleneck_heads
+    )
 
 Before ``produce`` runs, a stale ``results.json`` (another hash) is removed, so an
 interrupted run never leaves new files next to an old ``results.json``: the folder reads
@@ -88,14 +89,11 @@ FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
 FIGURES[bottleneck.EXPRESSIVITY] = Entry(
     PRESETS[bottleneck.EXPRESSIVITY][0],
     bottleneck.expressivity_key,
-    lambda out, progress: bottleneck.produce_expressivity(out, progress=progress),
+    bottleneck.produce_expressivity,
     plot_expressivity,
 )
 FIGURES[bottleneck.HEADS] = Entry(
-    PRESETS[bottleneck.HEADS][0],
-    bottleneck.heads_key,
-    lambda out, progress: bottleneck.produce_heads(out, progress=progress),
-    plot_bottleneck_heads,
+    PRESETS[bottleneck.HEADS][0], bottleneck.heads_key, bottleneck.produce_heads, plot_bottleneck_heads
 )
 
 

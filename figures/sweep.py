@@ -10,6 +10,8 @@ One figure per sweep (``results.json`` + ``curves.npz`` in a folder):
 Trials that diverged are never dropped silently: in (a) and (b) each is drawn thin and
 dashed up to its last finite point, which gets a ×; in (c) every H with diverged trials is
 annotated "k/n div." and an H whose trials all diverged gets a red × on the axis.
+
+``DATA_LABEL`` and ``save_figure`` (PNG and PDF, written atomically) serve every figure module.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import bottleneck, model
+from dynamics import bottleneck, bottleneck_cli, model
 from dynamics import run as cli
 from dynamics.config import PRESETS
 
@@ -135,7 +135,7 @@ def test_presets_are_listed(capsys):
     ],
 )
 def test_requested(argv, name):
-    assert bottleneck.requested(argv) == name
+    assert bottleneck_cli.requested(argv) == name
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_heads_preset_end_to_end(tmp_path):
     out = tmp_path / "o"
     meta = json.loads((out / "results.json").read_text())
     args = ["--preset", "bottleneck-heads", "--quick", "--heads", "2"]
-    cfg = bottleneck._config_from_args(bottleneck.build_parser().parse_args(args))
+    cfg = bottleneck_cli.config_from_args(bottleneck_cli.build_parser().parse_args(args))
     assert meta["config_hash"] == bottleneck.heads_key(cfg)  # the figures cache can key on it
     rows = {(r["data_model"], r["layout"], r["heads"]): r for r in meta["summary"]}
     # width 8, T = 4: split H=2 has d_h = 4 = T, the same layout and count as fixed H=2 (and H' = 2)
@@ -224,3 +224,31 @@ def test_heads_preset_end_to_end(tmp_path):
     with np.load(out / "heads.npz") as z:
         assert z["dm1__split__train_loss"].shape[:2] == (1, 2)
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# The figures cache and --resume key on these hashes: a refactor must leave them unchanged.
+# They change only with NUMERICS_VERSION or a config field/default, and then deliberately.
+CACHE_KEYS = {
+    "Config()": "a30e7261bc7b1318",
+    "fig2": "91e1a636d3be58ec",
+    "planted-adam": "d8b732556400d8d3",
+    "heads_key()": "9d853be8b4490882",
+    "expressivity_key()": "650bbb66d6729b18",
+    "heads_key(QUICK_HEADS)": "eecf4137fc7c2d13",
+    "expressivity_key(QUICK_EXPRESSIVITY)": "5b11430213b5e2cc",
+}
+
+
+def test_cache_keys_are_unchanged():
+    from dynamics.config import Config, preset
+
+    got = {
+        "Config()": Config().hash(),
+        "fig2": preset("fig2").hash(),
+        "planted-adam": preset("planted-adam").hash(),
+        "heads_key()": bottleneck.heads_key(),
+        "expressivity_key()": bottleneck.expressivity_key(),
+        "heads_key(QUICK_HEADS)": bottleneck.heads_key(bottleneck.QUICK_HEADS),
+        "expressivity_key(QUICK_EXPRESSIVITY)": bottleneck.expressivity_key(bottleneck.QUICK_EXPRESSIVITY),
+    }
+    assert got == CACHE_KEYS

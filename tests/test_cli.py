@@ -201,3 +201,13 @@ def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
     )
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --cpu-devices=0 must be a positive integer"
     assert not (tmp_path / "bad").exists()
+
+
+def test_every_command_line_uses_the_shared_parser():
+    from dynamics import bottleneck_cli
+    from dynamics.cli import OneLineParser
+    from dynamics.demo.__main__ import build_parser as demo_parser
+    from figures.__main__ import build_parser as figures_parser
+
+    for p in (cli.build_parser(), bottleneck_cli.build_parser(), demo_parser(), figures_parser([])):
+        assert isinstance(p, OneLineParser)

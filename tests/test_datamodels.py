@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -269,6 +270,53 @@ def test_dm1_defaults_and_overrides():
     np.testing.assert_array_equal(np.asarray(mask2).sum(axis=1), 2)
     with pytest.raises(TypeError):
         dm1(key, 3, heads=2)
+
+
+# Arrays the generators drew at commit bbcc2fb (before tokenized_mixture was split into
+# helpers). Data must stay bit for bit the same for the same key: every saved result,
+# checkpoint and cache key assumes it. Regenerate only for a deliberate change of numerics
+# (and bump NUMERICS_VERSION): python -c "import tests.test_datamodels as t; t._save_reference()"
+REFERENCE = Path(__file__).parent / "data" / "generators_reference.npz"
+
+
+def _reference_draws() -> dict[str, np.ndarray]:
+    """Small draws over the grid of the mixture's options, DM1's defaults and the planted model."""
+    out = {}
+    grid = itertools.product(GEOMETRIES, [0, 4], [False, True], [None, 3])
+    for i, (geometry, M, first_relevant, r) in enumerate(grid):
+        X, y, mask = tokenized_mixture(
+            jax.random.key(100 + i),
+            5,
+            T=7,
+            d=8,
+            zeta=0.3,
+            r=r,
+            signal=1.5,
+            noise=0.7,
+            n_irrelevant=M,
+            geometry=geometry,
+            first_relevant=first_relevant,
+        )
+        out |= {f"mixture{i}_X": X, f"mixture{i}_y": y, f"mixture{i}_mask": mask}
+    out["dm1_X"], out["dm1_y"], out["dm1_mask"] = dm1(jax.random.key(7), 4)
+    teacher = planted_teacher(jax.random.key(8), d=6, heads=2, scale=1.5)
+    out["planted_X"], out["planted_y"], _ = planted(jax.random.key(9), 6, teacher, T=5, label_noise=0.2)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _save_reference() -> None:
+    REFERENCE.parent.mkdir(exist_ok=True)
+    np.savez(REFERENCE, **_reference_draws())
+
+
+def test_generators_draw_the_reference_arrays_bit_for_bit():
+    with np.load(REFERENCE) as z:
+        saved = {k: z[k] for k in z.files}
+    drawn = _reference_draws()
+    assert drawn.keys() == saved.keys()
+    for k, v in drawn.items():
+        assert v.dtype == saved[k].dtype, k
+        np.testing.assert_array_equal(v, saved[k], err_msg=k)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -213,3 +214,31 @@ def test_module_lists_the_figures():
     )
     assert proc.returncode == 0, proc.stderr
     assert [line.split()[0] for line in proc.stdout.splitlines()] == list(FIGURES)
+
+
+def test_registry_docstring_example_is_the_registration_code():
+    """The ``::`` example of figures.registry's docstring runs and builds the entry the registry holds."""
+    lines = registry.__doc__.split("::\n", 1)[1].splitlines()
+    block = []
+    for line in lines:
+        if line and not line.startswith(" "):
+            break
+        block.append(line)
+    namespace = {**vars(registry), "FIGURES": {}}
+    exec(textwrap.dedent("\n".join(block)), namespace)
+    assert namespace["FIGURES"] and namespace["FIGURES"] == {k: FIGURES[k] for k in namespace["FIGURES"]}
+
+
+def test_bottleneck_figure_is_written_through_the_atomic_save(tmp_path, monkeypatch):
+    import figures.sweep
+    from dynamics import bottleneck
+    from figures.bottleneck import plot_expressivity
+
+    cfg = dataclasses.replace(bottleneck.QUICK_EXPRESSIVITY, tokens=(3,), steps=20)
+    bottleneck.produce_expressivity(tmp_path, progress=False, cfg=cfg)
+    written, real = [], figures.sweep.atomic_write_bytes
+    monkeypatch.setattr(figures.sweep, "atomic_write_bytes", lambda p, b: (written.append(p), real(p, b)))
+    paths = plot_expressivity(tmp_path, tmp_path / "figure")
+    assert written == paths == [tmp_path / "figure.png", tmp_path / "figure.pdf"]
+    check_png(paths[0])
+    check_pdf(paths[1])

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from dynamics.cli import OneLineParser
 from dynamics.demo import DEMOS, UnknownDemo, get
-from dynamics.run import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:

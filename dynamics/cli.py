@@ -1,0 +1,80 @@
+"""The command lines' shared room: the parser, argument types, device flags and table helpers.
+
+Used by the three command lines and ``figures``' own: ``python -m dynamics.run``
+(``dynamics.run``), its bottleneck presets (``dynamics.bottleneck_cli``), ``python -m
+dynamics.demo`` and ``python -m figures``. It imports nothing of theirs, so none of them
+imports one that imports it back.
+
+Every command line reports a bad value as one line on stderr, ``error: … (see --help)``
+for argparse's own checks, and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dynamics.config import ConfigError
+from dynamics.devices import split_cpu
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error (and exit code 2) instead of the usage dump."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def int_arg(text: str) -> int:
+    """An integer flag value; the error names the text."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def float_arg(text: str) -> float:
+    """A real flag value; the error names the text."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def head_size_arg(text: str) -> str | int:
+    """``--head-size``: 'split' (d // H) or an integer."""
+    return text if text == "split" else int_arg(text)
+
+
+def int_list_arg(text: str) -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4); empty parts are skipped."""
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+def add_cpu_devices(p: argparse.ArgumentParser) -> None:
+    """The ``--cpu-devices N`` flag (applied by ``apply_cpu_devices``)."""
+    p.add_argument(
+        "--cpu-devices",
+        type=int_arg,
+        metavar="N",
+        default=None,
+        help="split the CPU into N JAX devices and shard the runs over them (default: one per "
+        "core, at least 2, so all cores work and every machine gives the same numbers; 1 = "
+        "XLA's single CPU device). Ignored with --distributed and when XLA_FLAGS sets a count",
+    )
+
+
+def apply_cpu_devices(args: argparse.Namespace) -> None:
+    """Split the CPU as --cpu-devices asks, before JAX starts (no-op once it has)."""
+    if getattr(args, "distributed", False):
+        return  # each host's process keeps the devices its launcher gives it
+    if args.cpu_devices is not None and args.cpu_devices < 1:
+        raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
+    split_cpu(args.cpu_devices)
+
+
+def mean_std(entry: dict) -> str:
+    """A summary entry {'mean', 'std'} as 'm ± s' for a table; 'diverged' where every trial did."""
+    return "diverged" if entry["mean"] is None else f"{entry['mean']:.4f} ± {entry['std']:.4f}"
