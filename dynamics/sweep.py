@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import rng
 from dynamics.config import LR_SCALINGS, Config, Experiment, resolve, validate
 from dynamics.data import make_data, token_width
 from dynamics.devices import BatchPlacer
@@ -279,11 +280,11 @@ def make_batch(
 def _prepare(cfg: Config):
     # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
     # integers and floats), so the data are drawn as without x64 and simulated in float64.
+    # Keys as jax.random derives them, in numpy (dynamics.rng): no compile per key operation.
+    k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
     with jax.enable_x64(False):
-        root = jax.random.PRNGKey(cfg.sweep.seed)
-        k_data, k_init = jax.random.split(root)
         data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
-        init_keys = np.stack([np.asarray(jax.random.fold_in(k_init, i)) for i in range(cfg.sweep.trials)])
+    init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return data, shared, init_keys
 
 
