@@ -16,6 +16,7 @@ import optax
 
 from dynamics.devices import device_name
 from dynamics.sweep import SweepResult
+from dynamics.timings import phase
 
 SCHEMA_VERSION = 1
 
@@ -68,7 +69,11 @@ def results_dict(result: SweepResult) -> dict[str, Any]:
 
 def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
-    out = Path(out)
+    with phase("writing"):
+        return _write_results(result, Path(out))
+
+
+def _write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     import io
 
     buf = io.BytesIO()
@@ -79,6 +84,14 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     text = json.dumps(results_dict(result), indent=2, allow_nan=False, default=_json_default)
     atomic_write_bytes(results_path, text.encode())
     return results_path, curves_path
+
+
+def add_to_results(out: Path, **fields: Any) -> None:
+    """Add top-level ``fields`` to the results.json in ``out`` (rewritten atomically)."""
+    path = Path(out) / "results.json"
+    meta = {**json.loads(path.read_text()), **fields}
+    text = json.dumps(meta, indent=2, allow_nan=False, default=_json_default)
+    atomic_write_bytes(path, text.encode())
 
 
 def _json_default(obj):

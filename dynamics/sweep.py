@@ -33,6 +33,7 @@ from dynamics.config import LR_SCALINGS, Config, Experiment, resolve, validate
 from dynamics.data import make_data, token_width
 from dynamics.devices import BatchPlacer
 from dynamics.engine import METRICS, Batch, Program, float_dtype, train_batch
+from dynamics.timings import phase
 
 # Sweep policy: what a config asks of the engine.
 
@@ -307,10 +308,11 @@ def _run_points(
     """
     base = cfgs[0]
     heads = base.sweep.heads
-    data, shared, init_keys = _prepare(base)
-    steps = np.array(schedule)
     placer = BatchPlacer(devices)
-    placed = placer.data(data)
+    with phase("data"):
+        data, shared, init_keys = _prepare(base)
+        placed = placer.data(data)
+    steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     unit = "H" if len(cfgs) == 1 else "run"
@@ -321,10 +323,11 @@ def _run_points(
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
             on_devices = placer.batch(batch)
-            metrics, div_at = train_batch(
-                point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
-            )
-            metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
+            with phase("simulation"):  # its compile is timed apart (dynamics.timings)
+                metrics, div_at = train_batch(
+                    point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
+                )
+                metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
             metrics, div_at = _finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
             bar.update(sum(i in todo for i, _ in items))
