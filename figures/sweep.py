@@ -39,6 +39,7 @@ DATA_LABEL = {
     "npz": "user data",
 }
 DIVERGED_COLOR = "#c0392b"
+DISPLAY_POINTS = 300  # points per line: a 5-inch panel at 130 dpi is 650 px wide
 NEUTRAL = "0.25"
 
 
@@ -94,8 +95,25 @@ def _log_time(steps: np.ndarray) -> bool:
     return steps.max() > 50
 
 
+def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -> np.ndarray:
+    """Indices of at most about ``max_points`` of the sorted positions ``x`` spread evenly over the
+    axis (log-spaced on a log axis), first and last included: what a line of a figure can show.
+    """
+    if len(x) <= max_points:
+        return np.arange(len(x))
+    ends = np.log(x[[0, -1]]) if log else x[[0, -1]].astype(float)
+    targets = np.linspace(ends[0], ends[1], max_points)
+    targets = np.exp(targets) if log else targets
+    return np.unique(np.clip(np.searchsorted(x, targets), 0, len(x) - 1))
+
+
 def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> None:
-    """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×."""
+    """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×.
+
+    Lines are drawn through at most about ``DISPLAY_POINTS`` of the logged steps, spread evenly
+    over the time axis (``display_points``); the × of a diverged trial is at its last finite
+    point among all the logged steps.
+    """
     heads, steps = curves["heads"], curves["steps"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -104,13 +122,16 @@ def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> N
     # t = 0 (before any update) has no place on a log axis; it is the same for every H at θ(0) = 0.
     shown = steps > 0 if _log_time(steps) else np.ones_like(steps, dtype=bool)
     x = steps[shown]
+    drawn = display_points(x, _log_time(steps))  # indices into x
     for i, h in enumerate(heads):
         color = cmap(norm(h))
-        ax.plot(x, mean[i, shown], color=color, lw=1.7)
+        ax.plot(x[drawn], mean[i, shown][drawn], color=color, lw=1.7)
         for j in np.flatnonzero(~ok[i]):
             trial = values[i, j, shown]
-            ax.plot(x, trial, color=color, lw=0.9, ls="--", alpha=0.8)
+            # up to its last finite point, which the × marks (exactly, not on the display grid)
             finite = np.flatnonzero(np.isfinite(trial))
+            upto = drawn if not finite.size else np.union1d(drawn[drawn <= finite[-1]], finite[-1:])
+            ax.plot(x[upto], trial[upto], color=color, lw=0.9, ls="--", alpha=0.8)
             if finite.size:
                 k = finite[-1]
                 ax.plot(x[k], trial[k], "x", color=DIVERGED_COLOR, ms=8, mew=2, zorder=5)
@@ -285,6 +306,9 @@ def save_figure(fig, stem: str | Path, *, dpi: int = 130) -> list[Path]:
             buf = io.BytesIO()
             fig.savefig(buf, format=path.suffix[1:], dpi=dpi)
             atomic_write_bytes(path, buf.getvalue())
+            # The layout (constrained: text extents of every tick label) is the same in every
+            # format: computed once, for the first, and kept (it was half of a PDF's time).
+            fig.set_layout_engine("none")
     finally:
         plt.close(fig)
     return paths
