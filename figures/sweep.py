@@ -23,12 +23,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
 from dynamics.results import atomic_write_bytes, load_results  # noqa: E402
+from figures.theme import flare, set_theme  # noqa: E402  (seaborn's look, without importing it)
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
@@ -56,7 +56,7 @@ def describe(config: dict) -> str:
 
 def head_colors(heads: np.ndarray):
     """A sequential palette ordered by H (log-spaced when H spans a factor ≥ 4) and its norm."""
-    cmap = sns.color_palette("flare", as_cmap=True)
+    cmap = flare()
     lo, hi = float(heads.min()), float(heads.max())
     norm = LogNorm(lo, hi) if lo > 0 and hi / lo >= 4 else Normalize(lo, max(hi, lo + 1))
     return cmap, norm
@@ -259,7 +259,7 @@ def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> 
     meta, curves = load_results(Path(results_dir))
     config = meta["config"]
     n_train, n_test = config["data"]["n_train"], config["data"]["n_test"]
-    sns.set_theme(context="notebook", style="whitegrid")
+    set_theme()
     fig, axes = plt.subplot_mosaic(
         [["train", "test", "final_train"], ["train", "test", "final_test"]],
         figsize=(15, 4.6),
