@@ -26,9 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
-SWEEP = (
-    "--data-model dm1 --heads 1,2,4,8,16,32,64 --lr 1 --lr-scaling linear --trials 5 --steps 1000 --log-every 1"
-)
+SWEEP = "--data-model dm1 --heads 1,2,4,8,16,32,64 --lr 1 --lr-scaling linear --trials 5 --steps 1000"
+SWEEP += " --log-every 1"
 COMMANDS = {  # name -> (module, arguments, arguments of the second run only)
     "default": ("dynamics.run", [], []),
     "sweep": ("dynamics.run", SWEEP.split(), []),
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.cold_start", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", choices=list(COMMANDS), help="run only these commands")
     p.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose code runs (default: this one)")
-    p.add_argument("--plain", action="store_true", help="no --timings (a checkout without it): wall time only")
+    p.add_argument("--plain", action="store_true", help="no --timings (for a checkout without it): wall only")
     p.add_argument("--runs", type=int, default=2, help="runs per command sharing one cache (default 2)")
     args = p.parse_args(argv)
     print(f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; code from {args.repo}")

@@ -314,11 +314,11 @@ def _main(argv: list[str], timings: Timings) -> int:
         return 0
     out = None
     try:
-        apply_cpu_devices(args)
-        exp = config_from_args(args)
+        exp = config_from_args(args)  # validation first: errors come before any heavy import
         cfg = exp.config
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)
+        apply_cpu_devices(args)
         signal.signal(signal.SIGTERM, _terminate)
         result = _run(exp, args, out)
     except (ConfigError, ValueError) as err:
