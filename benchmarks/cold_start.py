@@ -10,7 +10,9 @@ Each command runs in a fresh subprocess with ``MHSIM_CACHE_DIR`` set to a new te
 folder (first run) and again with the same folder (second run); results go to temporary
 folders too (``python -m figures`` gets ``--force`` on the second run, so the experiments
 run again and only the compiles come from the cache). The load average is printed with each
-run: the machine is shared.
+run, and the CPU time (user + system) of the process: the machine is shared, and on a busy
+machine the CPU time is the steadier measure of the work (JAX's compiler and runtime use
+several threads, so it can also exceed the wall time).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,9 +47,12 @@ def run(module: str, args: list[str], repo: Path, cache: str, out: Path, timings
     if timings:
         cmd.append("--timings")
     load = os.getloadavg()[0]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     phases = {}
@@ -57,6 +63,7 @@ def run(module: str, args: list[str], repo: Path, cache: str, out: Path, timings
     programs = re.search(r"programs: (\d+) \((\d+) compiled, (\d+) from", proc.stdout)
     return {
         "wall": wall,
+        "cpu": cpu,
         "load": load,
         "phases": phases,
         "compiled": int(programs.group(2)) if programs else None,
@@ -72,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=2, help="runs per command sharing one cache (default 2)")
     args = p.parse_args(argv)
     print(f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; code from {args.repo}")
-    header = f"{'command':<9} {'run':>3} {'wall s':>7} {'load':>5}  " + " ".join(f"{k:>8}" for k in PHASES)
+    header = f"{'command':<9} {'run':>3} {'wall s':>7} {'cpu s':>6} {'load':>5}  "
+    header += " ".join(f"{k:>8}" for k in PHASES)
     print(header + "  compiled/cached")
     for name in args.only or list(COMMANDS):
         module, cmd_args, again = COMMANDS[name]
@@ -83,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = run(module, cmd_args + extra, args.repo, cache, Path(tmp) / f"out{i}", not args.plain)
                 cells = " ".join(f"{r['phases'].get(k, float('nan')):>8.2f}" for k in PHASES)
                 progs = "" if r["compiled"] is None else f"  {r['compiled']}/{r['cached']}"
-                print(f"{name:<9} {i + 1:>3} {r['wall']:>7.2f} {r['load']:>5.2f}  {cells}{progs}", flush=True)
+                line = f"{name:<9} {i + 1:>3} {r['wall']:>7.2f} {r['cpu']:>6.2f} {r['load']:>5.2f}  "
+                print(line + cells + progs, flush=True)
     help_start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "dynamics.run", "--help"],
