@@ -93,13 +93,15 @@ def main(argv: list[str] | None = None) -> int:
                 progs = "" if r["compiled"] is None else f"  {r['compiled']}/{r['cached']}"
                 line = f"{name:<9} {i + 1:>3} {r['wall']:>7.2f} {r['cpu']:>6.2f} {r['load']:>5.2f}  "
                 print(line + cells + progs, flush=True)
-    help_start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "dynamics.run", "--help"],
-        env={**os.environ, "PYTHONPATH": str(args.repo)},
-        capture_output=True,
-        check=True,
-    )
+    with tempfile.TemporaryDirectory() as elsewhere:  # python -m puts the cwd first on sys.path
+        help_start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "dynamics.run", "--help"],
+            cwd=elsewhere,
+            env={**os.environ, "PYTHONPATH": str(args.repo)},
+            capture_output=True,
+            check=True,
+        )
     print(f"python -m dynamics.run --help: {time.perf_counter() - help_start:.2f} s")
     return 0
 
