@@ -1,48 +1,83 @@
-"""mhsim's dynamics: the multi-head attention model, losses, optimisers and the training engine."""
+"""mhsim's dynamics: the multi-head attention model, losses, optimisers and the training engine.
 
-from dynamics.config import PRESETS, Config, ConfigError, DataConfig, ModelConfig, OptimConfig, SweepConfig
-from dynamics.data import Data
-from dynamics.engine import METRICS
-from dynamics.losses import Loss, error_rate, margin_loss, mean_loss
-from dynamics.model import (
-    Init,
-    KeyQuery,
-    Norm,
-    Query,
-    attention,
-    attention_scores,
-    head_norm,
-    head_outputs,
-    init_params,
-    key_query_matrix,
-    logits,
-    param_count,
-)
+The names below are imported on first use (PEP 562), so that ``python -m dynamics.run
+--help`` and the config layer do not import JAX.
+"""
 
-__all__ = [
-    "PRESETS",
-    "Config",
-    "ConfigError",
-    "DataConfig",
-    "ModelConfig",
-    "OptimConfig",
-    "SweepConfig",
-    "METRICS",
-    "Data",
-    "Loss",
-    "error_rate",
-    "margin_loss",
-    "mean_loss",
-    "KeyQuery",
-    "Init",
-    "Norm",
-    "Query",
-    "attention",
-    "attention_scores",
-    "head_norm",
-    "head_outputs",
-    "init_params",
-    "key_query_matrix",
-    "logits",
-    "param_count",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "dynamics.config": (
+        "PRESETS",
+        "Config",
+        "ConfigError",
+        "DataConfig",
+        "ModelConfig",
+        "OptimConfig",
+        "SweepConfig",
+    ),
+    "dynamics.data": ("Data",),
+    "dynamics.engine": ("METRICS",),
+    "dynamics.losses": ("Loss", "error_rate", "margin_loss", "mean_loss"),
+    "dynamics.model": (
+        "Init",
+        "KeyQuery",
+        "Norm",
+        "Query",
+        "attention",
+        "attention_scores",
+        "head_norm",
+        "head_outputs",
+        "init_params",
+        "key_query_matrix",
+        "logits",
+        "param_count",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = list(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'dynamics' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from dynamics.config import (  # noqa: F401
+        PRESETS,
+        Config,
+        ConfigError,
+        DataConfig,
+        ModelConfig,
+        OptimConfig,
+        SweepConfig,
+    )
+    from dynamics.data import Data  # noqa: F401
+    from dynamics.engine import METRICS  # noqa: F401
+    from dynamics.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
+    from dynamics.model import (  # noqa: F401
+        Init,
+        KeyQuery,
+        Norm,
+        Query,
+        attention,
+        attention_scores,
+        head_norm,
+        head_outputs,
+        init_params,
+        key_query_matrix,
+        logits,
+        param_count,
+    )

@@ -16,6 +16,7 @@ import numpy as np
 
 from dynamics.results import atomic_write_bytes
 from dynamics.sweep import HeadResult
+from dynamics.timings import phase
 
 POINTS = "points"
 
@@ -35,7 +36,8 @@ def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray]
         **{f"curve_{k}": v for k, v in curves.items()},
     )
     path = point_file(out, heads)
-    atomic_write_bytes(path, buf.getvalue())
+    with phase("writing"):
+        atomic_write_bytes(path, buf.getvalue())
     return path
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 
 from dynamics.config import ConfigError
-from dynamics.devices import split_cpu
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -72,6 +71,8 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
         return  # each host's process keeps the devices its launcher gives it
     if args.cpu_devices is not None and args.cpu_devices < 1:
         raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
+    from dynamics.devices import split_cpu  # imports JAX: only once a command runs
+
     split_cpu(args.cpu_devices)
 
 

@@ -7,8 +7,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import datamodels
+from dynamics import rng
 from dynamics.config import DataConfig
 
 
@@ -46,10 +48,11 @@ def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
     return Data(X, y, X_test, y_test, mask_test)
 
 
-def make_data(cfg: DataConfig, key: jax.Array, trials: int) -> tuple[Data, bool]:
+def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tuple[Data, bool]:
     """(data, shared): synthetic data has a leading trial axis; user data is shared by all trials.
 
-    Trial i's data comes from ``fold_in(key, i)``, so adding trials keeps the first ones.
+    ``key`` is a raw Threefry key ((2,) uint32, e.g. ``jax.random.PRNGKey(seed)``) or a typed
+    one. Trial i's data comes from ``fold_in(key, i)``, so adding trials keeps the first ones.
     """
     cfg = cfg.resolved()
     if cfg.model == "npz":
@@ -57,14 +60,19 @@ def make_data(cfg: DataConfig, key: jax.Array, trials: int) -> tuple[Data, bool]
         return Data(
             jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None
         ), True
-    keys = jnp.stack([jax.random.fold_in(key, i) for i in range(trials)])
-    return _synthetic_trials(cfg, keys), False
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    key = np.asarray(key, np.uint32)
+    raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
+    return _synthetic_trials(cfg, raw), False
 
 
 @partial(jax.jit, static_argnums=0)
-def _synthetic_trials(cfg: DataConfig, keys: jax.Array) -> Data:
-    # One compiled program: op-by-op dispatch of the generators costs seconds of compiles.
-    return jax.vmap(lambda k: _synthetic_trial(cfg, k))(keys)
+def _synthetic_trials(cfg: DataConfig, raw: jax.Array) -> Data:
+    # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
+    # with dynamics.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
+    # which XLA:CPU takes seconds to compile per draw.
+    return jax.vmap(lambda k: _synthetic_trial(cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 
 
 def token_width(data: Data) -> int:

@@ -24,6 +24,7 @@ import optax
 
 from dynamics.devices import device_name
 from dynamics.sweep import SweepResult
+from dynamics.timings import phase
 
 SCHEMA_VERSION = 1
 
@@ -76,8 +77,9 @@ def results_dict(result: SweepResult) -> dict[str, Any]:
 
 def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
-    arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
-    return write_files(out, "curves.npz", {**arrays, **result.curves}, results_dict(result))
+    with phase("writing"):
+        arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
+        return write_files(out, "curves.npz", {**arrays, **result.curves}, results_dict(result))
 
 
 def write_files(
@@ -93,6 +95,14 @@ def write_files(
     text = json.dumps(results, indent=2, allow_nan=False, default=_json_default)
     atomic_write_bytes(json_path, text.encode())
     return json_path, npz_path
+
+
+def add_to_results(out: Path, **fields: Any) -> None:
+    """Add top-level ``fields`` to the results.json in ``out`` (rewritten atomically)."""
+    path = Path(out) / "results.json"
+    meta = {**json.loads(path.read_text()), **fields}
+    text = json.dumps(meta, indent=2, allow_nan=False, default=_json_default)
+    atomic_write_bytes(path, text.encode())
 
 
 def _json_default(obj):

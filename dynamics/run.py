@@ -23,7 +23,7 @@ import signal
 import sys
 from pathlib import Path
 
-from dynamics import bottleneck_cli
+from dynamics.cache import add_flag as add_cache_flag
 from dynamics.cli import (
     OneLineParser,
     add_cpu_devices,
@@ -53,6 +53,7 @@ from dynamics.config import (
     preset,
     resolve,
 )
+from dynamics.timings import Timings
 
 # flag, section, field, type, choices, help
 KNOBS = [
@@ -157,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_cache_flag(g)
+    g.add_argument(
+        "--timings",
+        action="store_true",
+        help="print the seconds spent importing, drawing data, compiling, simulating, writing and "
+        "plotting (always recorded in results.json)",
+    )
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
     for flag, section, name, typ, choices, help_ in KNOBS:
         groups[section].add_argument(
@@ -206,6 +214,16 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM ends a sweep like Ctrl-C: finished points stay on disk
 
 
+def _imports(args: argparse.Namespace, timings: Timings) -> None:
+    """Import JAX and the engine, and set up the compilation cache, before any compile."""
+    with timings.phase("imports"):
+        import dynamics.checkpoint  # noqa: F401  (jax, optax and the engine)
+        from dynamics.cache import apply
+
+        apply(args)
+    timings.listen()
+
+
 def _run(exp: Experiment, args: argparse.Namespace, out: Path):
     """The checkpointed sweep on the devices and in the precision that --device, --x64 and
     --distributed ask for."""
@@ -237,8 +255,19 @@ def _is_main_process() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if bottleneck_cli.requested(argv):  # the low-rank bottleneck presets have their own runner (SPEC §8)
-        return bottleneck_cli.main(argv)
+    if any("bottleneck" in arg for arg in argv):  # cheap test first: the module imports JAX
+        from dynamics import bottleneck_cli  # the low-rank bottleneck presets have their own runner (SPEC §8)
+
+        if bottleneck_cli.requested(argv):
+            return bottleneck_cli.main(argv)
+    timings = Timings().start()
+    try:
+        return _main(argv, timings)
+    finally:
+        timings.stop()
+
+
+def _main(argv: list[str], timings: Timings) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:
@@ -247,10 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = None
     try:
-        apply_cpu_devices(args)
-        exp = config_from_args(args)
+        exp = config_from_args(args)  # validation first: errors come before any heavy import
         cfg = exp.config
         out = Path(args.out or Path("runs") / cfg.name)
+        _imports(args, timings)
+        apply_cpu_devices(args)
         signal.signal(signal.SIGTERM, _terminate)
         result = _run(exp, args, out)
     except (ConfigError, ValueError) as err:
@@ -277,10 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(result))
     print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
     if not args.no_figure:
-        from figures.sweep import plot_sweep
-
-        for path in plot_sweep(out, out / "figure"):
+        with timings.phase("imports"):
+            from figures.sweep import plot_sweep  # matplotlib: only when a figure is drawn
+        with timings.phase("plotting"):
+            paths = plot_sweep(out, out / "figure")
+        for path in paths:
             print(f"wrote {path}")
+    timings.stop()
+    from dynamics.results import add_to_results
+
+    add_to_results(out, timings=timings.to_dict())
+    if args.timings:
+        print(timings.report())
     return 0
 
 

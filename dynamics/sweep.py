@@ -28,10 +28,12 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import rng
 from dynamics.config import LR_SCALINGS, Config, Experiment, resolve, validate
 from dynamics.data import make_data, token_width
 from dynamics.devices import BatchPlacer
 from dynamics.engine import METRICS, Batch, Program, float_dtype, train_batch
+from dynamics.timings import phase
 
 # Sweep policy: what a config asks of the engine.
 
@@ -279,11 +281,11 @@ def make_batch(
 def _prepare(cfg: Config):
     # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
     # integers and floats), so the data are drawn as without x64 and simulated in float64.
+    # Keys as jax.random derives them, in numpy (dynamics.rng): no compile per key operation.
+    k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
     with jax.enable_x64(False):
-        root = jax.random.PRNGKey(cfg.sweep.seed)
-        k_data, k_init = jax.random.split(root)
         data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
-        init_keys = np.stack([np.asarray(jax.random.fold_in(k_init, i)) for i in range(cfg.sweep.trials)])
+    init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return data, shared, init_keys
 
 
@@ -306,10 +308,11 @@ def _run_points(
     """
     base = cfgs[0]
     heads = base.sweep.heads
-    data, shared, init_keys = _prepare(base)
-    steps = np.array(schedule)
     placer = BatchPlacer(devices)
-    placed = placer.data(data)
+    with phase("data"):
+        data, shared, init_keys = _prepare(base)
+        placed = placer.data(data)
+    steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     unit = "H" if len(cfgs) == 1 else "run"
@@ -320,10 +323,11 @@ def _run_points(
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
             on_devices = placer.batch(batch)
-            metrics, div_at = train_batch(
-                point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
-            )
-            metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
+            with phase("simulation"):  # its compile is timed apart (dynamics.timings)
+                metrics, div_at = train_batch(
+                    point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
+                )
+                metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
             metrics, div_at = _finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
             bar.update(sum(i in todo for i, _ in items))

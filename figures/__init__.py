@@ -2,21 +2,38 @@
 
 ``figures.sweep`` draws a sweep's figure and holds what every figure shares (the data
 labels, the atomic ``save_figure``); ``figures.bottleneck`` draws the bottleneck experiments;
-``python -m figures`` regenerates every registered figure (see ``figures.registry``).
+``python -m figures`` regenerates every registered figure (see ``figures.registry``). The
+names below are imported on first use (PEP 562): matplotlib loads when a figure is drawn.
 """
 
-from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
-from figures.registry import FIGURES, Entry, ensure_results, sweep_entry
-from figures.sweep import plot_final_vs_heads, plot_loss_curves, plot_sweep
+from __future__ import annotations
 
-__all__ = [
-    "FIGURES",
-    "Entry",
-    "ensure_results",
-    "plot_bottleneck_heads",
-    "plot_expressivity",
-    "plot_final_vs_heads",
-    "plot_loss_curves",
-    "plot_sweep",
-    "sweep_entry",
-]
+import importlib
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "figures.bottleneck": ("plot_bottleneck_heads", "plot_expressivity"),
+    "figures.registry": ("FIGURES", "Entry", "ensure_results", "sweep_entry"),
+    "figures.sweep": ("plot_final_vs_heads", "plot_loss_curves", "plot_sweep"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'figures' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from figures.bottleneck import plot_bottleneck_heads, plot_expressivity  # noqa: F401
+    from figures.registry import FIGURES, Entry, ensure_results, sweep_entry  # noqa: F401
+    from figures.sweep import plot_final_vs_heads, plot_loss_curves, plot_sweep  # noqa: F401

@@ -28,6 +28,8 @@ GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
 
 
 def build_parser(names) -> argparse.ArgumentParser:
+    from dynamics.cache import add_flag as add_cache_flag
+
     p = OneLineParser(
         prog="python -m figures",
         description=(
@@ -45,6 +47,12 @@ def build_parser(names) -> argparse.ArgumentParser:
     p.add_argument("--gallery", type=Path, metavar="DIR", help=f"also write {GALLERY_WIDTH} px PNGs into DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_cpu_devices(p)
+    add_cache_flag(p)
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="print the seconds spent importing, drawing data, compiling, simulating, writing and plotting",
+    )
     return p
 
 
@@ -66,9 +74,22 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dynamics.timings import Timings
+
+    timings = Timings().start()
+    try:
+        return _main(argv, timings)
+    finally:
+        timings.stop()
+
+
+def _main(argv: list[str] | None, timings) -> int:
+    from dynamics.cache import apply as apply_cache
     from dynamics.config import ConfigError
-    from dynamics.results import complete_results_hash
-    from figures.registry import FIGURES, ensure_results
+
+    with timings.phase("imports"):
+        from dynamics.results import complete_results_hash
+        from figures.registry import FIGURES, ensure_results
 
     args = build_parser(list(FIGURES)).parse_args(argv)
     try:
@@ -87,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             print(f"error: unknown figure {name!r}{hint}; known: {', '.join(FIGURES)}", file=sys.stderr)
             return 2
+    apply_cache(args)
+    timings.listen()
     out: Path = args.out
     for name in dict.fromkeys(names):
         entry = FIGURES[name]
@@ -105,10 +128,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: reusing {results_dir} (config hash {key} matches)", flush=True)
         else:
             print(f"{name}: done in {took:.0f} s", flush=True)
-        for path in entry.plot(results_dir, out / name):
+        with timings.phase("imports"):
+            import figures.sweep  # noqa: F401  (matplotlib; a no-op after the first figure)
+        with timings.phase("plotting"):
+            paths = entry.plot(results_dir, out / name)
+        for path in paths:
             print(f"  wrote {path}", flush=True)
             if args.gallery and path.suffix == ".png":
                 print(f"  wrote {gallery_png(path, args.gallery / path.name)}", flush=True)
+    timings.stop()
+    if args.timings:
+        print(timings.report())
     return 0
 
 

@@ -43,8 +43,25 @@ from dynamics import bottleneck
 from dynamics.config import PRESETS, Config, preset, resolve
 from dynamics.results import complete_results_hash, write_results
 from dynamics.sweep import run_sweep
-from figures.bottleneck import plot_bottleneck_heads, plot_expressivity
-from figures.sweep import plot_sweep
+
+
+# The plots import matplotlib when called, not when the registry is imported.
+def plot_sweep(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.sweep import plot_sweep
+
+    return plot_sweep(results_dir, stem)
+
+
+def plot_expressivity(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.bottleneck import plot_expressivity
+
+    return plot_expressivity(results_dir, stem)
+
+
+def plot_bottleneck_heads(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.bottleneck import plot_bottleneck_heads
+
+    return plot_bottleneck_heads(results_dir, stem)
 
 
 @dataclass(frozen=True)

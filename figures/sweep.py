@@ -25,12 +25,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
 from dynamics.results import atomic_write_bytes, load_results  # noqa: E402
+from figures.theme import flare, set_theme  # noqa: E402  (seaborn's look, without importing it)
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
@@ -41,6 +41,7 @@ DATA_LABEL = {
     "npz": "user data",
 }
 DIVERGED_COLOR = "#c0392b"
+DISPLAY_POINTS = 300  # points per line: a 5-inch panel at 130 dpi is 650 px wide
 NEUTRAL = "0.25"
 
 
@@ -57,7 +58,7 @@ def describe(config: dict) -> str:
 
 def head_colors(heads: np.ndarray):
     """A sequential palette ordered by H (log-spaced when H spans a factor ≥ 4) and its norm."""
-    cmap = sns.color_palette("flare", as_cmap=True)
+    cmap = flare()
     lo, hi = float(heads.min()), float(heads.max())
     norm = LogNorm(lo, hi) if lo > 0 and hi / lo >= 4 else Normalize(lo, max(hi, lo + 1))
     return cmap, norm
@@ -96,8 +97,25 @@ def _log_time(steps: np.ndarray) -> bool:
     return steps.max() > 50
 
 
+def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -> np.ndarray:
+    """Indices of at most about ``max_points`` of the sorted positions ``x`` spread evenly over the
+    axis (log-spaced on a log axis), first and last included: what a line of a figure can show.
+    """
+    if len(x) <= max_points:
+        return np.arange(len(x))
+    ends = np.log(x[[0, -1]]) if log else x[[0, -1]].astype(float)
+    targets = np.linspace(ends[0], ends[1], max_points)
+    targets = np.exp(targets) if log else targets
+    return np.unique(np.clip(np.searchsorted(x, targets), 0, len(x) - 1))
+
+
 def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> None:
-    """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×."""
+    """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×.
+
+    Lines are drawn through at most about ``DISPLAY_POINTS`` of the logged steps, spread evenly
+    over the time axis (``display_points``); the × of a diverged trial is at its last finite
+    point among all the logged steps.
+    """
     heads, steps = curves["heads"], curves["steps"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -106,13 +124,16 @@ def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> N
     # t = 0 (before any update) has no place on a log axis; it is the same for every H at θ(0) = 0.
     shown = steps > 0 if _log_time(steps) else np.ones_like(steps, dtype=bool)
     x = steps[shown]
+    drawn = display_points(x, _log_time(steps))  # indices into x
     for i, h in enumerate(heads):
         color = cmap(norm(h))
-        ax.plot(x, mean[i, shown], color=color, lw=1.7)
+        ax.plot(x[drawn], mean[i, shown][drawn], color=color, lw=1.7)
         for j in np.flatnonzero(~ok[i]):
             trial = values[i, j, shown]
-            ax.plot(x, trial, color=color, lw=0.9, ls="--", alpha=0.8)
+            # up to its last finite point, which the × marks (exactly, not on the display grid)
             finite = np.flatnonzero(np.isfinite(trial))
+            upto = drawn if not finite.size else np.union1d(drawn[drawn <= finite[-1]], finite[-1:])
+            ax.plot(x[upto], trial[upto], color=color, lw=0.9, ls="--", alpha=0.8)
             if finite.size:
                 k = finite[-1]
                 ax.plot(x[k], trial[k], "x", color=DIVERGED_COLOR, ms=8, mew=2, zorder=5)
@@ -240,7 +261,7 @@ def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> 
     meta, curves = load_results(Path(results_dir))
     config = meta["config"]
     n_train, n_test = config["data"]["n_train"], config["data"]["n_test"]
-    sns.set_theme(context="notebook", style="whitegrid")
+    set_theme()
     fig, axes = plt.subplot_mosaic(
         [["train", "test", "final_train"], ["train", "test", "final_test"]],
         figsize=(15, 4.6),
@@ -287,6 +308,9 @@ def save_figure(fig, stem: str | Path, *, dpi: int = 130) -> list[Path]:
             buf = io.BytesIO()
             fig.savefig(buf, format=path.suffix[1:], dpi=dpi)
             atomic_write_bytes(path, buf.getvalue())
+            # The layout (constrained: text extents of every tick label) is the same in every
+            # format: computed once, for the first, and kept (it was half of a PDF's time).
+            fig.set_layout_engine("none")
     finally:
         plt.close(fig)
     return paths

@@ -1,5 +1,17 @@
+import atexit
+import os
+import shutil
+import tempfile
+
 import jax
 import pytest
+
+# The command lines keep compiled programs in a persistent cache (dynamics.cache), by default
+# in the user's home: the tests' command lines, in this process and in subprocesses, use a
+# fresh folder of their own instead, removed at exit.
+_CACHE = tempfile.mkdtemp(prefix="mhsim-test-jax-cache-")
+os.environ["MHSIM_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 # Catch silent broadcasting bugs: a shape mismatch must be an error, never a broadcast.
 jax.config.update("jax_numpy_rank_promotion", "raise")
