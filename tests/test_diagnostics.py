@@ -1,0 +1,192 @@
+"""Diagnostics against independent float64 references: dense Hessians, explicit Jacobians, KKT."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from datamodels import tokenized_mixture
+from dynamics import diagnostics as dg
+from dynamics import model
+
+
+def dense_hessian(loss_fn, params) -> np.ndarray:
+    """∇²L (P, P) with jax.hessian on the flattened parameters (the reference Lanczos must meet)."""
+    flat, unravel = ravel_pytree(params)
+    return np.asarray(jax.jit(jax.hessian(lambda f: loss_fn(unravel(f))))(flat))
+
+
+@functools.cache
+def _mixture(n, T, d, r, M):  # one compiled generator per shape (eager, it compiles op by op)
+    return jax.jit(functools.partial(tokenized_mixture, n=n, T=T, d=d, r=r, n_irrelevant=M))
+
+
+def small_data(n=8, T=4, d=4, r=1, key=0, M=2):
+    """A DM1-like data set in float64: (X (n, T, d), y (n,), mask (n, T))."""
+    X, y, mask = _mixture(n, T, d, r, M)(jax.random.PRNGKey(key))
+    return np.asarray(X, np.float64), np.asarray(y, np.float64), np.asarray(mask)
+
+
+def random_params(seed, H, d, key_query="full", head_size=None, scale=1.0):
+    """Entries N(0, scale²/d), float64 (numpy draws: no per-op compiles in the tests)."""
+    rng = np.random.default_rng(seed)
+    shapes = model.head_shapes(d, head_size if key_query == "factored" else None)
+    return {k: jnp.asarray(scale / np.sqrt(d) * rng.normal(size=(H, *shape))) for k, shape in shapes.items()}
+
+
+def rel_err(got, want, radius):
+    return abs(float(got) - float(want)) / radius
+
+
+# ---------------------------------------------------------------------------------------------
+# Lanczos
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lanczos_is_exact_at_full_dimension_and_survives_breakdown(x64):
+    """k = P steps recover the extreme eigenvalues of a random symmetric matrix; a matrix with three
+    distinct eigenvalues makes the Krylov space break down after three steps, and the restart
+    still finds both ends (a NaN or a lost end fails)."""
+    rng = np.random.default_rng(0)
+    P = 12
+    A = rng.normal(size=(P, P))
+    A = A + A.T
+    e = np.linalg.eigvalsh(A)
+    run = jax.jit(lambda M, v0, key: dg.lanczos_extremes(lambda v: M @ v, v0, key, iters=P))
+    ext = run(jnp.asarray(A), jnp.asarray(rng.normal(size=P)), jax.random.PRNGKey(1))
+    np.testing.assert_allclose([ext.lam_max, ext.lam_min], [e[-1], e[0]], rtol=1e-12)
+    assert float(ext.res_max) < 1e-10 and float(ext.res_min) < 1e-10
+
+    D = jnp.asarray(np.diag([-2.0] + [1.0] * (P - 2) + [5.0]))
+    v0 = jnp.zeros(P).at[1].set(1.0)  # inside the 1-eigenspace: breaks down at once
+    ext = run(D, v0, jax.random.PRNGKey(2))
+    np.testing.assert_allclose([ext.lam_max, ext.lam_min], [5.0, -2.0], rtol=1e-12)
+
+
+QNL = [("first", "sqrt", "full"), ("all", "mean", "full"), ("first", "sum", "factored")]
+
+
+@pytest.mark.parametrize("query,norm,key_query", QNL)
+def test_hessian_extremes_match_dense_hessian_at_random_init(x64, query, norm, key_query):
+    """The generic case: random init, all heads different; k = P steps, under jit."""
+    H, d = 2, 4
+    X, y, _ = small_data()
+    params = random_params(3, H, d, key_query, 2)
+    loss_fn = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss="logistic")
+    e = np.linalg.eigvalsh(dense_hessian(loss_fn, params))
+    P = e.size
+    lam_max, lam_min = jax.jit(lambda p, k: dg.hessian_extremes(loss_fn, p, k, iters=P))(
+        params, jax.random.PRNGKey(0)
+    )
+    radius = max(abs(e[0]), abs(e[-1]))
+    assert rel_err(lam_max, e[-1], radius) < 1e-10
+    assert rel_err(lam_min, e[0], radius) < 1e-10
+    assert e[0] < 0 < e[-1]  # the test sees both ends
+
+
+def test_lanczos_tolerance_below_full_dimension(x64):
+    """The default step count on a model with P > k: the measured error of both ends, in float64
+    and float32, against dense eigenvalues; Ritz values lie inside the spectrum and within their
+    residual bounds of an eigenvalue."""
+    H, d = 2, 8
+    X, y, _ = small_data(n=32, T=6, d=d, key=5)
+    params = random_params(4, H, d)
+    loss_fn = functools.partial(dg.training_loss, X=X, y=y, query="all", norm="sqrt", loss="logistic")
+    e = np.linalg.eigvalsh(dense_hessian(loss_fn, params))
+    assert e.size == 144 > dg.DEFAULT_ITERS
+    radius = max(abs(e[0]), abs(e[-1]))
+    for dtype, tol in ((jnp.float64, 1e-9), (jnp.float32, 1e-5)):
+        p = jax.tree.map(lambda x, dtype=dtype: x.astype(dtype), params)
+        f = functools.partial(
+            dg.training_loss, X=X.astype(dtype), y=y.astype(dtype), query="all", norm="sqrt", loss="logistic"
+        )
+        ext = jax.jit(lambda p, k, f=f: dg.hessian_lanczos(f, p, k))(p, jax.random.PRNGKey(1))
+        err_max, err_min = rel_err(ext.lam_max, e[-1], radius), rel_err(ext.lam_min, e[0], radius)
+        print(f"{jnp.dtype(dtype).name}: k={dg.DEFAULT_ITERS}, P={e.size}: {err_max=:.1e} {err_min=:.1e}")
+        assert err_max < tol and err_min < tol
+        if dtype is jnp.float64:
+            assert e[0] - 1e-12 <= float(ext.lam_min) and float(ext.lam_max) <= e[-1] + 1e-12
+            assert np.min(np.abs(e - float(ext.lam_max))) <= float(ext.res_max) + 1e-12
+            assert np.min(np.abs(e - float(ext.lam_min))) <= float(ext.res_min) + 1e-12
+    # fewer steps do not converge here: the tolerance above is a measurement, not a tautology
+    few = jax.jit(lambda p, k: dg.hessian_lanczos(loss_fn, p, k, iters=8))(params, jax.random.PRNGKey(1))
+    assert rel_err(few.lam_min, e[0], radius) > 1e-6
+
+
+# ---------------------------------------------------------------------------------------------
+# The zero-init fast path
+# ---------------------------------------------------------------------------------------------
+
+
+def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
+    """Zero init trained on the explicit H-head model: the heads stay identical, W ≠ 0."""
+    params = model.init_params(jax.random.PRNGKey(0), H, X.shape[-1])
+    L = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss=loss)
+    opt = optax.sgd(2.0 * H) if optimizer == "gd" else optax.adam(0.1)
+
+    @jax.jit
+    def train(params):
+        def step(_, carry):
+            params, state = carry
+            updates, state = opt.update(jax.grad(L)(params), state)
+            return optax.apply_updates(params, updates), state
+
+        return jax.lax.fori_loop(0, steps, step, (params, opt.init(params)))[0]
+
+    return train(params), L
+
+
+FAST = [  # H = 1 (no difference block), 2 (no third stored head), 3 (the general layout)
+    (1, "first", "sqrt", "logistic", "gd"),
+    (2, "first", "sqrt", "logistic", "gd"),
+    (3, "first", "sqrt", "logistic", "gd"),
+    (2, "all", "mean", "exp", "gd"),
+    (3, "all", "sum", "logistic", "adam"),
+]
+
+
+@pytest.mark.parametrize("H,query,norm,loss,optimizer", FAST)
+def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, optimizer):
+    """spec ∇²L of the explicit H-head model (dense jax.hessian) = spec(A + (H−1)B) ∪ spec(A − B)^(H−1)
+    (full spectra, multiplicities included), and the fast path's λ_max, λ_min are its extremes."""
+    X, y, _ = small_data(key=H)
+    params, L = trained_identical_heads(H, X, y, query, norm, loss, optimizer)
+    for leaf in params.values():
+        np.testing.assert_array_equal(leaf, jnp.broadcast_to(leaf[:1], leaf.shape))  # identical heads
+    assert float(jnp.linalg.norm(params["W"][0])) > 1e-2  # a state where attention has moved
+    e = np.linalg.eigvalsh(dense_hessian(L, params))  # (H·p,)
+    one = {k: v[:1] for k, v in params.items()}
+    kw = dict(n_heads=H, query=query, norm=norm, loss=loss)
+
+    p = ravel_pytree(one)[0].size
+
+    @jax.jit
+    def blocks(one):  # the two blocks as dense (p, p) matrices, column by column
+        _, symmetric, difference = dg.fast_path_operators(one, X, y, **kw)
+        dense = [jax.vmap(symmetric)(jnp.eye(p))]
+        return dense if difference is None else dense + [jax.vmap(difference)(jnp.eye(p))]
+
+    spectra = [np.linalg.eigvalsh(np.asarray(b)) for b in blocks(one)]
+    assert len(spectra) == min(H, 2)
+    spectra += spectra[1:] * (H - 2)  # A − B has multiplicity H − 1
+    radius = max(abs(e[0]), abs(e[-1]))
+    np.testing.assert_allclose(np.sort(np.concatenate(spectra)), e, rtol=0, atol=1e-10 * radius)
+
+    lam_max, lam_min = jax.jit(lambda q, k: dg.fast_path_hessian_extremes(q, X, y, k, iters=p, **kw))(
+        one, jax.random.PRNGKey(7)
+    )
+    assert rel_err(lam_max, e[-1], radius) < 1e-10
+    assert rel_err(lam_min, e[0], radius) < 1e-10
+
+
+def test_fast_path_rejects_several_stored_heads():
+    params = model.init_params(jax.random.PRNGKey(0), 2, 4)
+    X, y = jnp.zeros((3, 4, 4)), jnp.ones(3)
+    with pytest.raises(ValueError, match="one stored head"):
+        dg.fast_path_operators(params, X, y, n_heads=2)
+    with pytest.raises(ValueError, match="n_heads"):
+        dg.fast_path_operators({k: v[:1] for k, v in params.items()}, X, y, n_heads=0)
