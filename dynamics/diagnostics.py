@@ -297,3 +297,63 @@ def fast_path_hessian_extremes(
         jnp.maximum(parts.symmetric.lam_max, parts.difference.lam_max),
         jnp.minimum(parts.symmetric.lam_min, parts.difference.lam_min),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Tangent kernel
+# --------------------------------------------------------------------------------------------
+
+
+def ntk(phi_fn: Callable[[Params, jax.Array], jax.Array], params: Params, X: jax.Array) -> jax.Array:
+    """Empirical NTK K = J Jᵀ, (m, m), with J_i = ∂Φ(X_i; θ)/∂θ over every leaf of ``params``.
+
+    ``phi_fn(params, X)`` maps (m, T, d) to Φ (m,), one example at a time (no coupling between
+    examples). J is built from per-example reverse-mode gradients, ``vmap`` of ``grad`` over the
+    m examples (m backward passes of one example each): m ≪ P here, so reverse mode beats P forward
+    passes (``jacfwd``), and per-example passes avoid ``jacrev``'s m passes over the whole subset.
+    Cost: m gradients of one example, memory m·P (m ≤ 256 examples is the intended use).
+    """
+    m = X.shape[0]
+
+    def phi_one(p, x):  # x (T, d) -> ()
+        return phi_fn(p, x[None])[0]
+
+    J = jax.vmap(jax.grad(phi_one), in_axes=(None, 0))(params, X)  # leaves (m, …)
+    blocks = [leaf.reshape(m, -1) for leaf in jax.tree.leaves(J)]  # (m, P_leaf) each
+    return sum(Jl @ Jl.T for Jl in blocks)  # (m, m)
+
+
+def fast_path_ntk(
+    params: Params,
+    X: jax.Array,
+    *,
+    n_heads: int,
+    query: model.Query | str = model.Query.FIRST,
+    norm: model.Norm | str = model.Norm.SQRT,
+) -> jax.Array:
+    """NTK (m, m) of the H-head model whose H heads all equal the stored head ``params`` (leaves (1, …)).
+
+    Φ = c_H Σ_h f(X; θ_h), so J = [c_H J_f, …, c_H J_f] (H blocks) and K = J Jᵀ = H c_H² J_f J_fᵀ,
+    J_f the Jacobian of one head's output f = Uᵀ Xᵀ softmax(X W x_q). (Not the kernel of the stored
+    head of weight H as a model of its own parameters, which is (H c_H)² J_f J_fᵀ.) H c_H² is 1
+    for c_H = 1/√H, 1/H for "mean", H for "sum"; ``kernel_distance`` does not see this factor.
+
+    At θ = 0 (zero init): softmax is uniform, so f = Uᵀ x̄ with x̄ = (1/T) Σ_t x_t for either query,
+    ∂f/∂U = x̄ and ∂f/∂W = 0 (f is linear in U and U = 0). Hence K₀ = H c_H² X̄ X̄ᵀ, the Gram matrix
+    of the mean tokens X̄ (m, d): nonzero (so the distance from it is defined) but of rank ≤ d, and
+    blind to attention; from the first step on (U ≠ 0) the key-query block contributes.
+    """
+    H = _check_heads(n_heads)
+    _one_head(params)  # shape check
+    c = model.head_norm(H, norm)
+
+    def f(p, X):  # (m,) one head's output, c = 1
+        return model.head_outputs(p, X, query)[:, 0]
+
+    return (H * c * c) * ntk(f, params, X)
+
+
+def kernel_distance(K0: jax.Array, Kt: jax.Array) -> jax.Array:
+    """1 − ⟨K₀, K_t⟩_F / (‖K₀‖_F ‖K_t‖_F): 0 when K_t ∝ K₀ (positive factor), at most 1 for PSD
+    kernels; NaN if either kernel is zero (undefined, reported rather than guessed)."""
+    return 1.0 - jnp.vdot(K0, Kt) / (jnp.linalg.norm(K0) * jnp.linalg.norm(Kt))

@@ -190,3 +190,60 @@ def test_fast_path_rejects_several_stored_heads():
         dg.fast_path_operators(params, X, y, n_heads=2)
     with pytest.raises(ValueError, match="n_heads"):
         dg.fast_path_operators({k: v[:1] for k, v in params.items()}, X, y, n_heads=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tangent kernel
+# ---------------------------------------------------------------------------------------------
+
+
+def explicit_ntk(params, X, query, norm):
+    """J Jᵀ with J (m, P) from jax.jacfwd of the H-head Φ over the flattened parameters."""
+    flat, unravel = ravel_pytree(params)
+    jacobian = jax.jit(jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm)))
+    J = np.asarray(jacobian(flat))  # (m, P)
+    return J @ J.T
+
+
+@pytest.mark.parametrize("query,norm,key_query", QNL)
+def test_ntk_matches_explicit_jacobian(x64, query, norm, key_query):
+    X, _, _ = small_data(key=1)
+    params = random_params(1, 3, 4, key_query, 2)
+    phi = functools.partial(model.logits, query=query, norm=norm)
+    K = jax.jit(lambda p, X: dg.ntk(phi, p, X))(params, X)
+    want = explicit_ntk(params, X, query, norm)
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("H,query,norm", [(1, "first", "sqrt"), (2, "all", "mean"), (3, "first", "sum")])
+def test_fast_path_ntk_is_the_H_head_kernel(x64, H, query, norm):
+    """One stored head for H identical heads: the H-head model's kernel, H c_H² J_f J_fᵀ; at θ = 0,
+    K₀ = H c_H² X̄ X̄ᵀ (mean tokens), of rank ≤ d."""
+    X, _, _ = small_data(key=2)
+    one = random_params(2, 1, 4, scale=2.0)
+    many = {k: jnp.repeat(v, H, axis=0) for k, v in one.items()}
+    kernel = jax.jit(functools.partial(dg.fast_path_ntk, n_heads=H, query=query, norm=norm))
+    K = kernel(one, X)
+    want = explicit_ntk(many, X, query, norm)
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+    zero = jax.tree.map(jnp.zeros_like, one)
+    K0 = kernel(zero, X)
+    Xbar = np.asarray(X).mean(axis=1)  # (m, d)
+    c = model.head_norm(H, norm)
+    np.testing.assert_allclose(K0, H * c * c * Xbar @ Xbar.T, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        K0, explicit_ntk(jax.tree.map(jnp.zeros_like, many), X, query, norm), atol=1e-14
+    )
+    assert np.linalg.matrix_rank(np.asarray(K0)) <= 4 < X.shape[0]  # degenerate: rank ≤ d < m
+
+
+def test_kernel_distance():
+    rng = np.random.default_rng(0)
+    J = rng.normal(size=(5, 7))
+    K = jnp.asarray(J @ J.T)
+    assert abs(float(dg.kernel_distance(K, 3.0 * K))) < 1e-6  # scale-blind
+    eye, other = jnp.eye(2), jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    assert float(dg.kernel_distance(eye, other)) == pytest.approx(1.0)  # orthogonal in ⟨·,·⟩_F
+    assert float(dg.kernel_distance(eye, jnp.ones((2, 2)))) == pytest.approx(1 - 2 / (np.sqrt(2) * 2))
+    assert np.isnan(float(dg.kernel_distance(jnp.zeros((2, 2)), eye)))
