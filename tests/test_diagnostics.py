@@ -247,3 +247,113 @@ def test_kernel_distance():
     assert float(dg.kernel_distance(eye, other)) == pytest.approx(1.0)  # orthogonal in ⟨·,·⟩_F
     assert float(dg.kernel_distance(eye, jnp.ones((2, 2)))) == pytest.approx(1 - 2 / (np.sqrt(2) * 2))
     assert np.isnan(float(dg.kernel_distance(jnp.zeros((2, 2)), eye)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Max margin
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("r,formulation", [(1, "dual"), (2, "dual"), (2, "primal")])
+def test_max_margin_satisfies_constraints_and_kkt(r, formulation):
+    """Primal feasibility, active constraints, dual feasibility, stationarity W = Σ α (x_r − x_t) x_1ᵀ
+    and complementary slackness, all recomputed here from X (not from the module's constraint matrix):
+    together they certify optimality of the convex QP."""
+    n, T, d = 12, 5, 6
+    X, _, mask = small_data(n=n, T=T, d=d, r=r, key=r, M=3)  # float64 numpy
+    sol = dg.max_margin_direction(X, mask, formulation=formulation)
+    assert sol.status == "optimal" and sol.W.shape == (d, d) and sol.dual.shape == (n, T, T)
+    # g[i, s, t] = (x_{i,s} − x_{i,t})ᵀ W x_{i,1}
+    score = np.einsum("ntd,de,ne->nt", X, sol.W, X[:, 0])  # (n, T)
+    g = score[:, :, None] - score[:, None, :]  # (n, T, T)
+    pair = mask[:, :, None] & ~mask[:, None, :]  # (n, T, T) the constraints
+    assert pair.sum() == n * r * (T - r)
+    scale = np.abs(sol.W).max()
+    assert g[pair].min() >= 1 - 1e-7  # feasible
+    assert g[pair].min() <= 1 + 1e-7  # the margin is tight (else a smaller W would do)
+    alpha = sol.dual
+    assert np.all(alpha[~pair] == 0) and alpha[pair].min() >= -1e-9
+    stationary = np.einsum("nst,nsd,ne->de", alpha, X, X[:, 0]) - np.einsum(
+        "nst,ntd,ne->de", alpha, X, X[:, 0]
+    )
+    np.testing.assert_allclose(stationary, sol.W, atol=1e-6 * scale)
+    assert np.abs(alpha[pair] * (g[pair] - 1)).max() < 1e-6
+    assert (alpha[pair] > 1e-6).any()
+
+
+def test_max_margin_primal_and_dual_agree():
+    """Two formulations, two different cvxpy problems: the same W^mm (unique: the objective is strictly
+    convex). α need not be unique (72 constraints on a 36-dimensional W here): each set is checked
+    by the KKT test, not compared."""
+    X, _, mask = small_data(n=12, T=5, d=6, r=2, key=3, M=3)
+    primal = dg.max_margin_direction(X, mask, formulation="primal")
+    dual = dg.max_margin_direction(X, mask, formulation="dual")
+    np.testing.assert_allclose(dual.W, primal.W, rtol=0, atol=1e-6 * np.abs(primal.W).max())
+    with pytest.raises(ValueError, match="formulation"):
+        dg.max_margin_direction(X, mask, formulation="kernel")
+
+
+@pytest.mark.parametrize("formulation", ["dual", "primal"])
+def test_max_margin_reports_infeasible_data(formulation):
+    """Two examples with the same query and tokens, relevance swapped: (a−q)ᵀWq ≥ 1 and (q−a)ᵀWq ≥ 1
+    cannot both hold."""
+    q, a = np.array([1.0, 0.0]), np.array([0.3, 1.0])
+    X = np.stack([np.stack([q, a]), np.stack([q, a])])  # (2, 2, 2)
+    mask = np.array([[False, True], [True, False]])
+    with pytest.raises(dg.MaxMarginError, match="infeasible") as info:
+        dg.max_margin_direction(X, mask, formulation=formulation)
+    assert info.value.status == "infeasible"
+    sol = dg.max_margin_direction(X, mask, formulation=formulation, check=False)
+    assert sol.status == "infeasible" and np.isnan(sol.W).all() and np.isnan(sol.dual).all()
+
+
+def test_max_margin_refuses_unusable_data():
+    X = np.ones((3, 4, 5))
+    mask = np.zeros((3, 4), bool)
+    mask[:, 1] = True
+    with pytest.raises(ValueError, match="relevant-token mask"):
+        dg.max_margin_direction(X, None)
+    with pytest.raises(ValueError, match="bool relevant_mask"):
+        dg.max_margin_direction(X, mask[:, :3])
+    no_relevant = mask.copy()
+    no_relevant[2] = False
+    with pytest.raises(ValueError, match=r"no relevant token: \[2\]"):
+        dg.max_margin_direction(X, no_relevant)
+    all_relevant = mask.copy()
+    all_relevant[0] = True
+    with pytest.raises(ValueError, match=r"no irrelevant token: \[0\]"):
+        dg.max_margin_direction(X, all_relevant)
+
+
+def test_cosines():
+    rng = np.random.default_rng(0)
+    W_mm = jnp.asarray(rng.normal(size=(3, 3)))
+    R = jnp.asarray(rng.normal(size=(3, 3)))
+    R = R - jnp.vdot(R, W_mm) / jnp.vdot(W_mm, W_mm) * W_mm  # ⊥ W_mm
+    assert float(dg.cosine(W_mm, 2.0 * W_mm)) == pytest.approx(1.0)
+    assert float(dg.cosine(W_mm, -W_mm)) == pytest.approx(-1.0)
+    assert abs(float(dg.cosine(W_mm, R))) < 1e-6
+    heads = jnp.stack([W_mm, R])  # (2, 3, 3)
+    total, best = dg.head_cosines(heads, W_mm)
+    a, b = float(jnp.linalg.norm(W_mm)), float(jnp.linalg.norm(R))
+    assert float(total) == pytest.approx(a / np.hypot(a, b), rel=1e-5)
+    assert float(best) == pytest.approx(1.0)
+    total, best = dg.head_cosines(heads, W_mm, weight=jnp.array([0.0, 1.0]))  # slot 0 empty
+    assert abs(float(total)) < 1e-6 and abs(float(best)) < 1e-6
+    total, best = dg.head_cosines(jnp.zeros((2, 3, 3)), W_mm)  # θ = 0: undefined
+    assert np.isnan(float(total)) and np.isnan(float(best))
+
+
+def test_constraint_count_is_every_relevant_irrelevant_pair():
+    mask = np.array([[True, False, False], [True, True, False]])
+    X = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2)
+    A, B, (i, r, t) = dg.svm_constraints(X, mask)
+    assert sorted(zip(i.tolist(), r.tolist(), t.tolist(), strict=True)) == [
+        (0, 0, 1),
+        (0, 0, 2),
+        (1, 0, 2),
+        (1, 1, 2),
+    ]
+    W = np.array([[1.0, 2.0], [-1.0, 0.5]])
+    want = [(X[a, b] - X[a, c]) @ W @ X[a, 0] for a, b, c in zip(i, r, t, strict=True)]
+    np.testing.assert_allclose(np.einsum("cd,de,ce->c", A, W, B), want)
