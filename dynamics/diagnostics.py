@@ -30,6 +30,10 @@ from dynamics import losses, model
 
 Params = model.Params
 
+# Full float32 (or float64) products in the diagnostics' own reductions: on GPUs JAX's default
+# lets float32 matmuls run in TF32 (~1e-3 relative), which would spoil the reorthogonalisation.
+HIGHEST = jax.lax.Precision.HIGHEST
+
 # Lanczos steps: λ_max (an outlier) converges in ~20, λ_min (in a cluster) needs ~60 on DM1 sizes;
 # measured numbers in ``hessian_extremes``. The residual bounds in ``Extremes`` say how close a run got.
 DEFAULT_ITERS = 64
@@ -71,15 +75,16 @@ def lanczos_extremes(
     dtype = v0.dtype
     tiny = jnp.finfo(dtype).eps * 100
 
-    def orthogonalise(V, w):
-        w = w - V.T @ (V @ w)  # (P,); rows of V not yet filled are zero
-        return w - V.T @ (V @ w)
+    def orthogonalise(V, w):  # rows of V not yet filled are zero
+        for _ in range(2):
+            w = w - jnp.matmul(jnp.matmul(V, w, precision=HIGHEST), V, precision=HIGHEST)  # (P,)
+        return w
 
     def step(j, state):
         V, alpha, beta, v, scale = state
         V = V.at[j].set(v)  # (k, P)
         w = matvec(v)  # (P,)
-        a = jnp.vdot(v, w)
+        a = jnp.vdot(v, w, precision=HIGHEST)
         w = orthogonalise(V, w)
         b = jnp.linalg.norm(w)
         scale = jnp.maximum(scale, jnp.abs(a) + b)
@@ -320,7 +325,7 @@ def ntk(phi_fn: Callable[[Params, jax.Array], jax.Array], params: Params, X: jax
 
     J = jax.vmap(jax.grad(phi_one), in_axes=(None, 0))(params, X)  # leaves (m, …)
     blocks = [leaf.reshape(m, -1) for leaf in jax.tree.leaves(J)]  # (m, P_leaf) each
-    return sum(Jl @ Jl.T for Jl in blocks)  # (m, m)
+    return sum(jnp.matmul(Jl, Jl.T, precision=HIGHEST) for Jl in blocks)  # (m, m)
 
 
 def fast_path_ntk(
@@ -356,7 +361,7 @@ def fast_path_ntk(
 def kernel_distance(K0: jax.Array, Kt: jax.Array) -> jax.Array:
     """1 − ⟨K₀, K_t⟩_F / (‖K₀‖_F ‖K_t‖_F): 0 when K_t ∝ K₀ (positive factor), at most 1 for PSD
     kernels; NaN if either kernel is zero (undefined, reported rather than guessed)."""
-    return 1.0 - jnp.vdot(K0, Kt) / (jnp.linalg.norm(K0) * jnp.linalg.norm(Kt))
+    return 1.0 - jnp.vdot(K0, Kt, precision=HIGHEST) / (jnp.linalg.norm(K0) * jnp.linalg.norm(Kt))
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,7 +516,7 @@ def max_margin_direction(
 
 def cosine(A: jax.Array, B: jax.Array) -> jax.Array:
     """⟨A, B⟩_F / (‖A‖_F ‖B‖_F) of two arrays of one shape; NaN if either is zero."""
-    return jnp.vdot(A, B) / (jnp.linalg.norm(A.ravel()) * jnp.linalg.norm(B.ravel()))
+    return jnp.vdot(A, B, precision=HIGHEST) / (jnp.linalg.norm(A.ravel()) * jnp.linalg.norm(B.ravel()))
 
 
 def head_cosines(
@@ -522,6 +527,6 @@ def head_cosines(
     path the one stored head gives both numbers. At W = 0 (zero init) the cosine is undefined: NaN."""
     S = W_heads.shape[0]
     w = jnp.ones((S,), W_heads.dtype) if weight is None else weight  # (S,)
-    total = jnp.einsum("s,sde->de", w, W_heads)  # (d, d)
+    total = jnp.einsum("s,sde->de", w, W_heads, precision=HIGHEST)  # (d, d)
     per_head = jax.vmap(cosine, in_axes=(0, None))(W_heads, W_mm)  # (S,)
     return cosine(total, W_mm), jnp.max(jnp.where(w > 0, per_head, -jnp.inf))
