@@ -1,0 +1,359 @@
+"""Diagnostics against independent float64 references: dense Hessians, explicit Jacobians, KKT."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from datamodels import tokenized_mixture
+from dynamics import diagnostics as dg
+from dynamics import model
+
+
+def dense_hessian(loss_fn, params) -> np.ndarray:
+    """∇²L (P, P) with jax.hessian on the flattened parameters (the reference Lanczos must meet)."""
+    flat, unravel = ravel_pytree(params)
+    return np.asarray(jax.jit(jax.hessian(lambda f: loss_fn(unravel(f))))(flat))
+
+
+@functools.cache
+def _mixture(n, T, d, r, M):  # one compiled generator per shape (eager, it compiles op by op)
+    return jax.jit(functools.partial(tokenized_mixture, n=n, T=T, d=d, r=r, n_irrelevant=M))
+
+
+def small_data(n=8, T=4, d=4, r=1, key=0, M=2):
+    """A DM1-like data set in float64: (X (n, T, d), y (n,), mask (n, T))."""
+    X, y, mask = _mixture(n, T, d, r, M)(jax.random.PRNGKey(key))
+    return np.asarray(X, np.float64), np.asarray(y, np.float64), np.asarray(mask)
+
+
+def random_params(seed, H, d, key_query="full", head_size=None, scale=1.0):
+    """Entries N(0, scale²/d), float64 (numpy draws: no per-op compiles in the tests)."""
+    rng = np.random.default_rng(seed)
+    shapes = model.head_shapes(d, head_size if key_query == "factored" else None)
+    return {k: jnp.asarray(scale / np.sqrt(d) * rng.normal(size=(H, *shape))) for k, shape in shapes.items()}
+
+
+def rel_err(got, want, radius):
+    return abs(float(got) - float(want)) / radius
+
+
+# ---------------------------------------------------------------------------------------------
+# Lanczos
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lanczos_is_exact_at_full_dimension_and_survives_breakdown(x64):
+    """k = P steps recover the extreme eigenvalues of a random symmetric matrix; a matrix with three
+    distinct eigenvalues makes the Krylov space break down after three steps, and the restart
+    still finds both ends (a NaN or a lost end fails)."""
+    rng = np.random.default_rng(0)
+    P = 12
+    A = rng.normal(size=(P, P))
+    A = A + A.T
+    e = np.linalg.eigvalsh(A)
+    run = jax.jit(lambda M, v0, key: dg.lanczos_extremes(lambda v: M @ v, v0, key, iters=P))
+    ext = run(jnp.asarray(A), jnp.asarray(rng.normal(size=P)), jax.random.PRNGKey(1))
+    np.testing.assert_allclose([ext.lam_max, ext.lam_min], [e[-1], e[0]], rtol=1e-12)
+    assert float(ext.res_max) < 1e-10 and float(ext.res_min) < 1e-10
+
+    D = jnp.asarray(np.diag([-2.0] + [1.0] * (P - 2) + [5.0]))
+    v0 = jnp.zeros(P).at[1].set(1.0)  # inside the 1-eigenspace: breaks down at once
+    ext = run(D, v0, jax.random.PRNGKey(2))
+    np.testing.assert_allclose([ext.lam_max, ext.lam_min], [5.0, -2.0], rtol=1e-12)
+
+
+QNL = [("first", "sqrt", "full"), ("all", "mean", "full"), ("first", "sum", "factored")]
+
+
+@pytest.mark.parametrize("query,norm,key_query", QNL)
+def test_hessian_extremes_match_dense_hessian_at_random_init(x64, query, norm, key_query):
+    """The generic case: random init, all heads different; k = P steps, under jit."""
+    H, d = 2, 4
+    X, y, _ = small_data()
+    params = random_params(3, H, d, key_query, 2)
+    loss_fn = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss="logistic")
+    e = np.linalg.eigvalsh(dense_hessian(loss_fn, params))
+    P = e.size
+    lam_max, lam_min = jax.jit(lambda p, k: dg.hessian_extremes(loss_fn, p, k, iters=P))(
+        params, jax.random.PRNGKey(0)
+    )
+    radius = max(abs(e[0]), abs(e[-1]))
+    assert rel_err(lam_max, e[-1], radius) < 1e-10
+    assert rel_err(lam_min, e[0], radius) < 1e-10
+    assert e[0] < 0 < e[-1]  # the test sees both ends
+
+
+def test_lanczos_tolerance_below_full_dimension(x64):
+    """The default step count on a model with P > k: the measured error of both ends, in float64
+    and float32, against dense eigenvalues; Ritz values lie inside the spectrum and within their
+    residual bounds of an eigenvalue."""
+    H, d = 2, 8
+    X, y, _ = small_data(n=32, T=6, d=d, key=5)
+    params = random_params(4, H, d)
+    loss_fn = functools.partial(dg.training_loss, X=X, y=y, query="all", norm="sqrt", loss="logistic")
+    e = np.linalg.eigvalsh(dense_hessian(loss_fn, params))
+    assert e.size == 144 > dg.DEFAULT_ITERS
+    radius = max(abs(e[0]), abs(e[-1]))
+    for dtype, tol in ((jnp.float64, 1e-9), (jnp.float32, 1e-5)):
+        p = jax.tree.map(lambda x, dtype=dtype: x.astype(dtype), params)
+        f = functools.partial(
+            dg.training_loss, X=X.astype(dtype), y=y.astype(dtype), query="all", norm="sqrt", loss="logistic"
+        )
+        ext = jax.jit(lambda p, k, f=f: dg.hessian_lanczos(f, p, k))(p, jax.random.PRNGKey(1))
+        err_max, err_min = rel_err(ext.lam_max, e[-1], radius), rel_err(ext.lam_min, e[0], radius)
+        print(f"{jnp.dtype(dtype).name}: k={dg.DEFAULT_ITERS}, P={e.size}: {err_max=:.1e} {err_min=:.1e}")
+        assert err_max < tol and err_min < tol
+        if dtype is jnp.float64:
+            assert e[0] - 1e-12 <= float(ext.lam_min) and float(ext.lam_max) <= e[-1] + 1e-12
+            assert np.min(np.abs(e - float(ext.lam_max))) <= float(ext.res_max) + 1e-12
+            assert np.min(np.abs(e - float(ext.lam_min))) <= float(ext.res_min) + 1e-12
+    # fewer steps do not converge here: the tolerance above is a measurement, not a tautology
+    few = jax.jit(lambda p, k: dg.hessian_lanczos(loss_fn, p, k, iters=8))(params, jax.random.PRNGKey(1))
+    assert rel_err(few.lam_min, e[0], radius) > 1e-6
+
+
+# ---------------------------------------------------------------------------------------------
+# The zero-init fast path
+# ---------------------------------------------------------------------------------------------
+
+
+def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
+    """Zero init trained on the explicit H-head model: the heads stay identical, W ≠ 0."""
+    params = model.init_params(jax.random.PRNGKey(0), H, X.shape[-1])
+    L = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss=loss)
+    opt = optax.sgd(2.0 * H) if optimizer == "gd" else optax.adam(0.1)
+
+    @jax.jit
+    def train(params):
+        def step(_, carry):
+            params, state = carry
+            updates, state = opt.update(jax.grad(L)(params), state)
+            return optax.apply_updates(params, updates), state
+
+        return jax.lax.fori_loop(0, steps, step, (params, opt.init(params)))[0]
+
+    return train(params), L
+
+
+FAST = [  # H = 1 (no difference block), 2 (no third stored head), 3 (the general layout)
+    (1, "first", "sqrt", "logistic", "gd"),
+    (2, "first", "sqrt", "logistic", "gd"),
+    (3, "first", "sqrt", "logistic", "gd"),
+    (2, "all", "mean", "exp", "gd"),
+    (3, "all", "sum", "logistic", "adam"),
+]
+
+
+@pytest.mark.parametrize("H,query,norm,loss,optimizer", FAST)
+def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, optimizer):
+    """spec ∇²L of the explicit H-head model (dense jax.hessian) = spec(A + (H−1)B) ∪ spec(A − B)^(H−1)
+    (full spectra, multiplicities included), and the fast path's λ_max, λ_min are its extremes."""
+    X, y, _ = small_data(key=H)
+    params, L = trained_identical_heads(H, X, y, query, norm, loss, optimizer)
+    for leaf in params.values():
+        np.testing.assert_array_equal(leaf, jnp.broadcast_to(leaf[:1], leaf.shape))  # identical heads
+    assert float(jnp.linalg.norm(params["W"][0])) > 1e-2  # a state where attention has moved
+    e = np.linalg.eigvalsh(dense_hessian(L, params))  # (H·p,)
+    one = {k: v[:1] for k, v in params.items()}
+    kw = dict(n_heads=H, query=query, norm=norm, loss=loss)
+
+    p = ravel_pytree(one)[0].size
+
+    @jax.jit
+    def blocks(one):  # the two blocks as dense (p, p) matrices, column by column
+        _, symmetric, difference = dg.fast_path_operators(one, X, y, **kw)
+        dense = [jax.vmap(symmetric)(jnp.eye(p))]
+        return dense if difference is None else dense + [jax.vmap(difference)(jnp.eye(p))]
+
+    spectra = [np.linalg.eigvalsh(np.asarray(b)) for b in blocks(one)]
+    assert len(spectra) == min(H, 2)
+    spectra += spectra[1:] * (H - 2)  # A − B has multiplicity H − 1
+    radius = max(abs(e[0]), abs(e[-1]))
+    np.testing.assert_allclose(np.sort(np.concatenate(spectra)), e, rtol=0, atol=1e-10 * radius)
+
+    lam_max, lam_min = jax.jit(lambda q, k: dg.fast_path_hessian_extremes(q, X, y, k, iters=p, **kw))(
+        one, jax.random.PRNGKey(7)
+    )
+    assert rel_err(lam_max, e[-1], radius) < 1e-10
+    assert rel_err(lam_min, e[0], radius) < 1e-10
+
+
+def test_fast_path_rejects_several_stored_heads():
+    params = model.init_params(jax.random.PRNGKey(0), 2, 4)
+    X, y = jnp.zeros((3, 4, 4)), jnp.ones(3)
+    with pytest.raises(ValueError, match="one stored head"):
+        dg.fast_path_operators(params, X, y, n_heads=2)
+    with pytest.raises(ValueError, match="n_heads"):
+        dg.fast_path_operators({k: v[:1] for k, v in params.items()}, X, y, n_heads=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tangent kernel
+# ---------------------------------------------------------------------------------------------
+
+
+def explicit_ntk(params, X, query, norm):
+    """J Jᵀ with J (m, P) from jax.jacfwd of the H-head Φ over the flattened parameters."""
+    flat, unravel = ravel_pytree(params)
+    jacobian = jax.jit(jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm)))
+    J = np.asarray(jacobian(flat))  # (m, P)
+    return J @ J.T
+
+
+@pytest.mark.parametrize("query,norm,key_query", QNL)
+def test_ntk_matches_explicit_jacobian(x64, query, norm, key_query):
+    X, _, _ = small_data(key=1)
+    params = random_params(1, 3, 4, key_query, 2)
+    phi = functools.partial(model.logits, query=query, norm=norm)
+    K = jax.jit(lambda p, X: dg.ntk(phi, p, X))(params, X)
+    want = explicit_ntk(params, X, query, norm)
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("H,query,norm", [(1, "first", "sqrt"), (2, "all", "mean"), (3, "first", "sum")])
+def test_fast_path_ntk_is_the_H_head_kernel(x64, H, query, norm):
+    """One stored head for H identical heads: the H-head model's kernel, H c_H² J_f J_fᵀ; at θ = 0,
+    K₀ = H c_H² X̄ X̄ᵀ (mean tokens), of rank ≤ d."""
+    X, _, _ = small_data(key=2)
+    one = random_params(2, 1, 4, scale=2.0)
+    many = {k: jnp.repeat(v, H, axis=0) for k, v in one.items()}
+    kernel = jax.jit(functools.partial(dg.fast_path_ntk, n_heads=H, query=query, norm=norm))
+    K = kernel(one, X)
+    want = explicit_ntk(many, X, query, norm)
+    np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+    zero = jax.tree.map(jnp.zeros_like, one)
+    K0 = kernel(zero, X)
+    Xbar = np.asarray(X).mean(axis=1)  # (m, d)
+    c = model.head_norm(H, norm)
+    np.testing.assert_allclose(K0, H * c * c * Xbar @ Xbar.T, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        K0, explicit_ntk(jax.tree.map(jnp.zeros_like, many), X, query, norm), atol=1e-14
+    )
+    assert np.linalg.matrix_rank(np.asarray(K0)) <= 4 < X.shape[0]  # degenerate: rank ≤ d < m
+
+
+def test_kernel_distance():
+    rng = np.random.default_rng(0)
+    J = rng.normal(size=(5, 7))
+    K = jnp.asarray(J @ J.T)
+    assert abs(float(dg.kernel_distance(K, 3.0 * K))) < 1e-6  # scale-blind
+    eye, other = jnp.eye(2), jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    assert float(dg.kernel_distance(eye, other)) == pytest.approx(1.0)  # orthogonal in ⟨·,·⟩_F
+    assert float(dg.kernel_distance(eye, jnp.ones((2, 2)))) == pytest.approx(1 - 2 / (np.sqrt(2) * 2))
+    assert np.isnan(float(dg.kernel_distance(jnp.zeros((2, 2)), eye)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Max margin
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("r,formulation", [(1, "dual"), (2, "dual"), (2, "primal")])
+def test_max_margin_satisfies_constraints_and_kkt(r, formulation):
+    """Primal feasibility, active constraints, dual feasibility, stationarity W = Σ α (x_r − x_t) x_1ᵀ
+    and complementary slackness, all recomputed here from X (not from the module's constraint matrix):
+    together they certify optimality of the convex QP."""
+    n, T, d = 12, 5, 6
+    X, _, mask = small_data(n=n, T=T, d=d, r=r, key=r, M=3)  # float64 numpy
+    sol = dg.max_margin_direction(X, mask, formulation=formulation)
+    assert sol.status == "optimal" and sol.W.shape == (d, d) and sol.dual.shape == (n, T, T)
+    # g[i, s, t] = (x_{i,s} − x_{i,t})ᵀ W x_{i,1}
+    score = np.einsum("ntd,de,ne->nt", X, sol.W, X[:, 0])  # (n, T)
+    g = score[:, :, None] - score[:, None, :]  # (n, T, T)
+    pair = mask[:, :, None] & ~mask[:, None, :]  # (n, T, T) the constraints
+    assert pair.sum() == n * r * (T - r)
+    scale = np.abs(sol.W).max()
+    assert g[pair].min() >= 1 - 1e-7  # feasible
+    assert g[pair].min() <= 1 + 1e-7  # the margin is tight (else a smaller W would do)
+    alpha = sol.dual
+    assert np.all(alpha[~pair] == 0) and alpha[pair].min() >= -1e-9
+    stationary = np.einsum("nst,nsd,ne->de", alpha, X, X[:, 0]) - np.einsum(
+        "nst,ntd,ne->de", alpha, X, X[:, 0]
+    )
+    np.testing.assert_allclose(stationary, sol.W, atol=1e-6 * scale)
+    assert np.abs(alpha[pair] * (g[pair] - 1)).max() < 1e-6
+    assert (alpha[pair] > 1e-6).any()
+
+
+def test_max_margin_primal_and_dual_agree():
+    """Two formulations, two different cvxpy problems: the same W^mm (unique: the objective is strictly
+    convex). α need not be unique (72 constraints on a 36-dimensional W here): each set is checked
+    by the KKT test, not compared."""
+    X, _, mask = small_data(n=12, T=5, d=6, r=2, key=3, M=3)
+    primal = dg.max_margin_direction(X, mask, formulation="primal")
+    dual = dg.max_margin_direction(X, mask, formulation="dual")
+    np.testing.assert_allclose(dual.W, primal.W, rtol=0, atol=1e-6 * np.abs(primal.W).max())
+    with pytest.raises(ValueError, match="formulation"):
+        dg.max_margin_direction(X, mask, formulation="kernel")
+
+
+@pytest.mark.parametrize("formulation", ["dual", "primal"])
+def test_max_margin_reports_infeasible_data(formulation):
+    """Two examples with the same query and tokens, relevance swapped: (a−q)ᵀWq ≥ 1 and (q−a)ᵀWq ≥ 1
+    cannot both hold."""
+    q, a = np.array([1.0, 0.0]), np.array([0.3, 1.0])
+    X = np.stack([np.stack([q, a]), np.stack([q, a])])  # (2, 2, 2)
+    mask = np.array([[False, True], [True, False]])
+    with pytest.raises(dg.MaxMarginError, match="infeasible") as info:
+        dg.max_margin_direction(X, mask, formulation=formulation)
+    assert info.value.status == "infeasible"
+    sol = dg.max_margin_direction(X, mask, formulation=formulation, check=False)
+    assert sol.status == "infeasible" and np.isnan(sol.W).all() and np.isnan(sol.dual).all()
+
+
+def test_max_margin_refuses_unusable_data():
+    X = np.ones((3, 4, 5))
+    mask = np.zeros((3, 4), bool)
+    mask[:, 1] = True
+    with pytest.raises(ValueError, match="relevant-token mask"):
+        dg.max_margin_direction(X, None)
+    with pytest.raises(ValueError, match="bool relevant_mask"):
+        dg.max_margin_direction(X, mask[:, :3])
+    no_relevant = mask.copy()
+    no_relevant[2] = False
+    with pytest.raises(ValueError, match=r"no relevant token: \[2\]"):
+        dg.max_margin_direction(X, no_relevant)
+    all_relevant = mask.copy()
+    all_relevant[0] = True
+    with pytest.raises(ValueError, match=r"no irrelevant token: \[0\]"):
+        dg.max_margin_direction(X, all_relevant)
+
+
+def test_cosines():
+    rng = np.random.default_rng(0)
+    W_mm = jnp.asarray(rng.normal(size=(3, 3)))
+    R = jnp.asarray(rng.normal(size=(3, 3)))
+    R = R - jnp.vdot(R, W_mm) / jnp.vdot(W_mm, W_mm) * W_mm  # ⊥ W_mm
+    assert float(dg.cosine(W_mm, 2.0 * W_mm)) == pytest.approx(1.0)
+    assert float(dg.cosine(W_mm, -W_mm)) == pytest.approx(-1.0)
+    assert abs(float(dg.cosine(W_mm, R))) < 1e-6
+    heads = jnp.stack([W_mm, R])  # (2, 3, 3)
+    total, best = dg.head_cosines(heads, W_mm)
+    a, b = float(jnp.linalg.norm(W_mm)), float(jnp.linalg.norm(R))
+    assert float(total) == pytest.approx(a / np.hypot(a, b), rel=1e-5)
+    assert float(best) == pytest.approx(1.0)
+    total, best = dg.head_cosines(heads, W_mm, weight=jnp.array([0.0, 1.0]))  # slot 0 empty
+    assert abs(float(total)) < 1e-6 and abs(float(best)) < 1e-6
+    total, best = dg.head_cosines(jnp.zeros((2, 3, 3)), W_mm)  # θ = 0: undefined
+    assert np.isnan(float(total)) and np.isnan(float(best))
+
+
+def test_constraint_count_is_every_relevant_irrelevant_pair():
+    mask = np.array([[True, False, False], [True, True, False]])
+    X = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2)
+    A, B, (i, r, t) = dg.svm_constraints(X, mask)
+    assert sorted(zip(i.tolist(), r.tolist(), t.tolist(), strict=True)) == [
+        (0, 0, 1),
+        (0, 0, 2),
+        (1, 0, 2),
+        (1, 1, 2),
+    ]
+    W = np.array([[1.0, 2.0], [-1.0, 0.5]])
+    want = [(X[a, b] - X[a, c]) @ W @ X[a, 0] for a, b, c in zip(i, r, t, strict=True)]
+    np.testing.assert_allclose(np.einsum("cd,de,ce->c", A, W, B), want)
