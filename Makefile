@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test figures gallery lint clean
+.PHONY: run test stress figures gallery lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ run: $(BIN)/.installed  ## set up, then run the small default experiment
 test: $(BIN)/.installed  ## set up, then lint and run the test suite
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+stress: $(BIN)/.installed  ## the long stress runs (random-moment interrupts, big fuzz budgets)
+	$(BIN)/python -m pytest -m stress || [ $$? -eq 5 ]  # 5: none collected
 
 figures: $(BIN)/.installed  ## regenerate every preset's figure
 	$(BIN)/python -m figures
