@@ -1,26 +1,54 @@
-"""Pure data generators (SPEC section 5): key and parameters in, arrays out."""
+"""Pure data generators (SPEC section 5): key and parameters in, arrays out.
 
-from datamodels.mixture import (
-    DM1_DEFAULTS,
-    GEOMETRIES,
-    class_means,
-    dm1,
-    tokenized_mixture,
-)
-from datamodels.npz import DataError, UserData, load_npz
-from datamodels.planted import Teacher, planted, planted_teacher, teacher_logits
+The names below are imported on first use (PEP 562), so importing ``datamodels.defaults``
+(the config layer does) does not import JAX.
+"""
 
-__all__ = [
-    "DM1_DEFAULTS",
-    "GEOMETRIES",
-    "DataError",
-    "Teacher",
-    "UserData",
-    "class_means",
-    "dm1",
-    "load_npz",
-    "planted",
-    "planted_teacher",
-    "teacher_logits",
-    "tokenized_mixture",
-]
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "datamodels.defaults": ("DM1_DEFAULTS", "GEOMETRIES"),
+    "datamodels.mixture": ("class_means", "dm1", "tokenized_mixture"),
+    "datamodels.npz": ("DataError", "UserData", "load_npz"),
+    "datamodels.planted": ("Teacher", "planted", "planted_teacher", "teacher_logits"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'datamodels' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """``datamodels.planted`` names a function and a submodule: importing the submodule must not
+    replace the function (the eager package imported the function after the module)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _MODULE_OF:
+            value = getattr(value, name)  # the submodule's function of the same name
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES  # noqa: F401
+    from datamodels.mixture import class_means, dm1, tokenized_mixture  # noqa: F401
+    from datamodels.npz import DataError, UserData, load_npz  # noqa: F401
+    from datamodels.planted import Teacher, planted, planted_teacher, teacher_logits  # noqa: F401

@@ -6,36 +6,19 @@ j_t uniform on [M]; g_t ~ N(0, I_d / d), so a noise token has norm about sigma.
 The means are orthonormal directions scaled by the signal norm S.
 
 This module holds the generator (``tokenized_mixture``, ``dm1``), the means (``class_means``),
-the one home of DM1's defaults and the geometries (``DM1_DEFAULTS``, ``GEOMETRIES``; the
-simulator's config imports them), and the argument checks the planted model shares.
+DM1's defaults and the geometries (re-exported from ``datamodels.defaults``, their
+JAX-free home), and the argument checks the planted model shares.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-import types
 
 import jax
 import jax.numpy as jnp
 
-GEOMETRIES = ("antipodal", "orthogonal")  # mu_- = -mu_+, or mu_- orthogonal to mu_+
-
-# DM1 as this project defines it (SPEC section 5), one value per knob of `tokenized_mixture`;
-# `dm1` overrides any of these. The single home of these defaults: dynamics.config uses them.
-DM1_DEFAULTS = types.MappingProxyType(
-    {
-        "T": 10,  # tokens per example
-        "zeta": 0.1,  # fraction of relevant tokens: r = max(1, round(zeta * T)) = 1
-        "r": None,  # number of relevant tokens; None: from zeta
-        "d": 32,  # token width
-        "signal": 1.0,  # S = |mu_+| = |nu_j|
-        "noise": 1.0,  # sigma; each noise token has norm about sigma
-        "n_irrelevant": 4,  # M irrelevant means
-        "geometry": "antipodal",  # mu_- = -mu_+
-        "first_relevant": False,
-    }
-)
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES
 
 
 def _check_int(name: str, value: object, *, lo: int, hi: int | None = None) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datamodels.mixture import DM1_DEFAULTS, GEOMETRIES
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES
 
 DATA_MODELS = ("dm1", "planted", "mixture", "npz")
 OPTIMIZERS = ("gd", "adam")

@@ -1,0 +1,27 @@
+"""The mixture's defaults and geometries, in a module without JAX.
+
+Their one home: ``datamodels.mixture`` draws with them and ``dynamics.config`` validates with
+them, so the config layer (and ``--help``) never imports JAX.
+"""
+
+from __future__ import annotations
+
+import types
+
+GEOMETRIES = ("antipodal", "orthogonal")  # mu_- = -mu_+, or mu_- orthogonal to mu_+
+
+# DM1 as this project defines it (SPEC section 5), one value per knob of `tokenized_mixture`;
+# `dm1` overrides any of these. The single home of these defaults: dynamics.config uses them.
+DM1_DEFAULTS = types.MappingProxyType(
+    {
+        "T": 10,  # tokens per example
+        "zeta": 0.1,  # fraction of relevant tokens: r = max(1, round(zeta * T)) = 1
+        "r": None,  # number of relevant tokens; None: from zeta
+        "d": 32,  # token width
+        "signal": 1.0,  # S = |mu_+| = |nu_j|
+        "noise": 1.0,  # sigma; each noise token has norm about sigma
+        "n_irrelevant": 4,  # M irrelevant means
+        "geometry": "antipodal",  # mu_- = -mu_+
+        "first_relevant": False,
+    }
+)
