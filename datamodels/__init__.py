@@ -1,5 +1,8 @@
 """Pure data generators (SPEC section 5): key and parameters in, arrays out.
 
+Pure on purpose: nothing here imports from ``dynamics`` (the planted teacher computes its own
+Φ), so a data model can be read, tested and reused without the simulator.
+
 The names below are imported on first use (PEP 562), so importing ``datamodels.defaults``
 (the config layer does) does not import JAX.
 """

@@ -5,6 +5,7 @@ Each finished point (one compiled call covering one or more H) is written atomic
 rewritten with ``"complete": false`` and the summary of the points done so far. A resumed
 run loads the points whose hash matches and runs only the others; every point is computed
 by the same program with the same inputs, so the final files equal an uninterrupted run's.
+(Kept as it was through the house's reorganisation: resume is bit-identical and tested so.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The training engine: many runs in one compiled program.
 
 A *batch* is a list of B *packs* that share one ``Program`` (everything static: shapes,
-options, logging schedule). A pack is R runs — (H, η, σ₀) combinations of one trial, so
+options, logging schedule; hashable, so one compile per distinct ``Program``) and are fed as
+a traced ``Batch`` (data, H, η, σ₀, keys: changing them never recompiles). This static /
+traced split is what lets every H, step size and trial of a sweep share one compile.
+A pack is R runs — (H, η, σ₀) combinations of one trial, so
 one data set — whose heads fill the program's S head slots side by side. ``train_batch``
 runs the whole batch in one XLA program: the batch axis is split over the devices of a
 one-axis mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its packs in chunks

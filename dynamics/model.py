@@ -7,6 +7,12 @@ Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
 key-query matrix, or ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
 factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020). Dimension letters:
 ``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size.
+
+The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
+a stored head standing for H identical ones, empty slots, a run's own heads among a pack's)
+and head diversity (``head_diversity``). The engine, the demos and the benchmark baseline
+all call it; tests check it against an independent float64 reference, so keep it plain
+einsums over the dimension letters above.
 """
 
 from __future__ import annotations

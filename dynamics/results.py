@@ -4,7 +4,8 @@ A sweep writes ``results.json`` and ``curves.npz`` (``write_results``); any expe
 its json and an ``.npz`` the same way (``write_files``: the npz first, the json last, its
 presence marking complete results); ``load_results`` reads both back. ``SCHEMA_VERSION`` of
 every results.json, the versions stamp and ``atomic_write_bytes`` (also used for figures)
-live here.
+live here. Every file mhsim writes goes through ``atomic_write_bytes`` (a temporary file in
+the same folder, fsync, rename), so a reader never sees a half-written file.
 """
 
 from __future__ import annotations
