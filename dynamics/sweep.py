@@ -230,8 +230,8 @@ def plan_points(
         auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
         per_call = min(packs_per_call or auto_per_call, len(packs))
         w = chunk or auto_chunk
-        chunk = placer.n_devices * w  # B must split into devices × chunks of w
-        size = -(-(per_call * trials) // chunk) * chunk
+        block = placer.n_devices * w  # B must split into devices × chunks of w
+        size = -(-(per_call * trials) // block) * block
         run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
         for start in range(0, len(run), per_call):
             points.append(Point(prog, tuple(run[start : start + per_call]), size, w))

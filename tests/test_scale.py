@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import jax
@@ -76,6 +77,18 @@ def test_packed_runs_equal_each_run_alone(optimizer):
                 )
     assert np.all(packed.curves["diversity"][1:] > 0)  # random heads differ...
     assert np.all(packed.curves["diversity"][0] == 0.0)  # ...and H = 1 has no pair of heads
+
+
+def test_one_program_per_H_pads_no_batch_beyond_the_devices():
+    """Factored split heads plan one program per H; every call's batch is its runs rounded up
+    to the devices, whatever the number of programs (a reused name once doubled it per H)."""
+    cfg = tiny(init="normal", optimizer="gd", heads=(1, 2, 4, 8))
+    split = dataclasses.replace(cfg.model, key_query="factored", head_size="split")
+    cfg = dataclasses.replace(cfg, model=split)
+    two_cpus = types.SimpleNamespace(platform="cpu", n_devices=2)
+    plan = plan_points(validate(cfg), [0, 1, 2, 3], 8, log_schedule(12, 4), two_cpus)
+    assert sorted(p.prog.slots for p in plan) == [1, 2, 4, 8]
+    assert all(p.chunk == 1 and p.batch_size == 2 for p in plan)  # 1 pack × 2 trials on 2 devices
 
 
 def test_a_diverging_run_leaves_its_pack_mates_alone():
