@@ -31,6 +31,8 @@ NORMS = ("sqrt", "mean", "sum")
 KEY_QUERIES = ("full", "factored")
 INITS = ("zero", "normal")
 LOSSES = ("logistic", "exp", "hinge2")
+# Theory diagnostics along training (dynamics.theory, issue 13); off by default.
+DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
 
 # Defaults of the synthetic data models; None in DataConfig means "the model's default".
 # The mixture's are DM1's, defined with its generator (datamodels imports nothing from here).
@@ -115,6 +117,9 @@ class SweepConfig:
     log_every: int | None = None  # log every k steps (the last step is always logged)
     log_points: int | None = None  # or about this many log-spaced steps; neither: auto
     fast_path: bool = True  # zero init: simulate one representative head per H (exact)
+    # sharpness, kernel, maxmargin (dynamics.theory); () = none. Left out of to_dict and the
+    # hash when empty, so runs without diagnostics keep their results.json and config_hash.
+    diagnostics: tuple[str, ...] = ()
 
 
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
@@ -135,7 +140,10 @@ class Config:
         return dataclasses.replace(self, data=self.data.resolved())
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        doc = dataclasses.asdict(self)
+        if not self.sweep.diagnostics:
+            del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
+        return doc
 
     def hash(self) -> str:
         """A short hash of the resolved config (keys results caches)."""
@@ -158,6 +166,14 @@ PAPER_SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 _DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
 _PLANTED = {"model": "planted", "n_train": PAPER_SIZES["planted"][0], "n_test": PAPER_SIZES["planted"][1]}
 _SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
+
+# Issue 13: the theory's quantities along training (docs/theory.md); η = H is the edge-of-stability
+# question, η = 1 the small-step reference.
+_THEORY_DM1 = {
+    "data": _DM1,
+    "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 2000},
+    "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 3, "log_points": 100, "diagnostics": DIAGNOSTICS},
+}
 
 # name -> (one-line purpose, {section: {field: value}})
 PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
@@ -189,6 +205,14 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "planted-adam": (
         "planted teacher-student, Adam η=0.06",
         {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+    ),
+    "theory-dm1": (
+        "DM1, GD η=1.0·H, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
+        _THEORY_DM1,
+    ),
+    "theory-dm1-constant": (
+        "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
+        {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
     ),
     # The two bottleneck presets (SPEC §8) run through dynamics.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
@@ -237,6 +261,8 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
         values = dict(value)
         if "heads" in values:
             values["heads"] = parse_heads(values["heads"])
+        if "diagnostics" in values:
+            values["diagnostics"] = parse_diagnostics(values["diagnostics"])
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
     return dataclasses.replace(cfg, **sections)
 
@@ -280,6 +306,19 @@ def parse_heads(value) -> tuple[int, ...]:
         return tuple(value)
     except TypeError:
         raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
+
+
+def parse_diagnostics(value) -> tuple[str, ...]:
+    """'sharpness,kernel', 'all', 'none' or a list of names -> a tuple of names; validated later."""
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",") if p.strip()]
+        if value == ["all"]:
+            return DIAGNOSTICS
+        if value == ["none"]:
+            return ()
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"diagnostics={value!r} must be a comma-separated list of {', '.join(DIAGNOSTICS)}")
 
 
 def _check_type(section: str, name: str, value, expected: str) -> None:
@@ -479,6 +518,27 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
         _positive_int("sweep.log_every", sweep.log_every)
     if sweep.log_points is not None:
         _positive_int("sweep.log_points", sweep.log_points, minimum=2)
+    _check_diagnostics(sweep.diagnostics, model, data)
+
+
+def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataConfig) -> None:
+    if not isinstance(names, tuple):
+        raise ConfigError(f"sweep.diagnostics={names!r} must be a tuple of names from {DIAGNOSTICS}")
+    for name in names:
+        _choice("sweep.diagnostics", name, DIAGNOSTICS)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
+    if "maxmargin" in names:
+        if data.model not in ("dm1", "mixture"):
+            raise ConfigError(
+                f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known (dm1 or "
+                f"mixture); data.model={data.model!r} has none"
+            )
+        if model.query != "first":
+            raise ConfigError(
+                f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
+                f"posed for the first token as query); got model.query={model.query!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -32,20 +32,36 @@ def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
         X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
         X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
         return Data(X, y, X_test, y_test, None)
-    kw = dict(
-        T=cfg.T,
-        d=cfg.d,
-        zeta=cfg.zeta,
-        r=cfg.r,
-        signal=cfg.signal,
-        noise=cfg.noise,
-        n_irrelevant=cfg.n_irrelevant,
-        geometry=cfg.geometry,
-        first_relevant=cfg.first_relevant,
-    )
+    kw = _mixture_kw(cfg)
     X, y, _ = datamodels.tokenized_mixture(k_train, cfg.n_train, **kw)
     X_test, y_test, mask_test = datamodels.tokenized_mixture(k_test, cfg.n_test, **kw)
     return Data(X, y, X_test, y_test, mask_test)
+
+
+def _mixture_kw(cfg: DataConfig) -> dict:
+    names = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry", "first_relevant")
+    return {name: getattr(cfg, name) for name in names}
+
+
+def train_relevant_tokens(cfg: DataConfig, key: np.ndarray, trials: int) -> tuple[jax.Array, jax.Array] | None:
+    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of DM1 and the mixture, drawn
+    exactly as ``make_data`` draws the training set (same keys and draws; the caller can compare
+    X), or None for data without known relevant tokens. For the max-margin diagnostic."""
+    cfg = cfg.resolved()
+    if cfg.model not in ("dm1", "mixture"):
+        return None
+    raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
+    return _train_draws(cfg, raw)
+
+
+@partial(jax.jit, static_argnums=0)
+def _train_draws(cfg: DataConfig, raw: jax.Array):
+    def one(key):
+        _, k_train, _ = jax.random.split(key, 3)
+        X, _, mask = datamodels.tokenized_mixture(k_train, cfg.n_train, **_mixture_kw(cfg))
+        return X, mask
+
+    return jax.vmap(one)(rng.wrap(raw))
 
 
 def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tuple[Data, bool]:

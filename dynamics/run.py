@@ -94,6 +94,17 @@ KNOBS = [
     ),
     ("--init", "model", "init", str, INITS, "zero (heads stay identical) or normal (random)"),
     ("--init-scale", "model", "init_scale", float_arg, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
+    (
+        "--diagnostics",
+        "sweep",
+        "diagnostics",
+        str,
+        None,
+        "theory diagnostics along training, comma-separated or 'all': sharpness (Hessian λ_max, λ_min, "
+        "η·λ_max), kernel (tangent-kernel distance from step 0), maxmargin (cosine of W to the attention "
+        "SVM; dm1/mixture only); off by default. At <= 24 of the logged steps, each run replayed: "
+        "theory-dm1 takes about COST (benchmarks/README.md)",
+    ),
     ("--data-model", "data", "model", str, DATA_MODELS, "synthetic data model (npz is set by --data)"),
     ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
     ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),

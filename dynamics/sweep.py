@@ -415,14 +415,27 @@ def run_sweep(
             diverged_at[indices] = div_at[keep]
             if on_point is not None and indices:
                 on_point(indices, by_head, div_at[keep])
-    return SweepResult(
-        config=cfg,
-        heads=np.array(heads),
-        steps=steps,
-        curves=curves,
-        diverged_at=diverged_at,
-        wall_time_s=time.perf_counter() - start,
-    )
+    result = SweepResult(config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at)
+    if cfg.sweep.diagnostics:  # off: nothing below runs, the curves are the engine's alone
+        _add_diagnostics(exp, result, progress)
+    result.wall_time_s = time.perf_counter() - start
+    return result
+
+
+def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> None:
+    """The theory diagnostics (``dynamics.theory``) into ``result.curves`` and ``result.extra``."""
+    from dynamics import theory
+
+    cfg = exp.config
+    with phase("diagnostics"):
+        data, _, init_keys = _prepare(cfg)
+        lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
+        curves, summary = theory.compute(
+            exp, data, init_keys, lrs, uses_fast_path(cfg), result.curves["train_loss"],
+            result.diverged_at, progress=progress and jax.process_index() == 0,
+        )
+    result.curves.update(curves)
+    result.extra["diagnostics"] = summary
 
 
 def run_grid(
