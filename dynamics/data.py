@@ -43,7 +43,9 @@ def _mixture_kw(cfg: DataConfig) -> dict:
     return {name: getattr(cfg, name) for name in names}
 
 
-def train_relevant_tokens(cfg: DataConfig, key: np.ndarray, trials: int) -> tuple[jax.Array, jax.Array] | None:
+def train_relevant_tokens(
+    cfg: DataConfig, key: np.ndarray, trials: int
+) -> tuple[jax.Array, jax.Array] | None:
     """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of DM1 and the mixture, drawn
     exactly as ``make_data`` draws the training set (same keys and draws; the caller can compare
     X), or None for data without known relevant tokens. For the max-margin diagnostic."""

@@ -415,7 +415,9 @@ def run_sweep(
             diverged_at[indices] = div_at[keep]
             if on_point is not None and indices:
                 on_point(indices, by_head, div_at[keep])
-    result = SweepResult(config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at)
+    result = SweepResult(
+        config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
+    )
     if cfg.sweep.diagnostics:  # off: nothing below runs, the curves are the engine's alone
         _add_diagnostics(exp, result, progress)
     result.wall_time_s = time.perf_counter() - start
@@ -431,8 +433,14 @@ def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> No
         data, _, init_keys = _prepare(cfg)
         lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
         curves, summary = theory.compute(
-            exp, data, init_keys, lrs, uses_fast_path(cfg), result.curves["train_loss"],
-            result.diverged_at, progress=progress and jax.process_index() == 0,
+            exp,
+            data,
+            init_keys,
+            lrs,
+            uses_fast_path(cfg),
+            result.curves["train_loss"],
+            result.diverged_at,
+            progress=progress and jax.process_index() == 0,
         )
     result.curves.update(curves)
     result.extra["diagnostics"] = summary

@@ -144,8 +144,10 @@ def _svm(cfg: Config, data: Data, trials: int) -> tuple[list[np.ndarray | None],
         statuses.append(sol.status)
         solutions.append(sol.W if sol.status == "optimal" else None)
         if sol.status != "optimal":
-            print(f"warning: max-margin SVM of trial {t}: status {sol.status!r}; its cosines are NaN",
-                  file=sys.stderr)
+            print(
+                f"warning: max-margin SVM of trial {t}: status {sol.status!r}; its cosines are NaN",
+                file=sys.stderr,
+            )
     return solutions, statuses
 
 
@@ -162,8 +164,15 @@ class _Run:
         m = self.cfg.model
         if self.fast:
             return {k: jnp.zeros((1, *s), self.dtype) for k, s in mdl.head_shapes(d).items()}
-        p = mdl.init_params(jnp.asarray(key), self.H, d, init=m.init, scale=m.init_scale,
-                            key_query=m.key_query, head_size=m.head_size)
+        p = mdl.init_params(
+            jnp.asarray(key),
+            self.H,
+            d,
+            init=m.init,
+            scale=m.init_scale,
+            key_query=m.key_query,
+            head_size=m.head_size,
+        )
         return {k: v.astype(self.dtype) for k, v in p.items()}
 
 
