@@ -456,50 +456,17 @@ def max_margin_direction(
     ``check=False`` it is returned instead, with W and the duals NaN. Refuses (ValueError) data
     without a mask, or with an example that lacks relevant or irrelevant tokens.
     """
-    import cvxpy as cp  # a heavy import, needed only here
-
     if formulation not in FORMULATIONS:
         raise ValueError(f"formulation={formulation!r} is not one of {FORMULATIONS}")
     X = np.asarray(X, np.float64)
     n, T, d = X.shape
     A, B, (i, r, t) = svm_constraints(X, relevant_mask)  # (C, d), (C, d)
-    C = A.shape[0]
-    if formulation == "primal":
-        G = np.einsum("cd,ce->cde", A, B).reshape(C, d * d)  # (C, d·d), C order like vec(W)
-        w = cp.Variable(d * d)
-        margins = G @ w >= 1.0
-        problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), [margins])
-        statuses = {cp.OPTIMAL: "optimal", cp.INFEASIBLE: "infeasible"}
-    else:
-        K = (A @ A.T) * (B @ B.T)  # (C, C) Gram of the g_c
-        alpha = cp.Variable(C)
-        problem = cp.Problem(
-            cp.Minimize(0.5 * cp.quad_form(alpha, cp.psd_wrap(K)) - cp.sum(alpha)), [alpha >= 0]
-        )
-        # α = 0 is feasible, so the dual is never infeasible; unbounded below ⇔ the SVM is infeasible
-        statuses = {
-            cp.OPTIMAL: "optimal",
-            cp.UNBOUNDED: "infeasible",
-            cp.UNBOUNDED_INACCURATE: "infeasible_inaccurate",
-        }
     options = dict(CLARABEL_OPTIONS) if solver_options is None and solver == SOLVER else solver_options or {}
-    detail = ""
-    try:
-        problem.solve(solver=solver, **options)
-        raw = str(problem.status)
-    except cp.error.SolverError as err:
-        raw, detail = "solver_error", f": {err}"
-    status = statuses.get(raw, raw)
-    if status == "optimal":
-        a = np.asarray(margins.dual_value if formulation == "primal" else alpha.value, np.float64).reshape(C)
-        W = np.einsum("c,cd,ce->de", a, A, B) if formulation == "dual" else np.asarray(w.value).reshape(d, d)
-        worst = float(np.min(np.einsum("cd,de,ce->c", A, W, B)))  # min_c a_cᵀ W b_c, should be ≥ 1
-        if not worst >= 1.0 - 1e-6:
-            status, detail = "optimal_inaccurate", f": the solution misses a margin (min {worst:.3g} < 1)"
+    status, raw, detail, W, a = _solve_svm(A, B, formulation, solver, options)
     if status != "optimal":
         message = (
-            f"max-margin SVM ({formulation}, {C} constraints, {d}x{d} W, solver {solver}) ended with "
-            f"status {status!r} (solver status {raw!r}){detail}"
+            f"max-margin SVM ({formulation}, {A.shape[0]} constraints, {d}x{d} W, solver {solver}) ended "
+            f"with status {status!r} (solver status {raw!r}){detail}"
             + (
                 ": no W separates these relevant tokens from the irrelevant ones"
                 if "infeasible" in status
@@ -512,6 +479,63 @@ def max_margin_direction(
     dual = np.zeros((n, T, T))
     dual[i, r, t] = a
     return MaxMargin(W, status, dual)
+
+
+def _svm_problem(A: np.ndarray, B: np.ndarray, formulation: str):
+    """(cvxpy problem, status map, recover () -> (W (d, d), α (C,))) of the SVM with constraints
+    a_cᵀ W b_c ≥ 1 (``max_margin_direction`` describes both formulations)."""
+    import cvxpy as cp  # a heavy import, needed only here
+
+    C, d = A.shape
+    if formulation == "primal":
+        G = np.einsum("cd,ce->cde", A, B).reshape(C, d * d)  # (C, d·d), C order like vec(W)
+        w = cp.Variable(d * d)
+        margins = G @ w >= 1.0
+        problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), [margins])
+        statuses = {cp.OPTIMAL: "optimal", cp.INFEASIBLE: "infeasible"}
+
+        def recover():
+            a = np.asarray(margins.dual_value, np.float64).reshape(C)
+            return np.asarray(w.value).reshape(d, d), a
+
+        return problem, statuses, recover
+    K = (A @ A.T) * (B @ B.T)  # (C, C) Gram of the g_c
+    alpha = cp.Variable(C)
+    problem = cp.Problem(cp.Minimize(0.5 * cp.quad_form(alpha, cp.psd_wrap(K)) - cp.sum(alpha)), [alpha >= 0])
+    # α = 0 is feasible, so the dual is never infeasible; unbounded below ⇔ the SVM is infeasible
+    statuses = {
+        cp.OPTIMAL: "optimal",
+        cp.UNBOUNDED: "infeasible",
+        cp.UNBOUNDED_INACCURATE: "infeasible_inaccurate",
+    }
+
+    def recover():
+        a = np.asarray(alpha.value, np.float64).reshape(C)
+        return np.einsum("c,cd,ce->de", a, A, B), a
+
+    return problem, statuses, recover
+
+
+def _solve_svm(A: np.ndarray, B: np.ndarray, formulation: str, solver: str, options: dict):
+    """(status, solver's raw status, detail, W or None, α or None): the solve, its status mapped
+    to ours, and the margins of an "optimal" W checked (min_c a_cᵀ W b_c ≥ 1 − 1e-6)."""
+    import cvxpy as cp
+
+    problem, statuses, recover = _svm_problem(A, B, formulation)
+    detail = ""
+    try:
+        problem.solve(solver=solver, **options)
+        raw = str(problem.status)
+    except cp.error.SolverError as err:
+        raw, detail = "solver_error", f": {err}"
+    status = statuses.get(raw, raw)
+    if status != "optimal":
+        return status, raw, detail, None, None
+    W, a = recover()
+    worst = float(np.min(np.einsum("cd,de,ce->c", A, W, B)))  # min_c a_cᵀ W b_c, should be ≥ 1
+    if not worst >= 1.0 - 1e-6:
+        return "optimal_inaccurate", raw, f": the solution misses a margin (min {worst:.3g} < 1)", None, None
+    return status, raw, detail, W, a
 
 
 def cosine(A: jax.Array, B: jax.Array) -> jax.Array:
