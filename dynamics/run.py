@@ -322,6 +322,10 @@ def _main(argv: list[str], timings: Timings) -> int:
             from figures.sweep import plot_sweep  # matplotlib: only when a figure is drawn
         with timings.phase("plotting"):
             paths = plot_sweep(out, out / "figure")
+            if cfg.sweep.diagnostics:
+                from figures.theory import plot_diagnostics
+
+                paths += plot_diagnostics(out, out / "diagnostics")
         for path in paths:
             print(f"wrote {path}")
     timings.stop()

@@ -52,6 +52,12 @@ def plot_sweep(results_dir: Path, stem: Path) -> list[Path]:
     return plot_sweep(results_dir, stem)
 
 
+def plot_diagnostics(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.theory import plot_diagnostics
+
+    return plot_diagnostics(results_dir, stem)
+
+
 def plot_expressivity(results_dir: Path, stem: Path) -> list[Path]:
     from figures.bottleneck import plot_expressivity
 
@@ -103,6 +109,8 @@ def sweep_entry(
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
+for _name in ("theory-dm1", "theory-dm1-constant"):  # issue 13: the diagnostics figure
+    FIGURES[_name] = sweep_entry(_name, plot=plot_diagnostics)
 FIGURES[bottleneck.EXPRESSIVITY] = Entry(
     PRESETS[bottleneck.EXPRESSIVITY][0],
     bottleneck.expressivity_key,
