@@ -140,7 +140,8 @@ class Timings:
         """One line per phase, for ``--timings``."""
         s = self.seconds()
         lines = [f"{'phase':<11}{'s':>8}"]
-        for name in (*PHASES, "other", "total"):
+        extra = [k for k in s if k not in (*PHASES, "other", "total")]  # e.g. "diagnostics"
+        for name in (*PHASES, *extra, "other", "total"):
             lines.append(f"{name:<11}{s[name]:>8.2f}")
         lines.append(
             f"programs: {self.programs} ({self.programs - self.cache_hits} compiled, "
