@@ -3,7 +3,8 @@
 Drawn when ``curves.npz`` holds diagnostics (``--diagnostics``); one panel per quantity logged,
 a line per H (mean over the trials that did not diverge, at the steps in ``diagnostic_steps``):
 
-- sharpness λ_max(t) with 2/η(H) dashed in the same colour (GD's edge of stability), λ_min thin;
+- sharpness λ_max(t) (log scale) with 2/η(H) dashed in the same colour (GD's edge of stability),
+  −λ_min(t) dotted;
 - kernel distance from the reference kernel against t, and its final value against H;
 - cosine of Σ_h W_h(t) to the max-margin W^mm against t (solid), best single head dotted.
 """
@@ -63,10 +64,10 @@ def _plot_sharpness(ax, meta: dict, curves: dict, cmap, norm) -> None:
     for i, h in enumerate(curves["heads"]):
         color = cmap(norm(h))
         ax.plot(t, lam[i], color=color, lw=1.6)
-        ax.plot(t, lam_min[i], color=color, lw=0.7, alpha=0.7)
+        ax.plot(t, -lam_min[i], color=color, lw=0.8, ls=":")
         ax.axhline(2.0 / lrs[i], color=color, lw=1.0, ls="--")
-    ax.axhline(0.0, color="0.5", lw=0.5)
-    _time_axis(ax, "Hessian λ_max (thick), λ_min (thin); 2/η dashed")
+    ax.set_yscale("log")
+    _time_axis(ax, "λ_max (solid), −λ_min (dotted), 2/η (dashed)")
 
 
 def _plot_kernel(ax_t, ax_h, curves: dict, cmap, norm) -> None:
@@ -74,7 +75,7 @@ def _plot_kernel(ax_t, ax_h, curves: dict, cmap, norm) -> None:
     heads = np.asarray(curves["heads"])
     for i, h in enumerate(heads):
         ax_t.plot(t, dist[i], color=cmap(norm(h)), lw=1.6)
-    _time_axis(ax_t, "kernel distance 1 − cos(K_ref, K_t)")
+    _time_axis(ax_t, "kernel distance 1 − cos(K₀, K_t)")
     final = [row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in dist]
     ax_h.plot(heads, final, color="0.25", marker="o")
     ax_h.set_xscale("log", base=2)
@@ -89,7 +90,7 @@ def _plot_maxmargin(ax, curves: dict, cmap, norm) -> None:
         ax.plot(t, total[i], color=cmap(norm(h)), lw=1.6)
         ax.plot(t, head[i], color=cmap(norm(h)), lw=1.0, ls=":")
     ax.set_ylim(top=1.0)
-    _time_axis(ax, "cos(Σ_h W_h, W^mm) (solid), best head (dotted)")
+    _time_axis(ax, "cos(Σ W_h, W^mm); best head dotted")
 
 
 def plot_diagnostics(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
