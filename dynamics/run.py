@@ -4,6 +4,7 @@ Examples:
   python -m dynamics.run                                  # small DM1 sweep, < 1 min on a laptop
   python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
   python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
+  python -m dynamics.run --heads 1,4,16 --lr 0.1,1,10 --steps 200   # a grid: table per point, phase diagram
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
@@ -172,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the seconds spent importing, drawing data, compiling, simulating, writing and "
         "plotting (always recorded in results.json)",
     )
+    _add_knobs(p)
+    return p
+
+
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    """One flag per KNOBS entry, by section; the grid knobs (dynamics.grid) take several values."""
     groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
     for flag, section, name, typ, choices, help_ in KNOBS:
         if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
@@ -179,7 +186,6 @@ def build_parser() -> argparse.ArgumentParser:
         groups[section].add_argument(
             flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
         )
-    return p
 
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
