@@ -216,9 +216,18 @@ def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> No
 
 
 def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
-    """The grid points finished in ``out`` for this grid (same hash, right shapes)."""
-    done: dict[int, GridPointResult] = {}
+    """The grid points finished in ``out`` for this grid (same hash, right shapes): all of them
+    from complete results of this grid, else the saved points."""
+    from dynamics.results import complete_results_hash, load_results
+
     cfg = grid.base.config
+    if complete_results_hash(out) == grid.hash():
+        _, curves = load_results(out)
+        G, flat = len(grid.points), (len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials)
+        metrics = {m: curves[m].reshape(*flat, -1) for m in METRICS}
+        div = curves["diverged_at"].reshape(flat)
+        return {k: ({m: v[:, k] for m, v in metrics.items()}, div[:, k]) for k in range(G)}
+    done: dict[int, GridPointResult] = {}
     want = (len(cfg.sweep.heads), cfg.sweep.trials)
     for k in range(len(grid.points)):
         try:

@@ -334,8 +334,9 @@ def _main(argv: list[str], timings: Timings) -> int:
         if out is None:
             print("interrupted before the sweep started: nothing was written", file=sys.stderr)
             return 130
+        done = "grid points are in {}/points" if isinstance(exp, GridExperiment) else "H values are in {}"
         print(
-            f"interrupted: the finished H values are in {out} (results.json is partial); "
+            f"interrupted: the finished {done.format(out)} (results.json is partial); "
             f"rerun the same command with --resume to finish",
             file=sys.stderr,
         )

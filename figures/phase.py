@@ -4,7 +4,8 @@
   loss and error over the two knobs (mean over the trials that did not diverge). A cell
   with diverged trials is marked × (all of them: a grey cell); with H as a knob, the best
   step size per H (lowest final test loss among cells where no trial diverged) is drawn as
-  a line. More than two varying knobs: the last two, the others at their first value.
+  a line when the other knob is η₀. More than two varying knobs: the last two, the others
+  at their first value.
 - One varying knob other than H: the final metrics against that knob, a line per H
   (also drawn, as ``<stem>-lines``, next to an H × knob phase diagram).
 """
@@ -20,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
+from matplotlib.ticker import NullLocator  # noqa: E402
 
 from dynamics.results import load_results  # noqa: E402
 from figures.sweep import DIVERGED_COLOR, describe, head_colors, save_figure  # noqa: E402
@@ -64,6 +66,8 @@ def _describe(meta: dict) -> str:
     text = describe(meta["config"])
     if "lr" in meta["grid"]["axes"]:
         text = text.replace(f"η = {meta['config']['optim']['lr']:g}", "η = η₀")
+    if "n_train" in meta["grid"]["axes"]:
+        text = text.replace(f"n = {meta['config']['data']['n_train']} train", "n = grid train")
     return text
 
 
@@ -85,7 +89,8 @@ def _heatmap(ax, fig, table: np.ndarray, n_div: np.ndarray, log: bool, title: st
     if log and positive.size:
         norm = LogNorm(positive.min(), max(positive.max(), positive.min() * 1.001))
     else:
-        norm = Normalize(finite.min() if finite.size else 0, finite.max() if finite.size else 1)
+        lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+        norm = Normalize(lo, max(hi, lo + 0.01))  # a constant panel (no errors anywhere) still maps
     cmap = flare().copy()
     cmap.set_bad("0.8")
     shown = np.where(np.isfinite(table) & ((table > 0) | (not log)), table, np.nan)
@@ -100,7 +105,8 @@ def plot_phase(meta, names, values, final, n_div, stem) -> list[Path]:
     """The 2×2 phase diagram over two knobs (rows: names[0], columns: names[1])."""
     set_theme()
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
-    best = best_columns(final["test_loss"], n_div) if names[0] == "heads" else None
+    step_knob = names[0] == "heads" and names[1] == "lr"  # the best step size per H, as a line
+    best = best_columns(final["test_loss"], n_div) if step_knob else None
     for ax, (metric, title) in zip(axes.flat, PANELS, strict=True):
         _heatmap(ax, fig, final[metric], n_div, metric.endswith("loss"), title)
         ax.set_xticks(range(len(values[1])), _ticks(values[1]), rotation=60, fontsize=7)
@@ -135,6 +141,9 @@ def plot_lines(meta, knob: str, heads: np.ndarray, x: np.ndarray, final, n_div, 
                 ax.scatter(x[bad], np.full(bad.sum(), low), marker="x", color=DIVERGED_COLOR, zorder=3)
         if np.all(x > 0) and x.max() / x.min() >= 10:
             ax.set_xscale("log")
+        if len(x) <= 8:  # few values: label each one, no log minor labels over them
+            ax.set_xticks(x, _ticks(x))
+            ax.xaxis.set_minor_locator(NullLocator())
         if metric.endswith("loss") and np.nanmin(final[metric], initial=np.inf) > 0:
             ax.set_yscale("log")
         ax.set_xlabel(LABELS.get(knob, knob))

@@ -175,6 +175,10 @@ def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     np.testing.assert_array_equal(whole.diverged_at, resumed.diverged_at)
+    # a finished grid resumed again reuses every point from its complete results
+    again = run_grid_checkpointed(grid, tmp_path / "cut", resume=True, progress=False)
+    assert again.extra["resumed_points"] == 3
+    np.testing.assert_array_equal(again.curves["test_loss"], whole.curves["test_loss"])
 
 
 def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path):
