@@ -104,7 +104,7 @@ def parse_values(text: str, name: str, label: str | None = None) -> tuple:
 
 def _int(text: str) -> int:
     value = float(text)
-    if value != int(value):
+    if not math.isfinite(value) or value != int(value):  # inf/nan: not an integer (no OverflowError)
         raise ValueError(text)
     return int(value)
 

@@ -48,6 +48,7 @@ def test_lists_and_the_log_shorthand_parse_against_numpy():
         ("1:10:0", "lr", "k >= 1"),
         ("a,b", "lr", "comma-separated"),
         ("1.5,2", "n_train", "ints"),
+        ("inf,2", "n_train", "ints"),
         (",", "noise", "empty"),
         ("1,2", "optimizer", "cannot take several values"),
     ],
