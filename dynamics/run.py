@@ -4,6 +4,7 @@ Examples:
   python -m dynamics.run                                  # small DM1 sweep, < 1 min on a laptop
   python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
   python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
+  python -m dynamics.run --heads 1,4,16 --lr 0.1,1,10 --steps 200   # a grid: table per point, phase diagram
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
@@ -48,10 +49,17 @@ from dynamics.config import (
     ConfigError,
     Experiment,
     apply_overrides,
-    load_toml,
     parse_heads,
-    preset,
     resolve,
+)
+from dynamics.grid import (
+    GRID_KNOBS,
+    GRID_PRESETS,
+    GridExperiment,
+    grid_preset,
+    list_arg,
+    load_toml_grid,
+    resolve_grid,
 )
 from dynamics.timings import Timings
 
@@ -177,23 +185,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the seconds spent importing, drawing data, compiling, simulating, writing and "
         "plotting (always recorded in results.json)",
     )
-    groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
-    for flag, section, name, typ, choices, help_ in KNOBS:
-        groups[section].add_argument(
-            flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
-        )
+    _add_knobs(p)
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> Experiment:
-    """The experiment the flags ask for, validated and planned (the one place the CLI does it)."""
-    cfg = preset(args.preset) if args.preset else Config()
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    """One flag per KNOBS entry, by section; the grid knobs (dynamics.grid) take several values."""
+    groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
+    for flag, section, name, typ, choices, help_ in KNOBS:
+        if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
+            typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+        groups[section].add_argument(
+            flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
+    """The experiment the flags ask for, validated and planned (the one place the CLI does it):
+    a grid (``dynamics.grid``) when a knob has several values, else a plain sweep."""
+    cfg, axes = grid_preset(args.preset) if args.preset else (Config(), {})
     if args.config:
-        cfg = load_toml(args.config, base=cfg)
+        cfg, more = load_toml_grid(args.config, base=cfg)
+        axes.update(more)
     overrides: dict[str, dict] = {}
     for _flag, section, name, *_ in KNOBS:
         value = getattr(args, f"{section}.{name}")
-        if value is not None:
+        if isinstance(value, tuple) and name in GRID_KNOBS:
+            axes[name] = value
+        elif value is not None:
+            axes.pop(name, None)
             overrides.setdefault(section, {})[name] = value
     if args.data:
         if overrides.get("data", {}).get("model", "npz") != "npz":
@@ -207,7 +227,7 @@ def config_from_args(args: argparse.Namespace) -> Experiment:
     if args.data and not args.preset and not args.config:
         stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(args.data).stem).lstrip("._-")[:64] or "data"
         cfg = apply_overrides(cfg, {"name": stem}, "command line")
-    return resolve(cfg)
+    return resolve_grid(cfg, axes) if axes else resolve(cfg)
 
 
 def format_table(result) -> str:
@@ -220,6 +240,28 @@ def format_table(result) -> str:
             f"{row['n_diverged']}/{row['trials']}"
         )
     return "\n".join(lines)
+
+
+def _report(exp, result, out: Path) -> None:
+    """The one-line description, the result table (one row per H, per grid point for a grid)."""
+    grid = isinstance(exp, GridExperiment)
+    cfg = exp.base.config if grid else exp.config
+    opt = cfg.optim
+    lr = "grid" if grid and "lr" in dict(exp.axes) else opt.lr
+    axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
+    print(
+        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
+        f"η₀={lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
+        f"{result.wall_time_s:.1f} s"
+    )
+    if grid:
+        from dynamics.grid_run import format_grid_table
+
+        print(format_grid_table(result, mean_std))
+        print(f"wrote {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
+    else:
+        print(format_table(result))
+        print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
 
 
 def _terminate(signum, frame):
@@ -256,6 +298,8 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path):
             stack.enter_context(jax.enable_x64(True))
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
+        if isinstance(exp, GridExperiment):
+            from dynamics.grid_run import run_grid_checkpointed as run_checkpointed
         return run_checkpointed(exp, out, resume=args.resume, progress=not args.quiet, devices=devices)
 
 
@@ -283,13 +327,13 @@ def _main(argv: list[str], timings: Timings) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:
-        for name, (purpose, _) in PRESETS.items():
+        for name, (purpose, *_) in {**PRESETS, **GRID_PRESETS}.items():
             print(f"{name:24s} {purpose}")
         return 0
     out = None
     try:
         exp = config_from_args(args)  # validation first: errors come before any heavy import
-        cfg = exp.config
+        cfg = exp.base.config if isinstance(exp, GridExperiment) else exp.config
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)
         apply_cpu_devices(args)
@@ -302,27 +346,23 @@ def _main(argv: list[str], timings: Timings) -> int:
         if out is None:
             print("interrupted before the sweep started: nothing was written", file=sys.stderr)
             return 130
+        done = "grid points are in {}/points" if isinstance(exp, GridExperiment) else "H values are in {}"
         print(
-            f"interrupted: the finished H values are in {out} (results.json is partial); "
+            f"interrupted: the finished {done.format(out)} (results.json is partial); "
             f"rerun the same command with --resume to finish",
             file=sys.stderr,
         )
         return 130
     if not _is_main_process():
         return 0
-    opt = cfg.optim
-    print(
-        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
-        f"η₀={opt.lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials, "
-        f"{result.wall_time_s:.1f} s"
-    )
-    print(format_table(result))
-    print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
+    _report(exp, result, out)
     if not args.no_figure:
         with timings.phase("imports"):
-            from figures.sweep import plot_sweep  # matplotlib: only when a figure is drawn
+            from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
+            from figures.sweep import plot_sweep
         with timings.phase("plotting"):
-            paths = plot_sweep(out, out / "figure")
+            plot = plot_grid if isinstance(exp, GridExperiment) else plot_sweep
+            paths = plot(out, out / "figure")
             if cfg.sweep.diagnostics:
                 from figures.theory import plot_diagnostics
 

@@ -106,6 +106,28 @@ def sweep_entry(
     )
 
 
+def plot_grid(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.phase import plot_grid
+
+    return plot_grid(results_dir, stem)
+
+
+def grid_entry(name: str) -> Entry:
+    """An entry that runs a grid preset (``dynamics.grid.GRID_PRESETS``) and draws its phase diagram."""
+    from dynamics.grid import GRID_PRESETS, grid_preset, resolve_grid
+
+    grid = resolve_grid(*grid_preset(name))
+
+    def produce(results_dir: Path, progress: bool) -> None:
+        from dynamics.grid_run import run_grid, write_grid  # JAX: only when the grid runs
+
+        result = run_grid(grid, progress=progress)
+        result.extra.update(complete=True)
+        write_grid(result, results_dir)
+
+    return Entry(description=GRID_PRESETS[name][0], key=grid.hash, produce=produce, plot=plot_grid)
+
+
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
@@ -120,6 +142,8 @@ FIGURES[bottleneck.EXPRESSIVITY] = Entry(
 FIGURES[bottleneck.HEADS] = Entry(
     PRESETS[bottleneck.HEADS][0], bottleneck.heads_key, bottleneck.produce_heads, plot_bottleneck_heads
 )
+GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
+FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 
 
 def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, progress: bool = True) -> str:

@@ -1,0 +1,315 @@
+"""Grids over any numeric knob: lists of values, their Cartesian product, checked as a whole.
+
+A *grid* is a base ``Config`` plus *axes*: knobs (``optim.lr``, ``data.n_train``, …) each
+with a list of values. The sweep runs every combination of the axes' values (C order, the
+first axis outermost) × every H of ``sweep.heads`` × the trials. H is not an axis here: it
+stays ``sweep.heads`` (a config without axes is a plain sweep, run as before).
+
+Values come as a comma-separated list (``0.01,0.1,1``) or a log-spaced shorthand
+``a:b:k``: k values from a to b, equally spaced in log (``1e-2:1e2:17`` is 10^-2 … 10^2 in
+quarter decades; k = 1 gives a). Integer knobs round the log-spaced values and drop repeats.
+
+This module imports no JAX (the command line parses and validates with it before any
+heavy import); ``dynamics.grid_run`` runs a grid and writes its files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynamics.config import (
+    PAPER_HEADS,
+    PAPER_SIZES,
+    Config,
+    ConfigError,
+    Experiment,
+    apply_overrides,
+    digest,
+    preset,
+    resolve,
+)
+
+# knob name -> (section, field, int or float): the numeric knobs that take several values.
+GRID_KNOBS: dict[str, tuple[str, str, type]] = {
+    "lr": ("optim", "lr", float),
+    "init_scale": ("model", "init_scale", float),
+    "n_train": ("data", "n_train", int),
+    "n_test": ("data", "n_test", int),
+    "T": ("data", "T", int),
+    "d": ("data", "d", int),
+    "zeta": ("data", "zeta", float),
+    "r": ("data", "r", int),
+    "signal": ("data", "signal", float),
+    "noise": ("data", "noise", float),
+    "n_irrelevant": ("data", "n_irrelevant", int),
+    "teacher_heads": ("data", "teacher_heads", int),
+    "teacher_scale": ("data", "teacher_scale", float),
+    "label_noise": ("data", "label_noise", float),
+}
+# Knobs the engine takes as traced scalars: a grid over them shares one batch (and program).
+TRACED = ("lr", "init_scale")
+
+# Limits of a grid on this machine (refused before any compile, one line saying why).
+MAX_RUNS = 10**6  # H × grid points × trials
+MAX_HOURS = 24.0  # estimated simulation time on the CPU
+CPU_FLOPS = 2e9  # the estimate's CPU throughput, flop/s (measured order on this 2-core CPU)
+
+
+def knob_name(name: str) -> str:
+    """'lr', 'optim.lr' or 'n-train' -> the GRID_KNOBS name; an unknown one is a ConfigError."""
+    short = name.split(".")[-1].replace("-", "_")
+    if short not in GRID_KNOBS:
+        raise ConfigError(f"{name!r} cannot take several values; grid knobs: {', '.join(GRID_KNOBS)}")
+    return short
+
+
+def parse_values(text: str, name: str, label: str | None = None) -> tuple:
+    """'0.1,1,10' or 'a:b:k' (k log-spaced values from a to b) -> a tuple of the knob's type
+    (``label``: how errors name the knob, e.g. its flag)."""
+    kind = GRID_KNOBS[knob_name(name)][2]
+    name = label or name
+    text = str(text).strip()
+    form = "a comma-separated list or a:b:k (k log-spaced values from a to b)"
+    if ":" in text:
+        parts = text.split(":")
+        try:
+            lo, hi, k = float(parts[0]), float(parts[1]), int(parts[2])
+            if len(parts) != 3:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise ConfigError(f"{name}={text!r} is not {form}") from None
+        if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)) or k < 1:
+            raise ConfigError(f"{name}={text!r}: a:b:k needs a > 0, b > 0 (finite) and k >= 1")
+        values = [lo * (hi / lo) ** (i / (k - 1)) if k > 1 else lo for i in range(k)]
+        values = [float(f"{v:.12g}") for v in values]  # 1e-2:1e2:17 gives 0.1, 1, 10 exactly
+        if kind is int:
+            values = list(dict.fromkeys(int(round(v)) for v in values))
+        return tuple(values)
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError(f"{name}={text!r} is empty; give {form}")
+    try:
+        return tuple(kind(p) if kind is float else _int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not {form} of {kind.__name__}s") from None
+
+
+def _int(text: str) -> int:
+    value = float(text)
+    if not math.isfinite(value) or value != int(value):  # inf/nan: not an integer (no OverflowError)
+        raise ValueError(text)
+    return int(value)
+
+
+def list_arg(name: str, flag: str):
+    """An argparse type for a grid knob: one value stays a scalar, several become a tuple."""
+
+    def parse(text: str):
+        try:
+            values = parse_values(text, name, flag)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return values[0] if len(values) == 1 and ":" not in text else values
+
+    parse.__name__ = f"{name} list"
+    return parse
+
+
+Axes = tuple[tuple[str, tuple], ...]
+
+
+@dataclass(frozen=True)
+class GridExperiment:
+    """A validated grid: the base experiment, its axes and one validated config per point."""
+
+    base: Experiment  # the base config (first value of every axis) and the logged steps
+    axes: Axes  # ((knob name, values), …), the first axis outermost
+    points: tuple[Config, ...]  # one resolved config per grid point, C order over the axes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(v) for _, v in self.axes)
+
+    @property
+    def n_runs(self) -> int:
+        cfg = self.base.config
+        return len(self.points) * len(cfg.sweep.heads) * cfg.sweep.trials
+
+    def hash(self) -> str:
+        """The grid's config_hash: the base config and the axes (checkpoints and caches key on it)."""
+        return digest({**self.base.config.resolved().to_dict(), "grid": [list(a) for a in self.axes]})
+
+
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """``cfg`` with knob -> value set (knob names as in GRID_KNOBS)."""
+    by_section: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        section, field, _ = GRID_KNOBS[name]
+        by_section.setdefault(section, {})[field] = value
+    return dataclasses.replace(
+        cfg, **{s: dataclasses.replace(getattr(cfg, s), **f) for s, f in by_section.items()}
+    )
+
+
+def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
+    """Check every point of the grid (before anything compiles) and its size; the experiment.
+
+    ``axes``: {knob: values} with knob a GRID_KNOBS name (or 'optim.lr', …) and values a
+    list or a string ('0.1,1,10', '1e-2:1e2:17').
+    """
+    if cfg.sweep.diagnostics:
+        raise ConfigError(
+            f"diagnostics={list(cfg.sweep.diagnostics)} are not computed on grids yet: "
+            "run them on one grid point (a sweep over H) instead"
+        )
+    items = axes.items() if isinstance(axes, dict) else axes
+    norm: dict[str, tuple] = {}
+    for name, values in items:
+        key = knob_name(name)
+        if key in norm:
+            raise ConfigError(f"grid knob {key!r} is given twice")
+        vals = parse_values(values, name) if isinstance(values, str) else tuple(values)
+        if not vals:
+            raise ConfigError(f"grid knob {key!r} has no values")
+        if len(set(vals)) != len(vals):
+            raise ConfigError(f"grid knob {key}={list(vals)} has repeated values")
+        norm[key] = vals
+    axes_t: Axes = tuple(norm.items())
+    points = []
+    for combo in itertools.product(*(v for _, v in axes_t)):
+        values = dict(zip(norm, combo, strict=True))
+        try:
+            points.append(resolve(with_values(cfg, values)).config)
+        except ConfigError as err:
+            at = ", ".join(f"{k}={v}" for k, v in values.items())
+            raise ConfigError(f"grid point {at}: {err}") from None
+    base = resolve(with_values(cfg, {k: v[0] for k, v in axes_t}))
+    grid = GridExperiment(base, axes_t, tuple(points))
+    check_size(grid)
+    return grid
+
+
+def estimate(grid: GridExperiment) -> tuple[float, float]:
+    """(GiB of result curves, hours of CPU simulation) the grid would take, roughly.
+
+    Curves: 9 metrics × L logged steps × 8 bytes per run. Time: ~6·n·(d² + 3·T·d) flop per
+    head and step (forward and backward of one head's attention over n examples), one head
+    per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
+    """
+    L = len(grid.base.steps)
+    gib = grid.n_runs * L * 9 * 8 / 2**30
+    flop = 0.0
+    for cfg in grid.points:
+        data, heads = cfg.data, cfg.sweep.heads
+        n, T, d = data.n_train or 100, data.T or 10, data.d or 32
+        per_head = 6.0 * n * (d * d + 3 * T * d) * cfg.optim.steps * cfg.sweep.trials
+        fast = cfg.model.init == "zero" and cfg.model.key_query == "full" and cfg.sweep.fast_path
+        flop += per_head * (len(heads) if fast else sum(heads))
+    return gib, flop / CPU_FLOPS / 3600
+
+
+def check_size(grid: GridExperiment) -> None:
+    """Refuse a grid that would not fit this machine, in one line with its size and estimates."""
+    gib, hours = estimate(grid)
+    mem = _memory_gib()
+    size = "×".join(str(n) for n in grid.shape)
+    cfg = grid.base.config
+    what = f"grid {size} × {len(cfg.sweep.heads)} H × {cfg.sweep.trials} trials = {grid.n_runs} runs"
+    if grid.n_runs > MAX_RUNS:
+        raise ConfigError(f"{what} is more than the {MAX_RUNS} runs allowed; use fewer values or trials")
+    if gib > mem / 2:
+        raise ConfigError(
+            f"{what} would hold ~{gib:.1f} GiB of curves, more than half of this machine's {mem:.0f} GiB; "
+            f"log fewer steps (--log-points) or use fewer values"
+        )
+    if hours > MAX_HOURS:
+        raise ConfigError(
+            f"{what} would take ~{hours:.0f} h of CPU simulation (limit {MAX_HOURS:g} h); "
+            f"use fewer values, steps or trials"
+        )
+
+
+def _memory_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 8.0
+
+
+def split_grid_values(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A TOML document's tables without their list-valued knobs, and those knobs as axes.
+
+    ``lr = [0.1, 1]`` and ``lr = "1e-2:1e2:17"`` are axes; ``heads`` stays a list of H."""
+    plain: dict[str, Any] = {}
+    axes: dict[str, Any] = {}
+    for key, value in doc.items():
+        if not isinstance(value, dict):
+            plain[key] = value
+            continue
+        table = {}
+        for field, v in value.items():
+            grid_like = isinstance(v, list) or (isinstance(v, str) and (":" in v or "," in v))
+            if field in GRID_KNOBS and GRID_KNOBS[field][0] == key and grid_like:
+                axes[field] = parse_values(",".join(map(str, v)), field) if isinstance(v, list) else v
+            else:
+                table[field] = v
+        plain[key] = table
+    return plain, axes
+
+
+def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, Any]]:
+    """``config.load_toml`` that also takes lists for the grid knobs: (config, axes)."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    axes: dict[str, Any] = {}
+    if "preset" in doc:
+        base, axes = grid_preset(str(doc.pop("preset")))
+    doc, more = split_grid_values(doc)
+    return apply_overrides(base, doc, f"config {path.name}"), {**axes, **more}
+
+
+_PHASE_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 100}
+_DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+# name -> (one-line purpose, {section: {field: value}}, {knob: values})
+GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] = {
+    "phase-gd": (
+        "grid: DM1, GD, H × 17 log-spaced η₀ in [1e-2, 1e2], constant scaling: where training breaks",
+        {"data": _DM1, "optim": {"optimizer": "gd", "steps": 2000}, "sweep": _PHASE_SWEEP},
+        {"lr": "1e-2:1e2:17"},
+    ),
+    "phase-adam": (
+        "grid: DM1, Adam, H × 17 log-spaced η₀ in [1e-2, 1e2]: where training breaks",
+        {"data": _DM1, "optim": {"optimizer": "adam", "steps": 2000}, "sweep": _PHASE_SWEEP},
+        {"lr": "1e-2:1e2:17"},
+    ),
+    "heads-vs-samples": (
+        "grid: DM1, GD η = H, H × n_train ∈ {25, …, 400}: where more heads help",
+        {
+            "data": _DM1,
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 2000},
+            "sweep": _PHASE_SWEEP,
+        },
+        {"n_train": "25,50,100,200,400"},
+    ),
+}
+
+
+def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
+    """(config, axes) of a grid preset, or of a plain preset with no axes."""
+    if name not in GRID_PRESETS:
+        return preset(name), {}
+    _, overrides, axes = GRID_PRESETS[name]
+    return apply_overrides(Config(name=name), overrides, f"preset {name}"), dict(axes)

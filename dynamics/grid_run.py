@@ -1,0 +1,289 @@
+"""Run a grid (``dynamics.grid``) and write its result files.
+
+The grid's points are grouped by their data section: points that differ only in traced
+scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
+same compiled calls (``sweep._run_points``, packed together with random init). Each group
+draws its own data with the sweep's seed, so a grid point gets exactly the data and init
+of the same configuration run alone. Groups whose data have the same shapes (a grid over
+the noise σ, the sparsity ζ, …) reuse the same compiled program (JAX's cache is keyed by
+the static ``Program`` and the shapes, not the values); a knob that changes shapes (n, T,
+d) gives one program per shape.
+
+Files (``write_grid``): ``curves.npz`` with every metric of shape (H, *grid shape, trials,
+L), ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis
+named after its knob and ``grid_axes`` (their names in order); ``results.json`` with
+``"grid": {"axes": […], "values": {…}}`` and one summary row per (H, grid point);
+``summary.csv`` (pandas), the same rows, tidy. Checkpoints: ``points/G<k>.npz`` per
+finished grid point k (all its H and trials), for ``--resume``.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dynamics.engine import METRICS
+from dynamics.grid import GridExperiment
+from dynamics.results import atomic_write_bytes, results_dict, write_files
+from dynamics.sweep import SUMMARY_METRICS, SweepResult, _run_points
+from dynamics.timings import phase
+
+POINTS = "points"
+# A finished grid point: metric -> (H, trials, L) and diverged_at (H, trials).
+GridPointResult = tuple[dict[str, np.ndarray], np.ndarray]
+
+
+@dataclass
+class GridResult:
+    grid: GridExperiment
+    heads: np.ndarray  # (n_heads,)
+    steps: np.ndarray  # (L,)
+    curves: dict[str, np.ndarray]  # metric -> (n_heads, *grid.shape, trials, L); NaN after divergence
+    diverged_at: np.ndarray  # (n_heads, *grid.shape, trials), -1 = never
+    wall_time_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self):
+        return self.grid.base.config
+
+    def point(self, k: int) -> SweepResult:
+        """Grid point k (C order) as the SweepResult of its configuration run alone."""
+        idx = np.unravel_index(k, self.grid.shape)
+        return SweepResult(
+            config=self.grid.points[k],
+            heads=self.heads,
+            steps=self.steps,
+            curves={m: v[(slice(None), *idx)] for m, v in self.curves.items()},
+            diverged_at=self.diverged_at[(slice(None), *idx)],
+        )
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per (grid point, H): the knob values, then the sweep summary's fields."""
+        rows = []
+        for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
+            knobs = dict(zip((n for n, _ in self.grid.axes), combo, strict=True))
+            for row in self.point(k).summary():
+                rows.append({"heads": row.pop("heads"), **knobs, **row})
+        return rows
+
+
+def _variant_groups(grid: GridExperiment) -> list[list[int]]:
+    """Grid point indices grouped by data section (each group: one data draw, one batch)."""
+    groups: dict[Any, list[int]] = {}
+    for k, cfg in enumerate(grid.points):
+        groups.setdefault(cfg.data, []).append(k)
+    return list(groups.values())
+
+
+def run_grid(
+    grid: GridExperiment,
+    *,
+    progress: bool = True,
+    on_point: Callable[[int, GridPointResult], None] | None = None,
+    skip: dict[int, GridPointResult] | None = None,
+    devices=None,
+    **layout,
+) -> GridResult:
+    """Run every point of ``grid`` not in ``skip`` (finished earlier: {k: result}); call
+    ``on_point(k, result)`` as each grid point finishes (all its H and trials)."""
+    start = time.perf_counter()
+    skip = dict(skip or {})
+    cfg, steps = grid.base.config, np.array(grid.base.steps)
+    n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(steps)
+    curves = {m: np.full((n_h, G, trials, L), np.nan) for m in METRICS}
+    div = np.full((n_h, G, trials), -1, dtype=np.int32)
+    for k, (metrics, d) in skip.items():
+        for m in METRICS:
+            curves[m][:, k] = metrics[m]
+        div[:, k] = d
+    for group in _variant_groups(grid):
+        todo = [k for k in group if k not in skip]
+        if todo:
+            _run_group(grid, todo, curves, div, progress, on_point, dict(devices=devices, **layout))
+    shape = (n_h, *grid.shape, trials)
+    return GridResult(
+        grid=grid,
+        heads=np.array(cfg.sweep.heads),
+        steps=steps,
+        curves={m: v.reshape(*shape, L) for m, v in curves.items()},
+        diverged_at=div.reshape(shape),
+        wall_time_s=time.perf_counter() - start,
+    )
+
+
+def _run_group(grid, todo, curves, div, progress, on_point, layout) -> None:
+    """Grid points ``todo`` (one data section) as variants of one batched sweep."""
+    cfgs = [grid.points[k] for k in todo]
+    n_h = len(cfgs[0].sweep.heads)
+    left = dict.fromkeys(todo, n_h)
+    layout = {"packs_per_call": None, "chunk": None, "slots": None, **layout}
+    runs = _run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, **layout)
+    for items, metrics, div_at in runs:
+        for j, (i, v) in enumerate(items):
+            k = todo[v]
+            for m in METRICS:
+                curves[m][i, k] = metrics[m][j]
+            div[i, k] = div_at[j]
+            left[k] -= 1
+            if left[k] == 0 and on_point is not None:
+                on_point(k, ({m: curves[m][:, k] for m in METRICS}, div[:, k]))
+
+
+# Files
+
+
+def grid_results_dict(result: GridResult) -> dict[str, Any]:
+    base = SweepResult(result.config, result.heads, result.steps, {}, result.diverged_at)
+    meta = results_dict(_no_summary(base))
+    meta.update(
+        config_hash=result.grid.hash(),
+        wall_time_s=result.wall_time_s,
+        grid={
+            "axes": [name for name, _ in result.grid.axes],
+            "values": {name: list(v) for name, v in result.grid.axes},
+            "shape": list(result.grid.shape),
+            "curves_axes": ["heads", *(n for n, _ in result.grid.axes), "trial", "step"],
+        },
+        summary=result.summary(),
+        **result.extra,
+    )
+    return meta
+
+
+class _no_summary(SweepResult):  # results_dict's fields without the per-H summary (the grid's own)
+    def __init__(self, r: SweepResult):
+        super().__init__(r.config, r.heads, r.steps, r.curves, r.diverged_at)
+
+    def summary(self):
+        return []
+
+
+def summary_frame(result: GridResult):
+    """The tidy summary: one row per (H, grid point), the knobs, trials, diverged count and the
+    mean and std of each final metric over the trials that did not diverge (pandas DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for row in result.summary():
+        flat = {k: v for k, v in row.items() if k not in ("diverged", "diverged_at", *SUMMARY_METRICS)}
+        for m in SUMMARY_METRICS:
+            flat[f"{m}_mean"] = row[m]["mean"]
+            flat[f"{m}_std"] = row[m]["std"]
+        rows.append(flat)
+    return pd.DataFrame(rows)
+
+
+def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
+    """``curves.npz``, ``summary.csv``, then ``results.json`` (last: it marks complete results)."""
+    out = Path(out)
+    with phase("writing"):
+        csv_path = out / "summary.csv"
+        atomic_write_bytes(csv_path, summary_frame(result).to_csv(index=False).encode())
+        arrays = {
+            "heads": result.heads,
+            "steps": result.steps,
+            "diverged_at": result.diverged_at,
+            "grid_axes": np.array([n for n, _ in result.grid.axes]),
+            **{name: np.array(v) for name, v in result.grid.axes},
+            **result.curves,
+        }
+        json_path, npz_path = write_files(out, "curves.npz", arrays, grid_results_dict(result))
+    return json_path, npz_path, csv_path
+
+
+# Checkpoints: one file per finished grid point
+
+
+def point_file(out: Path, k: int) -> Path:
+    return Path(out) / POINTS / f"G{k}.npz"
+
+
+def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> None:
+    metrics, div = result
+    buf = io.BytesIO()
+    curves = {f"curve_{m}": v for m, v in metrics.items()}
+    np.savez(buf, config_hash=np.array(grid_hash), diverged_at=div, **curves)
+    with phase("writing"):
+        atomic_write_bytes(point_file(out, k), buf.getvalue())
+
+
+def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
+    """The grid points finished in ``out`` for this grid (same hash, right shapes): all of them
+    from complete results of this grid, else the saved points."""
+    from dynamics.results import complete_results_hash, load_results
+
+    cfg = grid.base.config
+    if complete_results_hash(out) == grid.hash():
+        _, curves = load_results(out)
+        G, flat = len(grid.points), (len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials)
+        metrics = {m: curves[m].reshape(*flat, -1) for m in METRICS}
+        div = curves["diverged_at"].reshape(flat)
+        return {k: ({m: v[:, k] for m, v in metrics.items()}, div[:, k]) for k in range(G)}
+    done: dict[int, GridPointResult] = {}
+    want = (len(cfg.sweep.heads), cfg.sweep.trials)
+    for k in range(len(grid.points)):
+        try:
+            with np.load(point_file(out, k), allow_pickle=False) as z:
+                if str(z["config_hash"]) != grid.hash() or z["diverged_at"].shape != want:
+                    continue
+                done[k] = ({m: z[f"curve_{m}"] for m in METRICS}, z["diverged_at"])
+        except (OSError, ValueError, KeyError):
+            continue  # missing, from elsewhere or damaged: run that point
+    return done
+
+
+def clear_points(out: Path) -> None:
+    folder = Path(out) / POINTS
+    if folder.is_dir():
+        for path in folder.glob("G*.npz"):
+            path.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def run_grid_checkpointed(
+    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None
+) -> GridResult:
+    """``run_grid`` that saves each finished grid point in ``out`` and, with ``resume``, skips
+    the points saved there for the same grid; at the end writes the grid's files."""
+    import jax
+
+    from dynamics.devices import device_name
+
+    out = Path(out)
+    writer = jax.process_index() == 0
+    done = load_points(out, grid) if resume else {}
+    if not resume and writer:
+        clear_points(out)
+
+    def on_point(k: int, result: GridPointResult) -> None:
+        if writer:
+            save_point(out, grid.hash(), k, result)
+
+    result = run_grid(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
+    result.extra.update(complete=True, device=device_name(devices), resumed_points=len(done))
+    if writer:
+        write_grid(result, out)
+        clear_points(out)
+    return result
+
+
+def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> str:
+    """The per-grid-point table: H, the knob values, final metrics (mean ± std), diverged."""
+    names = [n for n, _ in result.grid.axes]
+    head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
+    header = f"{head}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
+    lines = [header, "-" * len(header)]
+    for row in sorted(result.summary(), key=lambda r: r["heads"]):
+        knobs = "  ".join(f"{row[n]:>10.4g}" for n in names)
+        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in SUMMARY_METRICS)
+        lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
+    return "\n".join(lines)

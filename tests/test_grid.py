@@ -1,0 +1,201 @@
+"""Grids over any knob (issue 12): parsing, validation, sharing programs, files, resume, figures."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamics import engine
+from dynamics.config import Config, ConfigError, apply_overrides
+from dynamics.grid import load_toml_grid, parse_values, resolve_grid
+from dynamics.grid_run import load_points, run_grid, run_grid_checkpointed, summary_frame, write_grid
+from dynamics.sweep import run_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = {
+    "data": {"n_train": 24, "n_test": 30, "T": 6, "d": 8},
+    "optim": {"steps": 13},
+    "sweep": {"heads": (1, 3), "trials": 2, "log_every": 4},
+}
+
+
+def small(**sections) -> Config:
+    cfg = apply_overrides(Config(name="g"), SMALL, "test")
+    return apply_overrides(cfg, sections, "test")
+
+
+def test_lists_and_the_log_shorthand_parse_against_numpy():
+    assert parse_values("0.01, 0.1,1,10", "lr") == (0.01, 0.1, 1.0, 10.0)
+    got = parse_values("1e-2:1e2:17", "lr")
+    np.testing.assert_allclose(got, np.logspace(-2, 2, 17), rtol=1e-11)
+    assert got[4] == 0.1 and got[8] == 1.0 and got[-1] == 100.0  # whole decades exactly
+    assert parse_values("3:3:1", "noise") == (3.0,)
+    # integer knobs round the log-spaced values and drop repeats
+    assert parse_values("25:400:5", "n_train") == (25, 50, 100, 200, 400)
+    assert parse_values("1:2:4", "n_train") == (1, 2)
+    assert parse_values("50,100", "data.n_train") == (50, 100)
+
+
+@pytest.mark.parametrize(
+    "text, knob, says",
+    [
+        ("1:2", "lr", "a:b:k"),
+        ("0:1:3", "lr", "a > 0"),
+        ("1:10:0", "lr", "k >= 1"),
+        ("a,b", "lr", "comma-separated"),
+        ("1.5,2", "n_train", "ints"),
+        ("inf,2", "n_train", "ints"),
+        (",", "noise", "empty"),
+        ("1,2", "optimizer", "cannot take several values"),
+    ],
+)
+def test_bad_forms_are_one_line_errors(text, knob, says):
+    with pytest.raises(ConfigError, match=says) as err:
+        parse_values(text, knob)
+    assert "\n" not in str(err.value)
+
+
+def cli(args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "dynamics.run", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--lr", "1:x:3"], "--lr='1:x:3' is not a comma-separated list or a:b:k"),
+        (["--noise=-1,1"], "grid point noise=-1.0: data.noise=-1.0 must be >= 0.0"),
+        (["--lr", "1,1"], "repeated values"),
+        (["--n-train", "1e6,2e6", "--steps", "100000", "--trials", "50"], "h of CPU simulation"),
+        (["--lr", "0.1,1", "--diagnostics", "sharpness"], "are not computed on grids yet"),
+    ],
+)
+def test_a_bad_grid_exits_2_in_one_line_and_writes_nothing(tmp_path, args, says):
+    r = cli([*args, "--out", str(tmp_path / "o"), "--no-figure"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_too_many_runs_are_refused_before_anything_runs():
+    cfg = small(sweep={"heads": tuple(range(1, 101)), "trials": 100})
+    with pytest.raises(ConfigError, match=r"grid 101 × 100 H × 100 trials = 1010000 runs"):
+        resolve_grid(cfg, {"lr": "1e-3:1e3:101"})
+
+
+def test_toml_takes_lists_and_the_shorthand(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text('[optim]\nlr = [0.1, 1]\nsteps = 5\n[data]\nnoise = "0.5:2:3"\nn_train = 40\n')
+    cfg, axes = load_toml_grid(path, Config())
+    assert cfg.optim.steps == 5 and cfg.data.n_train == 40
+    assert axes["lr"] == (0.1, 1.0) and parse_values(axes["noise"], "noise") == (0.5, 1.0, 2.0)
+    grid = resolve_grid(cfg, axes)
+    assert grid.shape == (2, 3) and len(grid.points) == 6
+    assert grid.points[4].optim.lr == 1.0 and grid.points[4].data.noise == 1.0  # C order
+
+
+@pytest.mark.parametrize("init", ["zero", "normal"])
+def test_a_grid_point_equals_its_configuration_run_alone(init):
+    cfg = small(model={"init": init, "init_scale": 0.5})
+    axes = {"lr": [0.3, 3.0], "noise": [0.5, 1.5]}
+    if init == "normal":
+        axes["init_scale"] = [0.5, 1.0]
+    grid = resolve_grid(cfg, axes)
+    result = run_grid(grid, progress=False)
+    assert result.curves["train_loss"].shape == (2, *grid.shape, 2, len(grid.base.steps))
+    for k, point_cfg in enumerate(grid.points):
+        alone, point = run_sweep(point_cfg, progress=False), result.point(k)
+        np.testing.assert_array_equal(point.diverged_at, alone.diverged_at)
+        for m in engine.METRICS:
+            np.testing.assert_allclose(point.curves[m], alone.curves[m], rtol=2e-5, atol=1e-6, err_msg=m)
+
+
+def test_a_mixed_grid_compiles_one_program_per_shape():
+    # n changes the data's shapes, σ and η do not: 2 shapes -> 2 programs for 8 grid points
+    cfg = small(optim={"steps": 11})  # a step count no other test compiles
+    grid = resolve_grid(cfg, {"n_train": [20, 28], "noise": [0.5, 1.0], "lr": [0.1, 1.0]})
+    jitted = engine._JIT["cpu"]
+    before = jitted._cache_size()
+    run_grid(grid, progress=False)
+    assert jitted._cache_size() - before == 2
+
+
+def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
+    grid = resolve_grid(small(optim={"loss": "exp"}), {"lr": [0.5, 1e5], "noise": [1.0, 2.0]})
+    result = run_grid(grid, progress=False)
+    result.extra["complete"] = True
+    write_grid(result, tmp_path)
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "summary.csv")
+    assert list(frame.columns[:5]) == ["heads", "lr", "noise", "trials", "n_diverged"]
+    assert len(frame) == 2 * 4  # one row per (H, grid point)
+    meta = json.loads((tmp_path / "results.json").read_text())
+    assert meta["grid"]["axes"] == ["lr", "noise"] and meta["grid"]["values"]["lr"] == [0.5, 1e5]
+    with np.load(tmp_path / "curves.npz") as z:
+        loss, div = z["train_loss"], z["diverged_at"]  # (H, lr, noise, trials, L), (H, lr, noise, trials)
+        assert list(z["grid_axes"]) == ["lr", "noise"]
+    for row in frame.itertuples():
+        i, a, b = [1, 3].index(row.heads), [0.5, 1e5].index(row.lr), [1.0, 2.0].index(row.noise)
+        ok = div[i, a, b] < 0
+        assert row.n_diverged == (~ok).sum() and row.trials == 2
+        if ok.any():
+            assert row.train_loss_mean == pytest.approx(loss[i, a, b, ok, -1].mean(), rel=1e-12)
+        else:
+            assert np.isnan(row.train_loss_mean)
+    assert frame.n_diverged.sum() > 0  # η = 10⁵ with the exp loss diverges: the counts are exercised
+    assert len(summary_frame(result)) == len(frame)
+
+
+def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch):
+    grid = resolve_grid(small(), {"lr": [0.2, 1.0, 5.0]})
+    whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
+    import dynamics.grid_run as gr
+
+    real, saved = gr.save_point, []
+
+    def interrupt_after_one(out, h, k, result):
+        if saved:
+            raise KeyboardInterrupt
+        real(out, h, k, result)
+        saved.append(k)
+
+    monkeypatch.setattr(gr, "save_point", interrupt_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run_grid_checkpointed(grid, tmp_path / "cut", progress=False)
+    monkeypatch.setattr(gr, "save_point", real)
+    assert list(load_points(tmp_path / "cut", grid)) == saved
+    resumed = run_grid_checkpointed(grid, tmp_path / "cut", resume=True, progress=False)
+    assert resumed.extra["resumed_points"] == 1
+    with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
+        assert a.files == b.files
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    np.testing.assert_array_equal(whole.diverged_at, resumed.diverged_at)
+    # a finished grid resumed again reuses every point from its complete results
+    again = run_grid_checkpointed(grid, tmp_path / "cut", resume=True, progress=False)
+    assert again.extra["resumed_points"] == 3
+    np.testing.assert_array_equal(again.curves["test_loss"], whole.curves["test_loss"])
+
+
+def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path):
+    r = cli(["--heads", "1,4", "--lr", "0.1,1,200", "--steps", "20", "--trials", "2", "--quiet",
+             "--out", str(tmp_path / "o")], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("\n")
+    assert any(line.split()[:2] == ["4", "200"] for line in table), r.stdout
+    for name in ("summary.csv", "figure.png", "figure-lines.png", "results.json", "curves.npz"):
+        assert (tmp_path / "o" / name).stat().st_size > 0, name
+
+
+def test_best_step_per_row_skips_diverged_cells():
+    from figures.phase import best_columns
+
+    loss = np.array([[0.5, 0.2, 0.1], [0.4, 0.3, np.nan], [np.nan, np.nan, np.nan]])
+    n_div = np.array([[0, 0, 1], [0, 0, 2], [2, 2, 2]])
+    assert best_columns(loss, n_div).tolist() == [1, 1, -1]
