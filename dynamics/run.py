@@ -32,6 +32,7 @@ from dynamics.cli import (
     head_size_arg,
     int_arg,
     mean_std,
+    use_file_backend,
 )
 from dynamics.config import (
     DATA_MODELS,
@@ -308,6 +309,7 @@ def _main(argv: list[str], timings: Timings) -> int:
     print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
     if not args.no_figure:
         with timings.phase("imports"):
+            use_file_backend()
             from figures.sweep import plot_sweep  # matplotlib: only when a figure is drawn
         with timings.phase("plotting"):
             paths = plot_sweep(out, out / "figure")
