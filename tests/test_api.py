@@ -147,3 +147,17 @@ def test_mhsim_console_script_dispatches_to_the_python_m_forms(capsys):
     assert main(["rn"]) == 2
     assert "unknown command 'rn'" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_readme_is_a_short_front_page_whose_links_exist():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 8 * 1024
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert targets
+    for target in targets:
+        assert (ROOT / target).exists(), target
+    for doc in (ROOT / "docs").glob("*.md"):  # the pages it links to link to files that exist
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
+            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
