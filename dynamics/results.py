@@ -49,16 +49,7 @@ def versions() -> dict[str, str]:
 def run_record(argv: list[str] | None = None) -> dict[str, Any]:
     """Who made a result file and how: mhsim's version, the git commit of the checkout it ran from
     (None outside one), the command line and a UTC timestamp. Metadata only: no number depends on it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        mhsim = version("mhsim")
-    except PackageNotFoundError:  # run from a checkout that was never pip-installed
-        mhsim = None
-    root = Path(__file__).resolve().parent.parent
-    commit = None
-    if (root / ".git").exists():  # a checkout (not site-packages inside some other repository)
-        commit = _git_head(root)
+    mhsim, commit = provenance()
     return {
         "mhsim_version": mhsim,
         "git_commit": commit,
@@ -67,15 +58,26 @@ def run_record(argv: list[str] | None = None) -> dict[str, Any]:
     }
 
 
-@functools.lru_cache(maxsize=4)
-def _git_head(root: Path) -> str | None:
+@functools.lru_cache(maxsize=1)
+def provenance() -> tuple[str | None, str | None]:
+    """(mhsim's installed version, the checkout's git commit), looked up once per process: a sweep
+    calls it before its first point, so writing a point's files stays as quick as before."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mhsim = version("mhsim")
+    except PackageNotFoundError:  # run from a checkout that was never pip-installed
+        mhsim = None
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():  # not a checkout (e.g. site-packages inside some other repository)
+        return mhsim, None
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+        return mhsim, None
+    return mhsim, (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
