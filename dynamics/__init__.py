@@ -10,6 +10,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
+    "dynamics.api": ("load_results", "run_sweep", "with_overrides"),
+    "dynamics.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
+    "dynamics.sweep": ("SweepResult", "run_grid"),
     "dynamics.config": (
         "PRESETS",
         "Config",
@@ -18,6 +21,7 @@ _EXPORTS = {
         "ModelConfig",
         "OptimConfig",
         "SweepConfig",
+        "preset",
     ),
     "dynamics.data": ("Data",),
     "dynamics.engine": ("METRICS",),
@@ -55,6 +59,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from dynamics.api import load_results, run_sweep, with_overrides  # noqa: F401
+    from dynamics.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
     from dynamics.config import (  # noqa: F401
         PRESETS,
         Config,
@@ -63,6 +69,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         ModelConfig,
         OptimConfig,
         SweepConfig,
+        preset,
     )
     from dynamics.data import Data  # noqa: F401
     from dynamics.engine import METRICS  # noqa: F401
@@ -81,3 +88,4 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         logits,
         param_count,
     )
+    from dynamics.sweep import SweepResult, run_grid  # noqa: F401

@@ -52,7 +52,7 @@ from dynamics.config import (
     validate,
 )
 from dynamics.devices import device_name
-from dynamics.results import SCHEMA_VERSION, versions, write_files
+from dynamics.results import SCHEMA_VERSION, run_record, versions, write_files
 from dynamics.sweep import run_sweep
 
 EXPRESSIVITY = "bottleneck-expressivity"
@@ -475,7 +475,7 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
 
 def write(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
     """``npz_name`` then ``results.json`` (last: its presence marks a complete run), atomically."""
-    results = {**run["results"], "versions": versions(), "device": device_name()}
+    results = {**run["results"], "versions": versions(), "run": run_record(), "device": device_name()}
     return write_files(out, npz_name, run["arrays"], results)
 
 

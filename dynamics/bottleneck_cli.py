@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for path in bn.write(run, out, npz_name):
         print(f"wrote {path}")
     if not args.no_figure:
+        from dynamics.cli import use_file_backend
+
+        use_file_backend()
         from figures import bottleneck as fig  # matplotlib: only when a figure is drawn
 
         plot = fig.plot_expressivity if args.preset == bn.EXPRESSIVITY else fig.plot_bottleneck_heads

@@ -94,9 +94,10 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
 
     from dynamics.config import resolve
     from dynamics.devices import device_name
-    from dynamics.results import write_results
+    from dynamics.results import provenance, write_results
     from dynamics.sweep import SweepResult, run_sweep
 
+    provenance()  # looked up now, not between a point's file and its results.json
     exp = resolve(cfg)
     cfg, steps = exp.config, np.array(exp.steps)
     out, config_hash = Path(out), cfg.hash()

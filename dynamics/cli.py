@@ -79,3 +79,11 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
 def mean_std(entry: dict) -> str:
     """A summary entry {'mean', 'std'} as 'm ± s' for a table; 'diverged' where every trial did."""
     return "diverged" if entry["mean"] is None else f"{entry['mean']:.4f} ± {entry['std']:.4f}"
+
+
+def use_file_backend() -> None:
+    """The command lines draw into files: matplotlib's non-interactive Agg backend. (No module
+    sets a backend at import, so figures show inline in a notebook.)"""
+    import matplotlib
+
+    matplotlib.use("Agg")

@@ -10,12 +10,16 @@ the same folder, fsync, rename), so a reader never sees a half-written file.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,40 @@ def versions() -> dict[str, str]:
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
+
+
+def run_record(argv: list[str] | None = None) -> dict[str, Any]:
+    """Who made a result file and how: mhsim's version, the git commit of the checkout it ran from
+    (None outside one), the command line and a UTC timestamp. Metadata only: no number depends on it."""
+    mhsim, commit = provenance()
+    return {
+        "mhsim_version": mhsim,
+        "git_commit": commit,
+        "argv": list(sys.argv if argv is None else argv),
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def provenance() -> tuple[str | None, str | None]:
+    """(mhsim's installed version, the checkout's git commit), looked up once per process: a sweep
+    calls it before its first point, so writing a point's files stays as quick as before."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mhsim = version("mhsim")
+    except PackageNotFoundError:  # run from a checkout that was never pip-installed
+        mhsim = None
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():  # not a checkout (e.g. site-packages inside some other repository)
+        return mhsim, None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return mhsim, None
+    return mhsim, (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
@@ -67,6 +105,7 @@ def results_dict(result: SweepResult) -> dict[str, Any]:
         "config": result.config.to_dict(),
         "config_hash": result.config.hash(),
         "versions": versions(),
+        "run": run_record(),
         "device": device_name(),
         "wall_time_s": result.wall_time_s,
         "heads": [int(h) for h in result.heads],

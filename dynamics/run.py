@@ -33,6 +33,7 @@ from dynamics.cli import (
     head_size_arg,
     int_arg,
     mean_std,
+    use_file_backend,
 )
 from dynamics.config import (
     DATA_MODELS,
@@ -358,6 +359,7 @@ def _main(argv: list[str], timings: Timings) -> int:
     _report(exp, result, out)
     if not args.no_figure:
         with timings.phase("imports"):
+            use_file_backend()
             from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
             from figures.sweep import plot_sweep
         with timings.phase("plotting"):

@@ -117,6 +117,39 @@ class SweepResult:
             rows.append(row)
         return rows
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per H × trial × logged step, one column per metric
+        (NaN after a trial's divergence), with ``lr`` (η₀) and ``init_scale`` to tell apart the
+        results of ``run_grid`` once concatenated."""
+        import pandas as pd
+
+        n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
+        h, t, s = np.meshgrid(np.arange(n_h), np.arange(trials), np.arange(L), indexing="ij")
+        frame = {
+            "heads": self.heads[h.ravel()],
+            "lr": self.config.optim.lr,
+            "init_scale": self.config.model.init_scale,
+            "trial": t.ravel(),
+            "step": self.steps[s.ravel()],
+        }
+        frame.update({k: v.reshape(-1) for k, v in self.curves.items()})  # (H, trials, L) C order
+        return pd.DataFrame(frame)
+
+    def summary_frame(self):
+        """``summary()`` as a pandas DataFrame indexed by H: the final ``<metric>_mean`` and
+        ``<metric>_std`` over the trials that did not diverge, and ``n_diverged``."""
+        import pandas as pd
+
+        rows = []
+        for row in self.summary():
+            flat = {"heads": row["heads"], "trials": row["trials"], "n_diverged": row["n_diverged"]}
+            for name in SUMMARY_METRICS:
+                for stat in ("mean", "std"):
+                    value = row[name][stat]
+                    flat[f"{name}_{stat}"] = np.nan if value is None else value
+            rows.append(flat)
+        return pd.DataFrame(rows).set_index("heads")
+
 
 # What one run of a sweep is: (index into cfg.sweep.heads, variant index of run_grid).
 Item = tuple[int, int]

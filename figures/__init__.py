@@ -12,9 +12,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "figures.bottleneck": ("plot_bottleneck_heads", "plot_expressivity"),
+    "figures.bottleneck": (
+        "bottleneck_heads_figure",
+        "expressivity_figure",
+        "plot_bottleneck_heads",
+        "plot_expressivity",
+    ),
     "figures.registry": ("FIGURES", "Entry", "ensure_results", "sweep_entry"),
-    "figures.sweep": ("plot_final_vs_heads", "plot_loss_curves", "plot_sweep"),
+    "figures.sweep": ("plot_final_vs_heads", "plot_loss_curves", "plot_sweep", "save_figure", "sweep_figure"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -34,6 +39,17 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from figures.bottleneck import plot_bottleneck_heads, plot_expressivity  # noqa: F401
+    from figures.bottleneck import (  # noqa: F401
+        bottleneck_heads_figure,
+        expressivity_figure,
+        plot_bottleneck_heads,
+        plot_expressivity,
+    )
     from figures.registry import FIGURES, Entry, ensure_results, sweep_entry  # noqa: F401
-    from figures.sweep import plot_final_vs_heads, plot_loss_curves, plot_sweep  # noqa: F401
+    from figures.sweep import (  # noqa: F401
+        plot_final_vs_heads,
+        plot_loss_curves,
+        plot_sweep,
+        save_figure,
+        sweep_figure,
+    )

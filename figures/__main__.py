@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices
+from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices, use_file_backend
 
 DEFAULT_OUT = Path("figures-out")
 GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
@@ -88,6 +88,7 @@ def _main(argv: list[str] | None, timings) -> int:
     from dynamics.config import ConfigError
 
     with timings.phase("imports"):
+        use_file_backend()
         from dynamics.results import complete_results_hash
         from figures.registry import FIGURES, ensure_results
 

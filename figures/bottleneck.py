@@ -9,27 +9,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from dynamics.results import load_results  # noqa: E402
-from figures.sweep import DATA_LABEL, save_figure  # noqa: E402
+from dynamics.results import load_results
+from figures.sweep import DATA_LABEL, save_figure
 
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
 TRACE_FLOOR = 1e-9  # float32 KL has rounding noise of about 1e-8 (it can even read < 0)
 DPI = 110
 
 
+def _source(source, npz_name: str) -> tuple[dict, dict]:
+    """(results.json dict, arrays): ``source`` is a results folder or the experiment's run dict
+    (``dynamics.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
+    if isinstance(source, dict):
+        return source["results"], source["arrays"]
+    return load_results(Path(source), npz_name)
+
+
 def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
+    """``expressivity_figure(results_dir)`` saved as ``stem``.png and .pdf."""
+    return save_figure(expressivity_figure(results_dir), stem, dpi=DPI)
+
+
+def expressivity_figure(source) -> Figure:
     """Best attention-fit error vs head size d_h (one line per T, a line at d_h = T) and the
-    loss traces of the best restarts around the threshold; PNG and PDF."""
-    meta, arrays = load_results(Path(results_dir), "expressivity.npz")
+    loss traces of the best restarts around the threshold (a folder or a run dict; not closed)."""
+    meta, arrays = _source(source, "expressivity.npz")
     sns.set_theme(context="notebook", style="whitegrid")
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained")
     _plot_fit_errors(axes[0], meta, arrays)
@@ -37,7 +47,7 @@ def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:
     fig.suptitle(
         "Low-rank bottleneck: fitting one head's attention softmax(X Q Kᵀ Xᵀ), Q and K of size d × d_h"
     )
-    return save_figure(fig, stem, dpi=DPI)
+    return fig
 
 
 def _plot_fit_errors(ax, meta: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -106,9 +116,14 @@ def _band(ax, x, final, color, label, style="o-"):
 
 
 def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Path]:
+    """``bottleneck_heads_figure(results_dir)`` saved as ``stem``.png and .pdf."""
+    return save_figure(bottleneck_heads_figure(results_dir), stem, dpi=DPI)
+
+
+def bottleneck_heads_figure(source) -> Figure:
     """Final train and test loss vs H for head size d/H (split), fixed = T, and fixed with the
-    split layout's parameter count; parameter counts in the bottom row; PNG and PDF."""
-    meta, arrays = load_results(Path(results_dir), "heads.npz")
+    split layout's parameter count; parameter counts in the bottom row (a folder or a run dict)."""
+    meta, arrays = _source(source, "heads.npz")
     models = meta["config"]["data_models"]
     sns.set_theme(context="notebook", style="whitegrid")
     fig, axes = plt.subplots(
@@ -127,7 +142,7 @@ def plot_bottleneck_heads(results_dir: str | Path, stem: str | Path) -> list[Pat
         _plot_param_counts(axes[2, j], meta, m, colors)
     axes[0, 0].legend(frameon=False, fontsize=8)
     fig.suptitle("Head size d/H (low-rank heads) vs a fixed head size T at a fixed width — mean ± 1 std")
-    return save_figure(fig, stem, dpi=DPI)
+    return fig
 
 
 def _matched_heads(meta: dict) -> list[int]:

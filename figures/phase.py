@@ -14,18 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.ticker import NullLocator
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm, Normalize  # noqa: E402
-from matplotlib.ticker import NullLocator  # noqa: E402
-
-from dynamics.results import load_results  # noqa: E402
-from figures.sweep import DIVERGED_COLOR, describe, head_colors, save_figure  # noqa: E402
-from figures.theme import flare, set_theme  # noqa: E402
+from dynamics.results import load_results
+from figures.sweep import DIVERGED_COLOR, describe, head_colors, save_figure
+from figures.theme import flare, set_theme
 
 PANELS = (
     ("train_loss", "final train loss"),

@@ -19,18 +19,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm, Normalize  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import NullLocator  # noqa: E402
-
-from dynamics.results import atomic_write_bytes, load_results  # noqa: E402
-from figures.theme import flare, set_theme  # noqa: E402  (seaborn's look, without importing it)
+from dynamics.results import atomic_write_bytes, load_results
+from figures.theme import flare, set_theme  # seaborn's look, without importing it
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
@@ -253,12 +250,27 @@ def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
     ax_test.set_xlabel("number of heads H")
 
 
-def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
-    """Train and test loss vs t (a line per H), final loss vs H (±1 std); ``stem``.png and .pdf.
+def sweep_data(source) -> tuple[dict, dict]:
+    """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder."""
+    if hasattr(source, "curves") and hasattr(source, "config"):  # a SweepResult
+        meta = {"config": source.config.resolved().to_dict()}
+        arrays = {"heads": source.heads, "steps": source.steps, "diverged_at": source.diverged_at}
+        return meta, {**arrays, **source.curves}
+    return load_results(Path(source))
 
-    Reads ``results.json`` and ``curves.npz`` in ``results_dir`` only; returns the written paths.
+
+def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
+    """``sweep_figure(results_dir)`` saved as ``stem``.png and .pdf; returns the written paths."""
+    return save_figure(sweep_figure(results_dir), stem, dpi=dpi)
+
+
+def sweep_figure(source) -> Figure:
+    """Train and test loss vs t (a line per H), final loss vs H (±1 std): the matplotlib Figure.
+
+    ``source``: a ``SweepResult`` or a folder with ``results.json`` and ``curves.npz``. The figure
+    is not saved and not closed (a notebook shows it; ``save_figure`` writes it).
     """
-    meta, curves = load_results(Path(results_dir))
+    meta, curves = sweep_data(source)
     config = meta["config"]
     n_train, n_test = config["data"]["n_train"], config["data"]["n_test"]
     set_theme()
@@ -296,11 +308,12 @@ def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> 
     name = config.get("name", "")
     prefix = f"{name}: " if name and name != "default" else ""
     fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H")
-    return save_figure(fig, stem, dpi=dpi)
+    return fig
 
 
-def save_figure(fig, stem: str | Path, *, dpi: int = 130) -> list[Path]:
-    """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``."""
+def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) -> list[Path]:
+    """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``
+    unless ``close=False``."""
     stem = Path(stem)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
     try:
@@ -312,5 +325,6 @@ def save_figure(fig, stem: str | Path, *, dpi: int = 130) -> list[Path]:
             # format: computed once, for the first, and kept (it was half of a PDF's time).
             fig.set_layout_engine("none")
     finally:
-        plt.close(fig)
+        if close:
+            plt.close(fig)
     return paths

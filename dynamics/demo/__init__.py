@@ -39,9 +39,23 @@ def get(name: str):
     return DEMOS[name]
 
 
-def run_demo(name: str, out: str | Path, *, quick: bool = False, seed: int = 0, progress: bool = True):
-    """Run demo ``name`` and write its pictures into ``out``."""
-    return get(name).run(Path(out), quick=quick, seed=seed, progress=progress)
+def run_demo(
+    name: str,
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    slides: bool = False,
+    **overrides,
+):
+    """Run demo ``name`` and write its pictures into ``out``; ``overrides``: ``heads``, ``lr``, ``steps``
+    (the command line's ``--heads``, ``--lr``, ``--steps``), ``slides``: a 16:9 picture."""
+    from dynamics.demo.common import settings_for
+
+    module = get(name)
+    settings = settings_for(module, quick=quick, **overrides)
+    return module.run(Path(out), seed=seed, progress=progress, settings=settings, slides=slides)
 
 
 __all__ = ["DEMOS", "DemoResult", "UnknownDemo", "get", "run_demo"]

@@ -5,6 +5,7 @@ Examples:
   python -m dynamics.demo attention                  # writes runs/demos/attention/attention.png and .gif
   python -m dynamics.demo symmetry --out slides/
   python -m dynamics.demo lazy-vs-rich --quick       # a tiny setting, seconds
+  python -m dynamics.demo attention --slides --heads 1,4 --lr 2   # a 16:9 slide, your H and η
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from dynamics.cli import OneLineParser
+from dynamics.cli import OneLineParser, float_arg, int_arg, int_list_arg, use_file_backend
 from dynamics.demo import DEMOS, UnknownDemo, get
+from dynamics.demo.common import settings_for
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="tiny setting (seconds): for tests and smoke checks")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of data and init (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--heads", type=int_list_arg, help="numbers of heads H, comma-separated (e.g. 1,4)")
+    p.add_argument("--lr", type=float_arg, help="GD step size η")
+    p.add_argument("--steps", type=int_arg, help="number of GD steps")
+    p.add_argument(
+        "--slides",
+        action="store_true",
+        help="a 16:9 picture with large fonts and a plain-words title, for a projector",
+    )
     return p
 
 
@@ -51,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownDemo as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:
+        settings = settings_for(module, quick=args.quick, heads=args.heads, lr=args.lr, steps=args.steps)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else Path("runs") / "demos" / args.name
     try:
         out.mkdir(parents=True, exist_ok=True)  # fail before the computing, not after it
@@ -59,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = time.perf_counter()
     try:
-        result = module.run(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
+        use_file_backend()
+        result = module.run(
+            out, seed=args.seed, progress=not args.quiet, settings=settings, slides=args.slides
+        )
     except FloatingPointError as err:  # a diverged run (the demos' settings are chosen not to)
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -21,30 +21,26 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import optax
+import seaborn as sns
+from matplotlib.animation import PillowWriter
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.animation import PillowWriter  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
-from dynamics.config import DataConfig, log_schedule  # noqa: E402
+from dynamics.config import DataConfig, log_schedule
 from dynamics.data import (
-    Data,  # noqa: E402
-    make_data,  # noqa: E402
+    Data,
+    make_data,
 )
-from dynamics.results import atomic_write_bytes  # noqa: E402
+from dynamics.results import atomic_write_bytes
 
 # The --quick settings' data (one trial): every demo draws the same shapes, so a test process
 # compiles the data generator once for all of them.
 QUICK_DATA = dict(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2)
 PNG_DPI = 120
-GIF_DPI = 80
+GIF_DPI = 100  # the GIF's labels must read on a projector
 
 
 @dataclass(frozen=True)
@@ -169,6 +165,41 @@ def save_gif(anim: Animation, path: Path, *, fps: float = 6, progress: bool = Tr
         atomic_write_bytes(path, tmp_path.read_bytes())
     plt.close(fig)
     return path
+
+
+SLIDE_SIZE = (16.0, 9.0)  # inches: 16:9, 1920 × 1080 px at PNG_DPI
+SLIDE_FONT_SCALE = 1.6  # every text of the figure, so it reads from the back of a lecture hall
+
+
+def to_slide(fig: Figure, title: str) -> Figure:
+    """Turn a demo figure into a 16:9 slide: the slide size, every text enlarged by
+    ``SLIDE_FONT_SCALE``, and ``title`` (plain words) instead of the symbol-laden heading."""
+    from matplotlib.text import Text
+
+    fig.set_size_inches(*SLIDE_SIZE)
+    for text in fig.findobj(Text):
+        text.set_fontsize(text.get_fontsize() * SLIDE_FONT_SCALE)
+    fig.suptitle(title, fontsize=22, fontweight="bold")
+    return fig
+
+
+def settings_for(module, *, quick: bool = False, **overrides) -> Any:
+    """The demo's ``QUICK`` or ``FULL`` settings with ``overrides`` (``heads``, ``lr``, ``steps``; None
+    = keep); errors name the bad value."""
+    import dataclasses
+
+    s = module.QUICK if quick else module.FULL
+    values = {k: v for k, v in overrides.items() if v is not None}
+    if "heads" in values:
+        heads = tuple(int(h) for h in values["heads"])
+        if not heads or min(heads) < 1 or len(set(heads)) != len(heads):
+            raise ValueError(f"--heads={','.join(map(str, heads))} must be distinct integers >= 1")
+        values["heads"] = heads
+    if "lr" in values and not (np.isfinite(values["lr"]) and values["lr"] > 0):
+        raise ValueError(f"--lr={values['lr']} must be a finite number > 0")
+    if "steps" in values and not 1 <= values["steps"] <= 10**6:
+        raise ValueError(f"--steps={values['steps']} must be an integer in [1, 1000000]")
+    return dataclasses.replace(s, **values)
 
 
 def log_x(steps: np.ndarray) -> np.ndarray:

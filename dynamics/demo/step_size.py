@@ -41,6 +41,7 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
+    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -235,9 +236,26 @@ def report(r: StepSizeRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
     return numbers, lines
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    """Compute, draw ``step_size.png`` into ``out``, report."""
-    s = QUICK if quick else FULL
+SLIDE_TITLE = "H heads with step size η behave like one head whose attention learns with step η / H"
+
+
+def _picture(r, s: Settings, slides: bool) -> Figure:
+    fig = draw(r, s)
+    return to_slide(fig, SLIDE_TITLE) if slides else fig
+
+
+def run(
+    out: Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    settings: Settings | None = None,
+    slides: bool = False,
+) -> DemoResult:
+    """Compute, draw ``step_size.png`` into ``out``, report.
+    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
+    s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed, progress=progress)
-    png = save_png(draw(r, s), out / "step_size.png")
+    png = save_png(_picture(r, s, slides), out / "step_size.png")
     return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -39,6 +39,7 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
+    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -229,9 +230,26 @@ def report(r: SymmetryRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
     return numbers, lines
 
 
-def run(out: Path, *, quick: bool = False, seed: int = 0, progress: bool = True) -> DemoResult:
-    """Compute, draw ``symmetry.png`` into ``out``, report (``progress`` unused: one program)."""
-    s = QUICK if quick else FULL
+SLIDE_TITLE = "Heads that start at zero stay identical forever; a small random start makes them differ"
+
+
+def _picture(r, s: Settings, slides: bool) -> Figure:
+    fig = draw(r, s)
+    return to_slide(fig, SLIDE_TITLE) if slides else fig
+
+
+def run(
+    out: Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    settings: Settings | None = None,
+    slides: bool = False,
+) -> DemoResult:
+    """Compute, draw ``symmetry.png`` into ``out``, report (``progress`` unused: one program).
+    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
+    s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed)
-    png = save_png(draw(r, s), out / "symmetry.png")
+    png = save_png(_picture(r, s, slides), out / "symmetry.png")
     return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -1,0 +1,57 @@
+"""Every notebook in notebooks/ runs top to bottom headless (nbclient, a real kernel) at tiny sizes,
+and is stored without outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REASON = "needs the notebook extra: pip install -e '.[notebook]'"
+nbformat = pytest.importorskip("nbformat", reason=REASON)
+nbclient = pytest.importorskip("nbclient", reason=REASON)
+pytest.importorskip("ipykernel", reason=REASON)
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# A kernel start, JAX's import and the compiles cost 10-25 s per notebook on a shared 2-core CPU:
+# the default suite executes these two, `make stress` (and CI) every notebook.
+DEFAULT_RUN = ("quickstart", "attention")
+RUN_PARAMS = [
+    pytest.param(p, id=p.stem, marks=() if p.stem in DEFAULT_RUN else pytest.mark.stress) for p in NOTEBOOKS
+]
+
+
+def _outputs(nb):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
+def test_there_is_a_quickstart_and_one_notebook_per_demo():
+    from dynamics.demo import DEMOS
+
+    names = {p.stem for p in NOTEBOOKS}
+    assert "quickstart" in names
+    assert {n.replace("-vs-", "_").replace("-", "_") for n in DEMOS} <= names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_stored_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
+
+
+@pytest.mark.parametrize("path", RUN_PARAMS)
+def test_notebook_runs_headless(path, monkeypatch):
+    monkeypatch.setenv("MHSIM_NOTEBOOK_QUICK", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    nb = nbformat.read(path, as_version=4)
+    resources = {"metadata": {"path": str(ROOT)}}
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources=resources)
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    outputs = _outputs(nb)
+    assert not [o for o in outputs if o.output_type == "error"]
+    # the kernel's inline backend sends every drawn figure as a PNG (no module switched it to Agg)
+    assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} showed no figure"
