@@ -46,6 +46,8 @@ def test_notebook_is_stored_without_outputs(path):
 @pytest.mark.parametrize("path", RUN_PARAMS)
 def test_notebook_runs_headless(path, monkeypatch):
     monkeypatch.setenv("MHSIM_NOTEBOOK_QUICK", "1")
+    # CI exports MPLBACKEND=Agg for the command lines; a notebook user's kernel picks the inline backend
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(ROOT)}}
