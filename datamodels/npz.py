@@ -6,6 +6,8 @@ one-line DataError naming the file and the offending key.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
 import zipfile
 from pathlib import Path
@@ -26,7 +28,11 @@ class UserData(NamedTuple):
 
 
 class DataError(ValueError):
-    """A user data file that cannot be used; the message names the file and the key."""
+    """A user data file that cannot be used; the message names the file and the key. Always one
+    line: a newline in a path is shown escaped."""
+
+    def __init__(self, message: object = ""):
+        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
 def _fail(path: Path, key: str | None, problem: str) -> DataError:
@@ -76,8 +82,7 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarr
 def load_npz(path: str | os.PathLike) -> UserData:
     """Load and check a user data file (see the module docstring); raise DataError."""
     path = Path(path)
-    if not path.is_file():
-        raise _fail(path, None, "no such file")
+    read_header(path)  # shapes and dtypes first, from the headers: nothing is decompressed before
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
@@ -105,3 +110,102 @@ def load_npz(path: str | os.PathLike) -> UserData:
     y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
     y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
     return UserData(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
+
+
+class NpzHeader(NamedTuple):
+    """What an .npz's headers say, read without loading (or decompressing) any array."""
+
+    n_train: int
+    n_test: int
+    T: int
+    d: int
+    nbytes: int  # the four arrays' size in memory once loaded, before the float32 copy
+
+
+MAX_MEMBER_HEADER = 65536  # an .npy header is a few hundred bytes; numpy itself caps it near here
+
+
+def read_header(path: str | os.PathLike) -> NpzHeader:
+    """The shapes of a user data file from its .npy headers (each member's first bytes only).
+
+    Checks what ``load_npz`` checks of the shapes and dtypes (keys present, 3-D tokens, 1-D
+    labels, matching n and (T, d), numeric dtypes), so that a run is planned and its memory
+    estimated before any array is read. Raise a one-line DataError.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise _fail(path, None, "is a folder, not a file" if path.is_dir() else "no such file")
+    try:
+        with open(path, "rb") as f:
+            if f.read(6) == b"\x93NUMPY":
+                raise _fail(path, None, "is a single .npy array, not an .npz archive of named arrays")
+        with zipfile.ZipFile(path) as archive:
+            names = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
+            missing = [k for k in REQUIRED_KEYS if k not in names]
+            if missing:
+                raise _fail(
+                    path,
+                    missing[0],
+                    f"is missing (missing: {', '.join(missing)}; required: {', '.join(REQUIRED_KEYS)}; "
+                    f"found: {', '.join(sorted(names)) or 'none'})",
+                )
+            shapes = {k: _member_header(archive, names[k], path, k) for k in REQUIRED_KEYS}
+    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, ValueError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise _fail(path, None, f"is not a valid .npz (zip) file ({_short(e)})") from None
+    return _check_shapes(path, shapes)
+
+
+def _short(err: BaseException) -> str:
+    return " ".join(str(err).split())[:200]
+
+
+def _member_header(archive: zipfile.ZipFile, member: str, path: Path, key: str):
+    with archive.open(member) as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
+            read = read or np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = read(f, max_header_size=MAX_MEMBER_HEADER)
+        except (ValueError, EOFError, SyntaxError, TypeError) as e:
+            raise _fail(path, key, f"is corrupt ({_short(e)})") from None
+    if dtype.hasobject:
+        raise _fail(path, key, "cannot be read without pickle (object array)")
+    if dtype.kind not in "biuf":
+        raise _fail(path, key, f"must be numeric, got dtype {dtype}")
+    if math.prod(shape) == 0:
+        raise _fail(path, key, f"is empty (shape {shape})")
+    return shape, dtype
+
+
+def _check_shapes(path: Path, headers: dict) -> NpzHeader:
+    shapes = {k: s for k, (s, _) in headers.items()}
+    for key in ("X_train", "X_test"):
+        if len(shapes[key]) != 3:
+            raise _fail(path, key, f"must be 3-D (n, T, d), got shape {shapes[key]}")
+    for key, x_key in (("y_train", "X_train"), ("y_test", "X_test")):
+        if len(shapes[key]) != 1:
+            raise _fail(path, key, f"must be 1-D (n,), got shape {shapes[key]}")
+        if shapes[key][0] != shapes[x_key][0]:
+            raise _fail(
+                path, key, f"has {shapes[key][0]} labels but {x_key} has n={shapes[x_key][0]} examples"
+            )
+    if shapes["X_test"][1:] != shapes["X_train"][1:]:
+        raise _fail(
+            path,
+            "X_test",
+            f"has tokens (T, d) = {shapes['X_test'][1:]} but X_train has {shapes['X_train'][1:]}",
+        )
+    nbytes = sum(math.prod(s) * d.itemsize for s, d in headers.values())
+    (n, T, d), m = shapes["X_train"], shapes["X_test"][0]
+    return NpzHeader(n_train=int(n), n_test=int(m), T=int(T), d=int(d), nbytes=int(nbytes))
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """The sha256 of the file's bytes (16 hex digits): what the config hash knows of the data."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]

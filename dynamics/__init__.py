@@ -7,7 +7,13 @@ The names below are imported on first use (PEP 562), so that ``python -m dynamic
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
+
+if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C exits 130 from here on
+    from dynamics import interrupts
+
+    interrupts.early()
 
 _EXPORTS = {
     "dynamics.api": ("load_results", "run_sweep", "with_overrides"),

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from dynamics import bottleneck as bn
+from dynamics import interrupts
 from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices, int_list_arg, mean_std
-from dynamics.config import ConfigError
+from dynamics.config import MAXIMA, ConfigError
 
 
 def requested(argv: list[str]) -> str | None:
@@ -66,6 +67,9 @@ def config_from_args(args: argparse.Namespace) -> bn.ExpressivityConfig | bn.Hea
     if wrong:
         raise ConfigError(f"{', '.join(wrong)} do(es) not apply to --preset {args.preset}")
     cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
+    for name, top in (("steps", MAXIMA["optim.steps"]), ("seed", MAXIMA["sweep.seed"])):
+        if isinstance(getattr(cfg, name), int) and getattr(cfg, name) > top:  # as the main command line
+            raise ConfigError(f"--{name}={getattr(cfg, name)} must be <= {top}")
     cfg.validate()
     if isinstance(cfg, bn.HeadsConfig):
         bn.sweep_configs(cfg)  # every sweep's own checks, before anything runs
@@ -107,11 +111,17 @@ def report_heads(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The two bottleneck presets of ``python -m dynamics.run``."""
+    return interrupts.command(lambda: _main(argv), lambda: "interrupted: nothing was written")
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         apply_cpu_devices(args)
         cfg = config_from_args(args)
         out = Path(args.out or Path("runs") / args.preset)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
         if args.preset == bn.EXPRESSIVITY:
             run, npz_name = bn.run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
         else:
@@ -119,9 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
     report = report_expressivity if args.preset == bn.EXPRESSIVITY else report_heads
     print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
     print(report(run["results"]))

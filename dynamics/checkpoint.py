@@ -10,11 +10,15 @@ by the same program with the same inputs, so the final files equal an uninterrup
 
 from __future__ import annotations
 
+import contextlib
 import io
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from dynamics import interrupts
 from dynamics.results import atomic_write_bytes
 from dynamics.sweep import HeadResult
 from dynamics.timings import phase
@@ -37,13 +41,20 @@ def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray]
         **{f"curve_{k}": v for k, v in curves.items()},
     )
     path = point_file(out, heads)
-    with phase("writing"):
+    with phase("writing"), interrupts.shielded():
         atomic_write_bytes(path, buf.getvalue())
     return path
 
 
-def load_points(out: Path, config_hash: str) -> dict[int, HeadResult]:
-    """H -> (metric -> (trials, L), diverged_at (trials,)) for every saved point of this config."""
+# What reading a damaged .npz can raise (numpy and zipfile): such a file is recomputed.
+DAMAGED = (OSError, ValueError, KeyError, EOFError, IndexError, zipfile.BadZipFile, RuntimeError)
+
+
+def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = None) -> dict[int, HeadResult]:
+    """H -> (metric -> (trials, L), diverged_at (trials,)) for every saved point of this config.
+
+    A damaged point file, or one of the wrong ``shape`` (trials, L), is skipped with a warning
+    that names it: that point is recomputed."""
     done: dict[int, HeadResult] = {}
     folder = Path(out) / POINTS
     if not folder.is_dir():
@@ -53,12 +64,24 @@ def load_points(out: Path, config_hash: str) -> dict[int, HeadResult]:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["config_hash"]) != config_hash:
                     continue
-                curves = {k[len("curve_") :]: z[k] for k in z.files if k.startswith("curve_")}
-                for i, h in enumerate(z["heads"]):
-                    done[int(h)] = ({k: v[i] for k, v in curves.items()}, z["diverged_at"][i])
-        except (OSError, ValueError, KeyError):
-            continue  # a file from elsewhere or damaged: recompute that point
+                point = _read_point(z, shape)
+        except DAMAGED as err:
+            warnings.warn(f"{path} is damaged ({type(err).__name__}): recomputing its H values", stacklevel=2)
+            continue
+        done.update(point)
     return done
+
+
+def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
+    from dynamics.engine import METRICS
+
+    heads, diverged_at = z["heads"], z["diverged_at"]
+    curves = {k: z[f"curve_{k}"] for k in METRICS}  # KeyError: a file of another version
+    want = (len(heads), *shape) if shape is not None else None
+    for k, v in curves.items():
+        if heads.ndim != 1 or (want is not None and v.shape != want) or v.shape[0] != len(heads):
+            raise ValueError(f"curve {k} has shape {v.shape}, expected {want}")
+    return {int(h): ({k: v[i] for k, v in curves.items()}, diverged_at[i]) for i, h in enumerate(heads)}
 
 
 def clear_points(out: Path) -> None:
@@ -70,18 +93,60 @@ def clear_points(out: Path) -> None:
             folder.rmdir()
 
 
-def finished_heads(out: Path, config_hash: str) -> dict[int, HeadResult]:
-    """Every H already finished in ``out`` for this config: a complete run's curves, or saved points."""
+def finished_heads(
+    out: Path, config_hash: str, shape: tuple[int, int] | None = None
+) -> dict[int, HeadResult]:
+    """Every H already finished in ``out`` for this config: a complete run's curves, or saved
+    points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
     from dynamics.engine import METRICS
     from dynamics.results import complete_results_hash, load_results
 
     if complete_results_hash(out) == config_hash:
-        _, curves = load_results(out)
-        return {
-            int(h): ({k: curves[k][i] for k in METRICS}, curves["diverged_at"][i])
-            for i, h in enumerate(curves["heads"])
-        }
-    return load_points(out, config_hash)
+        try:
+            _, curves = load_results(out)
+            return {
+                int(h): ({k: curves[k][i] for k in METRICS}, curves["diverged_at"][i])
+                for i, h in enumerate(curves["heads"])
+            }
+        except DAMAGED as err:
+            warnings.warn(
+                f"{Path(out) / 'curves.npz'} is missing or damaged ({type(err).__name__}): recomputing",
+                stacklevel=2,
+            )
+    return load_points(out, config_hash, shape)
+
+
+LOCK = ".mhsim.lock"
+
+
+@contextlib.contextmanager
+def locked(out: Path):
+    """Hold ``out``'s lock file (a second run on the same --out is refused with a ConfigError),
+    and remove the temporary files a killed run left behind (no one else writes there now)."""
+    import filelock
+
+    from dynamics.config import ConfigError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(out / LOCK)
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise ConfigError(
+            f"--out {str(out)!r} is in use by another run (it holds {LOCK}); "
+            f"wait for it to end or choose another --out"
+        ) from None
+    except OSError as err:
+        raise ConfigError(f"--out {str(out)!r} cannot be written: {err.strerror or err}") from None
+    try:
+        for stale in [*out.glob(".*.tmp"), *out.glob(f"{POINTS}/.*.tmp")]:
+            stale.unlink(missing_ok=True)
+        yield out
+    finally:
+        lock.release()
 
 
 def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = True, **sweep_kwargs):
@@ -94,19 +159,26 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
 
     from dynamics.config import resolve
     from dynamics.devices import device_name
-    from dynamics.results import provenance, write_results
+
+    exp, out = resolve(cfg), Path(out)
+    writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
+    with locked(out) if writer else contextlib.nullcontext():
+        return _run_locked(
+            exp, out, resume, progress, writer, device_name(sweep_kwargs.get("devices")), sweep_kwargs
+        )
+
+
+def _run_locked(exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs):
+    from dynamics.results import complete_results_hash, provenance, write_results
     from dynamics.sweep import SweepResult, run_sweep
 
     provenance()  # looked up now, not between a point's file and its results.json
-    exp = resolve(cfg)
-    cfg, steps = exp.config, np.array(exp.steps)
-    out, config_hash = Path(out), cfg.hash()
-    writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
-    done = finished_heads(out, config_hash) if resume else {}
-    if not resume and writer:
-        clear_points(out)
+
+    cfg, steps, config_hash = exp.config, np.array(exp.steps), exp.config.hash()
+    done = finished_heads(out, config_hash, (cfg.sweep.trials, len(steps))) if resume else {}
+    # A complete result already in --out stays until this run has finished: no partial pair over it.
+    keep_previous = complete_results_hash(out) is not None
     heads = list(cfg.sweep.heads)
-    device = device_name(sweep_kwargs.get("devices"))
 
     def on_point(indices, by_head, diverged_at):
         if not writer:
@@ -124,7 +196,8 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
             diverged_at=np.stack([done[h][1] for h in have]),
             extra={"complete": False, "heads_todo": [h for h in heads if h not in done], "device": device},
         )
-        write_results(partial, out)
+        if not keep_previous:
+            write_results(partial, out)
 
     result = run_sweep(exp, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
     result.extra.update(complete=True, device=device)

@@ -12,6 +12,7 @@ for argparse's own checks, and exits with code 2.
 from __future__ import annotations
 
 import argparse
+import os
 
 from dynamics.config import ConfigError
 
@@ -52,6 +53,9 @@ def int_list_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 
 
+MAX_CPU_DEVICES = 256  # XLA allocates ~0.2 MB per CPU device: 10⁵ of them took 19 GB
+
+
 def add_cpu_devices(p: argparse.ArgumentParser) -> None:
     """The ``--cpu-devices N`` flag (applied by ``apply_cpu_devices``)."""
     p.add_argument(
@@ -71,6 +75,11 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
         return  # each host's process keeps the devices its launcher gives it
     if args.cpu_devices is not None and args.cpu_devices < 1:
         raise ConfigError(f"--cpu-devices={args.cpu_devices} must be a positive integer")
+    if args.cpu_devices is not None and args.cpu_devices > MAX_CPU_DEVICES:
+        raise ConfigError(
+            f"--cpu-devices={args.cpu_devices} must be <= {MAX_CPU_DEVICES} "
+            f"(each device costs memory; this machine has {os.cpu_count()} cores)"
+        )
     from dynamics.devices import split_cpu  # imports JAX: only once a command runs
 
     split_cpu(args.cpu_devices)

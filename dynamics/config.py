@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -58,7 +59,11 @@ SYNTHETIC_FIELDS = (
 
 
 class ConfigError(ValueError):
-    """A bad configuration value; the message names the field."""
+    """A bad configuration value; the message names the field. Always one line: a newline
+    inside a quoted value (a TOML key, a path) is shown escaped."""
+
+    def __init__(self, message: object = ""):
+        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
 @dataclass(frozen=True)
@@ -146,8 +151,30 @@ class Config:
         return doc
 
     def hash(self) -> str:
-        """A short hash of the resolved config (keys results caches)."""
-        return digest(self.resolved().to_dict())
+        """A short hash of the resolved config (keys results caches). With user data (npz) it
+        covers the file's contents, not only its path: a changed file never resumes old results."""
+        doc = self.resolved().to_dict()
+        if self.data.model == "npz" and self.data.path:
+            doc["data"]["content_sha256"] = _file_digest(self.data.path)
+        return digest(doc)
+
+
+def _file_digest(path: str) -> str:
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return "missing"
+    return _cached_digest(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_digest(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
+    from datamodels.npz import content_digest
+
+    try:
+        return content_digest(path)
+    except OSError:
+        return "unreadable"
 
 
 def digest(doc: dict[str, Any]) -> str:
@@ -279,15 +306,42 @@ def preset(name: str) -> Config:
 def load_toml(path: str | Path, base: Config | None = None) -> Config:
     """A TOML file of sections [data] [model] [optim] [sweep], optionally ``preset = "fig2"`` on top."""
     path = Path(path)
+    doc = tomllib.loads(_read_toml_text(path))
+    if "preset" in doc:
+        name = str(doc.pop("preset"))
+        if name.startswith("bottleneck-"):
+            raise ConfigError(
+                f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
+                f"give it on the command line: --preset {name}"
+            )
+        base = preset(name)
+    return apply_overrides(base or Config(), doc, f"config {path.name}")
+
+
+MAX_TOML_BYTES = 1 << 20  # a config is a few hundred bytes; more is not a config file
+
+
+def _read_toml_text(path: Path) -> str:
+    """The text of a TOML config file, read at most MAX_TOML_BYTES (``/dev/zero`` is refused)."""
+    if not str(path).strip():
+        raise ConfigError("--config '' is empty: give the path of a TOML file")
     try:
-        doc = tomllib.loads(path.read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TOML_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(path)!r} is a folder, not a TOML file") from None
+    except OSError as err:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {err.strerror or err}") from None
+    if len(raw) > MAX_TOML_BYTES:
+        raise ConfigError(f"config file {str(path)!r} is larger than {MAX_TOML_BYTES} bytes: not a config")
+    try:
+        text = raw.decode()
+        tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}") from None
-    if "preset" in doc:
-        base = preset(str(doc.pop("preset")))
-    return apply_overrides(base or Config(), doc, f"config {path.name}")
+    return text
 
 
 def parse_heads(value) -> tuple[int, ...]:
@@ -400,6 +454,10 @@ def validate(cfg: Config) -> Config:
     _check_types_and_name(cfg)
     cfg = cfg.resolved()
     _check_data(cfg.data)
+    if cfg.data.model == "npz":  # the file's own n, T, d, from its headers (no array is read)
+        cfg = dataclasses.replace(cfg, data=_npz_sizes(cfg.data))
+    # heads ascending: the figures draw final loss against H, and the order never changes the numbers
+    cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
     _check_model(cfg.model, cfg.data)
     _check_optim(cfg.optim)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
@@ -422,7 +480,7 @@ def _check_data(data: DataConfig) -> None:
     if data.model == "npz":
         if not data.path:
             raise ConfigError("data.model='npz' needs data.path (--data FILE.npz)")
-        given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None]
+        given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None and f not in ("T", "d")]
         if given:
             raise ConfigError(
                 f"--data FILE.npz cannot be combined with synthetic data parameters "
@@ -450,6 +508,25 @@ def _check_data(data: DataConfig) -> None:
         raise ConfigError(
             f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
         )
+
+
+def _npz_sizes(data: DataConfig) -> DataConfig:
+    """``data`` (model npz) with n_train, n_test, T, d read from the file's headers; a value
+    set in the config must be the file's own (n_train/n_test at their defaults count as unset)."""
+    from datamodels.npz import read_header
+
+    header = read_header(data.path)
+    unset = {"n_train": DataConfig.n_train, "n_test": DataConfig.n_test, "T": None, "d": None}
+    for name, default in unset.items():
+        value = getattr(data, name)
+        if value not in (default, getattr(header, name)):
+            raise ConfigError(
+                f"data.{name}={value!r} does not apply to --data {data.path}: the file fixes "
+                f"{name} = {getattr(header, name)}"
+            )
+    for name in unset:  # the same bounds as synthetic data (a 3 MB file can claim d = 10⁵)
+        _positive_int(f"data.{name}", getattr(header, name))
+    return dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
 
 
 def _check_mixture(data: DataConfig) -> None:

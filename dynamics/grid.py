@@ -267,16 +267,19 @@ def split_grid_values(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, Any]]:
     """``config.load_toml`` that also takes lists for the grid knobs: (config, axes)."""
+    from dynamics.config import _read_toml_text  # size, folder and empty-path checks (issue 15)
+
     path = Path(path)
-    try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    doc = tomllib.loads(_read_toml_text(path))
     axes: dict[str, Any] = {}
     if "preset" in doc:
-        base, axes = grid_preset(str(doc.pop("preset")))
+        name = str(doc.pop("preset"))
+        if name.startswith("bottleneck-"):
+            raise ConfigError(
+                f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
+                f"give it on the command line: --preset {name}"
+            )
+        base, axes = grid_preset(name)
     doc, more = split_grid_values(doc)
     return apply_overrides(base, doc, f"config {path.name}"), {**axes, **more}
 

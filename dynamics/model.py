@@ -255,8 +255,14 @@ def head_diversity(params: Params, member: jax.Array) -> jax.Array:
     of R models sharing the slots (an (R,) result).
     """
     flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (S, P)
-    diff = flat[:, None, :] - flat[None, :, :]  # (S, S, P)
-    dist2 = jnp.sum(diff * diff, axis=-1)  # (S, S)
+
+    def to_head(f_h):  # (P,) -> (S,): ‖θ_s − θ_h‖² for every s
+        diff = flat - f_h[None, :]  # (S, P)
+        return jnp.sum(diff * diff, axis=-1)
+
+    # one head h at a time: O(S·P) memory, not the O(S²·P) of every pair's difference at once
+    # (dist2 is symmetric, so this row-by-row matrix is the all-pairs one, to the bit)
+    dist2 = jax.lax.map(to_head, flat)  # (S, S)
     pair = member[:, None, ...] & member[None, :, ...]  # (S, S[, R])
     if member.ndim == 2:
         dist2 = dist2[..., None]

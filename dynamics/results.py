@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import optax
 
+from dynamics import interrupts
 from dynamics.devices import device_name
 from dynamics.sweep import SweepResult
 from dynamics.timings import phase
@@ -131,9 +132,10 @@ def write_files(
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     npz_path, json_path = out / npz_name, out / "results.json"
-    atomic_write_bytes(npz_path, buf.getvalue())
     text = json.dumps(results, indent=2, allow_nan=False, default=_json_default)
-    atomic_write_bytes(json_path, text.encode())
+    with interrupts.shielded():  # Ctrl-C waits for the pair: the json always describes the npz beside it
+        atomic_write_bytes(npz_path, buf.getvalue())
+        atomic_write_bytes(json_path, text.encode())
     return json_path, npz_path
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
 from pathlib import Path
 
+from dynamics import interrupts
 from dynamics.cache import add_flag as add_cache_flag
 from dynamics.cli import (
     OneLineParser,
@@ -62,6 +62,7 @@ from dynamics.grid import (
     load_toml_grid,
     resolve_grid,
 )
+from dynamics.resources import check_sweep
 from dynamics.timings import Timings
 
 # flag, section, field, type, choices, help
@@ -204,6 +205,10 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
     """The experiment the flags ask for, validated and planned (the one place the CLI does it):
     a grid (``dynamics.grid``) when a knob has several values, else a plain sweep."""
+    for flag in ("preset", "config", "data", "out"):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise ConfigError(f"--{flag} '' is empty: give a name or a path, or leave the flag out")
     cfg, axes = grid_preset(args.preset) if args.preset else (Config(), {})
     if args.config:
         cfg, more = load_toml_grid(args.config, base=cfg)
@@ -221,6 +226,13 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
             raise ConfigError(
                 f"--data FILE.npz cannot be combined with --data-model {overrides['data']['model']}"
             )
+        fixed = [
+            f"--{f}" for f in ("n-train", "n-test", "tokens", "width") if getattr(args, _dest(f)) is not None
+        ]
+        if fixed:
+            raise ConfigError(
+                f"{', '.join(fixed)} do(es) not apply to --data {args.data}: the file fixes n, T, d"
+            )
         overrides.setdefault("data", {}).update(model="npz", path=args.data)
     if args.no_fast_path:
         overrides.setdefault("sweep", {})["fast_path"] = False
@@ -229,6 +241,11 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
         stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(args.data).stem).lstrip("._-")[:64] or "data"
         cfg = apply_overrides(cfg, {"name": stem}, "command line")
     return resolve_grid(cfg, axes) if axes else resolve(cfg)
+
+
+def _dest(flag: str) -> str:
+    """The argparse dest of a knob's flag ('n-train' -> 'data.n_train')."""
+    return next(f"{section}.{name}" for f, section, name, *_ in KNOBS if f == f"--{flag}")
 
 
 def format_table(result) -> str:
@@ -265,10 +282,6 @@ def _report(exp, result, out: Path) -> None:
         print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM ends a sweep like Ctrl-C: finished points stay on disk
-
-
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
     """Import JAX and the engine, and set up the compilation cache, before any compile."""
     with timings.phase("imports"):
@@ -292,7 +305,13 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path):
     if args.distributed and not jax.distributed.is_initialized():
         # Cluster auto-detection (SLURM, Open MPI, …) or JAX_COORDINATOR_ADDRESS plus these two.
         env = {"num_processes": "JAX_NUM_PROCESSES", "process_id": "JAX_PROCESS_ID"}
-        jax.distributed.initialize(**{k: int(os.environ[v]) for k, v in env.items() if v in os.environ})
+        try:
+            jax.distributed.initialize(**{k: int(os.environ[v]) for k, v in env.items() if v in os.environ})
+        except ValueError as err:
+            raise ConfigError(
+                f"--distributed could not start ({err}): run under a cluster JAX detects (SLURM, Open MPI) "
+                f"or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID"
+            ) from None
     devices = select_devices(args.device)
     with contextlib.ExitStack() as stack:
         if args.x64:
@@ -318,42 +337,44 @@ def main(argv: list[str] | None = None) -> int:
         if bottleneck_cli.requested(argv):
             return bottleneck_cli.main(argv)
     timings = Timings().start()
+    where: dict[str, Path] = {}  # the output folder, once the sweep may have written into it
     try:
-        return _main(argv, timings)
+        return interrupts.command(lambda: _main(argv, timings, where), lambda: _interrupted(where))
     finally:
         timings.stop()
 
 
-def _main(argv: list[str], timings: Timings) -> int:
+def _interrupted(where: dict) -> str:
+    if "out" not in where:
+        return "interrupted before the sweep started: nothing was written"
+    done = "grid points are in {}/points" if where.get("grid") else "H values are in {}"
+    return (
+        f"interrupted: the finished {done.format(where['out'])} (results.json is partial); "
+        f"rerun the same command with --resume to finish"
+    )
+
+
+def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:
         for name, (purpose, *_) in {**PRESETS, **GRID_PRESETS}.items():
             print(f"{name:24s} {purpose}")
         return 0
-    out = None
     try:
         exp = config_from_args(args)  # validation first: errors come before any heavy import
-        cfg = exp.base.config if isinstance(exp, GridExperiment) else exp.config
+        base = exp.base if isinstance(exp, GridExperiment) else exp
+        check_sweep(base, x64=args.x64)  # and the memory it needs, before anything is allocated
+        cfg = base.config
+        where["grid"] = isinstance(exp, GridExperiment)
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)
         apply_cpu_devices(args)
-        signal.signal(signal.SIGTERM, _terminate)
+        where["out"] = out
         result = _run(exp, args, out)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        if out is None:
-            print("interrupted before the sweep started: nothing was written", file=sys.stderr)
-            return 130
-        done = "grid points are in {}/points" if isinstance(exp, GridExperiment) else "H values are in {}"
-        print(
-            f"interrupted: the finished {done.format(out)} (results.json is partial); "
-            f"rerun the same command with --resume to finish",
-            file=sys.stderr,
-        )
-        return 130
     if not _is_main_process():
         return 0
     _report(exp, result, out)
@@ -381,4 +402,4 @@ def _main(argv: list[str], timings: Timings) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    interrupts.finish(main())

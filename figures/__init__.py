@@ -9,7 +9,13 @@ names below are imported on first use (PEP 562): matplotlib loads when a figure 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
+
+if sys.argv[:1] == ["-m"]:  # Python is starting `python -m figures…`: Ctrl-C exits 130 from here on
+    from dynamics import interrupts
+
+    interrupts.early()
 
 _EXPORTS = {
     "figures.bottleneck": (

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from dynamics import interrupts
 from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices, use_file_backend
 
 DEFAULT_OUT = Path("figures-out")
@@ -77,13 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     from dynamics.timings import Timings
 
     timings = Timings().start()
+    where: dict[str, str] = {}  # the figure being made
     try:
-        return _main(argv, timings)
+        return interrupts.command(lambda: _main(argv, timings, where), lambda: _interrupted(where))
     finally:
         timings.stop()
 
 
-def _main(argv: list[str] | None, timings) -> int:
+def _interrupted(where: dict[str, str]) -> str:
+    if "name" not in where:
+        return "interrupted: nothing was written"
+    return f"{where['name']}: interrupted; results of earlier figures are kept"
+
+
+def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
     from dynamics.cache import apply as apply_cache
     from dynamics.config import ConfigError
 
@@ -94,6 +102,9 @@ def _main(argv: list[str] | None, timings) -> int:
 
     args = build_parser(list(FIGURES)).parse_args(argv)
     try:
+        for flag, path in (("--out", args.out), ("--gallery", args.gallery)):
+            if path is not None and (not str(path).strip() or (path.exists() and not path.is_dir())):
+                raise ConfigError(f"{flag} {str(path)!r} is not a folder")
         apply_cpu_devices(args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -119,11 +130,8 @@ def _main(argv: list[str] | None, timings) -> int:
         if complete_results_hash(results_dir) != key or args.force:
             print(f"{name}: running the experiment into {results_dir} (config hash {key})", flush=True)
         start = time.perf_counter()
-        try:
-            status = ensure_results(entry, results_dir, force=args.force, progress=not args.quiet)
-        except KeyboardInterrupt:
-            print(f"{name}: interrupted; results of earlier figures are kept", file=sys.stderr)
-            return 130
+        where["name"] = name
+        status = ensure_results(entry, results_dir, force=args.force, progress=not args.quiet)
         took = time.perf_counter() - start
         if status == "reused":
             print(f"{name}: reusing {results_dir} (config hash {key} matches)", flush=True)
@@ -144,4 +152,4 @@ def _main(argv: list[str] | None, timings) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    interrupts.finish(main())

@@ -35,6 +35,7 @@ as "no results" and the next call produces them again.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,25 @@ GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 
 
+def damaged_npz(results_dir: Path) -> Path | None:
+    """The first .npz beside results.json that cannot be read whole (or the missing one), else None."""
+    import zipfile
+
+    import numpy as np
+
+    paths = sorted(Path(results_dir).glob("*.npz"))
+    if not paths:
+        return Path(results_dir) / "curves.npz"
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                for name in z.files:
+                    z[name]
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, RuntimeError):
+            return path
+    return None
+
+
 def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, progress: bool = True) -> str:
     """Produce ``entry``'s results into ``results_dir`` unless results with its key are there.
 
@@ -155,7 +175,10 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     results_dir = Path(results_dir)
     found = complete_results_hash(results_dir)
     key = entry.key()
-    if found == key and not force:
+    damaged = damaged_npz(results_dir) if found == key else None
+    if damaged is not None:
+        warnings.warn(f"{damaged} is missing or damaged: recomputing {results_dir}", stacklevel=2)
+    if found == key and not force and damaged is None:
         return "reused"
     (results_dir / "results.json").unlink(missing_ok=True)  # the marker of complete results goes first
     entry.produce(results_dir, progress)

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from dynamics import interrupts
 from dynamics.cli import OneLineParser, float_arg, int_arg, int_list_arg, use_file_backend
 from dynamics.demo import DEMOS, UnknownDemo, get
 from dynamics.demo.common import settings_for
@@ -45,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return interrupts.command(
+        lambda: _main(argv), lambda: "interrupted: pictures written so far are complete, the rest are missing"
+    )
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         for name, module in DEMOS.items():
@@ -53,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name is None:
         print("error: give a demo name (see --list)", file=sys.stderr)
         return 2
-    if args.seed < 0:
-        print(f"error: --seed={args.seed} must be an integer >= 0", file=sys.stderr)
+    if not 0 <= args.seed <= 2**32 - 1:
+        print(f"error: --seed={args.seed} must be an integer in 0..{2**32 - 1}", file=sys.stderr)
         return 2
     try:
         module = get(args.name)
@@ -84,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: cannot write into {str(out)!r}: {err.strerror or err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted: pictures written so far are complete, the rest are missing", file=sys.stderr)
-        return 130
     print(f"{args.name}: {time.perf_counter() - start:.1f} s")
     for line in result.lines:
         print(f"  {line}")
@@ -96,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    interrupts.finish(main())

@@ -1,0 +1,112 @@
+"""How much memory a sweep needs, estimated from its config before anything is allocated.
+
+``sweep_bytes`` adds up, in bytes (float32, or float64 with ``x64``):
+
+- data: synthetic, ``trials·(n + m)·T·d`` (one draw per trial); user data, the file's arrays
+  (their dtype) plus the float32 copy, once;
+- per run element (a pack of S ≤ 2·max H head slots, one trial; ``trials`` of them live at
+  once): parameters P per slot (full W_h d², or Q_h, K_h 2·d·d_h, plus U_h d) times 4 (the
+  parameters, their gradient and two optimiser moments), the per-step intermediates of the
+  forward and backward pass (3 × the activations: ``(n + m)·S·(T + d)`` with query "first",
+  ``(n + m)·S·T·(T + d)`` with "all"), and the head-diversity metric (``S·P``: its pairs are
+  computed one head at a time, never all ``S²·P`` at once);
+- the logged curves: ``len(heads)·trials·L·|METRICS|`` float64.
+
+``check_sweep`` refuses a config whose estimate exceeds the limit with one line naming both:
+the machine's available memory (``/proc/meminfo`` MemAvailable, else physical memory), or
+``$MHSIM_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix; ``off`` disables the check).
+An estimate within a factor of about two is the aim: it refuses what cannot fit, not what is close.
+No JAX here.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = "MHSIM_MEMORY_LIMIT"
+N_METRICS = 5  # train/test loss and error, head diversity (dynamics.engine.METRICS)
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0) -> dict[str, int]:
+    """The estimate of a resolved ``Config``'s peak memory, by part (see the module docstring)."""
+    data = cfg.data
+    f = 8 if x64 else 4
+    n, m, T, d = data.n_train, data.n_test, data.T, data.d
+    heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
+    slots = 2 * max(heads)
+    if cfg.model.key_query == "full":
+        per_slot = d * d + d
+    else:
+        d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(heads))
+        per_slot = 2 * d * d_h + d
+    act = (n + m) * slots * (T + d) * (T if cfg.model.query == "all" else 1)
+    parts = {
+        "data": (n + m) * T * d * f * (1 if data.model == "npz" else trials) + data_file_bytes,
+        "parameters and optimiser": trials * 4 * slots * per_slot * f,
+        "intermediates": trials * 3 * act * f,
+        "head diversity": trials * slots * per_slot * f,
+        "curves": len(heads) * trials * n_logged * N_METRICS * 8,
+    }
+    return {k: int(v) for k, v in parts.items()}
+
+
+def limit_bytes() -> tuple[int | None, str]:
+    """(the limit in bytes or None for no limit, where it comes from)."""
+    value = os.environ.get(ENV, "").strip().upper()
+    if value in ("OFF", "NONE"):
+        return None, f"${ENV}=off"
+    if value:
+        number, unit = (value[:-1], value[-1]) if value[-1] in _SUFFIX else (value, "")
+        try:
+            return int(float(number) * _SUFFIX[unit]), f"${ENV}"
+        except ValueError:
+            from dynamics.config import ConfigError
+
+            raise ConfigError(f"${ENV}={value!r} is not a size in bytes (e.g. 8G, 512M, off)") from None
+    return available_bytes(), f"the available memory (set ${ENV} to change it)"
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo, else the physical memory, else None (unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} PB"
+
+
+def check_sweep(exp, x64: bool = False) -> dict[str, int]:
+    """Refuse (ConfigError, one line) an Experiment whose estimate exceeds the limit; return it."""
+    from dynamics.config import ConfigError
+
+    extra = 0
+    if exp.config.data.model == "npz":
+        from datamodels.npz import read_header
+
+        extra = read_header(exp.config.data.path).nbytes
+    parts = sweep_bytes(exp.config, len(exp.steps), x64=x64, data_file_bytes=extra)
+    total = sum(parts.values())
+    limit, source = limit_bytes()
+    if limit is not None and total > limit:
+        top = max(parts, key=parts.get)
+        raise ConfigError(
+            f"this sweep needs about {human(total)} of memory (most for {top}: {human(parts[top])}), "
+            f"more than the limit {human(limit)}, {source}; use fewer heads, trials, examples, "
+            f"tokens or a smaller width"
+        )
+    return parts
