@@ -19,7 +19,7 @@ test: $(BIN)/.installed  ## set up, then lint and run the test suite
 	$(BIN)/python -m pytest
 
 stress: $(BIN)/.installed  ## the long stress runs (random-moment interrupts, big fuzz budgets)
-	$(BIN)/python -m pytest -m stress || [ $$? -eq 5 ]  # 5: none collected
+	$(BIN)/python -m pytest -m stress
 
 figures: $(BIN)/.installed  ## regenerate every preset's figure
 	$(BIN)/python -m figures
