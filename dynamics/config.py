@@ -294,12 +294,16 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
     return dataclasses.replace(cfg, **sections)
 
 
+def unknown_preset(name: str, known) -> ConfigError:
+    """The one-line error for a preset name that is none of ``known``."""
+    return ConfigError(
+        f"unknown preset {name!r}{_suggest(name, known)}; run --list-presets (known: {', '.join(known)})"
+    )
+
+
 def preset(name: str) -> Config:
     if name not in PRESETS:
-        raise ConfigError(
-            f"unknown preset {name!r}{_suggest(name, PRESETS)}; "
-            f"run --list-presets (known: {', '.join(PRESETS)})"
-        )
+        raise unknown_preset(name, PRESETS)
     return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}")
 
 

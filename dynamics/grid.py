@@ -28,6 +28,7 @@ from typing import Any
 from dynamics.config import (
     PAPER_HEADS,
     PAPER_SIZES,
+    PRESETS,
     Config,
     ConfigError,
     Experiment,
@@ -35,6 +36,7 @@ from dynamics.config import (
     digest,
     preset,
     resolve,
+    unknown_preset,
 )
 
 # knob name -> (section, field, int or float): the numeric knobs that take several values.
@@ -313,6 +315,8 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
 def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
     """(config, axes) of a grid preset, or of a plain preset with no axes."""
     if name not in GRID_PRESETS:
+        if name not in PRESETS:  # name the grid presets too, not only the plain ones
+            raise unknown_preset(name, [*PRESETS, *GRID_PRESETS])
         return preset(name), {}
     _, overrides, axes = GRID_PRESETS[name]
     return apply_overrides(Config(name=name), overrides, f"preset {name}"), dict(axes)

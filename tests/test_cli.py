@@ -102,6 +102,7 @@ def test_cli_user_data_and_config_file(tmp_path):
         (["--lr", "inf"], "optim.lr=inf"),
         (["--steps", "0"], "optim.steps=0"),
         (["--preset", "fig9"], "unknown preset 'fig9'"),
+        (["--preset", "phase-dg"], "did you mean 'phase-gd'"),  # the grid presets are named too
         (["--optimizer", "sgd"], "invalid choice: 'sgd'"),
         (["--bogus"], "unrecognized arguments: --bogus"),
         (["--data", "missing.npz"], "missing.npz"),
