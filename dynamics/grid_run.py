@@ -19,6 +19,7 @@ finished grid point k (all its H and trials), for ``--resume``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import time
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.checkpoint import locked
 from dynamics.engine import METRICS
 from dynamics.grid import GridExperiment
 from dynamics.results import atomic_write_bytes, results_dict, write_files
@@ -260,6 +262,11 @@ def run_grid_checkpointed(
 
     out = Path(out)
     writer = jax.process_index() == 0
+    with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
+        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices))
+
+
+def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str):
     done = load_points(out, grid) if resume else {}
     if not resume and writer:
         clear_points(out)
@@ -269,7 +276,7 @@ def run_grid_checkpointed(
             save_point(out, grid.hash(), k, result)
 
     result = run_grid(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
-    result.extra.update(complete=True, device=device_name(devices), resumed_points=len(done))
+    result.extra.update(complete=True, device=device, resumed_points=len(done))
     if writer:
         write_grid(result, out)
         clear_points(out)

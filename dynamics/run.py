@@ -347,11 +347,14 @@ def main(argv: list[str] | None = None) -> int:
 def _interrupted(where: dict) -> str:
     if "out" not in where:
         return "interrupted before the sweep started: nothing was written"
-    done = "grid points are in {}/points" if where.get("grid") else "H values are in {}"
-    return (
-        f"interrupted: the finished {done.format(where['out'])} (results.json is partial); "
-        f"rerun the same command with --resume to finish"
-    )
+    out = Path(where["out"])
+    if not any((out / "points").glob("*.npz")):  # what is on disk, not what might have been
+        return f"interrupted before a point had finished: nothing to resume in {out}"
+    if where.get("grid"):
+        kept = f"the finished grid points are in {out / 'points'}"
+    else:
+        kept = f"the finished H values are in {out} (results.json is partial)"
+    return f"interrupted: {kept}; rerun the same command with --resume to finish"
 
 
 def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:

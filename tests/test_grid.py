@@ -183,6 +183,30 @@ def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch
     np.testing.assert_array_equal(again.curves["test_loss"], whole.curves["test_loss"])
 
 
+def test_a_second_grid_run_on_the_same_out_is_refused(tmp_path):
+    import filelock
+
+    from dynamics.checkpoint import LOCK
+
+    out = tmp_path / "o"
+    out.mkdir()
+    with filelock.FileLock(out / LOCK):  # another process's run holds it
+        with pytest.raises(ConfigError, match="in use by another run"):
+            run_grid_checkpointed(resolve_grid(small(), {"lr": [0.2, 1.0]}), out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [LOCK]  # nothing computed, nothing written
+
+
+def test_an_interrupt_message_says_what_is_on_disk(tmp_path):
+    from dynamics.run import _interrupted
+
+    out = tmp_path / "o"
+    assert "nothing to resume" in _interrupted({"out": out, "grid": True})
+    (out / "points").mkdir(parents=True)
+    (out / "points" / "G0.npz").write_bytes(b"")
+    assert "grid points are in" in _interrupted({"out": out, "grid": True})
+    assert "results.json is partial" in _interrupted({"out": out, "grid": False})
+
+
 def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path):
     r = cli(["--heads", "1,4", "--lr", "0.1,1,200", "--steps", "20", "--trials", "2", "--quiet",
              "--out", str(tmp_path / "o")], tmp_path)  # fmt: skip
