@@ -132,6 +132,7 @@ def test_demo_slides_with_heads_and_lr_write_a_16_by_9_picture(tmp_path, capsys)
         (["--heads", "0,2"], "--heads=0,2"),
         (["--lr", "-1"], "--lr=-1.0"),
         (["--steps", "0"], "--steps=0"),
+        (["--heads", "1,100000"], "in [1, 256]"),  # 10⁵ heads took 19 GB in lazy-vs-rich
     ):
         assert main(["symmetry", "--quick", "--out", str(tmp_path / "x"), *bad]) == 2
         assert needle in capsys.readouterr().err

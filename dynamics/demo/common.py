@@ -183,6 +183,11 @@ def to_slide(fig: Figure, title: str) -> Figure:
     return fig
 
 
+# The demos keep every head's parameters and per-step records in memory (lazy-vs-rich also a
+# linearisation): 10⁵ heads took 19 GB. Teaching needs a few dozen.
+MAX_HEADS = 256
+
+
 def settings_for(module, *, quick: bool = False, **overrides) -> Any:
     """The demo's ``QUICK`` or ``FULL`` settings with ``overrides`` (``heads``, ``lr``, ``steps``; None
     = keep); errors name the bad value."""
@@ -192,8 +197,11 @@ def settings_for(module, *, quick: bool = False, **overrides) -> Any:
     values = {k: v for k, v in overrides.items() if v is not None}
     if "heads" in values:
         heads = tuple(int(h) for h in values["heads"])
-        if not heads or min(heads) < 1 or len(set(heads)) != len(heads):
-            raise ValueError(f"--heads={','.join(map(str, heads))} must be distinct integers >= 1")
+        if not heads or min(heads) < 1 or len(set(heads)) != len(heads) or max(heads) > MAX_HEADS:
+            raise ValueError(
+                f"--heads={','.join(map(str, heads))} must be distinct integers in [1, {MAX_HEADS}] "
+                f"(a demo for a room; python -m dynamics.run takes more heads)"
+            )
         values["heads"] = heads
     if "lr" in values and not (np.isfinite(values["lr"]) and values["lr"] > 0):
         raise ValueError(f"--lr={values['lr']} must be a finite number > 0")
