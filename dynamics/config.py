@@ -424,6 +424,7 @@ MAXIMA = {
     "sweep.seed": 2**32 - 1,
     "sweep.log_points": 10**5,
 }
+MAX_LOGGED_STEPS = 10**6  # with log_every: the curves keep every logged step of every run
 
 
 def _positive_int(field_name: str, value, minimum: int = 1) -> None:
@@ -465,6 +466,7 @@ def validate(cfg: Config) -> Config:
     _check_model(cfg.model, cfg.data)
     _check_optim(cfg.optim)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
+    _check_logged(cfg.sweep, cfg.optim)
     return cfg
 
 
@@ -600,6 +602,19 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
     if sweep.log_points is not None:
         _positive_int("sweep.log_points", sweep.log_points, minimum=2)
     _check_diagnostics(sweep.diagnostics, model, data)
+
+
+def _check_logged(sweep: SweepConfig, optim: OptimConfig) -> None:
+    """The number of logged steps, before the schedule is built (10⁸ steps, every one logged, took
+    9 GB in the schedule alone)."""
+    if sweep.log_every is None:
+        return
+    logged = optim.steps // sweep.log_every + 1
+    if logged > MAX_LOGGED_STEPS:
+        raise ConfigError(
+            f"sweep.log_every={sweep.log_every} with optim.steps={optim.steps} logs {logged} steps, "
+            f"more than {MAX_LOGGED_STEPS}: log less often (a larger --log-every, or --log-points)"
+        )
 
 
 def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataConfig) -> None:

@@ -101,6 +101,7 @@ def test_cli_user_data_and_config_file(tmp_path):
         (["--lr", "nan"], "optim.lr=nan"),
         (["--lr", "inf"], "optim.lr=inf"),
         (["--steps", "0"], "optim.steps=0"),
+        (["--steps", "100000000", "--log-every", "1"], "logs 100000001 steps"),  # refused before the schedule
         (["--preset", "fig9"], "unknown preset 'fig9'"),
         (["--preset", "phase-dg"], "did you mean 'phase-gd'"),  # the grid presets are named too
         (["--optimizer", "sgd"], "invalid choice: 'sgd'"),
