@@ -37,7 +37,6 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
-    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -263,11 +262,6 @@ def report(r: AttentionRun, s: Settings) -> tuple[dict[str, float], tuple[str, .
 SLIDE_TITLE = "Attention learns to look at the one useful token — more heads learn it more slowly"
 
 
-def _picture(r, s: Settings, slides: bool) -> Figure:
-    fig = draw(r, s)
-    return to_slide(fig, SLIDE_TITLE) if slides else fig
-
-
 def run(
     out: Path,
     *,
@@ -281,6 +275,6 @@ def run(
     ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
     s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed)
-    png = save_png(_picture(r, s, slides), out / "attention.png")
+    png = save_png(draw(r, s), out / "attention.png", slide=SLIDE_TITLE if slides else None)
     gif = save_gif(draw_animation(r, s), out / "attention.gif", fps=FPS, progress=progress)
     return DemoResult(NAME, (png, gif), *report(r, s), arrays=r)

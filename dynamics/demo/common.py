@@ -122,8 +122,11 @@ def head_palette(heads: Sequence[int]) -> list:
     return sns.color_palette("flare", n_colors=len(heads))
 
 
-def save_png(fig: Figure, path: Path) -> Path:
-    """Render ``fig`` to PNG in memory and write it atomically; closes the figure."""
+def save_png(fig: Figure, path: Path, *, slide: str | None = None) -> Path:
+    """Render ``fig`` to PNG in memory and write it atomically; closes the figure. ``slide``: put
+    it on a 16:9 slide with this title first (``to_slide``; the demos' ``--slides``)."""
+    if slide is not None:
+        fig = to_slide(fig, slide)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PNG_DPI)
     plt.close(fig)

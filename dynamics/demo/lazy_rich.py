@@ -41,7 +41,6 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
-    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -281,11 +280,6 @@ def report(r: LazyRichRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "Many heads barely move from their start: the network behaves like its linear approximation"
 
 
-def _picture(r, s: Settings, slides: bool) -> Figure:
-    fig = draw(r, s)
-    return to_slide(fig, SLIDE_TITLE) if slides else fig
-
-
 def run(
     out: Path,
     *,
@@ -299,5 +293,5 @@ def run(
     ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
     s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed, progress=progress)
-    png = save_png(_picture(r, s, slides), out / "lazy_vs_rich.png")
+    png = save_png(draw(r, s), out / "lazy_vs_rich.png", slide=SLIDE_TITLE if slides else None)
     return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -41,7 +41,6 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
-    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -239,11 +238,6 @@ def report(r: StepSizeRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "H heads with step size η behave like one head whose attention learns with step η / H"
 
 
-def _picture(r, s: Settings, slides: bool) -> Figure:
-    fig = draw(r, s)
-    return to_slide(fig, SLIDE_TITLE) if slides else fig
-
-
 def run(
     out: Path,
     *,
@@ -257,5 +251,5 @@ def run(
     ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
     s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed, progress=progress)
-    png = save_png(_picture(r, s, slides), out / "step_size.png")
+    png = save_png(draw(r, s), out / "step_size.png", slide=SLIDE_TITLE if slides else None)
     return DemoResult(NAME, (png,), *report(r, s), arrays=r)

@@ -39,7 +39,6 @@ from dynamics.demo.common import (
     save_png,
     schedule,
     set_style,
-    to_slide,
     train_logged,
 )
 from dynamics.engine import make_optimizer
@@ -233,11 +232,6 @@ def report(r: SymmetryRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "Heads that start at zero stay identical forever; a small random start makes them differ"
 
 
-def _picture(r, s: Settings, slides: bool) -> Figure:
-    fig = draw(r, s)
-    return to_slide(fig, SLIDE_TITLE) if slides else fig
-
-
 def run(
     out: Path,
     *,
@@ -251,5 +245,5 @@ def run(
     ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
     s = settings if settings is not None else (QUICK if quick else FULL)
     r = compute(s, seed)
-    png = save_png(_picture(r, s, slides), out / "symmetry.png")
+    png = save_png(draw(r, s), out / "symmetry.png", slide=SLIDE_TITLE if slides else None)
     return DemoResult(NAME, (png,), *report(r, s), arrays=r)
