@@ -54,7 +54,8 @@ def run_record(argv: list[str] | None = None) -> dict[str, Any]:
     return {
         "mhsim_version": mhsim,
         "git_commit": commit,
-        "argv": list(sys.argv if argv is None else argv),
+        # the command as typed: `python -m dynamics.run --heads …` (sys.argv[0] would be run.py's path)
+        "argv": list(sys.orig_argv if argv is None else argv),
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 

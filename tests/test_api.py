@@ -72,7 +72,7 @@ def test_a_run_folder_loads_as_the_same_result_and_records_who_made_it(result, t
         np.testing.assert_array_equal(back.curves[name], result.curves[name])
     record = json.loads((tmp_path / "results.json").read_text())["run"]
     assert set(record) == {"mhsim_version", "git_commit", "argv", "created_utc"}
-    assert record["argv"] == sys.argv and record["created_utc"].endswith("Z")
+    assert record["argv"] == sys.orig_argv and record["created_utc"].endswith("Z")
     if (ROOT / ".git").exists():
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
         assert record["git_commit"] == head.stdout.strip()
