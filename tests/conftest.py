@@ -5,6 +5,12 @@ import tempfile
 
 import jax
 import pytest
+from hypothesis import settings
+
+# CI (HYPOTHESIS_PROFILE=ci in .ci/run) draws the same examples on every run, so what lands does
+# not depend on luck; a developer's run draws new ones each time and explores further.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # The command lines keep compiled programs in a persistent cache (dynamics.cache), by default
 # in the user's home: the tests' command lines, in this process and in subprocesses, use a
