@@ -52,9 +52,19 @@ def _leave(message: str) -> None:
     except Exception:  # a closed or broken stdout must not stop the exit
         pass
     try:
-        os.write(2, (message.replace("\n", " ") + "\n").encode(errors="replace"))
+        line = message.replace("\n", " ") + "\n"
+        os.write(2, (("\n" if _bar_on_screen() else "") + line).encode(errors="replace"))
     finally:
         os._exit(EXIT_CODE)
+
+
+def _bar_on_screen() -> bool:
+    """A tqdm progress bar is open: its line has no newline yet, so the message starts a new one."""
+    std = sys.modules.get("tqdm.std")  # never imported here: only looked at if the command did
+    try:
+        return bool(std and len(std.tqdm._instances))
+    except Exception:  # tqdm's internals changed: one line may follow the bar, nothing worse
+        return False
 
 
 _leaving = threading.Lock()

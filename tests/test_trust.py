@@ -325,3 +325,19 @@ def test_figures_recompute_a_missing_npz_beside_matching_results(tmp_path):
     with pytest.warns(UserWarning, match="curves.npz is missing or damaged"):
         ensure_results(entry, tmp_path / "r", progress=False)
     assert len(calls) == 2 and (tmp_path / "r" / "curves.npz").exists()
+
+
+def test_the_interrupt_line_starts_below_an_open_progress_bar():
+    import io
+
+    from tqdm.auto import tqdm
+
+    from dynamics import interrupts
+
+    before = interrupts._bar_on_screen()  # False unless another test left a bar open
+    bar = tqdm(total=2, file=io.StringIO())
+    try:
+        assert interrupts._bar_on_screen()  # the line ends the bar's: the message takes a new one
+    finally:
+        bar.close()
+    assert interrupts._bar_on_screen() == before
