@@ -309,17 +309,26 @@ def preset(name: str) -> Config:
 
 def load_toml(path: str | Path, base: Config | None = None) -> Config:
     """A TOML file of sections [data] [model] [optim] [sweep], optionally ``preset = "fig2"`` on top."""
+    doc, name = read_toml(path)
+    if name is not None:
+        base = preset(name)
+    return apply_overrides(base or Config(), doc, f"config {Path(path).name}")
+
+
+def read_toml(path: str | Path) -> tuple[dict[str, Any], str | None]:
+    """A config file's tables and its ``preset`` name (None if it names none), read with the size,
+    folder and empty-path checks; a bottleneck preset is refused (it runs its own experiment)."""
     path = Path(path)
     doc = tomllib.loads(_read_toml_text(path))
-    if "preset" in doc:
-        name = str(doc.pop("preset"))
-        if name.startswith("bottleneck-"):
-            raise ConfigError(
-                f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
-                f"give it on the command line: --preset {name}"
-            )
-        base = preset(name)
-    return apply_overrides(base or Config(), doc, f"config {path.name}")
+    if "preset" not in doc:
+        return doc, None
+    name = str(doc.pop("preset"))
+    if name.startswith("bottleneck-"):
+        raise ConfigError(
+            f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
+            f"give it on the command line: --preset {name}"
+        )
+    return doc, name
 
 
 MAX_TOML_BYTES = 1 << 20  # a config is a few hundred bytes; more is not a config file

@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import math
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from dynamics.config import (
     apply_overrides,
     digest,
     preset,
+    read_toml,
     resolve,
     unknown_preset,
 )
@@ -269,21 +269,12 @@ def split_grid_values(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, Any]]:
     """``config.load_toml`` that also takes lists for the grid knobs: (config, axes)."""
-    from dynamics.config import _read_toml_text  # size, folder and empty-path checks (issue 15)
-
-    path = Path(path)
-    doc = tomllib.loads(_read_toml_text(path))
+    doc, name = read_toml(path)
     axes: dict[str, Any] = {}
-    if "preset" in doc:
-        name = str(doc.pop("preset"))
-        if name.startswith("bottleneck-"):
-            raise ConfigError(
-                f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
-                f"give it on the command line: --preset {name}"
-            )
+    if name is not None:
         base, axes = grid_preset(name)
     doc, more = split_grid_values(doc)
-    return apply_overrides(base, doc, f"config {path.name}"), {**axes, **more}
+    return apply_overrides(base, doc, f"config {Path(path).name}"), {**axes, **more}
 
 
 _PHASE_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 100}
