@@ -315,7 +315,7 @@ def report(rows: list[dict], json_path: str | None) -> None:
             f"{sum(r['data_s'] for r in presets):.1f} s of data generation (first call)"
         )
     if json_path:
-        from dynamics.results import atomic_write_bytes
+        from dynamics.files import atomic_write_bytes
 
         atomic_write_bytes(Path(json_path), json.dumps(rows, indent=2).encode())
         print(f"wrote {json_path}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dynamics import interrupts
-from dynamics.results import atomic_write_bytes
+from dynamics.files import atomic_write_bytes
 from dynamics.sweep import HeadResult
 from dynamics.timings import phase
 

@@ -32,8 +32,9 @@ import numpy as np
 
 from dynamics.checkpoint import locked
 from dynamics.engine import METRICS
+from dynamics.files import atomic_write_bytes
 from dynamics.grid import GridExperiment
-from dynamics.results import atomic_write_bytes, results_dict, write_files
+from dynamics.results import results_dict, write_files
 from dynamics.sweep import SUMMARY_METRICS, SweepResult, _run_points
 from dynamics.timings import phase
 

@@ -3,9 +3,9 @@
 A sweep writes ``results.json`` and ``curves.npz`` (``write_results``); any experiment writes
 its json and an ``.npz`` the same way (``write_files``: the npz first, the json last, its
 presence marking complete results); ``load_results`` reads both back. ``SCHEMA_VERSION`` of
-every results.json, the versions stamp and ``atomic_write_bytes`` (also used for figures)
-live here. Every file mhsim writes goes through ``atomic_write_bytes`` (a temporary file in
-the same folder, fsync, rename), so a reader never sees a half-written file.
+every results.json and the versions stamp live here. Every file is written with
+``dynamics.files.atomic_write_bytes`` (a temporary file in the same folder, fsync, rename),
+so a reader never sees a half-written file.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from __future__ import annotations
 import functools
 import io
 import json
-import os
 import platform
 import subprocess
 import sys
-import tempfile
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +27,7 @@ import optax
 
 from dynamics import interrupts
 from dynamics.devices import device_name
+from dynamics.files import atomic_write_bytes
 from dynamics.sweep import SweepResult
 from dynamics.timings import phase
 
@@ -80,25 +79,6 @@ def provenance() -> tuple[str | None, str | None]:
     except (OSError, subprocess.SubprocessError):
         return mhsim, None
     return mhsim, (out.stdout.strip() or None) if out.returncode == 0 else None
-
-
-def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def results_dict(result: SweepResult) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
     """A downscaled, palette-quantised copy of the PNG ``src`` (for a README), written atomically."""
     from PIL import Image
 
-    from dynamics.results import atomic_write_bytes
+    from dynamics.files import atomic_write_bytes
 
     with Image.open(src) as im:
         im = im.convert("RGB")

@@ -141,7 +141,7 @@ def test_list_presets(capsys):
 def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypatch):
     import os
 
-    from dynamics.results import atomic_write_bytes
+    from dynamics.files import atomic_write_bytes
 
     target = tmp_path / "f.json"
     atomic_write_bytes(target, b"old")

@@ -21,7 +21,8 @@ from PIL import Image  # noqa: E402
 
 import figures.registry as registry  # noqa: E402
 from dynamics.config import apply_overrides, preset, validate  # noqa: E402
-from dynamics.results import atomic_write_bytes, load_results, write_results  # noqa: E402
+from dynamics.files import atomic_write_bytes  # noqa: E402
+from dynamics.results import load_results, write_results  # noqa: E402
 from dynamics.sweep import run_sweep  # noqa: E402
 from figures.__main__ import GALLERY_WIDTH, main  # noqa: E402
 from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402

@@ -34,7 +34,7 @@ from dynamics.data import (
     Data,
     make_data,
 )
-from dynamics.results import atomic_write_bytes
+from dynamics.files import atomic_write_bytes
 
 # The --quick settings' data (one trial): every demo draws the same shapes, so a test process
 # compiles the data generator once for all of them.
