@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import datamodels
-from dynamics import rng
+from dynamics import executables, rng
 from dynamics.config import DataConfig
 
 
@@ -53,10 +53,10 @@ def train_relevant_tokens(
     if cfg.model not in ("dm1", "mixture"):
         return None
     raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
-    return _train_draws(cfg, raw)
+    return executables.call(_train_draws, "data.train_draws", {"cfg": cfg}, {"raw": raw})
 
 
-@partial(jax.jit, static_argnums=0)
+@partial(jax.jit, static_argnames="cfg")
 def _train_draws(cfg: DataConfig, raw: jax.Array):
     def one(key):
         _, k_train, _ = jax.random.split(key, 3)
@@ -82,10 +82,10 @@ def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tupl
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
-    return _synthetic_trials(cfg, raw), False
+    return executables.call(_synthetic_trials, "data.synthetic_trials", {"cfg": cfg}, {"raw": raw}), False
 
 
-@partial(jax.jit, static_argnums=0)
+@partial(jax.jit, static_argnames="cfg")
 def _synthetic_trials(cfg: DataConfig, raw: jax.Array) -> Data:
     # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
     # with dynamics.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,

@@ -60,6 +60,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, PartitionSpec
 
+from dynamics import executables
 from dynamics import model as mdl
 from dynamics.losses import Loss, error_rate, mean_loss
 
@@ -308,9 +309,11 @@ def train_batch(
     or none if ``shared_data``.
     """
     platform = mesh.devices.flat[0].platform
-    fn = _JIT["cpu" if platform == "cpu" else "other"]
+    kind = "cpu" if platform == "cpu" else "other"
+    static = dict(prog=prog, shared_data=shared_data, mesh=mesh, chunk=chunk)
     with jax.default_matmul_precision("highest"):
-        return fn(prog, data, batch, shared_data=shared_data, mesh=mesh, chunk=chunk)
+        arrays = {"data": data, "batch": batch}
+        return executables.call(_JIT[kind], f"engine.train_batch.{kind}", static, arrays)
 
 
 def float_dtype() -> np.dtype:

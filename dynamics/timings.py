@@ -5,9 +5,10 @@ The command lines open a ``Timings`` recorder; code anywhere marks its work with
 an inner phase counts for it, not for the outer one. Compilation is told apart from the
 phase that triggers it by JAX's own compile events (``jax.monitoring``: tracing, lowering
 and the XLA compile or persistent-cache load of every program, with their start and end
-times), so the first call of a program counts its compile under ``compile`` and only the
-rest under its phase. The same events count the programs compiled and those loaded from
-the persistent cache (``dynamics.cache``).
+times; ``dynamics.executables`` adds its own event for a whole program loaded from disk), so
+the first call of a program counts its compile under ``compile`` and only the rest under its
+phase. The same events count the programs compiled and those loaded from the persistent
+cache (``dynamics.cache``, ``dynamics.executables``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _COMPILE_EVENTS = (
 )
 _BACKEND_EVENT = _COMPILE_EVENTS[2]
 _CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+# dynamics.executables records this span for a whole program loaded from disk (no JAX event)
+PROGRAM_LOAD_EVENT = "/mhsim/executables/load"
 
 _active: list[Timings] = []
 
@@ -89,9 +92,10 @@ class Timings:
         self._listening = True
 
     def _on_span(self, event: str, start: float, end: float, **kwargs) -> None:
-        if event in _COMPILE_EVENTS:
+        if event in _COMPILE_EVENTS or event == PROGRAM_LOAD_EVENT:
             self.compile_spans.append((start, end))
-            self.programs += event == _BACKEND_EVENT
+            self.programs += event in (_BACKEND_EVENT, PROGRAM_LOAD_EVENT)
+            self.cache_hits += event == PROGRAM_LOAD_EVENT
 
     def _on_event(self, event: str, **kwargs) -> None:
         self.cache_hits += event == _CACHE_HIT_EVENT

@@ -54,8 +54,9 @@ def test_help_imports_neither_jax_nor_plotting(tmp_path):
 
 def test_second_process_loads_every_program_from_the_cache(tmp_path):
     """Two identical runs sharing a cache folder: the first compiles and fills it, the second
-    compiles nothing (JAX's compile events, recorded in results.json's timings); --no-figure
-    imports no plotting library."""
+    compiles nothing (JAX's compile events and dynamics.executables' loads, recorded in
+    results.json's timings) and computes the same numbers, to the bit; --no-figure imports no
+    plotting library."""
     folder = tmp_path / "jax-cache"
     runs = []
     for i in range(2):
@@ -66,8 +67,12 @@ def test_second_process_loads_every_program_from_the_cache(tmp_path):
         runs.append(json.loads((out / "results.json").read_text())["timings"])
     first, second = runs
     assert first["compiled"] >= 2 and first["cache_hits"] == 0  # the data and the engine, at least
-    assert any(p.name.endswith("-cache") for p in folder.iterdir())
+    kept = list((folder / "executables").glob("*.xla"))  # whole programs (dynamics.executables)
+    assert len(kept) == first["compiled"]
     assert second["compiled"] == 0 and second["cache_hits"] == second["programs"] == first["programs"]
+    curves = [np.load(tmp_path / f"run{i}" / "curves.npz") for i in range(2)]
+    for name in curves[0].files:
+        np.testing.assert_array_equal(curves[0][name], curves[1][name])
     for t in runs:
         assert set(PHASES) <= set(t) and all(t[k] >= 0 for k in (*PHASES, "other", "total"))
         assert sum(t[k] for k in (*PHASES, "other")) == pytest.approx(t["total"], abs=1e-3)
@@ -189,3 +194,34 @@ def test_theme_is_seaborns(monkeypatch):
     assert differ == {"image.cmap"}  # seaborn's "rocket": registered by seaborn only, unused here
     grid = np.linspace(0, 1, 97)
     np.testing.assert_array_equal(theme.flare()(grid), sns.color_palette("flare", as_cmap=True)(grid))
+
+
+def test_invisible_minor_ticks_are_dropped_with_the_same_pixels(tmp_path):
+    """save_figure drops the minor ticks of log axes that draw nothing (a speed-up of the
+    layout): the PNG is the same pixel for pixel; an axis whose minor ticks carry labels (less
+    than a decade) keeps them."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    from figures.sweep import save_figure
+    from figures.theme import set_theme
+
+    def figure():
+        set_theme()
+        fig, (wide, narrow) = plt.subplots(1, 2, figsize=(6, 3), layout="constrained")
+        t = np.arange(1, 10001)
+        wide.loglog(t, 1.0 / t)  # four decades on both axes: minor ticks unlabelled
+        narrow.semilogy(t, 0.2 + 0.05 * np.sin(t / 900.0))  # within a decade: minor labels
+        return fig, wide, narrow
+
+    fig, wide, narrow = figure()
+    save_figure(fig, tmp_path / "trimmed", close=False)
+    assert isinstance(wide.xaxis.get_minor_locator(), NullLocator)
+    assert isinstance(wide.yaxis.get_minor_locator(), NullLocator)
+    assert not isinstance(narrow.yaxis.get_minor_locator(), NullLocator)
+    plt.close(fig)
+    fig, *_ = figure()
+    fig.savefig(tmp_path / "whole.png", dpi=130)  # every minor tick kept
+    plt.close(fig)
+    trimmed = plt.imread(tmp_path / "trimmed.png")
+    np.testing.assert_array_equal(trimmed, plt.imread(tmp_path / "whole.png"))
