@@ -26,8 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from dynamics.results import atomic_write_bytes, load_results
-from figures.theme import flare, set_theme  # seaborn's look, without importing it
+from dynamics.files import atomic_write_bytes
+from dynamics.results import load_results
+from figures.theme import drop_invisible_minor_ticks, flare, set_theme  # seaborn's look, without seaborn
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}
 SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
@@ -316,6 +317,7 @@ def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) ->
     unless ``close=False``."""
     stem = Path(stem)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    drop_invisible_minor_ticks(fig)
     try:
         for path in paths:
             buf = io.BytesIO()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib as mpl
 from cycler import cycler
 from matplotlib.colors import ListedColormap
+from matplotlib.ticker import NullLocator
 
 # seaborn's "deep" palette: the colour cycle, and the colours of the codes "b", "g", "r", ...
 DEEP = (
@@ -69,6 +70,27 @@ def set_theme() -> None:
     for code, rgb in COLOR_CODES.items():
         mpl.colors.colorConverter.colors[code] = rgb
         mpl.colors.colorConverter.cache.clear()
+
+
+def drop_invisible_minor_ticks(fig) -> None:
+    """Remove the minor ticks of ``fig``'s log axes that draw nothing: no tick mark and no grid
+    line (this theme draws neither for minor ticks) and an empty label (matplotlib labels no
+    minor tick of a log axis spanning more than a decade). The picture stays the same, pixel for
+    pixel, and saving is faster: the layout measures every tick's label, drawn or not (about a
+    third of a figure's PNG time here)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log" or isinstance(axis.get_minor_locator(), NullLocator):
+                continue
+            tick = axis.get_minor_ticks(1)[0]
+            if any(line.get_visible() for line in (tick.tick1line, tick.tick2line, tick.gridline)):
+                continue
+            locs = axis.get_minorticklocs()
+            formatter = axis.get_minor_formatter()
+            formatter.set_locs(locs)
+            if any(formatter(x, i) for i, x in enumerate(locs)):
+                continue
+            axis.set_minor_locator(NullLocator())
 
 
 def flare() -> ListedColormap:
