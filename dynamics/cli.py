@@ -12,7 +12,9 @@ for argparse's own checks, and exits with code 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import threading
 
 from dynamics.config import ConfigError
 
@@ -88,6 +90,26 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
 def mean_std(entry: dict) -> str:
     """A summary entry {'mean', 'std'} as 'm ± s' for a table; 'diverged' where every trial did."""
     return "diverged" if entry["mean"] is None else f"{entry['mean']:.4f} ± {entry['std']:.4f}"
+
+
+PLOTTING_MODULES = ("figures.sweep", "figures.phase", "figures.theory", "matplotlib.backends.backend_pdf")
+
+
+def import_plotting_meanwhile() -> threading.Thread:
+    """Import matplotlib and the figure modules (about half a second) in a background thread
+    while the experiment runs: the experiment waits in compiled code, which releases the GIL,
+    so the imports take no wall time. A later ``import`` of one of them in the main thread
+    waits for it (Python's module locks). Call after JAX is imported: two threads importing at
+    once take as long as one."""
+
+    def load():
+        use_file_backend()
+        for name in PLOTTING_MODULES:
+            importlib.import_module(name)
+
+    thread = threading.Thread(target=load, name="mhsim-import-plotting", daemon=True)
+    thread.start()
+    return thread
 
 
 def use_file_backend() -> None:

@@ -31,6 +31,7 @@ from dynamics.cli import (
     apply_cpu_devices,
     float_arg,
     head_size_arg,
+    import_plotting_meanwhile,
     int_arg,
     mean_std,
     use_file_backend,
@@ -373,6 +374,8 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)
         apply_cpu_devices(args)
+        if not args.no_figure:  # (not jax.process_index(): that would start JAX before --distributed)
+            import_plotting_meanwhile()
         where["out"] = out
         result = _run(exp, args, out)
     except (ConfigError, ValueError) as err:

@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 
 from dynamics import interrupts
-from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices, use_file_backend
+from dynamics.cli import (
+    OneLineParser,
+    add_cpu_devices,
+    apply_cpu_devices,
+    import_plotting_meanwhile,
+    use_file_backend,
+)
 
 DEFAULT_OUT = Path("figures-out")
 GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
@@ -122,6 +128,7 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
             return 2
     apply_cache(args)
     timings.listen()
+    import_plotting_meanwhile()  # while the first experiment runs
     out: Path = args.out
     for name in dict.fromkeys(names):
         entry = FIGURES[name]
