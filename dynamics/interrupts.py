@@ -20,7 +20,7 @@ next bytecode of the main thread, which may be inside a garbage-collector or wea
 callback of JAX, where Python prints "Exception ignored" and drops the exception (the run
 then went on to the end, exit 0); and an orderly interpreter teardown while XLA's threads
 still ran a compiled call (async dispatch) is what segfaulted. Every file is written
-atomically (``results.atomic_write_bytes``) and every results pair under the shield, so
+atomically (``files.atomic_write_bytes``) and every results pair under the shield, so
 ending the process at any other moment loses nothing that was finished. A
 ``KeyboardInterrupt`` raised some other way is still caught by ``command`` (same line, 130).
 This module imports no JAX.
