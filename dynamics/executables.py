@@ -9,8 +9,8 @@ tracing it, by what determines it:
   its array arguments;
 - a fingerprint of everything else that could change the traced program: the source of every
   module of the ``dynamics`` and ``datamodels`` packages, the versions of Python, JAX, jaxlib,
-  optax and numpy, JAX's configuration (x64, matmul precision, ...), ``XLA_FLAGS`` and the
-  devices.
+  optax and numpy, JAX's configuration (x64, matmul precision, ...), ``XLA_FLAGS``, the
+  devices and the host CPU's model and instruction-set flags.
 
 It keeps each program's executable (``jax.experimental.serialize_executable``) in
 ``<JAX's cache folder>/executables`` and is on exactly when JAX's persistent cache is (the
@@ -33,6 +33,7 @@ import functools
 import hashlib
 import os
 import pickle
+import platform
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,7 @@ def fingerprint() -> str:
         repr([(d.platform, d.device_kind, d.id) for d in devices]),
         devices[0].client.platform_version,
         str(jax.process_count()),
+        _cpu(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -136,6 +138,22 @@ def _source_digest() -> str:
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+@functools.cache
+def _cpu() -> str:
+    """The host CPU's model and instruction-set flags: XLA:CPU compiles for the CPU it runs on,
+    so a cache folder shared by two machines (a network home) must not hand one's programs to
+    the other."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())  # the first processor's
+    return f"{fields.get('model name', '')} {fields.get('flags', fields.get('Features', ''))}"
 
 
 def _layout(x) -> str:
