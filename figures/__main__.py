@@ -19,6 +19,7 @@ import difflib
 import io
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from dynamics import interrupts
@@ -130,32 +131,49 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
     timings.listen()
     import_plotting_meanwhile()  # while the first experiment runs
     out: Path = args.out
-    for name in dict.fromkeys(names):
-        entry = FIGURES[name]
-        results_dir = out / name
-        key = entry.key()
-        if complete_results_hash(results_dir) != key or args.force:
-            print(f"{name}: running the experiment into {results_dir} (config hash {key})", flush=True)
-        start = time.perf_counter()
-        where["name"] = name
-        status = ensure_results(entry, results_dir, force=args.force, progress=not args.quiet)
-        took = time.perf_counter() - start
-        if status == "reused":
-            print(f"{name}: reusing {results_dir} (config hash {key} matches)", flush=True)
-        else:
-            print(f"{name}: done in {took:.0f} s", flush=True)
-        with timings.phase("imports"):
-            import figures.sweep  # noqa: F401  (matplotlib; a no-op after the first figure)
-        with timings.phase("plotting"):
-            paths = entry.plot(results_dir, out / name)
-        for path in paths:
-            print(f"  wrote {path}", flush=True)
-            if args.gallery and path.suffix == ".png":
-                print(f"  wrote {gallery_png(path, args.gallery / path.name)}", flush=True)
+    # A figure is drawn in this thread while the next experiment runs (which waits in compiled
+    # code, without the GIL); one figure at a time, its paths printed once it is written.
+    drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhsim-figure")
+    in_flight = None
+    try:
+        for name in dict.fromkeys(names):
+            entry = FIGURES[name]
+            results_dir = out / name
+            key = entry.key()
+            if complete_results_hash(results_dir) != key or args.force:
+                print(f"{name}: running the experiment into {results_dir} (config hash {key})", flush=True)
+            start = time.perf_counter()
+            where["name"] = name
+            status = ensure_results(entry, results_dir, force=args.force, progress=not args.quiet)
+            took = time.perf_counter() - start
+            if status == "reused":
+                print(f"{name}: reusing {results_dir} (config hash {key} matches)", flush=True)
+            else:
+                print(f"{name}: done in {took:.0f} s", flush=True)
+            if in_flight is not None:
+                _drawn(in_flight, args, timings)
+            with timings.phase("imports"):
+                import figures.sweep  # noqa: F401  (matplotlib; a no-op after the first figure)
+            in_flight = drawing.submit(entry.plot, results_dir, out / name)
+        if in_flight is not None:
+            _drawn(in_flight, args, timings)
+    finally:
+        drawing.shutdown(wait=True)
     timings.stop()
     if args.timings:
         print(timings.report())
     return 0
+
+
+def _drawn(figure: Future, args: argparse.Namespace, timings) -> None:
+    """Wait for a figure being drawn (the wait is the ``plotting`` phase: the drawing itself ran
+    beside the next experiment) and report its files."""
+    with timings.phase("plotting"):
+        paths = figure.result()
+    for path in paths:
+        print(f"  wrote {path}", flush=True)
+        if args.gallery and path.suffix == ".png":
+            print(f"  wrote {gallery_png(path, args.gallery / path.name)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -243,3 +243,36 @@ def test_bottleneck_figure_is_written_through_the_atomic_save(tmp_path, monkeypa
     assert written == paths == [tmp_path / "figure.png", tmp_path / "figure.pdf"]
     check_png(paths[0])
     check_pdf(paths[1])
+
+
+def test_figures_are_drawn_beside_the_next_experiment(tmp_path, monkeypatch, capsys):
+    """A figure is drawn in a thread while the next experiment runs: every figure is written
+    and reported, each once, and a plot that fails fails the command (it is not lost)."""
+    import threading
+
+    drawn_in = []
+    entry = sweep_entry(tiny("fig2"), "a tiny sweep")
+    real_plot = entry.plot
+
+    def plot(results_dir, stem):
+        drawn_in.append(threading.current_thread().name)
+        return real_plot(results_dir, stem)
+
+    for name, seed in (("first", 0), ("second", 1)):
+        counted = dataclasses.replace(sweep_entry(tiny("fig2", seed=seed)), plot=plot)
+        monkeypatch.setitem(FIGURES, name, counted)
+    out = tmp_path / "out"
+    assert main(["first", "second", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("first", "second"):
+        check_png(out / f"{name}.png")
+        check_pdf(out / f"{name}.pdf")
+        assert printed.count(f"wrote {out / name}.png") == 1
+    assert len(drawn_in) == 2 and all(t.startswith("mhsim-figure") for t in drawn_in)
+
+    def broken(results_dir, stem):
+        raise RuntimeError("the plot broke")
+
+    monkeypatch.setitem(FIGURES, "first", dataclasses.replace(entry, plot=broken))
+    with pytest.raises(RuntimeError, match="the plot broke"):
+        main(["first", "second", "--out", str(out), "--quiet"])
