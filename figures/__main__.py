@@ -104,8 +104,7 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
 
     with timings.phase("imports"):
         use_file_backend()
-        from dynamics.results import complete_results_hash
-        from figures.registry import FIGURES, ensure_results
+        from figures.registry import FIGURES
 
     args = build_parser(list(FIGURES)).parse_args(argv)
     try:
@@ -130,13 +129,25 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
     apply_cache(args)
     timings.listen()
     import_plotting_meanwhile()  # while the first experiment runs
+    _make_figures(list(dict.fromkeys(names)), args, timings, where)
+    timings.stop()
+    if args.timings:
+        print(timings.report())
+    return 0
+
+
+def _make_figures(names: list[str], args: argparse.Namespace, timings, where: dict[str, str]) -> None:
+    """Each figure's results (reused or produced), then the figure, drawn in a thread while the
+    next experiment runs (which waits in compiled code, without the GIL); one figure at a time,
+    its paths printed once it is written."""
+    from dynamics.results import complete_results_hash
+    from figures.registry import FIGURES, ensure_results
+
     out: Path = args.out
-    # A figure is drawn in this thread while the next experiment runs (which waits in compiled
-    # code, without the GIL); one figure at a time, its paths printed once it is written.
     drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhsim-figure")
     in_flight = None
     try:
-        for name in dict.fromkeys(names):
+        for name in names:
             entry = FIGURES[name]
             results_dir = out / name
             key = entry.key()
@@ -159,10 +170,6 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
             _drawn(in_flight, args, timings)
     finally:
         drawing.shutdown(wait=True)
-    timings.stop()
-    if args.timings:
-        print(timings.report())
-    return 0
 
 
 def _drawn(figure: Future, args: argparse.Namespace, timings) -> None:
