@@ -42,6 +42,22 @@ def previous_run(tmp_path_factory):
     return out
 
 
+def startup_floor(cwd) -> float:
+    """Seconds until a new ``python -m dynamics…`` reaches mhsim's first line (the package's
+    ``__init__``, which installs the handler): twice the slowest of three starts of an
+    interpreter that imports the package (the load varies while the test runs). A signal
+    before that moment gets the operating system's default action (-2, -15): no program
+    catches a signal before its interpreter runs its code. On a slow machine this took 0.1 s,
+    and a signal at 0.10 s failed this test."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import dynamics"], cwd=cwd, env=env, check=True)
+        times.append(time.monotonic() - t0)
+    return 2 * max(times)
+
+
 def start(args, cwd, cache):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MHSIM_CACHE_DIR": str(cache)}
     return subprocess.Popen(
@@ -91,12 +107,13 @@ def test_random_moment_interrupts_exit_130_and_keep_the_finished_points(tmp_path
     meta = json.loads((tmp_path / "whole" / "results.json").read_text())
     with np.load(tmp_path / "whole" / "curves.npz") as z:
         reference = {k: z[k] for k in z.files}
+    floor = startup_floor(tmp_path)
     rand = random.Random(15)
     codes, kept, i = [], 0, 0
     while codes.count(130) < TRIES:  # a try that finished before its signal (a busy machine) is
         assert i < 2 * TRIES, codes  # not an interrupt: it is checked whole, then tried again
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
-        delay = rand.uniform(0.05, 0.5 * full_run)  # imports, compile, the first points, writes
+        delay = rand.uniform(floor, 0.5 * full_run)  # imports, compile, the first points, writes
         out = tmp_path / f"cut{i}"
         proc = start([*ARGS, "--out", str(out)], tmp_path, cache)
         time.sleep(delay)
