@@ -43,7 +43,8 @@ import datamodels
 k1, k2 = jax.random.split(jax.random.PRNGKey(7))
 X, y, _ = datamodels.dm1(k1, 40, T=6, d=12)
 Xt, yt, _ = datamodels.dm1(k2, 60, T=6, d=12)
-np.savez(sys.argv[1], X_train=np.asarray(X), y_train=np.asarray(y), X_test=np.asarray(Xt), y_test=np.asarray(yt))
+arrays = dict(X_train=X, y_train=y, X_test=Xt, y_test=yt)
+np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in arrays.items()})
 """
 
 NPZ_RUNS = {
@@ -70,8 +71,23 @@ def run(repo: Path, out: Path) -> None:
         _run(repo, ["-c", _NPZ, str(data)], log)
         small = ["--heads", "1,3", "--steps", "60", "--trials", "2", "--no-figure", *common]
         for name, flags in NPZ_RUNS.items():
-            _run(repo, ["-m", "dynamics.run", "--data", str(data), *flags, *small, "--out", str(out / name)], log)
-        theory = ["--diagnostics", "all", "--heads", "1,2", "--steps", "40", "--trials", "2", "--n-train", "20"]
+            _run(
+                repo,
+                ["-m", "dynamics.run", "--data", str(data), *flags, *small, "--out", str(out / name)],
+                log,
+            )
+        theory = [
+            "--diagnostics",
+            "all",
+            "--heads",
+            "1,2",
+            "--steps",
+            "40",
+            "--trials",
+            "2",
+            "--n-train",
+            "20",
+        ]
         _run(repo, ["-m", "dynamics.run", *theory, "--no-figure", *common, "--out", str(out / "theory")], log)
 
 
@@ -104,7 +120,9 @@ def compare(a: Path, b: Path) -> int:
             with np.load(fa) as za, np.load(fb) as zb:
                 for k in za.files:
                     checked += 1
-                    if k not in zb.files or not np.array_equal(za[k], zb[k], equal_nan=za[k].dtype.kind == "f"):
+                    if k not in zb.files or not np.array_equal(
+                        za[k], zb[k], equal_nan=za[k].dtype.kind == "f"
+                    ):
                         print(f"differs: {rel}:{k}")
                         bad += 1
         else:

@@ -3,7 +3,7 @@
 Times 100 full-batch GD steps (forward + backward of ``model.logits``, 5 trials vmapped,
 ``lax.fori_loop``) per setting, shape and number of heads, best of 3, and prints µs per
 run-step. The engine uses the setting that was best or tied everywhere here
-(``dynamics.engine.CPU_COMPILER_OPTIONS``).
+(``dynamics.core.engine.CPU_COMPILER_OPTIONS``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def time_step(n: int, d: int, heads: int, options: dict, trials: int = 5, steps:
     import jax
     import jax.numpy as jnp
 
-    from dynamics import model as mdl
-    from dynamics.losses import Loss, mean_loss
+    from dynamics.core import model as mdl
+    from dynamics.core.losses import Loss, mean_loss
 
     T = 10
     X = jax.random.normal(jax.random.PRNGKey(0), (trials, n, T, d)) / d**0.5  # (trials, n, T, d)

@@ -1,10 +1,10 @@
 """python -m benchmarks.grid: the grid presets' simulation time after compile (issue 12).
 
-For each grid preset (``dynamics.grid.GRID_PRESETS``), in this process, with the CPU split
+For each grid preset (``dynamics.config.grid.GRID_PRESETS``), in this process, with the CPU split
 into one JAX device per core as the command lines do:
 
 - cold: ``grid_run.run_grid`` the first time: its compiles (JAX's compile events) and the
-  simulation apart from them (``dynamics.timings``);
+  simulation apart from them (``dynamics.infra.timings``);
 - warm: ``run_grid`` again, everything compiled: the simulation time after compile;
 - loop (``--loop``): what a shell loop over ``python -m dynamics.run`` computes, in one
   process and warm: ``sweep.run_sweep`` of each grid point's configuration alone, summed
@@ -27,10 +27,10 @@ import time
 
 
 def _bench(name: str, loop: bool) -> dict:
-    from dynamics.grid import grid_preset, resolve_grid
-    from dynamics.grid_run import run_grid
-    from dynamics.sweep import run_sweep
-    from dynamics.timings import Timings
+    from dynamics.config.grid import grid_preset, resolve_grid
+    from dynamics.infra.timings import Timings
+    from dynamics.sweeps.grid import run_grid
+    from dynamics.sweeps.sweep import run_sweep
 
     grid = resolve_grid(*grid_preset(name))
     timings = Timings().start()
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grids", default="phase-gd", help="comma-separated grid presets (default phase-gd)")
     p.add_argument("--loop", action="store_true", help="also time one run_sweep per grid point")
     args = p.parse_args(argv)
-    from dynamics.devices import split_cpu
+    from dynamics.sweeps.devices import split_cpu
 
     split_cpu(None)  # one JAX device per core, as python -m dynamics.run
     import jax

@@ -28,7 +28,7 @@ def timed(fn) -> float:
 
 def layout(name: str):
     """A context in which the sweep plans with (``PACKED``) or without (``PER_H``) packing."""
-    from dynamics import sweep
+    from dynamics.sweeps import sweep
 
     return (
         contextlib.nullcontext()
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from benchmarks.run import RANDOM, sweep_config
-    from dynamics import sweep
-    from dynamics.config import resolve
-    from dynamics.devices import BatchPlacer, split_cpu
+    from dynamics.config.schema import resolve
+    from dynamics.sweeps import sweep
+    from dynamics.sweeps.devices import BatchPlacer, split_cpu
 
     split_cpu()  # the command lines' default: one JAX device per core
     exp = resolve(sweep_config(RANDOM, args.steps))

@@ -63,7 +63,7 @@ def eval_flops(n: int, n_test: int, T: int, d: int, query: str, has_mask: bool) 
 
 # --------------------------------------------------------------------------- sweeps
 def sweep_config(name: str, steps: int | None):
-    from dynamics.config import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, preset
+    from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, preset
 
     if name == RANDOM:
         cfg = Config(
@@ -102,9 +102,10 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     import jax.numpy as jnp
     import optax
 
-    from dynamics import engine, sweep
-    from dynamics import model as mdl
-    from dynamics.losses import Loss, mean_loss
+    from dynamics.core import engine
+    from dynamics.core import model as mdl
+    from dynamics.core.losses import Loss, mean_loss
+    from dynamics.sweeps import sweep
 
     m = cfg.model
     d = int(data.X_train.shape[-1])
@@ -160,9 +161,9 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
     """Everything for one sweep, in this (fresh) process."""
     import jax
 
-    from dynamics.config import resolve
-    from dynamics.data import make_data
-    from dynamics.sweep import run_sweep
+    from dynamics.config.schema import resolve
+    from dynamics.core.data import make_data
+    from dynamics.sweeps.sweep import run_sweep
 
     exp = resolve(sweep_config(name, steps))
     cfg = exp.config
@@ -197,9 +198,9 @@ def measure(name: str, steps: int | None, repeats: int, baseline_steps: int, slo
 
 def work(exp, data, slots: int | None) -> dict:
     """The head slots the engine ran (its plan: packs × S, empty slots included) and the model's H."""
-    from dynamics.data import token_width
-    from dynamics.devices import BatchPlacer
-    from dynamics.sweep import plan_points
+    from dynamics.core.data import token_width
+    from dynamics.sweeps.devices import BatchPlacer
+    from dynamics.sweeps.sweep import plan_points
 
     cfg, schedule = exp.config, list(exp.steps)
     d = token_width(data)
@@ -315,7 +316,7 @@ def report(rows: list[dict], json_path: str | None) -> None:
             f"{sum(r['data_s'] for r in presets):.1f} s of data generation (first call)"
         )
     if json_path:
-        from dynamics.files import atomic_write_bytes
+        from dynamics.infra.files import atomic_write_bytes
 
         atomic_write_bytes(Path(json_path), json.dumps(rows, indent=2).encode())
         print(f"wrote {json_path}")

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.engine import CPU_COMPILER_OPTIONS
+from dynamics.core.engine import CPU_COMPILER_OPTIONS
 
 SHAPES = {"dm1": (100, 10, 32), "planted": (1000, 10, 16)}  # (n, T, d) of the presets
 

@@ -1,6 +1,6 @@
 """The mixture's defaults and geometries, in a module without JAX.
 
-Their one home: ``datamodels.mixture`` draws with them and ``dynamics.config`` validates with
+Their one home: ``datamodels.mixture`` draws with them and ``dynamics.config.schema`` validates with
 them, so the config layer (and ``--help``) never imports JAX.
 """
 
@@ -11,7 +11,7 @@ import types
 GEOMETRIES = ("antipodal", "orthogonal")  # mu_- = -mu_+, or mu_- orthogonal to mu_+
 
 # DM1 as this project defines it (SPEC section 5), one value per knob of `tokenized_mixture`;
-# `dm1` overrides any of these. The single home of these defaults: dynamics.config uses them.
+# `dm1` overrides any of these. The single home of these defaults: dynamics.config.schema uses them.
 DM1_DEFAULTS = types.MappingProxyType(
     {
         "T": 10,  # tokens per example

@@ -11,15 +11,15 @@ import sys
 from typing import TYPE_CHECKING
 
 if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C exits 130 from here on
-    from dynamics import interrupts
+    from dynamics.infra import interrupts
 
     interrupts.early()
 
 _EXPORTS = {
     "dynamics.api": ("load_results", "run_sweep", "with_overrides"),
-    "dynamics.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
-    "dynamics.sweep": ("SweepResult", "run_grid"),
-    "dynamics.config": (
+    "dynamics.experiments.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
+    "dynamics.sweeps.sweep": ("SweepResult", "run_grid"),
+    "dynamics.config.schema": (
         "PRESETS",
         "Config",
         "ConfigError",
@@ -29,10 +29,10 @@ _EXPORTS = {
         "SweepConfig",
         "preset",
     ),
-    "dynamics.data": ("Data",),
-    "dynamics.engine": ("METRICS",),
-    "dynamics.losses": ("Loss", "error_rate", "margin_loss", "mean_loss"),
-    "dynamics.model": (
+    "dynamics.core.data": ("Data",),
+    "dynamics.core.engine": ("METRICS",),
+    "dynamics.core.losses": ("Loss", "error_rate", "margin_loss", "mean_loss"),
+    "dynamics.core.model": (
         "Init",
         "KeyQuery",
         "Norm",
@@ -66,8 +66,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from dynamics.api import load_results, run_sweep, with_overrides  # noqa: F401
-    from dynamics.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
-    from dynamics.config import (  # noqa: F401
+    from dynamics.config.schema import (  # noqa: F401
         PRESETS,
         Config,
         ConfigError,
@@ -77,10 +76,10 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         SweepConfig,
         preset,
     )
-    from dynamics.data import Data  # noqa: F401
-    from dynamics.engine import METRICS  # noqa: F401
-    from dynamics.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
-    from dynamics.model import (  # noqa: F401
+    from dynamics.core.data import Data  # noqa: F401
+    from dynamics.core.engine import METRICS  # noqa: F401
+    from dynamics.core.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
+    from dynamics.core.model import (  # noqa: F401
         Init,
         KeyQuery,
         Norm,
@@ -94,4 +93,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         logits,
         param_count,
     )
-    from dynamics.sweep import SweepResult, run_grid  # noqa: F401
+    from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
+    from dynamics.sweeps.sweep import SweepResult, run_grid  # noqa: F401

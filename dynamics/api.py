@@ -2,7 +2,7 @@
 
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
 is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword. Both
-functions return a ``dynamics.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+functions return a ``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``).
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dynamics.config import Config, ConfigError, apply_overrides, preset
+from dynamics.config.schema import Config, ConfigError, apply_overrides, preset
 
 ENGINE_KEYWORDS = ("progress", "on_point", "skip_heads", "devices", "packs_per_call", "chunk", "slots")
 
 
 def _knobs() -> dict[str, tuple[str, str, Any]]:
-    from dynamics.run import KNOBS  # argparse only: no JAX
+    from dynamics.cli.run import KNOBS  # argparse only: no JAX
 
     return {flag[2:].replace("-", "_"): (section, name, typ) for flag, section, name, typ, *_ in KNOBS}
 
@@ -47,8 +47,9 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
 
 def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
-    keywords (``progress``, ``on_point``, ``devices``, …) pass through to ``dynamics.sweep.run_sweep``."""
-    from dynamics.sweep import run_sweep as _run_sweep
+    keywords (``progress``, ``on_point``, ``devices``, …) pass through to
+    ``dynamics.sweeps.sweep.run_sweep``."""
+    from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     return _run_sweep(with_overrides(cfg, **kwargs), **engine)
@@ -66,9 +67,9 @@ def load_results(folder: str | Path):
     ``run_sweep`` returned when it was written."""
     import numpy as np
 
-    from dynamics.engine import METRICS
-    from dynamics.results import load_results as load_files
-    from dynamics.sweep import SweepResult
+    from dynamics.core.engine import METRICS
+    from dynamics.sweeps.results import load_results as load_files
+    from dynamics.sweeps.sweep import SweepResult
 
     meta, arrays = load_files(Path(folder))
     return SweepResult(

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if sys.argv[:1] == ["-m"]:  # Python is starting `python -m figures…`: Ctrl-C exits 130 from here on
-    from dynamics import interrupts
+    from dynamics.infra import interrupts
 
     interrupts.early()
 

@@ -22,21 +22,21 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from dynamics import interrupts
-from dynamics.cli import (
+from dynamics.cli.common import (
     OneLineParser,
     add_cpu_devices,
     apply_cpu_devices,
     import_plotting_meanwhile,
     use_file_backend,
 )
+from dynamics.infra import interrupts
 
 DEFAULT_OUT = Path("figures-out")
 GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
 
 
 def build_parser(names) -> argparse.ArgumentParser:
-    from dynamics.cache import add_flag as add_cache_flag
+    from dynamics.infra.cache import add_flag as add_cache_flag
 
     p = OneLineParser(
         prog="python -m figures",
@@ -68,7 +68,7 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
     """A downscaled, palette-quantised copy of the PNG ``src`` (for a README), written atomically."""
     from PIL import Image
 
-    from dynamics.files import atomic_write_bytes
+    from dynamics.infra.files import atomic_write_bytes
 
     with Image.open(src) as im:
         im = im.convert("RGB")
@@ -82,7 +82,7 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dynamics.timings import Timings
+    from dynamics.infra.timings import Timings
 
     timings = Timings().start()
     where: dict[str, str] = {}  # the figure being made
@@ -99,8 +99,8 @@ def _interrupted(where: dict[str, str]) -> str:
 
 
 def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
-    from dynamics.cache import apply as apply_cache
-    from dynamics.config import ConfigError
+    from dynamics.config.schema import ConfigError
+    from dynamics.infra.cache import apply as apply_cache
 
     with timings.phase("imports"):
         use_file_backend()
@@ -140,7 +140,7 @@ def _make_figures(names: list[str], args: argparse.Namespace, timings, where: di
     """Each figure's results (reused or produced), then the figure, drawn in a thread while the
     next experiment runs (which waits in compiled code, without the GIL); one figure at a time,
     its paths printed once it is written."""
-    from dynamics.results import complete_results_hash
+    from dynamics.sweeps.results import complete_results_hash
     from figures.registry import FIGURES, ensure_results
 
     out: Path = args.out

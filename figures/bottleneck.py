@@ -1,7 +1,7 @@
 """Figures of the low-rank bottleneck experiments (SPEC §8), drawn from saved result files only.
 
 ``plot_expressivity`` reads ``results.json`` and ``expressivity.npz``, ``plot_bottleneck_heads``
-reads ``results.json`` and ``heads.npz`` (as ``dynamics.bottleneck.write`` leaves them); both
+reads ``results.json`` and ``heads.npz`` (as ``dynamics.experiments.bottleneck.write`` leaves them); both
 write ``stem``.png and .pdf atomically through ``figures.sweep.save_figure``.
 """
 
@@ -15,7 +15,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from dynamics.results import load_results
+from dynamics.sweeps.results import load_results
 from figures.sweep import DATA_LABEL, save_figure
 
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
@@ -25,7 +25,7 @@ DPI = 110
 
 def _source(source, npz_name: str) -> tuple[dict, dict]:
     """(results.json dict, arrays): ``source`` is a results folder or the experiment's run dict
-    (``dynamics.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
+    (``dynamics.experiments.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
     if isinstance(source, dict):
         return source["results"], source["arrays"]
     return load_results(Path(source), npz_name)

@@ -1,4 +1,4 @@
-"""Figures of a grid (``dynamics.grid``), drawn from its saved result files only.
+"""Figures of a grid (``dynamics.config.grid``), drawn from its saved result files only.
 
 - Two varying knobs (e.g. H × η₀): a *phase diagram*, heatmaps of the final train and test
   loss and error over the two knobs (mean over the trials that did not diverge). A cell
@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.ticker import NullLocator
 
-from dynamics.results import load_results
+from dynamics.sweeps.results import load_results
 from figures.sweep import DIVERGED_COLOR, describe, head_colors, save_figure
 from figures.theme import flare, set_theme
 

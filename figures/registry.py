@@ -13,7 +13,7 @@ The entry interface (all four fields are required):
   ``Config.hash()`` of the validated config). Cheap: no simulation.
 - ``produce(results_dir: Path, progress: bool) -> None`` — compute the results and write
   them into ``results_dir``, atomically, with ``results.json`` written last and holding
-  ``"config_hash": key()`` (``dynamics.results.write_results`` does exactly this for a sweep).
+  ``"config_hash": key()`` (``dynamics.sweeps.results.write_results`` does exactly this for a sweep).
   Any other files (``curves.npz``, ...) are the entry's own business.
 - ``plot(results_dir: Path, stem: Path) -> list[Path]`` — read the saved files only (never
   run the simulator), write ``stem.png`` and ``stem.pdf``, return the written paths.
@@ -40,10 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dynamics import bottleneck
-from dynamics.config import PRESETS, Config, preset, resolve
-from dynamics.results import complete_results_hash, write_results
-from dynamics.sweep import run_sweep
+from dynamics.config.schema import PRESETS, Config, preset, resolve
+from dynamics.experiments import bottleneck
+from dynamics.sweeps.results import complete_results_hash, write_results
+from dynamics.sweeps.sweep import run_sweep
 
 
 # The plots import matplotlib when called, not when the registry is imported.
@@ -114,13 +114,14 @@ def plot_grid(results_dir: Path, stem: Path) -> list[Path]:
 
 
 def grid_entry(name: str) -> Entry:
-    """An entry that runs a grid preset (``dynamics.grid.GRID_PRESETS``) and draws its phase diagram."""
-    from dynamics.grid import GRID_PRESETS, grid_preset, resolve_grid
+    """An entry that runs a grid preset (``dynamics.config.grid.GRID_PRESETS``) and draws its
+    phase diagram."""
+    from dynamics.config.grid import GRID_PRESETS, grid_preset, resolve_grid
 
     grid = resolve_grid(*grid_preset(name))
 
     def produce(results_dir: Path, progress: bool) -> None:
-        from dynamics.grid_run import run_grid, write_grid  # JAX: only when the grid runs
+        from dynamics.sweeps.grid import run_grid, write_grid  # JAX: only when the grid runs
 
         result = run_grid(grid, progress=progress)
         result.extra.update(complete=True)

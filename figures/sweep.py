@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from dynamics.files import atomic_write_bytes
-from dynamics.results import load_results
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.sweeps.results import load_results
 from figures.theme import drop_invisible_minor_ticks, flare, set_theme  # seaborn's look, without seaborn
 
 OPT_LABEL = {"gd": "GD", "adam": "Adam"}

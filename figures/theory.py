@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.results import load_results
+from dynamics.sweeps.results import load_results
 from figures.sweep import (
     add_head_colorbar,
     describe,

@@ -12,7 +12,7 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-# The command lines keep compiled programs in a persistent cache (dynamics.cache), by default
+# The command lines keep compiled programs in a persistent cache (dynamics.infra.cache), by default
 # in the user's home: the tests' command lines, in this process and in subprocesses, use a
 # fresh folder of their own instead, removed at exit.
 _CACHE = tempfile.mkdtemp(prefix="mhsim-test-jax-cache-")

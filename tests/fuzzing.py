@@ -22,8 +22,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from datamodels.npz import DataError, load_npz
-from dynamics import run as cli
-from dynamics.config import SECTIONS, ConfigError, load_toml, resolve
+from dynamics.cli import run as cli
+from dynamics.config.schema import SECTIONS, ConfigError, load_toml, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {s: [f.name for f in dataclasses.fields(c)] for s, c in SECTIONS.items()}

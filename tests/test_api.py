@@ -14,8 +14,8 @@ from PIL import Image
 
 import dynamics
 from dynamics import load_results, preset, run_sweep
-from dynamics.config import ConfigError
-from dynamics.results import write_results
+from dynamics.config.schema import ConfigError
+from dynamics.sweeps.results import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, width=8, irrelevant_means=2)
@@ -140,7 +140,7 @@ def test_demo_slides_with_heads_and_lr_write_a_16_by_9_picture(tmp_path, capsys)
 
 
 def test_mhsim_console_script_dispatches_to_the_python_m_forms(capsys):
-    from dynamics.main import main
+    from dynamics.cli.main import main
 
     assert main(["demo", "--list"]) == 0
     assert "attention" in capsys.readouterr().out

@@ -15,9 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import bottleneck, bottleneck_cli, model
-from dynamics import run as cli
-from dynamics.config import PRESETS
+from dynamics.cli import bottleneck as bottleneck_cli
+from dynamics.cli import run as cli
+from dynamics.config.schema import PRESETS
+from dynamics.core import model
+from dynamics.experiments import bottleneck
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUTS = [("full", "split"), ("factored", "split"), ("factored", 1), ("factored", 3), ("factored", 9)]
@@ -240,7 +242,7 @@ CACHE_KEYS = {
 
 
 def test_cache_keys_are_unchanged():
-    from dynamics.config import Config, preset
+    from dynamics.config.schema import Config, preset
 
     got = {
         "Config()": Config().hash(),

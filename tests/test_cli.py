@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics import run as cli
-from dynamics.devices import cpu_cores
-from dynamics.engine import METRICS
+from dynamics.cli import run as cli
+from dynamics.core.engine import METRICS
+from dynamics.sweeps.devices import cpu_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -141,7 +141,7 @@ def test_list_presets(capsys):
 def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypatch):
     import os
 
-    from dynamics.files import atomic_write_bytes
+    from dynamics.infra.files import atomic_write_bytes
 
     target = tmp_path / "f.json"
     atomic_write_bytes(target, b"old")
@@ -206,8 +206,8 @@ def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
 
 
 def test_every_command_line_uses_the_shared_parser():
-    from dynamics import bottleneck_cli
-    from dynamics.cli import OneLineParser
+    from dynamics.cli import bottleneck as bottleneck_cli
+    from dynamics.cli.common import OneLineParser
     from dynamics.demo.__main__ import build_parser as demo_parser
     from figures.__main__ import build_parser as figures_parser
 

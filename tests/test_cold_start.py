@@ -15,8 +15,8 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics import cache
-from dynamics.timings import PHASES, Timings
+from dynamics.infra import cache
+from dynamics.infra.timings import PHASES, Timings
 
 ROOT = Path(__file__).resolve().parents[1]
 PLOTTING = ("matplotlib", "seaborn", "figures", "PIL", "pandas")
@@ -27,7 +27,7 @@ TINY = [
 # dynamics.run's main in a fresh interpreter, reporting what it imported.
 PROBE = """
 import json, sys
-from dynamics.run import main
+from dynamics.cli.run import main
 try:
     rc = main(sys.argv[1:])
 except SystemExit as e:
@@ -54,7 +54,7 @@ def test_help_imports_neither_jax_nor_plotting(tmp_path):
 
 def test_second_process_loads_every_program_from_the_cache(tmp_path):
     """Two identical runs sharing a cache folder: the first compiles and fills it, the second
-    compiles nothing (JAX's compile events and dynamics.executables' loads, recorded in
+    compiles nothing (JAX's compile events and dynamics.infra.executables' loads, recorded in
     results.json's timings) and computes the same numbers, to the bit; --no-figure imports no
     plotting library."""
     folder = tmp_path / "jax-cache"
@@ -67,7 +67,7 @@ def test_second_process_loads_every_program_from_the_cache(tmp_path):
         runs.append(json.loads((out / "results.json").read_text())["timings"])
     first, second = runs
     assert first["compiled"] >= 2 and first["cache_hits"] == 0  # the data and the engine, at least
-    kept = list((folder / "executables").glob("*.xla"))  # whole programs (dynamics.executables)
+    kept = list((folder / "executables").glob("*.xla"))  # whole programs (dynamics.infra.executables)
     assert len(kept) == first["compiled"]
     assert second["compiled"] == 0 and second["cache_hits"] == second["programs"] == first["programs"]
     curves = [np.load(tmp_path / f"run{i}" / "curves.npz") for i in range(2)]
@@ -146,9 +146,9 @@ def test_display_points_spread_over_the_axis(log):
 def test_loss_curves_are_drawn_thinned_and_saved_whole(tmp_path):
     import matplotlib.pyplot as plt
 
-    from dynamics.config import Config, SweepConfig
-    from dynamics.results import load_results, write_results
-    from dynamics.sweep import SweepResult
+    from dynamics.config.schema import Config, SweepConfig
+    from dynamics.sweeps.results import load_results, write_results
+    from dynamics.sweeps.sweep import SweepResult
     from figures.sweep import DISPLAY_POINTS, plot_loss_curves
 
     steps = np.arange(0, 5001)

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from dynamics import demo
-from dynamics import model as mdl
+from dynamics.core import model as mdl
 from dynamics.demo import attention, lazy_rich, step_size, symmetry
 from dynamics.demo.__main__ import main
 from dynamics.demo.common import Animation, first_heads, schedule

@@ -10,8 +10,8 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from datamodels import tokenized_mixture
-from dynamics import diagnostics as dg
-from dynamics import model
+from dynamics.core import model
+from dynamics.theory import diagnostics as dg
 
 
 def dense_hessian(loss_fn, params) -> np.ndarray:

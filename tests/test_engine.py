@@ -8,11 +8,12 @@ import numpy as np
 import optax
 import pytest
 
-from dynamics import data as data_mod
-from dynamics import engine, losses, model, sweep
-from dynamics.config import Config, DataConfig, OptimConfig, SweepConfig, log_schedule
-from dynamics.data import make_data
-from dynamics.sweep import run_sweep
+from dynamics.config.schema import Config, DataConfig, OptimConfig, SweepConfig, log_schedule
+from dynamics.core import data as data_mod
+from dynamics.core import engine, losses, model
+from dynamics.core.data import make_data
+from dynamics.sweeps import sweep
+from dynamics.sweeps.sweep import run_sweep
 
 
 def small_config(**sections) -> Config:

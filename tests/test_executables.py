@@ -1,4 +1,4 @@
-"""The cache of whole compiled programs (dynamics.executables): a second run neither traces nor
+"""The cache of whole compiled programs (dynamics.infra.executables): a second run neither traces nor
 compiles, and nothing it keeps can change a number or fail a run."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import cache, executables
-from dynamics.timings import Timings
+from dynamics.infra import cache, executables
+from dynamics.infra.timings import Timings
 
 
 @partial(jax.jit, static_argnames="power")

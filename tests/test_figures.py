@@ -20,10 +20,10 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import figures.registry as registry  # noqa: E402
-from dynamics.config import apply_overrides, preset, validate  # noqa: E402
-from dynamics.files import atomic_write_bytes  # noqa: E402
-from dynamics.results import load_results, write_results  # noqa: E402
-from dynamics.sweep import run_sweep  # noqa: E402
+from dynamics.config.schema import apply_overrides, preset, validate  # noqa: E402
+from dynamics.infra.files import atomic_write_bytes  # noqa: E402
+from dynamics.sweeps.results import load_results, write_results  # noqa: E402
+from dynamics.sweeps.sweep import run_sweep  # noqa: E402
 from figures.__main__ import GALLERY_WIDTH, main  # noqa: E402
 from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402
 from figures.sweep import plot_final_vs_heads, plot_sweep  # noqa: E402
@@ -232,7 +232,7 @@ def test_registry_docstring_example_is_the_registration_code():
 
 def test_bottleneck_figure_is_written_through_the_atomic_save(tmp_path, monkeypatch):
     import figures.sweep
-    from dynamics import bottleneck
+    from dynamics.experiments import bottleneck
     from figures.bottleneck import plot_expressivity
 
     cfg = dataclasses.replace(bottleneck.QUICK_EXPRESSIVITY, tokens=(3,), steps=20)

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics import engine, executables
-from dynamics.config import Config, ConfigError, apply_overrides
-from dynamics.grid import load_toml_grid, parse_values, resolve_grid
-from dynamics.grid_run import load_points, run_grid, run_grid_checkpointed, summary_frame, write_grid
-from dynamics.sweep import run_sweep
+from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
+from dynamics.config.schema import Config, ConfigError, apply_overrides
+from dynamics.core import engine
+from dynamics.infra import executables
+from dynamics.sweeps.grid import load_points, run_grid, run_grid_checkpointed, summary_frame, write_grid
+from dynamics.sweeps.sweep import run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {
@@ -121,7 +122,7 @@ def test_a_mixed_grid_compiles_one_program_per_shape():
     grid = resolve_grid(cfg, {"n_train": [20, 28], "noise": [0.5, 1.0], "lr": [0.1, 1.0]})
     jitted = engine._JIT["cpu"]
 
-    def programs():  # through jax.jit, or whole (dynamics.executables: when the disk cache is on)
+    def programs():  # through jax.jit, or whole (dynamics.infra.executables: when the disk cache is on)
         return jitted._cache_size() + sum(key.startswith("engine.") for key in executables._loaded)
 
     before = programs()
@@ -159,7 +160,7 @@ def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
 def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch):
     grid = resolve_grid(small(), {"lr": [0.2, 1.0, 5.0]})
     whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
-    import dynamics.grid_run as gr
+    import dynamics.sweeps.grid as gr
 
     real, saved = gr.save_point, []
 
@@ -190,7 +191,7 @@ def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch
 def test_a_second_grid_run_on_the_same_out_is_refused(tmp_path):
     import filelock
 
-    from dynamics.checkpoint import LOCK
+    from dynamics.sweeps.checkpoint import LOCK
 
     out = tmp_path / "o"
     out.mkdir()
@@ -201,7 +202,7 @@ def test_a_second_grid_run_on_the_same_out_is_refused(tmp_path):
 
 
 def test_an_interrupt_message_says_what_is_on_disk(tmp_path):
-    from dynamics.run import _interrupted
+    from dynamics.cli.run import _interrupted
 
     out = tmp_path / "o"
     assert "nothing to resume" in _interrupted({"out": out, "grid": True})

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import losses, model
+from dynamics.core import losses, model
 
 QUERIES = ["first", "all"]
 NORMS = ["sqrt", "mean", "sum"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics.checkpoint import load_points, run_checkpointed
-from dynamics.config import Config, DataConfig, OptimConfig, SweepConfig
+from dynamics.config.schema import Config, DataConfig, OptimConfig, SweepConfig
+from dynamics.sweeps.checkpoint import load_points, run_checkpointed
 
 ROOT = Path(__file__).resolve().parents[1]
 # Random init: H = 1..6 fill three packs of 7 slots (6+1, 5+2, 4+3), one point each on
@@ -100,12 +100,12 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
     first = run_checkpointed(cfg, out, progress=False)
     assert json.loads((out / "results.json").read_text())["complete"] is True
 
-    import dynamics.sweep
+    import dynamics.sweeps.sweep
 
     def no_compute(*a, **k):
         raise AssertionError("a finished sweep must not be recomputed on --resume")
 
-    monkeypatch.setattr(dynamics.sweep, "_run_points", no_compute)
+    monkeypatch.setattr(dynamics.sweeps.sweep, "_run_points", no_compute)
     again = run_checkpointed(cfg, out, resume=True, progress=False)
     np.testing.assert_array_equal(first.curves["train_loss"], again.curves["train_loss"])
     assert load_points(out, "another-hash") == {}
@@ -113,8 +113,8 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
 
 def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch):
     """Results of an older engine (other random draws) are recomputed, never resumed or reused."""
-    import dynamics.config
-    from dynamics.checkpoint import finished_heads
+    import dynamics.config.schema
+    from dynamics.sweeps.checkpoint import finished_heads
 
     cfg = Config(
         data=DataConfig(n_train=16, n_test=16, T=4, d=8, n_irrelevant=2),
@@ -125,6 +125,8 @@ def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch)
     run_checkpointed(cfg, out, progress=False)
     old = cfg.hash()
     assert set(finished_heads(out, old)) == {1}
-    monkeypatch.setattr(dynamics.config, "NUMERICS_VERSION", dynamics.config.NUMERICS_VERSION + 1)
+    monkeypatch.setattr(
+        dynamics.config.schema, "NUMERICS_VERSION", dynamics.config.schema.NUMERICS_VERSION + 1
+    )
     assert cfg.hash() != old
     assert finished_heads(out, cfg.hash()) == {}

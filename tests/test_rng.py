@@ -1,4 +1,4 @@
-"""dynamics.rng against jax.random: the same keys and the same draws, bit for bit."""
+"""dynamics.core.rng against jax.random: the same keys and the same draws, bit for bit."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import rng
-from dynamics.config import DataConfig
-from dynamics.data import make_data
+from dynamics.config.schema import DataConfig
+from dynamics.core import rng
+from dynamics.core.data import make_data
 
 
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**31, 2**32 - 1])
@@ -56,7 +56,7 @@ def test_threefry_impl_draws_what_jax_random_draws():
 
 
 # make_data's arrays for key PRNGKey(11) and 3 trials, drawn by make_data at commit 79e4929
-# (jax.random's own threefry, before dynamics.rng): the same seed must keep giving the same data.
+# (jax.random's own threefry, before dynamics.core.rng): the same seed must keep giving the same data.
 REFERENCE = Path(__file__).parent / "data" / "make_data_reference.npz"
 CONFIGS = {
     "dm1": DataConfig(model="dm1", n_train=6, n_test=5),

@@ -13,11 +13,20 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics import devices, engine, losses, model
-from dynamics import run as cli
-from dynamics.config import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, log_schedule, validate
-from dynamics.data import make_data
-from dynamics.sweep import pack_runs, plan_points, run_grid, run_sweep
+from dynamics.cli import run as cli
+from dynamics.config.schema import (
+    Config,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    SweepConfig,
+    log_schedule,
+    validate,
+)
+from dynamics.core import engine, losses, model
+from dynamics.core.data import make_data
+from dynamics.sweeps import devices
+from dynamics.sweeps.sweep import pack_runs, plan_points, run_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -192,7 +201,7 @@ SHARD_SCRIPT = textwrap.dedent(
     import json, sys
     import jax, numpy as np
     from tests.test_scale import tiny
-    from dynamics.sweep import run_sweep
+    from dynamics.sweeps.sweep import run_sweep
     out = {}
     for init in ("zero", "normal"):
         cfg = tiny(init=init)

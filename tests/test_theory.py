@@ -1,4 +1,4 @@
-"""Diagnostics along training (dynamics.theory, issue 13): the logged curves against float64
+"""Diagnostics along training (dynamics.theory.replay, issue 13): the logged curves against float64
 references computed here from an independent H-head training loop (optax on the explicit H-head
 model, dense jax.hessian, explicit Jacobians, numpy cosines); config, CLI and figure."""
 
@@ -16,13 +16,14 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from dynamics import diagnostics as dg
-from dynamics import model, theory
-from dynamics.config import Config, ConfigError, apply_overrides, load_toml, resolve
-from dynamics.data import train_relevant_tokens
-from dynamics.engine import METRICS
-from dynamics.results import results_dict, write_results
-from dynamics.sweep import _prepare, run_sweep
+from dynamics.config.schema import Config, ConfigError, apply_overrides, load_toml, resolve
+from dynamics.core import model
+from dynamics.core.data import train_relevant_tokens
+from dynamics.core.engine import METRICS
+from dynamics.sweeps.results import results_dict, write_results
+from dynamics.sweeps.sweep import _prepare, run_sweep
+from dynamics.theory import diagnostics as dg
+from dynamics.theory import replay as theory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +137,7 @@ def _max_margin(cfg):
 
 
 def _data_key(cfg):
-    from dynamics import rng
+    from dynamics.core import rng
 
     return rng.split(rng.seed(resolve(cfg).config.sweep.seed))[0]
 

@@ -15,10 +15,10 @@ import fuzzing
 import numpy as np
 import pytest
 
-from dynamics import resources
-from dynamics import run as cli
-from dynamics.checkpoint import LOCK, load_points, run_checkpointed, save_point
-from dynamics.config import Config, ConfigError, DataConfig, OptimConfig, SweepConfig, digest, resolve
+from dynamics.cli import run as cli
+from dynamics.config.schema import Config, ConfigError, DataConfig, OptimConfig, SweepConfig, digest, resolve
+from dynamics.infra import resources
+from dynamics.sweeps.checkpoint import LOCK, load_points, run_checkpointed, save_point
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = Config(
@@ -37,7 +37,7 @@ def experiment(*argv):
 
 SHIELD_SCRIPT = """
 import os, signal, sys, time
-from dynamics import interrupts
+from dynamics.infra import interrupts
 def main():
     with interrupts.shielded():
         os.kill(os.getpid(), signal.SIGINT)
@@ -145,9 +145,9 @@ def test_a_failing_run_leaves_a_previous_complete_result_as_it_was(tmp_path, mon
     out = tmp_path / "o"
     run_checkpointed(SMALL, out, progress=False)
     before = fuzzing.snapshot(out)
-    import dynamics.sweep
+    import dynamics.sweeps.sweep
 
-    real = dynamics.sweep.run_sweep
+    real = dynamics.sweeps.sweep.run_sweep
 
     def fails_after_one_point(exp, *, on_point, **kw):
         def first_then_fail(*a):
@@ -156,7 +156,7 @@ def test_a_failing_run_leaves_a_previous_complete_result_as_it_was(tmp_path, mon
 
         return real(exp, on_point=first_then_fail, **kw)
 
-    monkeypatch.setattr(dynamics.sweep, "run_sweep", fails_after_one_point)
+    monkeypatch.setattr(dynamics.sweeps.sweep, "run_sweep", fails_after_one_point)
     other = SMALL.__class__(**{**SMALL.__dict__, "sweep": SweepConfig(heads=(1, 3), trials=1, log_every=2)})
     with pytest.raises(ValueError, match="after the first point"):
         run_checkpointed(other, out, progress=False)
@@ -237,7 +237,7 @@ def test_the_default_sweep_fits_and_the_limit_is_overridable(monkeypatch):
 
 
 def test_the_parameter_estimate_counts_what_the_model_holds():
-    from dynamics.model import param_count
+    from dynamics.core.model import param_count
 
     for key_query, d in (("full", 8), ("factored", 12)):
         cfg = resolve(
@@ -263,7 +263,7 @@ def test_cpu_devices_are_capped():
 
 
 def test_head_diversity_matches_a_float64_all_pairs_reference():
-    from dynamics.model import head_diversity
+    from dynamics.core.model import head_diversity
 
     rng = np.random.default_rng(3)
     W, U = rng.normal(size=(5, 4, 4)), rng.normal(size=(5, 4))
@@ -309,7 +309,7 @@ def test_resume_recomputes_a_damaged_curves_npz_to_the_same_numbers(tmp_path):
 
 
 def test_figures_recompute_a_missing_npz_beside_matching_results(tmp_path):
-    from dynamics.results import write_files
+    from dynamics.sweeps.results import write_files
     from figures.registry import Entry, ensure_results
 
     calls = []
@@ -332,7 +332,7 @@ def test_the_interrupt_line_starts_below_an_open_progress_bar():
 
     from tqdm.auto import tqdm
 
-    from dynamics import interrupts
+    from dynamics.infra import interrupts
 
     before = interrupts._bar_on_screen()  # False unless another test left a bar open
     bar = tqdm(total=2, file=io.StringIO())

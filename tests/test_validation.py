@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dynamics import run as cli
-from dynamics.config import SECTIONS, Config, ConfigError, apply_overrides, load_toml, preset, validate
+from dynamics.cli import run as cli
+from dynamics.config.schema import SECTIONS, Config, ConfigError, apply_overrides, load_toml, preset, validate
 
 FIELDS = [(s, f.name) for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
 ANY_VALUE = st.one_of(

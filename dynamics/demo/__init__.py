@@ -6,8 +6,8 @@ module (``attention``, ``symmetry``, ``lazy_rich``, ``step_size``) made of the s
 - ``NAME``, ``PURPOSE``; ``Settings`` with ``FULL`` (the class's pictures) and ``QUICK`` (a tiny
   setting for tests and smoke checks, ``--quick``);
 - ``compute(settings, seed) ->`` a ``NamedTuple`` of numpy arrays (shapes in its field comments),
-  the only part that trains; Φ comes from ``dynamics.model.logits`` and head diversity from
-  ``dynamics.model.head_diversity``, as in the engine;
+  the only part that trains; Φ comes from ``dynamics.core.model.logits`` and head diversity from
+  ``dynamics.core.model.head_diversity``, as in the engine;
 - ``draw(result, settings) -> Figure`` (and ``attention.draw_animation`` for the GIF), from the
   arrays alone; ``report(result, settings) -> (numbers, lines)``;
 - ``run(out, *, quick, seed, progress) -> DemoResult``: compute → draw → save, and the report.

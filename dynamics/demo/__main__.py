@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from dynamics import interrupts
-from dynamics.cli import OneLineParser, float_arg, int_arg, int_list_arg, use_file_backend
+from dynamics.cli.common import OneLineParser, float_arg, int_arg, int_list_arg, use_file_backend
 from dynamics.demo import DEMOS, UnknownDemo, get
 from dynamics.demo.common import settings_for
+from dynamics.infra import interrupts
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,9 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from dynamics import model as mdl
+from dynamics.core import model as mdl
+from dynamics.core.engine import make_optimizer
+from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
     Animation,
@@ -39,8 +41,6 @@ from dynamics.demo.common import (
     set_style,
     train_logged,
 )
-from dynamics.engine import make_optimizer
-from dynamics.losses import Loss, mean_loss
 
 NAME = "attention"
 PURPOSE = "DM1: the attention of a few test examples over training, and the mass on relevant tokens per H"
@@ -73,7 +73,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
     """For each H in ``heads`` (H,): attention of ``X_show`` (k, T, d), the mean attention mass on the
     relevant test tokens and the train/test loss at every logged step; arrays (H, L, ...).
 
-    ``data`` is one trial of ``dynamics.data.Data``.
+    ``data`` is one trial of ``dynamics.core.data.Data``.
     """
     loss = Loss.LOGISTIC
     d = data.X_train.shape[-1]

@@ -4,9 +4,9 @@ heads into more stored ones (``first_heads``), the logged steps, DM1 data and a 
 for drawing, the style, the palette of H, a log iteration axis, and atomic PNG/GIF output
 (``save_png``, ``Animation`` + ``save_gif``).
 
-The engine (``dynamics.engine``) returns metrics only; the demos need parameters,
+The engine (``dynamics.core.engine``) returns metrics only; the demos need parameters,
 attention maps or a linearised model at the logged steps, so they run this small scan
-(built from ``dynamics.model``, ``dynamics.losses`` and ``dynamics.engine.make_optimizer``)
+(built from ``dynamics.core.model``, ``dynamics.core.losses`` and ``dynamics.core.engine.make_optimizer``)
 inside their own ``jax.jit``.
 """
 
@@ -29,12 +29,12 @@ from matplotlib.animation import PillowWriter
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from dynamics.config import DataConfig, log_schedule
-from dynamics.data import (
+from dynamics.config.schema import DataConfig, log_schedule
+from dynamics.core.data import (
     Data,
     make_data,
 )
-from dynamics.files import atomic_write_bytes
+from dynamics.infra.files import atomic_write_bytes
 
 # The --quick settings' data (one trial): every demo draws the same shapes, so a test process
 # compiles the data generator once for all of them.
@@ -84,7 +84,7 @@ def train_logged(
 
 
 def first_heads(n_heads: jax.Array, n_slots: int) -> jax.Array:
-    """Slot weights (S,) for ``dynamics.model.logits``: 1 for the first ``n_heads`` of ``n_slots``
+    """Slot weights (S,) for ``dynamics.core.model.logits``: 1 for the first ``n_heads`` of ``n_slots``
     stored heads, 0 for the others (``n_heads`` may be traced).
 
     A weight-0 slot adds exactly nothing to Φ and gets exactly zero gradient, so one compiled

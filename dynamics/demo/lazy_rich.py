@@ -29,7 +29,9 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from dynamics import model as mdl
+from dynamics.core import model as mdl
+from dynamics.core.engine import make_optimizer
+from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
@@ -43,8 +45,6 @@ from dynamics.demo.common import (
     set_style,
     train_logged,
 )
-from dynamics.engine import make_optimizer
-from dynamics.losses import Loss, mean_loss
 
 NAME = "lazy-vs-rich"
 PURPOSE = "the model vs its linearisation around θ₀ (random init, c_H = 1/√H) as H grows: lazy vs rich"
@@ -89,7 +89,7 @@ def linearized(
 def linearized_logits(
     params0: mdl.Params, X: jax.Array, *, query: str = "first", norm: str = "sqrt"
 ) -> Callable[[mdl.Params], jax.Array]:
-    """θ ↦ Φ(X; θ₀) + J_Φ(θ₀)(θ − θ₀), (n,): the tangent model of ``dynamics.model.logits``."""
+    """θ ↦ Φ(X; θ₀) + J_Φ(θ₀)(θ − θ₀), (n,): the tangent model of ``dynamics.core.model.logits``."""
     return linearized(lambda p: mdl.logits(p, X, query=query, norm=norm), params0)
 
 

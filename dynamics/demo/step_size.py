@@ -5,7 +5,7 @@ SPEC §2: with c_H = 1/√H and θ(0) = 0, all heads stay equal to (u, w), so
 that model, which is one head (c = 1) whose readout Ũ = √H·u learns with step η and whose
 key-query W = w learns with step η/H. The demo runs both for several H:
 
-- the H-head model, every head simulated (``dynamics.model.logits``, c_H = 1/√H), GD step η;
+- the H-head model, every head simulated (``dynamics.core.model.logits``, c_H = 1/√H), GD step η;
 - one head, c = 1, GD with step η on Ũ and η/H on W (``optax.multi_transform``),
 
 and draws their train loss and key-query norm on top of each other.
@@ -30,7 +30,9 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from dynamics import model as mdl
+from dynamics.core import model as mdl
+from dynamics.core.engine import make_optimizer
+from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
@@ -43,8 +45,6 @@ from dynamics.demo.common import (
     set_style,
     train_logged,
 )
-from dynamics.engine import make_optimizer
-from dynamics.losses import Loss, mean_loss
 
 NAME = "step-size"
 PURPOSE = "H zero-init heads with GD step η equal one head whose key-query step is η/H (SPEC §2)"

@@ -6,7 +6,7 @@ max_{h,h'} ‖θ_h − θ_h'‖ is measured, not assumed; it is exactly 0 at eve
 identical heads get bit-identical gradients (SPEC §2).
 
 All H values run in one compiled program: each run stores H_max heads, the first H of weight 1
-and the others of weight 0 (``common.first_heads``, ``dynamics.model.logits``): those add exactly
+and the others of weight 0 (``common.first_heads``, ``dynamics.core.model.logits``): those add exactly
 nothing to Φ and get exactly zero gradient.
 
 Holds the settings, the compiled run (``train_symmetry``), ``compute`` → ``SymmetryRun``,
@@ -27,7 +27,9 @@ import seaborn as sns
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
-from dynamics import model as mdl
+from dynamics.core import model as mdl
+from dynamics.core.engine import make_optimizer
+from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
     DemoResult,
@@ -41,8 +43,6 @@ from dynamics.demo.common import (
     set_style,
     train_logged,
 )
-from dynamics.engine import make_optimizer
-from dynamics.losses import Loss, mean_loss
 
 NAME = "symmetry"
 PURPOSE = "zero init vs small random init: head diversity over training (zero stays exactly 0), loss vs H"

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import datamodels
-from dynamics import executables, rng
-from dynamics.config import DataConfig
+from dynamics.config.schema import DataConfig
+from dynamics.core import rng
+from dynamics.infra import executables
 
 
 class Data(NamedTuple):
@@ -88,7 +89,7 @@ def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tupl
 @partial(jax.jit, static_argnames="cfg")
 def _synthetic_trials(cfg: DataConfig, raw: jax.Array) -> Data:
     # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
-    # with dynamics.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
+    # with dynamics.core.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
     # which XLA:CPU takes seconds to compile per draw.
     return jax.vmap(lambda k: _synthetic_trial(cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 

@@ -60,12 +60,12 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, PartitionSpec
 
-from dynamics import executables
-from dynamics import model as mdl
-from dynamics.losses import Loss, error_rate, mean_loss
+from dynamics.core import model as mdl
+from dynamics.core.losses import Loss, error_rate, mean_loss
+from dynamics.infra import executables
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
-    from dynamics.data import Data
+    from dynamics.core.data import Data
 
 METRICS = (
     "train_loss",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 COMMANDS = {
-    "run": ("dynamics.run", "simulate a sweep over the number of heads (python -m dynamics.run)"),
+    "run": ("dynamics.cli.run", "simulate a sweep over the number of heads (python -m dynamics.run)"),
     "figures": ("figures.__main__", "regenerate the registered figures (python -m figures)"),
     "demo": ("dynamics.demo.__main__", "a teaching demo (python -m dynamics.demo)"),
 }

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from dynamics import losses, model
+from dynamics.core import losses, model
 
 Params = model.Params
 

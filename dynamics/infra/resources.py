@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 ENV = "MHSIM_MEMORY_LIMIT"
-N_METRICS = 5  # train/test loss and error, head diversity (dynamics.engine.METRICS)
+N_METRICS = 5  # train/test loss and error, head diversity (dynamics.core.engine.METRICS)
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -61,7 +61,7 @@ def limit_bytes() -> tuple[int | None, str]:
         try:
             return int(float(number) * _SUFFIX[unit]), f"${ENV}"
         except ValueError:
-            from dynamics.config import ConfigError
+            from dynamics.config.schema import ConfigError
 
             raise ConfigError(f"${ENV}={value!r} is not a size in bytes (e.g. 8G, 512M, off)") from None
     return available_bytes(), f"the available memory (set ${ENV} to change it)"
@@ -92,7 +92,7 @@ def human(n: float) -> str:
 
 def check_sweep(exp, x64: bool = False) -> dict[str, int]:
     """Refuse (ConfigError, one line) an Experiment whose estimate exceeds the limit; return it."""
-    from dynamics.config import ConfigError
+    from dynamics.config.schema import ConfigError
 
     extra = 0
     if exp.config.data.model == "npz":

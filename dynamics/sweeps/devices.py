@@ -13,8 +13,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dynamics.data import Data
-from dynamics.engine import BATCH_AXIS, Batch, float_dtype
+from dynamics.core.data import Data
+from dynamics.core.engine import BATCH_AXIS, Batch, float_dtype
 
 
 def cpu_cores() -> int:

@@ -1,4 +1,4 @@
-"""Run a grid (``dynamics.grid``) and write its result files.
+"""Run a grid (``dynamics.config.grid``) and write its result files.
 
 The grid's points are grouped by their data section: points that differ only in traced
 scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.checkpoint import locked
-from dynamics.engine import METRICS
-from dynamics.files import atomic_write_bytes
-from dynamics.grid import GridExperiment
-from dynamics.results import results_dict, write_files
-from dynamics.sweep import SUMMARY_METRICS, SweepResult, _run_points
-from dynamics.timings import phase
+from dynamics.config.grid import GridExperiment
+from dynamics.core.engine import METRICS
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.infra.timings import phase
+from dynamics.sweeps.checkpoint import locked
+from dynamics.sweeps.results import results_dict, write_files
+from dynamics.sweeps.sweep import SUMMARY_METRICS, SweepResult, _run_points
 
 POINTS = "points"
 # A finished grid point: metric -> (H, trials, L) and diverged_at (H, trials).
@@ -221,7 +221,7 @@ def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> No
 def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     """The grid points finished in ``out`` for this grid (same hash, right shapes): all of them
     from complete results of this grid, else the saved points."""
-    from dynamics.results import complete_results_hash, load_results
+    from dynamics.sweeps.results import complete_results_hash, load_results
 
     cfg = grid.base.config
     if complete_results_hash(out) == grid.hash():
@@ -259,7 +259,7 @@ def run_grid_checkpointed(
     the points saved there for the same grid; at the end writes the grid's files."""
     import jax
 
-    from dynamics.devices import device_name
+    from dynamics.sweeps.devices import device_name
 
     out = Path(out)
     writer = jax.process_index() == 0

@@ -5,7 +5,7 @@ cosine to the max-margin token selection, at the logged steps of a sweep.
 (``--diagnostics``, TOML ``[sweep] diagnostics = [...]``, the API's Config). The engine's
 compiled scan keeps no parameters, so this module *replays* each run (H, trial) with a plain
 jitted loop of the same update on the same data and init (``_advance``) and measures θ at the
-diagnostic steps with ``dynamics.diagnostics``. The replay's training loss is checked against
+diagnostic steps with ``dynamics.theory.diagnostics``. The replay's training loss is checked against
 the engine's logged one (``replay_gap`` in results.json). Runs without diagnostics never reach
 this module: their numbers are those of the engine alone, bit for bit.
 
@@ -38,13 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from dynamics import diagnostics as dg
-from dynamics import model as mdl
-from dynamics import rng
-from dynamics.config import DIAGNOSTICS, Config, Experiment, log_schedule
-from dynamics.data import Data, train_relevant_tokens
-from dynamics.engine import _direction
-from dynamics.losses import Loss, mean_loss
+from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
+from dynamics.core import model as mdl
+from dynamics.core import rng
+from dynamics.core.data import Data, train_relevant_tokens
+from dynamics.core.engine import _direction
+from dynamics.core.losses import Loss, mean_loss
+from dynamics.theory import diagnostics as dg
 
 POINTS = 24  # at most this many diagnostic steps per run (cost: see benchmarks/README.md)
 KERNEL_EXAMPLES = 256

@@ -32,7 +32,7 @@ NORMS = ("sqrt", "mean", "sum")
 KEY_QUERIES = ("full", "factored")
 INITS = ("zero", "normal")
 LOSSES = ("logistic", "exp", "hinge2")
-# Theory diagnostics along training (dynamics.theory, issue 13); off by default.
+# Theory diagnostics along training (dynamics.theory.replay, issue 13); off by default.
 DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
 
 # Defaults of the synthetic data models; None in DataConfig means "the model's default".
@@ -122,7 +122,7 @@ class SweepConfig:
     log_every: int | None = None  # log every k steps (the last step is always logged)
     log_points: int | None = None  # or about this many log-spaced steps; neither: auto
     fast_path: bool = True  # zero init: simulate one representative head per H (exact)
-    # sharpness, kernel, maxmargin (dynamics.theory); () = none. Left out of to_dict and the
+    # sharpness, kernel, maxmargin (dynamics.theory.replay); () = none. Left out of to_dict and the
     # hash when empty, so runs without diagnostics keep their results.json and config_hash.
     diagnostics: tuple[str, ...] = ()
 
@@ -241,7 +241,7 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
         {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
     ),
-    # The two bottleneck presets (SPEC §8) run through dynamics.bottleneck, which sets the data
+    # The two bottleneck presets (SPEC §8) run through dynamics.experiments.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
     "bottleneck-expressivity": (
         "one factored head's T×T attention fitted to random targets: best error vs head size d_h",

@@ -28,12 +28,12 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from dynamics import rng
-from dynamics.config import LR_SCALINGS, Config, Experiment, resolve, validate
-from dynamics.data import make_data, token_width
-from dynamics.devices import BatchPlacer
-from dynamics.engine import METRICS, Batch, Program, float_dtype, train_batch
-from dynamics.timings import phase
+from dynamics.config.schema import LR_SCALINGS, Config, Experiment, resolve, validate
+from dynamics.core import rng
+from dynamics.core.data import make_data, token_width
+from dynamics.core.engine import METRICS, Batch, Program, float_dtype, train_batch
+from dynamics.infra.timings import phase
+from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
 
@@ -314,7 +314,7 @@ def make_batch(
 def _prepare(cfg: Config):
     # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
     # integers and floats), so the data are drawn as without x64 and simulated in float64.
-    # Keys as jax.random derives them, in numpy (dynamics.rng): no compile per key operation.
+    # Keys as jax.random derives them, in numpy (dynamics.core.rng): no compile per key operation.
     k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
     with jax.enable_x64(False):
         data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
@@ -356,7 +356,7 @@ def _run_points(
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
             on_devices = placer.batch(batch)
-            with phase("simulation"):  # its compile is timed apart (dynamics.timings)
+            with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
                 metrics, div_at = train_batch(
                     point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
                 )
@@ -458,8 +458,8 @@ def run_sweep(
 
 
 def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> None:
-    """The theory diagnostics (``dynamics.theory``) into ``result.curves`` and ``result.extra``."""
-    from dynamics import theory
+    """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``."""
+    from dynamics.theory import replay as theory
 
     cfg = exp.config
     with phase("diagnostics"):

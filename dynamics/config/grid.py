@@ -10,7 +10,7 @@ Values come as a comma-separated list (``0.01,0.1,1``) or a log-spaced shorthand
 quarter decades; k = 1 gives a). Integer knobs round the log-spaced values and drop repeats.
 
 This module imports no JAX (the command line parses and validates with it before any
-heavy import); ``dynamics.grid_run`` runs a grid and writes its files.
+heavy import); ``dynamics.sweeps.grid`` runs a grid and writes its files.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dynamics.config import (
+from dynamics.config.schema import (
     PAPER_HEADS,
     PAPER_SIZES,
     PRESETS,

@@ -1,6 +1,6 @@
 """Compiled programs kept on disk whole: a second run neither compiles nor traces them.
 
-JAX's persistent cache (``dynamics.cache``) saves the XLA compile, but to find an entry JAX
+JAX's persistent cache (``dynamics.infra.cache``) saves the XLA compile, but to find an entry JAX
 traces the Python function and lowers it to compute the key: about 0.2 s per program here,
 most of what a second run spends in its compile phase. This cache keys a program without
 tracing it, by what determines it:
@@ -14,14 +14,14 @@ tracing it, by what determines it:
 
 It keeps each program's executable (``jax.experimental.serialize_executable``) in
 ``<JAX's cache folder>/executables`` and is on exactly when JAX's persistent cache is (the
-command lines; ``dynamics.cache.enable`` for library calls); otherwise ``call`` is the plain
+command lines; ``dynamics.infra.cache.enable`` for library calls); otherwise ``call`` is the plain
 ``jax.jit`` call. The programs it keeps (the engine's and the data draw's) are compiled with
 JAX's cache off, so they are kept once, here; JAX's cache keeps the others (demos, theory).
 
 Safety, as for JAX's cache: a change of the code or the environment changes the key, so a
 program is never loaded for code it was not compiled from; an entry carries the SHA-256 of
 its payload, checked before it is unpickled; an entry that fails to load is removed and the
-program compiled anew; files are written atomically (``dynamics.files``); past ``MAX_BYTES``
+program compiled anew; files are written atomically (``dynamics.infra.files``); past ``MAX_BYTES``
 the least recently used entries are removed. The entries are code, as JAX's are: whoever can
 write to the cache folder can run code in your process.
 """
@@ -41,8 +41,8 @@ from typing import Any
 
 import jax
 
-from dynamics.files import atomic_write_bytes
-from dynamics.timings import PROGRAM_LOAD_EVENT
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.infra.timings import PROGRAM_LOAD_EVENT
 
 FOLDER = "executables"  # inside JAX's cache folder (JAX's own LRU only touches its *-cache files)
 SUFFIX = ".xla"
@@ -132,7 +132,7 @@ def fingerprint() -> str:
 @functools.cache
 def _source_digest() -> str:
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for package in _PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())

@@ -52,7 +52,7 @@ def _hash(k1, k2, x1, x2, xp):
 def _check_partitionable() -> None:
     if not jax.config.jax_threefry_partitionable:
         raise RuntimeError(
-            "dynamics.rng reproduces jax.random with jax_threefry_partitionable=True (JAX's default); "
+            "dynamics.core.rng reproduces jax.random with jax_threefry_partitionable=True (JAX's default); "
             "it is off in this process"
         )
 
@@ -123,7 +123,7 @@ THREEFRY = jex_random.define_prng_impl(
     split=_split,
     random_bits=_random_bits,
     fold_in=_fold_in,
-    name="threefry2x32, written-out hash (dynamics.rng)",
+    name="threefry2x32, written-out hash (dynamics.core.rng)",
     tag="fry_mhsim",
 )
 

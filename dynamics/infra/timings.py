@@ -5,10 +5,10 @@ The command lines open a ``Timings`` recorder; code anywhere marks its work with
 an inner phase counts for it, not for the outer one. Compilation is told apart from the
 phase that triggers it by JAX's own compile events (``jax.monitoring``: tracing, lowering
 and the XLA compile or persistent-cache load of every program, with their start and end
-times; ``dynamics.executables`` adds its own event for a whole program loaded from disk), so
+times; ``dynamics.infra.executables`` adds its own event for a whole program loaded from disk), so
 the first call of a program counts its compile under ``compile`` and only the rest under its
 phase. The same events count the programs compiled and those loaded from the persistent
-cache (``dynamics.cache``, ``dynamics.executables``).
+cache (``dynamics.infra.cache``, ``dynamics.infra.executables``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _COMPILE_EVENTS = (
 )
 _BACKEND_EVENT = _COMPILE_EVENTS[2]
 _CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
-# dynamics.executables records this span for a whole program loaded from disk (no JAX event)
+# dynamics.infra.executables records this span for a whole program loaded from disk (no JAX event)
 PROGRAM_LOAD_EVENT = "/mhsim/executables/load"
 
 _active: list[Timings] = []

@@ -1,8 +1,8 @@
 """The command line of the two bottleneck presets of ``python -m dynamics.run`` (SPEC §8).
 
 ``python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads`` comes here
-(``dynamics.run.main`` asks ``requested``): parse the preset's own flags, run the experiment
-of ``dynamics.bottleneck``, print a table, write the result files and the figure.
+(``dynamics.cli.run.main`` asks ``requested``): parse the preset's own flags, run the experiment
+of ``dynamics.experiments.bottleneck``, print a table, write the result files and the figure.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from dynamics import bottleneck as bn
-from dynamics import interrupts
-from dynamics.cli import OneLineParser, add_cpu_devices, apply_cpu_devices, int_list_arg, mean_std
-from dynamics.config import MAXIMA, ConfigError
+from dynamics.cli.common import OneLineParser, add_cpu_devices, apply_cpu_devices, int_list_arg, mean_std
+from dynamics.config.schema import MAXIMA, ConfigError
+from dynamics.experiments import bottleneck as bn
+from dynamics.infra import interrupts
 
 
 def requested(argv: list[str]) -> str | None:
@@ -135,7 +135,7 @@ def _main(argv: list[str] | None) -> int:
     for path in bn.write(run, out, npz_name):
         print(f"wrote {path}")
     if not args.no_figure:
-        from dynamics.cli import use_file_backend
+        from dynamics.cli.common import use_file_backend
 
         use_file_backend()
         from figures import bottleneck as fig  # matplotlib: only when a figure is drawn

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics import interrupts
-from dynamics.files import atomic_write_bytes
-from dynamics.sweep import HeadResult
-from dynamics.timings import phase
+from dynamics.infra import interrupts
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.infra.timings import phase
+from dynamics.sweeps.sweep import HeadResult
 
 POINTS = "points"
 
@@ -73,7 +73,7 @@ def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = Non
 
 
 def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
-    from dynamics.engine import METRICS
+    from dynamics.core.engine import METRICS
 
     heads, diverged_at = z["heads"], z["diverged_at"]
     curves = {k: z[f"curve_{k}"] for k in METRICS}  # KeyError: a file of another version
@@ -98,8 +98,8 @@ def finished_heads(
 ) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
-    from dynamics.engine import METRICS
-    from dynamics.results import complete_results_hash, load_results
+    from dynamics.core.engine import METRICS
+    from dynamics.sweeps.results import complete_results_hash, load_results
 
     if complete_results_hash(out) == config_hash:
         try:
@@ -125,7 +125,7 @@ def locked(out: Path):
     and remove the temporary files a killed run left behind (no one else writes there now)."""
     import filelock
 
-    from dynamics.config import ConfigError
+    from dynamics.config.schema import ConfigError
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -157,8 +157,8 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
     """
     import jax
 
-    from dynamics.config import resolve
-    from dynamics.devices import device_name
+    from dynamics.config.schema import resolve
+    from dynamics.sweeps.devices import device_name
 
     exp, out = resolve(cfg), Path(out)
     writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
@@ -169,8 +169,8 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
 
 
 def _run_locked(exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs):
-    from dynamics.results import complete_results_hash, provenance, write_results
-    from dynamics.sweep import SweepResult, run_sweep
+    from dynamics.sweeps.results import complete_results_hash, provenance, write_results
+    from dynamics.sweeps.sweep import SweepResult, run_sweep
 
     provenance()  # looked up now, not between a point's file and its results.json
 

@@ -1,7 +1,7 @@
 """The command lines' shared room: the parser, argument types, device flags and table helpers.
 
 Used by the three command lines and ``figures``' own: ``python -m dynamics.run``
-(``dynamics.run``), its bottleneck presets (``dynamics.bottleneck_cli``), ``python -m
+(``dynamics.run``), its bottleneck presets (``dynamics.cli.bottleneck``), ``python -m
 dynamics.demo`` and ``python -m figures``. It imports nothing of theirs, so none of them
 imports one that imports it back.
 
@@ -16,7 +16,7 @@ import importlib
 import os
 import threading
 
-from dynamics.config import ConfigError
+from dynamics.config.schema import ConfigError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -82,7 +82,7 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
             f"--cpu-devices={args.cpu_devices} must be <= {MAX_CPU_DEVICES} "
             f"(each device costs memory; this machine has {os.cpu_count()} cores)"
         )
-    from dynamics.devices import split_cpu  # imports JAX: only once a command runs
+    from dynamics.sweeps.devices import split_cpu  # imports JAX: only once a command runs
 
     split_cpu(args.cpu_devices)
 

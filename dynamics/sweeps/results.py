@@ -4,7 +4,7 @@ A sweep writes ``results.json`` and ``curves.npz`` (``write_results``); any expe
 its json and an ``.npz`` the same way (``write_files``: the npz first, the json last, its
 presence marking complete results); ``load_results`` reads both back. ``SCHEMA_VERSION`` of
 every results.json and the versions stamp live here. Every file is written with
-``dynamics.files.atomic_write_bytes`` (a temporary file in the same folder, fsync, rename),
+``dynamics.infra.files.atomic_write_bytes`` (a temporary file in the same folder, fsync, rename),
 so a reader never sees a half-written file.
 """
 
@@ -25,11 +25,11 @@ import jax
 import numpy as np
 import optax
 
-from dynamics import interrupts
-from dynamics.devices import device_name
-from dynamics.files import atomic_write_bytes
-from dynamics.sweep import SweepResult
-from dynamics.timings import phase
+from dynamics.infra import interrupts
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.infra.timings import phase
+from dynamics.sweeps.devices import device_name
+from dynamics.sweeps.sweep import SweepResult
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +69,7 @@ def provenance() -> tuple[str | None, str | None]:
         mhsim = version("mhsim")
     except PackageNotFoundError:  # run from a checkout that was never pip-installed
         mhsim = None
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():  # not a checkout (e.g. site-packages inside some other repository)
         return mhsim, None
     try:

@@ -20,7 +20,7 @@ Two experiments, each a preset of ``python -m dynamics.run``:
 Both write ``results.json`` (with ``config_hash``) and an ``.npz`` of arrays (``write``);
 ``produce_expressivity`` and ``produce_heads`` run them at their default sizes for
 ``python -m figures``. This module holds the experiments only (configs, fits, sweeps, cache
-keys, files); their command line is ``dynamics.bottleneck_cli``, their figures are in
+keys, files); their command line is ``dynamics.cli.bottleneck``, their figures are in
 ``figures.bottleneck``.
 """
 
@@ -40,8 +40,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from dynamics import model as mdl
-from dynamics.config import (
+from dynamics.config.schema import (
     PAPER_SIZES,
     Config,
     ConfigError,
@@ -51,9 +50,10 @@ from dynamics.config import (
     preset,
     validate,
 )
-from dynamics.devices import device_name
-from dynamics.results import SCHEMA_VERSION, run_record, versions, write_files
-from dynamics.sweep import run_sweep
+from dynamics.core import model as mdl
+from dynamics.sweeps.devices import device_name
+from dynamics.sweeps.results import SCHEMA_VERSION, run_record, versions, write_files
+from dynamics.sweeps.sweep import run_sweep
 
 EXPRESSIVITY = "bottleneck-expressivity"
 HEADS = "bottleneck-heads"

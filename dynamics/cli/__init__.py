@@ -1,0 +1,2 @@
+"""The command lines: shared flags and the one-line-error parser (``common``), ``python -m dynamics.run``
+(``run``), the bottleneck presets' flags (``bottleneck``) and the ``mhsim`` entry point (``main``)."""

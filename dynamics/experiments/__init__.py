@@ -1,0 +1,1 @@
+"""Experiments with their own objective: the two low-rank-bottleneck experiments (``bottleneck``)."""

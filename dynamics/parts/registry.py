@@ -1,0 +1,109 @@
+"""Parts found by name: a ``Registry`` of small frozen objects, each the one home of a choice.
+
+A part is metadata (its name, a line of help, the rules the engine relies on) plus the dotted
+path of its implementation, ``impl = "module:attribute"``, imported on first use
+(``Part.load``). Metadata never imports JAX, so the command lines' ``--help``, the config
+layer and validation stay JAX-free; the engine loads the functions when it traces.
+
+Every place that offers a choice reads its registry: the flags' ``choices``, TOML and
+keyword validation (``Registry.get``: a one-line error naming the field, the bad value and the
+allowed ones, with a suggestion), ``--help`` texts and figure labels. Registering a part makes
+it available everywhere at once::
+
+    from dynamics.parts import OPTIMIZERS, Optimizer
+    OPTIMIZERS.register(Optimizer("rmsprop", "optax's RMSProp", impl="mypkg.opt:rmsprop_direction",
+                                  per_coordinate=True))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from dynamics.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A named choice. ``impl``: ``"module:attribute"`` of its function (or object), loaded lazily."""
+
+    name: str
+    help: str
+    impl: str = ""
+    label: str = ""  # how figures name it (default: the name)
+
+    def load(self) -> Any:
+        """The implementation ``impl`` points at (imported on first use; Python caches modules)."""
+        if not self.impl:
+            raise ConfigError(f"{type(self).__name__.lower()} {self.name!r} has no implementation")
+        module, _, attr = self.impl.partition(":")
+        obj = importlib.import_module(module)
+        for name in attr.split("."):
+            obj = getattr(obj, name)
+        return obj
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+
+P = TypeVar("P", bound=Part)
+
+
+class Registry(Mapping[str, P], Generic[P]):
+    """Parts of one kind by name, in registration order (the first is listed first in ``--help``).
+
+    ``field`` is the config field that names a part of this kind (``model.query``): errors name it.
+    """
+
+    def __init__(self, kind: str, field: str, parts: tuple[P, ...] = ()):
+        self.kind, self.field = kind, field
+        self._parts: dict[str, P] = {}
+        for part in parts:
+            self.register(part)
+
+    def register(self, part: P, *, replace: bool = False) -> P:
+        """Add ``part`` (``replace=True`` to swap one of the same name); returns it."""
+        if not isinstance(part, Part):
+            raise TypeError(f"{self.kind} registry takes Part objects, got {type(part).__name__}")
+        if part.name in self._parts and not replace:
+            raise ConfigError(f"{self.kind} {part.name!r} is registered already (replace=True to swap it)")
+        self._parts[part.name] = part
+        return part
+
+    def get(self, name: object, field: str | None = None) -> P:  # type: ignore[override]
+        """The part called ``name``; an enum member counts by its value. A one-line ConfigError
+        naming the field, the value and what is allowed otherwise."""
+        key = getattr(name, "value", name)
+        if isinstance(key, str) and key in self._parts:
+            return self._parts[key]
+        allowed = ", ".join(map(repr, self._parts))
+        close = difflib.get_close_matches(str(key), list(self._parts), n=1) if isinstance(key, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{field or self.field}={key!r} is not one of {allowed}{hint}")
+
+    def __getitem__(self, name: str) -> P:
+        return self._parts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._parts
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._parts)
+
+    def help(self) -> str:
+        """'name: help; name: help' for ``--help``."""
+        return "; ".join(f"{p.name}: {p.help}" for p in self._parts.values())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self._parts)})"
