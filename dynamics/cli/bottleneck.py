@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from dynamics.cli.common import OneLineParser, add_cpu_devices, apply_cpu_devices, int_list_arg, mean_std
-from dynamics.config.schema import MAXIMA, ConfigError
+from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
 from dynamics.infra import interrupts
+from dynamics.parts.checks import MAXIMA
 
 
 def requested(argv: list[str]) -> str | None:

@@ -23,6 +23,8 @@ import re
 import sys
 from pathlib import Path
 
+from datamodels.defaults import GEOMETRIES
+from dynamics import parts
 from dynamics.cli.common import (
     OneLineParser,
     add_cpu_devices,
@@ -44,16 +46,7 @@ from dynamics.config.grid import (
     resolve_grid,
 )
 from dynamics.config.schema import (
-    DATA_MODELS,
-    GEOMETRIES,
-    INITS,
-    KEY_QUERIES,
-    LOSSES,
-    LR_SCALINGS,
-    NORMS,
-    OPTIMIZERS,
     PRESETS,
-    QUERIES,
     Config,
     ConfigError,
     Experiment,
@@ -66,7 +59,9 @@ from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.resources import check_sweep
 from dynamics.infra.timings import Timings
 
-# flag, section, field, type, choices, help
+# flag, section, field, type, choices, help. A part's choices are its live registry (argparse lists
+# and checks them through iteration and ``in``), its help the registry's: a registered part is a
+# choice of the command line at once.
 KNOBS = [
     ("--heads", "sweep", "heads", parse_heads, None, "numbers of heads H, comma-separated (e.g. 1,2,4,8)"),
     ("--trials", "sweep", "trials", int_arg, None, "independent trials (data draws and inits) per H"),
@@ -74,27 +69,27 @@ KNOBS = [
     ("--log-every", "sweep", "log_every", int_arg, None, "log metrics every K steps"),
     ("--log-points", "sweep", "log_points", int_arg, None, "log about N log-spaced steps instead"),
     ("--steps", "optim", "steps", int_arg, None, "number of full-batch updates"),
-    ("--optimizer", "optim", "optimizer", str, OPTIMIZERS, "gd (full-batch GD) or adam (optax defaults)"),
+    ("--optimizer", "optim", "optimizer", str, parts.OPTIMIZERS, parts.OPTIMIZERS.help()),
     ("--lr", "optim", "lr", float_arg, None, "base step size η₀"),
     (
         "--lr-scaling",
         "optim",
         "lr_scaling",
         str,
-        tuple(LR_SCALINGS),
-        "η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, the paper's η = O(H))",
+        parts.LR_SCALINGS,
+        "the step size's H-scaling, for every optimiser (Adam too): " + parts.LR_SCALINGS.help(),
     ),
-    ("--loss", "optim", "loss", str, LOSSES, "margin loss ℓ(yΦ)"),
+    ("--loss", "optim", "loss", str, parts.LOSSES, "margin loss ℓ(yΦ): " + parts.LOSSES.help()),
     (
         "--query",
         "model",
         "query",
         str,
-        QUERIES,
-        "first: x_1 queries (the paper); all: self-attention, mean-pooled",
+        parts.QUERIES,
+        parts.QUERIES.help(),
     ),
-    ("--norm", "model", "norm", str, NORMS, "head normalisation c_H: 1/√H, 1/H or 1"),
-    ("--key-query", "model", "key_query", str, KEY_QUERIES, "full W_h or factored Q_h K_hᵀ"),
+    ("--norm", "model", "norm", str, parts.NORMS, "head normalisation: " + parts.NORMS.help()),
+    ("--key-query", "model", "key_query", str, parts.KEY_QUERIES, parts.KEY_QUERIES.help()),
     (
         "--head-size",
         "model",
@@ -103,7 +98,7 @@ KNOBS = [
         None,
         "factored head size: 'split' (d // H) or an integer",
     ),
-    ("--init", "model", "init", str, INITS, "zero (heads stay identical) or normal (random)"),
+    ("--init", "model", "init", str, parts.INITS, parts.INITS.help()),
     ("--init-scale", "model", "init_scale", float_arg, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
     (
         "--diagnostics",
@@ -113,11 +108,11 @@ KNOBS = [
         None,
         "theory diagnostics along training, comma-separated or 'all': sharpness (Hessian λ_max, λ_min, "
         "η·λ_max), kernel (tangent-kernel distance from step 0), maxmargin (cosine of W to the attention "
-        "SVM; dm1/mixture only); off by default. At <= 24 of the logged steps, each run replayed: "
-        "theory-dm1 took 105 s instead of 16 s (cold compiles), 33 s instead of 2.4 s (warm cache) here "
-        "(benchmarks/README.md)",
+        "SVM; data models that know their relevant tokens only); off by default. Measured at <= 24 of "
+        "the logged steps, each run replayed: it costs several times the sweep's own time "
+        "(docs/theory.md)",
     ),
-    ("--data-model", "data", "model", str, DATA_MODELS, "synthetic data model (npz is set by --data)"),
+    ("--data-model", "data", "model", str, parts.DATA_MODELS, parts.DATA_MODELS.help()),
     ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
     ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),
     ("--tokens", "data", "T", int_arg, None, "tokens per example T"),
@@ -223,7 +218,8 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
             axes.pop(name, None)
             overrides.setdefault(section, {})[name] = value
     if args.data:
-        if overrides.get("data", {}).get("model", "npz") != "npz":
+        named = overrides.get("data", {}).get("model")
+        if named is not None and not (named in parts.DATA_MODELS and parts.DATA_MODELS[named].from_file):
             raise ConfigError(
                 f"--data FILE.npz cannot be combined with --data-model {overrides['data']['model']}"
             )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dynamics import parts
 from dynamics.config.schema import (
     PAPER_HEADS,
     PAPER_SIZES,
@@ -213,7 +214,7 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
         data, heads = cfg.data, cfg.sweep.heads
         n, T, d = data.n_train or 100, data.T or 10, data.d or 32
         per_head = 6.0 * n * (d * d + 3 * T * d) * cfg.optim.steps * cfg.sweep.trials
-        fast = cfg.model.init == "zero" and cfg.model.key_query == "full" and cfg.sweep.fast_path
+        fast = parts.uses_fast_path(cfg)
         flop += per_head * (len(heads) if fast else sum(heads))
     return gib, flop / CPU_FLOPS / 3600
 

@@ -11,37 +11,37 @@ geometries live with their generator in ``datamodels.mixture`` and are imported 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import hashlib
 import json
-import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES
+from dynamics import parts
+from dynamics.errors import ConfigError
+from dynamics.parts.checks import MAX_LOGGED_STEPS
+from dynamics.parts.checks import choice as _choice
+from dynamics.parts.checks import finite as _finite
+from dynamics.parts.checks import positive_int as _positive_int
+from dynamics.parts.checks import suggest as _suggest
 
-DATA_MODELS = ("dm1", "planted", "mixture", "npz")
-OPTIMIZERS = ("gd", "adam")
-LR_SCALINGS = {"constant": 0.0, "sqrt": 0.5, "linear": 1.0}  # η(H) = η₀ · H^p
-QUERIES = ("first", "all")
-NORMS = ("sqrt", "mean", "sum")
-KEY_QUERIES = ("full", "factored")
-INITS = ("zero", "normal")
-LOSSES = ("logistic", "exp", "hinge2")
-# Theory diagnostics along training (dynamics.theory.replay, issue 13); off by default.
+# The parts' names, read from their registries (dynamics.parts): the one home of each choice.
+DATA_MODELS = parts.DATA_MODELS.names
+OPTIMIZERS = parts.OPTIMIZERS.names
+LR_SCALINGS = {name: p.exponent for name, p in parts.LR_SCALINGS.items()}  # η(H) = η₀ · H^p
+QUERIES = parts.QUERIES.names
+NORMS = parts.NORMS.names
+KEY_QUERIES = parts.KEY_QUERIES.names
+INITS = parts.INITS.names
+LOSSES = parts.LOSSES.names
+# Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
 
-# Defaults of the synthetic data models; None in DataConfig means "the model's default".
-# The mixture's are DM1's, defined with its generator (datamodels imports nothing from here).
-SYNTHETIC_DEFAULTS = {
-    "dm1": DM1_DEFAULTS,
-    "mixture": DM1_DEFAULTS,
-    "planted": dict(T=10, d=16, teacher_heads=1, teacher_scale=1.0, label_noise=0.0),
-}
+# Every data model's own parameters (None in DataConfig means "the model's default"); T and d
+# belong to every synthetic model. A results.json and the config hash list all of them.
 SYNTHETIC_FIELDS = (
     "T",
     "d",
@@ -56,14 +56,6 @@ SYNTHETIC_FIELDS = (
     "teacher_scale",
     "label_noise",
 )
-
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message names the field. Always one line: a newline
-    inside a quoted value (a TOML key, a path) is shown escaped."""
-
-    def __init__(self, message: object = ""):
-        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
 @dataclass(frozen=True)
@@ -87,7 +79,7 @@ class DataConfig:
 
     def resolved(self) -> DataConfig:
         """Fill every None with the data model's default (npz: synthetic knobs stay None)."""
-        defaults = SYNTHETIC_DEFAULTS.get(self.model, {})
+        defaults = parts.DATA_MODELS[self.model].defaults if self.model in parts.DATA_MODELS else {}
         values = {
             k: (defaults[k] if getattr(self, k) is None and k in defaults else getattr(self, k))
             for k in SYNTHETIC_FIELDS
@@ -154,7 +146,8 @@ class Config:
         """A short hash of the resolved config (keys results caches). With user data (npz) it
         covers the file's contents, not only its path: a changed file never resumes old results."""
         doc = self.resolved().to_dict()
-        if self.data.model == "npz" and self.data.path:
+        model = parts.DATA_MODELS.get(self.data.model) if self.data.model in parts.DATA_MODELS else None
+        if model is not None and model.from_file and self.data.path:
             doc["data"]["content_sha256"] = _file_digest(self.data.path)
         return digest(doc)
 
@@ -257,11 +250,6 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         },
     ),
 }
-
-
-def _suggest(name: str, options) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Config:
@@ -412,53 +400,6 @@ def _check_type(section: str, name: str, value, expected: str) -> None:
         raise ConfigError(f"{section}.{name}={value!r} has the wrong type; expected {expected}")
 
 
-def _choice(field_name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ConfigError(
-            f"{field_name}={value!r} is not one of {', '.join(map(repr, allowed))}"
-            f"{_suggest(str(value), allowed)}"
-        )
-
-
-# Upper bounds that catch typos (an extra zero or three) before a compile that would never end.
-MAXIMA = {
-    "data.n_train": 10**7,
-    "data.n_test": 10**7,
-    "data.T": 4096,
-    "data.d": 4096,
-    "data.teacher_heads": 4096,
-    "sweep.heads": 4096,
-    "optim.steps": 10**8,
-    "sweep.trials": 10**5,
-    "sweep.seed": 2**32 - 1,
-    "sweep.log_points": 10**5,
-}
-MAX_LOGGED_STEPS = 10**6  # with log_every: the curves keep every logged step of every run
-
-
-def _positive_int(field_name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{field_name}={value!r} must be an integer >= {minimum}")
-    maximum = MAXIMA.get(field_name)
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{field_name}={value!r} must be <= {maximum}")
-
-
-def _finite(
-    field_name: str, value, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None
-) -> None:
-    try:
-        finite = not isinstance(value, bool) and math.isfinite(float(value))
-    except (TypeError, ValueError, OverflowError):
-        finite = False
-    if not finite:
-        raise ConfigError(f"{field_name}={value!r} must be a finite number")
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        raise ConfigError(f"{field_name}={value!r} must be {'>' if lo_open else '>='} {lo}")
-    if hi is not None and value > hi:
-        raise ConfigError(f"{field_name}={value!r} must be <= {hi}")
-
-
 def validate(cfg: Config) -> Config:
     """Check every value and combination; return the resolved config.
 
@@ -468,7 +409,7 @@ def validate(cfg: Config) -> Config:
     _check_types_and_name(cfg)
     cfg = cfg.resolved()
     _check_data(cfg.data)
-    if cfg.data.model == "npz":  # the file's own n, T, d, from its headers (no array is read)
+    if parts.DATA_MODELS[cfg.data.model].from_file:  # n, T, d from the file's headers (no array read)
         cfg = dataclasses.replace(cfg, data=_npz_sizes(cfg.data))
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
@@ -491,10 +432,10 @@ def _check_types_and_name(cfg: Config) -> None:
 
 def _check_data(data: DataConfig) -> None:
     """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
-    _choice("data.model", data.model, DATA_MODELS)
-    if data.model == "npz":
+    model = parts.DATA_MODELS.get(data.model)
+    if model.from_file:
         if not data.path:
-            raise ConfigError("data.model='npz' needs data.path (--data FILE.npz)")
+            raise ConfigError(f"data.model={data.model!r} needs data.path (--data FILE.npz)")
         given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None and f not in ("T", "d")]
         if given:
             raise ConfigError(
@@ -508,17 +449,9 @@ def _check_data(data: DataConfig) -> None:
         )
     for name in ("n_train", "n_test", "T", "d"):
         _positive_int(f"data.{name}", getattr(data, name))
-    if data.model in ("dm1", "mixture"):
-        _check_mixture(data)
-    if data.model == "planted":
-        _positive_int("data.teacher_heads", data.teacher_heads)
-        _finite("data.teacher_scale", data.teacher_scale, lo=0.0)
-        _finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
-    wrong = [
-        f
-        for f in SYNTHETIC_FIELDS
-        if getattr(data, f) is not None and f not in SYNTHETIC_DEFAULTS[data.model]
-    ]
+    if model.check is not None:
+        model.check(data)
+    wrong = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None and f not in model.defaults]
     if wrong:
         raise ConfigError(
             f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
@@ -544,28 +477,11 @@ def _npz_sizes(data: DataConfig) -> DataConfig:
     return dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
 
 
-def _check_mixture(data: DataConfig) -> None:
-    _finite("data.zeta", data.zeta, lo=0.0, hi=1.0)
-    if data.r is not None:
-        _positive_int("data.r", data.r)
-        if data.r > data.T:
-            raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-    _finite("data.signal", data.signal, lo=0.0)
-    _finite("data.noise", data.noise, lo=0.0)
-    _positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
-    _choice("data.geometry", data.geometry, GEOMETRIES)
-    if data.d < data.n_irrelevant + 2:
-        raise ConfigError(
-            f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
-            f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means"
-        )
-
-
 def _check_model(model: ModelConfig, data: DataConfig) -> None:
-    _choice("model.query", model.query, QUERIES)
-    _choice("model.norm", model.norm, NORMS)
-    _choice("model.key_query", model.key_query, KEY_QUERIES)
-    _choice("model.init", model.init, INITS)
+    parts.QUERIES.get(model.query)
+    parts.NORMS.get(model.norm)
+    parts.KEY_QUERIES.get(model.key_query)
+    parts.INITS.get(model.init)
     _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True)
     if model.head_size != "split":
         _positive_int("model.head_size", model.head_size)
@@ -574,18 +490,14 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
-    if model.key_query == "factored" and model.init == "zero":
-        raise ConfigError(
-            "model.key_query='factored' needs model.init='normal': "
-            "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
-        )
+    parts.check_init(model.key_query, model.init)
 
 
 def _check_optim(optim: OptimConfig) -> None:
-    _choice("optim.optimizer", optim.optimizer, OPTIMIZERS)
+    parts.OPTIMIZERS.get(optim.optimizer)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True)
-    _choice("optim.lr_scaling", optim.lr_scaling, tuple(LR_SCALINGS))
-    _choice("optim.loss", optim.loss, LOSSES)
+    parts.LR_SCALINGS.get(optim.lr_scaling)
+    parts.LOSSES.get(optim.loss)
     _positive_int("optim.steps", optim.steps)
 
 
@@ -596,7 +508,7 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
         _positive_int("sweep.heads", h)
     if len(set(sweep.heads)) != len(sweep.heads):
         raise ConfigError(f"sweep.heads={list(sweep.heads)} has repeated values")
-    if model.key_query == "factored" and model.head_size == "split" and data.d is not None:
+    if not parts.KEY_QUERIES[model.key_query].packs_across_heads(model.head_size) and data.d is not None:
         too_many = [h for h in sweep.heads if h > data.d]
         if too_many:
             raise ConfigError(
@@ -634,12 +546,13 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
     if "maxmargin" in names:
-        if data.model not in ("dm1", "mixture"):
+        if not parts.DATA_MODELS[data.model].relevant_tokens:
+            known = ", ".join(n for n, m in parts.DATA_MODELS.items() if m.relevant_tokens)
             raise ConfigError(
-                f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known (dm1 or "
-                f"mixture); data.model={data.model!r} has none"
+                f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known ({known}); "
+                f"data.model={data.model!r} has none"
             )
-        if model.query != "first":
+        if parts.QUERIES[model.query].all_tokens:
             raise ConfigError(
                 f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
                 f"posed for the first token as query); got model.query={model.query!r}"

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import datamodels
+from dynamics import parts
 from dynamics.config.schema import DataConfig
 from dynamics.core import rng
 from dynamics.infra import executables
@@ -24,15 +25,24 @@ class Data(NamedTuple):
 
 
 def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
+    """One trial's data: the data model's draw (``dynamics.parts.DATA_MODELS``)."""
+    return parts.DATA_MODELS[cfg.model].load()(cfg, key)
+
+
+def draw_planted(cfg: DataConfig, key: jax.Array) -> Data:
+    """The planted teacher's data: the teacher, then train and test sets from three subkeys."""
     k_teacher, k_train, k_test = jax.random.split(key, 3)
-    if cfg.model == "planted":
-        teacher = datamodels.planted_teacher(
-            k_teacher, d=cfg.d, heads=cfg.teacher_heads, scale=cfg.teacher_scale
-        )
-        kw = dict(T=cfg.T, label_noise=cfg.label_noise)
-        X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
-        X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
-        return Data(X, y, X_test, y_test, None)
+    teacher = datamodels.planted_teacher(k_teacher, d=cfg.d, heads=cfg.teacher_heads, scale=cfg.teacher_scale)
+    kw = dict(T=cfg.T, label_noise=cfg.label_noise)
+    X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
+    X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
+    return Data(X, y, X_test, y_test, None)
+
+
+def draw_mixture(cfg: DataConfig, key: jax.Array) -> Data:
+    """DM1 and the tokenized mixture: train and test sets (the first subkey is unused, as the
+    planted model's teacher key, so both models split a trial's key alike)."""
+    _, k_train, k_test = jax.random.split(key, 3)
     kw = _mixture_kw(cfg)
     X, y, _ = datamodels.tokenized_mixture(k_train, cfg.n_train, **kw)
     X_test, y_test, mask_test = datamodels.tokenized_mixture(k_test, cfg.n_test, **kw)
@@ -51,7 +61,7 @@ def train_relevant_tokens(
     exactly as ``make_data`` draws the training set (same keys and draws; the caller can compare
     X), or None for data without known relevant tokens. For the max-margin diagnostic."""
     cfg = cfg.resolved()
-    if cfg.model not in ("dm1", "mixture"):
+    if not parts.DATA_MODELS[cfg.model].relevant_tokens:
         return None
     raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
     return executables.call(_train_draws, "data.train_draws", {"cfg": cfg}, {"raw": raw})
@@ -74,7 +84,7 @@ def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tupl
     one. Trial i's data comes from ``fold_in(key, i)``, so adding trials keeps the first ones.
     """
     cfg = cfg.resolved()
-    if cfg.model == "npz":
+    if parts.DATA_MODELS[cfg.model].from_file:
         u = datamodels.load_npz(cfg.path)
         return Data(
             jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None

@@ -60,8 +60,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, PartitionSpec
 
+from dynamics import parts
 from dynamics.core import model as mdl
-from dynamics.core.losses import Loss, error_rate, mean_loss
+from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
@@ -118,6 +119,7 @@ class Program:
     optimizer: str
     loss: str
     segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
+    attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
 
 
 def make_optimizer(name: str, lr: jax.Array) -> optax.GradientTransformation:
@@ -166,11 +168,11 @@ def run_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
 
 def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[str, jax.Array]:
     """All logged metrics of every run of the pack at one step, each (R,)."""
-    loss = mdl.parse_enum(Loss, prog.loss, "loss")
+    loss = prog.loss
     z_train = data.y_train[:, None] * run_logits(
-        prog, pack, mdl.head_outputs(params, data.X_train, prog.query)
+        prog, pack, mdl.head_outputs(params, data.X_train, prog.query, prog.attention)
     )  # (n, R)
-    A_test = mdl.attention(params, data.X_test, prog.query)  # (n, S, t) or (n, S, s, t): once
+    A_test = mdl.attention(params, data.X_test, prog.query, prog.attention)  # (n, S, t) or (n, S, s, t)
     z_test = data.y_test[:, None] * run_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
     W = mdl.key_query_matrix(params)  # (S, d, d)
 
@@ -201,29 +203,25 @@ def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[
 def _direction(name: str) -> optax.GradientTransformation:
     """The optimiser without its step size: θ ← θ − η·direction(g) (the engine applies η per
     head slot, ``make_optimizer`` as one scalar)."""
-    if name == "gd":
-        return optax.identity()
-    if name == "adam":
-        return optax.scale_by_adam()  # optax.adam(η) = scale_by_adam(), then × (−η)
-    raise ValueError(f"optimizer={name!r} is not one of 'gd', 'adam'")
+    # optax.adam(η) = scale_by_adam(), then × (−η); optax.sgd(η) = identity(), then × (−η)
+    return parts.OPTIMIZERS.get(name, "optimizer").load()()
 
 
 def _head_size(prog: Program) -> int | None:
     """d_h of factored heads (every run of a split program has H = S), None for a free W."""
-    if prog.key_query == "full":
-        return None
-    return mdl.resolve_head_size(prog.head_size, prog.d, prog.slots)
+    return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
 def init_slots(prog: Program, b: Batch) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
     ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
     head_size = _head_size(prog)
-    if prog.init == "zero":
+    init = parts.INITS[prog.init]
+    if not init.random:
         shapes = mdl.head_shapes(prog.d, head_size)
         return {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     run = jnp.minimum(b.slot_run, prog.runs - 1)
-    params = mdl.init_heads(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size)
+    params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size)
     filled = b.slot_run < prog.runs
     return {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
 
@@ -234,14 +232,14 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
     params = init_slots(prog, b)
-    loss = mdl.parse_enum(Loss, prog.loss, "loss")
+    loss = prog.loss
     direction = _direction(prog.optimizer)
     slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
     total = sum(prog.segments)
 
     def objective(p):
         z = data.y_train[:, None] * run_logits(
-            prog, pack, mdl.head_outputs(p, data.X_train, prog.query)
+            prog, pack, mdl.head_outputs(p, data.X_train, prog.query, prog.attention)
         )  # (n, R)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)

@@ -23,28 +23,21 @@ import math
 import jax
 import jax.numpy as jnp
 
+from dynamics import parts
+
 Params = dict[str, jax.Array]
 
 
-class Query(enum.Enum):
-    FIRST = "first"  # the first token queries (a classification token)
-    ALL = "all"  # every token queries; outputs are mean-pooled
+def _enum(name: str, registry) -> type[enum.Enum]:
+    """An enum of a registry's built-in names (``Query.FIRST`` is ``"first"``): spelling aids for
+    Python users. The registry is the one home of a part; strings and members are accepted alike."""
+    return enum.Enum(name, {n.upper(): n for n in registry}, module=__name__)
 
 
-class Norm(enum.Enum):
-    SQRT = "sqrt"  # c_H = 1/√H (default; keeps Φ O(1) at random init)
-    MEAN = "mean"  # c_H = 1/H
-    SUM = "sum"  # c_H = 1
-
-
-class KeyQuery(enum.Enum):
-    FULL = "full"  # W_h ∈ R^{d×d} free
-    FACTORED = "factored"  # W_h = Q_h K_hᵀ, rank ≤ d_h
-
-
-class Init(enum.Enum):
-    ZERO = "zero"  # θ(0) = 0, the papers' setting; heads stay identical
-    NORMAL = "normal"  # entries N(0, σ₀²/d); breaks head symmetry
+Query = _enum("Query", parts.QUERIES)  # FIRST: x_1 queries; ALL: every token, mean-pooled
+Norm = _enum("Norm", parts.NORMS)  # SQRT 1/√H (default), MEAN 1/H, SUM 1
+KeyQuery = _enum("KeyQuery", parts.KEY_QUERIES)  # FULL W_h free; FACTORED Q_h K_hᵀ
+Init = _enum("Init", parts.INITS)  # ZERO (heads stay identical); NORMAL N(0, σ₀²/d)
 
 
 def parse_enum(cls: type[enum.Enum], value, field: str) -> enum.Enum:
@@ -58,25 +51,45 @@ def parse_enum(cls: type[enum.Enum], value, field: str) -> enum.Enum:
         raise ValueError(f"{field}={value!r} is not one of {allowed}") from None
 
 
+# The parts' math (the registries in dynamics.parts point here).
+
+
+def c_sqrt(n_heads):
+    return 1.0 / jnp.sqrt(n_heads) if isinstance(n_heads, jax.Array) else 1.0 / math.sqrt(n_heads)
+
+
+def c_mean(n_heads):
+    return 1.0 / n_heads
+
+
+def c_sum(n_heads):
+    return 1.0
+
+
+def scores_first(W: jax.Array, X: jax.Array) -> jax.Array:
+    """x_tᵀ W_h x_1: (n, h, t)."""
+    Wx = jnp.einsum("hde,ne->nhd", W, X[:, 0])  # (n, h, d): W_h x_1
+    return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
+
+
+def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
+    """x_tᵀ W_h x_s for every query s: (n, h, s, t)."""
+    XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
+    return jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
+
+
+def softmax(scores: jax.Array) -> jax.Array:
+    return jax.nn.softmax(scores, axis=-1)
+
+
 def head_norm(n_heads: int | jax.Array, norm: Norm | str) -> jax.Array | float:
     """The head normalisation c_H (SPEC §2); ``n_heads`` may be traced."""
-    norm = parse_enum(Norm, norm, "norm")
-    if norm is Norm.SQRT:
-        return 1.0 / jnp.sqrt(n_heads) if isinstance(n_heads, jax.Array) else 1.0 / math.sqrt(n_heads)
-    if norm is Norm.MEAN:
-        return 1.0 / n_heads
-    return 1.0
+    return parts.NORMS.get(norm, "norm").load()(n_heads)
 
 
 def resolve_head_size(head_size: str | int, d: int, n_heads: int) -> int:
     """d_h for the factored layout: ``"split"`` gives d // H (the standard layout), an int is fixed."""
-    if head_size == "split":
-        if n_heads > d:
-            raise ValueError(f"head_size='split' needs heads <= d, got heads={n_heads} > d={d}")
-        return d // n_heads
-    if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
-        raise ValueError(f"head_size={head_size!r} must be 'split' or a positive integer")
-    return head_size
+    return parts.KEY_QUERIES["factored"].head_size(head_size, d, n_heads)
 
 
 def init_params(
@@ -96,18 +109,16 @@ def init_params(
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     """
-    init = parse_enum(Init, init, "init")
-    key_query = parse_enum(KeyQuery, key_query, "key_query")
-    a = None
-    if key_query is KeyQuery.FACTORED:
-        if init is Init.ZERO:
-            raise ValueError("key_query='factored' needs init='normal': zero is a saddle point of Q Kᵀ")
-        a = resolve_head_size(head_size, d, n_heads)
+    init = parts.INITS.get(init, "init")
+    layout = parts.KEY_QUERIES.get(key_query, "key_query")
+    if init.symmetric and not layout.fast_path:
+        raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
+    a = layout.head_size(head_size, d, n_heads)
     shapes = head_shapes(d, a)
-    if init is Init.ZERO:
+    if not init.random:
         return {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-    return init_heads(keys, jnp.arange(n_heads), d, scale, a)
+    return init.load()(keys, jnp.arange(n_heads), d, scale, a)
 
 
 def head_shapes(d: int, head_size: int | None = None) -> dict[str, tuple[int, ...]]:
@@ -153,14 +164,14 @@ def param_count(
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
     """
-    key_query = parse_enum(KeyQuery, key_query, "key_query")
+    layout = parts.KEY_QUERIES.get(key_query, "key_query")
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         raise ValueError(f"n_heads={n_heads!r} must be a positive integer")
     if isinstance(d, bool) or not isinstance(d, int) or d < 1:
         raise ValueError(f"d={d!r} must be a positive integer")
-    if key_query is KeyQuery.FULL:
+    if not layout.factored:
         return n_heads * d + n_heads * d * d
-    return n_heads * d + 2 * n_heads * d * resolve_head_size(head_size, d, n_heads)
+    return n_heads * d + 2 * n_heads * d * layout.head_size(head_size, d, n_heads)
 
 
 def key_query_matrix(params: Params) -> jax.Array:
@@ -172,23 +183,21 @@ def key_query_matrix(params: Params) -> jax.Array:
 
 def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
     """Pre-softmax scores x_tᵀ W_h x_q: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
-    query = parse_enum(Query, query, "query")
-    W = key_query_matrix(params)  # (h, d, e)
-    if query is Query.FIRST:
-        Wx = jnp.einsum("hde,ne->nhd", W, X[:, 0])  # (n, h, d): W_h x_1
-        return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
-    XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
-    return jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
+    return parts.QUERIES.get(query, "query").load()(key_query_matrix(params), X)
 
 
-def attention(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
+def attention(
+    params: Params, X: jax.Array, query: Query | str = Query.FIRST, activation: str = "softmax"
+) -> jax.Array:
     """Attention weights: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
-    return jax.nn.softmax(attention_scores(params, X, query), axis=-1)
+    return parts.ACTIVATIONS.get(activation, "attention").load()(attention_scores(params, X, query))
 
 
-def head_outputs(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
-    """f_h(X) = U_hᵀ Xᵀ softmax(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
-    return readout(params, X, attention(params, X, query))
+def head_outputs(
+    params: Params, X: jax.Array, query: Query | str = Query.FIRST, activation: str = "softmax"
+) -> jax.Array:
+    """f_h(X) = U_hᵀ Xᵀ σ(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    return readout(params, X, attention(params, X, query, activation))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:

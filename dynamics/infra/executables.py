@@ -7,6 +7,9 @@ tracing it, by what determines it:
 
 - the function's name, its static arguments, and the tree, shapes, dtypes and shardings of
   its array arguments;
+- every part (``dynamics.parts``) the static arguments name: its metadata and the source of its
+  implementation (``Part.fingerprint``), so a replaced or patched part never gets another's
+  program; a part whose source cannot be read is never kept;
 - a fingerprint of everything else that could change the traced program: the source of every
   module of the ``dynamics`` and ``datamodels`` packages, the versions of Python, JAX, jaxlib,
   optax and numpy, JAX's configuration (x64, matmul precision, ...), ``XLA_FLAGS``, the
@@ -61,6 +64,8 @@ def call(fn, name: str, static: dict[str, Any], arrays: dict[str, Any]):
     if folder is None:
         return fn(**static, **arrays)
     key = program_key(name, static, arrays)
+    if key is None:  # built from a part whose source cannot be read: never kept
+        return fn(**static, **arrays)
     compiled = _loaded.get(key)
     if compiled is None:
         path = folder / f"{key}{SUFFIX}"
@@ -90,11 +95,17 @@ def _without_jax_cache():
         cc.reset_cache()
 
 
-def program_key(name: str, static: dict[str, Any], arrays: dict[str, Any]) -> str:
+def program_key(name: str, static: dict[str, Any], arrays: dict[str, Any]) -> str | None:
     """A program's key, ``name-<hex digest>`` (its file name): the digest of ``name``, ``static``,
-    the arguments' layout and the fingerprint."""
+    the arguments' layout, the fingerprint and the parts the static arguments name (their
+    metadata and source: ``Part.fingerprint``). None if one of those parts has no readable source."""
+    from dynamics.parts.rules import parts_fingerprint
+
+    used = parts_fingerprint(static)
+    if used is None:
+        return None
     leaves, tree = jax.tree_util.tree_flatten(arrays)
-    parts = [name, str(tree), fingerprint()]
+    parts = [name, str(tree), fingerprint(), used]
     parts += [f"{k}={_describe(v)}" for k, v in sorted(static.items())]
     parts += [_layout(x) for x in leaves]
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from dynamics import parts as registries
+
 ENV = "MHSIM_MEMORY_LIMIT"
 N_METRICS = 5  # train/test loss and error, head diversity (dynamics.core.engine.METRICS)
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -31,18 +33,20 @@ _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0) -> dict[str, int]:
     """The estimate of a resolved ``Config``'s peak memory, by part (see the module docstring)."""
     data = cfg.data
+    from_file = registries.DATA_MODELS[data.model].from_file
     f = 8 if x64 else 4
     n, m, T, d = data.n_train, data.n_test, data.T, data.d
     heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
     slots = 2 * max(heads)
-    if cfg.model.key_query == "full":
+    layout = registries.KEY_QUERIES[cfg.model.key_query]
+    if not layout.factored:
         per_slot = d * d + d
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(heads))
         per_slot = 2 * d * d_h + d
-    act = (n + m) * slots * (T + d) * (T if cfg.model.query == "all" else 1)
+    act = (n + m) * slots * (T + d) * (T if registries.QUERIES[cfg.model.query].all_tokens else 1)
     parts = {
-        "data": (n + m) * T * d * f * (1 if data.model == "npz" else trials) + data_file_bytes,
+        "data": (n + m) * T * d * f * (1 if from_file else trials) + data_file_bytes,
         "parameters and optimiser": trials * 4 * slots * per_slot * f,
         "intermediates": trials * 3 * act * f,
         "head diversity": trials * slots * per_slot * f,
@@ -95,7 +99,7 @@ def check_sweep(exp, x64: bool = False) -> dict[str, int]:
     from dynamics.config.schema import ConfigError
 
     extra = 0
-    if exp.config.data.model == "npz":
+    if registries.DATA_MODELS[exp.config.data.model].from_file:
         from datamodels.npz import read_header
 
         extra = read_header(exp.config.data.path).nbytes

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -48,6 +50,42 @@ class Part:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    def fingerprint(self) -> str | None:
+        """A digest of what this part is: its metadata, and the source of its implementation and of
+        every function among its fields (each with its module's whole file). None when some source
+        cannot be read (a function typed at a prompt): a program built from it is then not kept on
+        disk. A replaced or edited part thus never gets another part's compiled program."""
+        cached = _FINGERPRINTS.get(id(self))
+        obj = self.load() if self.impl else None
+        if cached is not None and cached[0] is self and cached[1] is obj:
+            return cached[2]
+        digest = hashlib.sha256(type(self).__qualname__.encode())
+        values = [getattr(self, f.name) for f in dataclasses.fields(self)]
+        for value in [*values, obj]:
+            text = _source(value) if callable(value) else repr(value)
+            if text is None:
+                digest = None
+                break
+            digest.update(text.encode() + b"\0")
+        result = None if digest is None else digest.hexdigest()
+        _FINGERPRINTS[id(self)] = (self, obj, result)
+        return result
+
+
+_FINGERPRINTS: dict[int, tuple[Part, Any, str | None]] = {}
+
+
+def _source(fn: Any) -> str | None:
+    """The source of ``fn`` and of its module's file, or None if either cannot be read."""
+    try:
+        own = inspect.getsource(fn)
+        path = inspect.getsourcefile(fn)
+        with open(path, "rb") as f:  # type: ignore[arg-type]
+            whole = f.read()
+    except (OSError, TypeError):
+        return None
+    return own + hashlib.sha256(whole).hexdigest()
 
 
 P = TypeVar("P", bound=Part)

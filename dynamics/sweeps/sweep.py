@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import parts
 from dynamics.config.schema import LR_SCALINGS, Config, Experiment, resolve, validate
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
@@ -43,14 +44,8 @@ def step_size(cfg: Config, n_heads: int) -> float:
     return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
 
 
-def uses_fast_path(cfg: Config) -> bool:
-    return cfg.sweep.fast_path and cfg.model.init == "zero" and cfg.model.key_query == "full"
-
-
-def can_pack_heads(cfg: Config) -> bool:
-    """Runs of different H can share S head slots when a head's shapes do not depend on H:
-    not for factored split heads (d_h = d // H)."""
-    return cfg.model.key_query == "full" or cfg.model.head_size != "split"
+uses_fast_path = parts.uses_fast_path  # the parts' rules (dynamics.parts.rules)
+can_pack_heads = parts.can_pack_heads
 
 
 def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1) -> Program:

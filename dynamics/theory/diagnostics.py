@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from dynamics import parts
 from dynamics.core import losses, model
 
 Params = model.Params
@@ -165,7 +166,7 @@ def training_loss(
     n_heads: int | None = None,
 ) -> jax.Array:
     """L(θ) = (1/n) Σ_i ℓ(y_i Φ(X_i; θ)) with Φ = ``model.logits`` (stored heads of weights w_s)."""
-    loss = model.parse_enum(losses.Loss, loss, "loss")
+    loss = parts.LOSSES.get(loss, "loss").name
     phi = model.logits(params, X, query=query, norm=norm, weight=weight, n_heads=n_heads)  # (n,)
     return losses.mean_loss(y * phi, loss)
 

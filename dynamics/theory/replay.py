@@ -38,12 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import parts
 from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
 from dynamics.core import model as mdl
 from dynamics.core import rng
 from dynamics.core.data import Data, train_relevant_tokens
 from dynamics.core.engine import _direction
-from dynamics.core.losses import Loss, mean_loss
+from dynamics.core.losses import mean_loss
 from dynamics.theory import diagnostics as dg
 
 POINTS = 24  # at most this many diagnostic steps per run (cost: see benchmarks/README.md)
@@ -74,7 +75,7 @@ def _advance(H: int, fast: bool, optimizer: str, query: str, norm: str, loss: st
     model exactly as the engine makes them (fast path: one stored head of weight H, fed the
     per-head gradient ∇L̃/H; optax direction, then θ ← θ − η·direction)."""
     direction = _direction(optimizer)
-    loss = mdl.parse_enum(Loss, loss, "loss")
+    loss = parts.LOSSES.get(loss, "loss").name
 
     def objective(p, X, y):
         weight = jnp.full((1,), H, X.dtype) if fast else None

@@ -1,0 +1,60 @@
+"""Registries of mhsim's parts (``dynamics.parts.registry``): data models, losses, optimisers and
+their step-size scalings, query modes, attention activations, head normalisations, key-query
+layouts and inits. Each part is the one home of its choice; metadata loads without JAX."""
+
+from dynamics.parts.data import DATA_MODELS, DataModel
+from dynamics.parts.model import (
+    ACTIVATIONS,
+    INITS,
+    KEY_QUERIES,
+    NORMS,
+    QUERIES,
+    Activation,
+    Init,
+    KeyQuery,
+    Norm,
+    Query,
+    check_init,
+)
+from dynamics.parts.registry import Part, Registry
+from dynamics.parts.rules import can_pack_heads, uses_fast_path
+from dynamics.parts.training import LOSSES, LR_SCALINGS, OPTIMIZERS, Loss, LrScaling, Optimizer
+
+REGISTRIES = {
+    "data_model": DATA_MODELS,
+    "loss": LOSSES,
+    "optimizer": OPTIMIZERS,
+    "lr_scaling": LR_SCALINGS,
+    "query": QUERIES,
+    "attention": ACTIVATIONS,
+    "norm": NORMS,
+    "key_query": KEY_QUERIES,
+    "init": INITS,
+}
+
+__all__ = [
+    "ACTIVATIONS",
+    "DATA_MODELS",
+    "INITS",
+    "KEY_QUERIES",
+    "LOSSES",
+    "LR_SCALINGS",
+    "NORMS",
+    "OPTIMIZERS",
+    "QUERIES",
+    "REGISTRIES",
+    "Activation",
+    "DataModel",
+    "Init",
+    "KeyQuery",
+    "Loss",
+    "LrScaling",
+    "Norm",
+    "Optimizer",
+    "Part",
+    "Query",
+    "Registry",
+    "can_pack_heads",
+    "check_init",
+    "uses_fast_path",
+]

@@ -1,0 +1,128 @@
+"""The model's parts: query modes, attention activations, head normalisations c_H, key-query
+layouts and inits. Metadata only (no JAX); each part's math is in ``dynamics.core.model``.
+
+Each part states the rules the engine relies on:
+
+- ``fast_path``: with every head equal at θ(0) (a ``symmetric`` init), every head gets the same
+  gradient at every step, so one stored head of weight H is the exact H-head model. This holds
+  when each head's output depends on its own parameters only through the same function (true of
+  every query mode, activation and normalisation here); a part that couples heads, or a layout
+  whose θ = 0 is a saddle, says ``fast_path=False``.
+- ``packs``: runs of different H may share one program's head slots when a head's shapes do not
+  depend on H (``KeyQuery.packs_across_heads``).
+- what scales with H: only c_H (``Norm``); the step size's H-scaling is an optimiser setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dynamics.errors import ConfigError
+from dynamics.parts.registry import Part, Registry
+
+_MODEL = "dynamics.core.model"
+
+
+@dataclasses.dataclass(frozen=True)
+class Query(Part):
+    """Which tokens query: ``impl`` maps (W (h, d, e), X (n, t, d)) to the scores."""
+
+    all_tokens: bool = False  # every token queries and the head outputs are mean-pooled over queries
+    fast_path: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation(Part):
+    """σ over the T scores of a query: ``impl`` maps scores (…, t) to weights (…, t)."""
+
+    normalises: bool = True  # the weights of a query sum to 1 (attention mass is a share)
+    fast_path: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Norm(Part):
+    """c_H: ``impl`` maps H (a number or a traced scalar) to c_H; the only factor that scales with H."""
+
+    fast_path: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyQuery(Part):
+    """The key-query matrix of a head: free W_h (d×d) or factored Q_h K_hᵀ of head size d_h."""
+
+    factored: bool = False
+    fast_path: bool = True  # False: θ = 0 is a saddle, so no symmetric init is allowed
+
+    def head_size(self, head_size: str | int, d: int, n_heads: int) -> int | None:
+        """d_h of a factored head (``"split"``: d // H), None for a free W."""
+        if not self.factored:
+            return None
+        if head_size == "split":
+            if n_heads > d:
+                raise ValueError(f"head_size='split' needs heads <= d, got heads={n_heads} > d={d}")
+            return d // n_heads
+        if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
+            raise ValueError(f"head_size={head_size!r} must be 'split' or a positive integer")
+        return head_size
+
+    def packs_across_heads(self, head_size: str | int) -> bool:
+        """May runs of different H share head slots? Not when d_h = d // H changes with H."""
+        return not (self.factored and head_size == "split")
+
+
+@dataclasses.dataclass(frozen=True)
+class Init(Part):
+    """θ(0): ``symmetric`` inits start every head equal (the fast path's premise); ``random`` ones
+    draw head h of a run from ``fold_in(key, h)`` with entries N(0, σ₀²/d) (``impl``)."""
+
+    symmetric: bool = False
+    random: bool = True
+
+
+QUERIES: Registry[Query] = Registry(
+    "query",
+    "model.query",
+    (
+        Query("first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first"),
+        Query("all", "every token queries; outputs mean-pooled", f"{_MODEL}:scores_all", all_tokens=True),
+    ),
+)
+ACTIVATIONS: Registry[Activation] = Registry(
+    "attention",
+    "model.attention",
+    (Activation("softmax", "e^{s_t} / Σ_t' e^{s_t'} over the T tokens", f"{_MODEL}:softmax"),),
+)
+NORMS: Registry[Norm] = Registry(
+    "norm",
+    "model.norm",
+    (
+        Norm("sqrt", "c_H = 1/√H (keeps Φ O(1) at random init)", f"{_MODEL}:c_sqrt", label="1/√H"),
+        Norm("mean", "c_H = 1/H", f"{_MODEL}:c_mean", label="1/H"),
+        Norm("sum", "c_H = 1", f"{_MODEL}:c_sum", label="1"),
+    ),
+)
+KEY_QUERIES: Registry[KeyQuery] = Registry(
+    "key-query layout",
+    "model.key_query",
+    (
+        KeyQuery("full", "W_h ∈ R^{d×d} free"),
+        KeyQuery("factored", "W_h = Q_h K_hᵀ of rank ≤ head_size", factored=True, fast_path=False),
+    ),
+)
+INITS: Registry[Init] = Registry(
+    "init",
+    "model.init",
+    (
+        Init("zero", "θ(0) = 0, the papers' setting; heads stay identical", symmetric=True, random=False),
+        Init("normal", "entries N(0, σ₀²/d); breaks head symmetry", f"{_MODEL}:init_heads"),
+    ),
+)
+
+
+def check_init(key_query: str, init: str) -> None:
+    """A symmetric init is refused where the layout's θ = 0 is a saddle (no gradient leaves it)."""
+    if INITS.get(init).symmetric and not KEY_QUERIES.get(key_query).fast_path:
+        raise ConfigError(
+            f"model.key_query={key_query!r} needs model.init='normal': "
+            "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
+        )

@@ -1,0 +1,70 @@
+"""What a config's parts allow the engine: the exact fast path and packing runs of different H.
+Read from the parts' own rules (``dynamics.parts.model``, ``dynamics.parts.training``); no JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dynamics.parts.data import DATA_MODELS
+from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
+from dynamics.parts.training import LOSSES, OPTIMIZERS
+
+
+def uses_fast_path(cfg) -> bool:
+    """One stored head of weight H stands exactly for H identical heads: asked for
+    (``sweep.fast_path``), a symmetric init, and every part's rule allows it."""
+    m = cfg.model
+    return bool(
+        cfg.sweep.fast_path
+        and INITS[m.init].symmetric
+        and KEY_QUERIES[m.key_query].fast_path
+        and QUERIES[m.query].fast_path
+        and ACTIVATIONS[getattr(m, "attention", "softmax")].fast_path
+        and NORMS[m.norm].fast_path
+        and OPTIMIZERS[cfg.optim.optimizer].per_coordinate
+    )
+
+
+def can_pack_heads(cfg) -> bool:
+    """Runs of different H can share S head slots when a head's shapes do not depend on H:
+    not for factored split heads (d_h = d // H)."""
+    return KEY_QUERIES[cfg.model.key_query].packs_across_heads(cfg.model.head_size)
+
+
+# Which registry a field of a static program argument (the engine's Program, a DataConfig) names.
+_FIELDS = {
+    "query": QUERIES,
+    "attention": ACTIVATIONS,
+    "norm": NORMS,
+    "key_query": KEY_QUERIES,
+    "init": INITS,
+    "optimizer": OPTIMIZERS,
+    "loss": LOSSES,
+    "model": DATA_MODELS,
+}
+
+
+def parts_of(obj) -> list:
+    """The registered parts a dataclass (a Program, a DataConfig) names in its fields."""
+    if not dataclasses.is_dataclass(obj):
+        return []
+    found = []
+    for field in dataclasses.fields(obj):
+        registry = _FIELDS.get(field.name)
+        value = getattr(obj, field.name)
+        if registry is not None and isinstance(value, str) and value in registry:
+            found.append(registry[value])
+    return found
+
+
+def parts_fingerprint(static: dict) -> str | None:
+    """The fingerprints of every part the static arguments name, in one string; None if one of
+    them has no readable source (then its program is not kept on disk)."""
+    prints = []
+    for value in static.values():
+        for part in parts_of(value):
+            fp = part.fingerprint()
+            if fp is None:
+                return None
+            prints.append(f"{type(part).__name__}:{part.name}:{fp}")
+    return "\n".join(prints)

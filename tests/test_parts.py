@@ -1,0 +1,160 @@
+"""The parts' registries: lookup and errors, metadata without JAX, every part's stated fast-path
+and packing rule checked on the engine, and compiled programs keyed by the parts they use."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dynamics import parts
+from dynamics.config.schema import Config, ConfigError, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.core import engine
+from dynamics.parts.registry import Part, Registry
+from dynamics.sweeps.sweep import run_sweep
+
+
+def tiny(**model_optim) -> Config:
+    model = {k: v for k, v in model_optim.items() if k in {f.name for f in dataclasses.fields(ModelConfig)}}
+    optim = {k: v for k, v in model_optim.items() if k not in model}
+    optimizer = optim.setdefault("optimizer", "gd")
+    optim.setdefault("lr", 0.5 if optimizer == "gd" else 0.05)
+    return Config(
+        data=DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2),
+        model=ModelConfig(**model),
+        optim=OptimConfig(steps=10, lr_scaling="linear", **optim),
+        sweep=SweepConfig(heads=(1, 3), trials=2, log_every=5),
+    )
+
+
+def close(a, b, what: str, rtol=1e-4) -> None:
+    for name in engine.METRICS:
+        scale = max(float(np.nanmax(np.abs(b.curves[name]))), 1.0)
+        np.testing.assert_allclose(
+            a.curves[name], b.curves[name], rtol=rtol, atol=1e-5 * scale, err_msg=f"{what}: {name}"
+        )
+
+
+def test_registry_lookup_errors_are_one_line_with_a_suggestion():
+    with pytest.raises(
+        ConfigError, match=r"^optim.optimizer='adan' is not one of 'gd', 'adam'.*did you mean 'adam'"
+    ) as e:
+        parts.OPTIMIZERS.get("adan")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"loss=3 is not one of"):
+        parts.LOSSES.get(3, "loss")
+    from dynamics.core.losses import Loss
+
+    assert parts.LOSSES.get(Loss.EXP).name == "exp"  # an enum member counts by its value
+
+
+def test_registry_refuses_a_duplicate_and_non_parts():
+    reg = Registry("thing", "x.thing", (Part("a", "first"),))
+    with pytest.raises(ConfigError, match="registered already"):
+        reg.register(Part("a", "again"))
+    reg.register(Part("a", "swapped"), replace=True)
+    assert reg["a"].help == "swapped" and reg.names == ("a",)
+    with pytest.raises(TypeError):
+        reg.register("b")  # type: ignore[arg-type]
+
+
+def test_every_part_has_help_and_loads():
+    for kind, registry in parts.REGISTRIES.items():
+        assert registry.names, kind
+        for part in registry.values():
+            assert part.help, (kind, part.name)
+            if part.impl:
+                assert callable(part.load()), (kind, part.name)
+
+
+def test_metadata_loads_without_jax():
+    code = (
+        "import sys; import dynamics.parts, dynamics.config.schema;"
+        "from dynamics.parts import REGISTRIES; [r.help() for r in REGISTRIES.values()];"
+        "assert 'jax' not in sys.modules, 'jax imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_config_lists_are_the_registries():
+    from dynamics.cli.run import KNOBS
+    from dynamics.config import schema
+
+    assert schema.OPTIMIZERS == parts.OPTIMIZERS.names and schema.QUERIES == parts.QUERIES.names
+    choices = {flag: c for flag, _, _, _, c, _ in KNOBS}
+    assert choices["--optimizer"] is parts.OPTIMIZERS and choices["--data-model"] is parts.DATA_MODELS
+
+
+# Each part's rule, checked on the engine for every registered part (a new part is checked too).
+FAST_PATH_CASES = (
+    [("optimizer", p.name) for p in parts.OPTIMIZERS.values() if p.per_coordinate]
+    + [("loss", p.name) for p in parts.LOSSES.values()]
+    + [("query", p.name) for p in parts.QUERIES.values() if p.fast_path]
+    + [("norm", p.name) for p in parts.NORMS.values() if p.fast_path]
+)
+
+
+@pytest.mark.parametrize("field,name", FAST_PATH_CASES, ids=[f"{f}={n}" for f, n in FAST_PATH_CASES])
+def test_a_part_that_allows_the_fast_path_gives_the_full_path_numbers(field, name):
+    cfg = tiny(**{field: name})
+    assert parts.uses_fast_path(cfg)
+    full = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
+    assert not parts.uses_fast_path(full)
+    close(run_sweep(cfg, progress=False), run_sweep(full, progress=False), f"{field}={name}")
+
+
+def test_fast_path_needs_every_rule():
+    assert parts.uses_fast_path(tiny())
+    assert not parts.uses_fast_path(tiny(init="normal"))  # not symmetric
+    assert not parts.uses_fast_path(tiny(init="normal", key_query="factored"))
+    for name, init in parts.INITS.items():
+        assert parts.uses_fast_path(tiny(init=name)) == init.symmetric
+
+
+PACK_CASES = [p.name for p in parts.OPTIMIZERS.values()]
+
+
+@pytest.mark.parametrize("optimizer", PACK_CASES)
+def test_a_run_in_a_pack_equals_the_run_alone(optimizer):
+    cfg = tiny(init="normal", optimizer=optimizer)
+    assert parts.can_pack_heads(cfg)
+    packed = run_sweep(cfg, progress=False, slots=4)  # H = 1 and 3 in one pack of 4 slots
+    for i, h in enumerate(cfg.sweep.heads):
+        alone = run_sweep(
+            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False
+        )
+        for name in engine.METRICS:
+            np.testing.assert_allclose(packed.curves[name][i], alone.curves[name][0], rtol=1e-5, atol=1e-6)
+
+
+def test_packing_rule_of_the_key_query_layouts():
+    split = tiny(init="normal", key_query="factored")
+    fixed = tiny(init="normal", key_query="factored", head_size=2)
+    assert not parts.can_pack_heads(split) and parts.can_pack_heads(fixed)
+    assert parts.KEY_QUERIES["factored"].head_size("split", 8, 4) == 2
+    assert parts.KEY_QUERIES["full"].head_size("split", 8, 4) is None
+
+
+def test_a_symmetric_init_is_refused_where_zero_is_a_saddle():
+    with pytest.raises(ConfigError, match="saddle"):
+        parts.check_init("factored", "zero")
+    parts.check_init("full", "zero")
+
+
+def test_program_key_covers_the_parts_it_was_built_from(monkeypatch):
+    from dynamics.infra import executables
+
+    prog = engine.Program(1, 1, True, 8, "first", "sqrt", "full", "split", "zero", "gd", "logistic", (0, 5))
+    before = executables.program_key("engine.x", {"prog": prog}, {})
+    assert before == executables.program_key("engine.x", {"prog": prog}, {})  # deterministic
+    # a part replaced by another implementation (a user's patch) gets another program
+    swapped = dataclasses.replace(parts.LOSSES["logistic"], impl="dynamics.core.losses:squared_hinge")
+    monkeypatch.setitem(parts.LOSSES._parts, "logistic", swapped)
+    assert executables.program_key("engine.x", {"prog": prog}, {}) != before
+    # a part whose source cannot be read is never kept on disk
+    typed = dataclasses.replace(swapped, impl="builtins:abs")
+    monkeypatch.setitem(parts.LOSSES._parts, "logistic", typed)
+    assert executables.program_key("engine.x", {"prog": prog}, {}) is None
