@@ -102,7 +102,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     import jax.numpy as jnp
     import optax
 
-    from dynamics.core import engine
+    from dynamics.core import engine, update
     from dynamics.core import model as mdl
     from dynamics.core.losses import Loss, mean_loss
     from dynamics.sweeps import sweep
@@ -113,7 +113,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     mult = H / S
     kw = dict(init=m.init, scale=m.init_scale, key_query=m.key_query, head_size=m.head_size)
     params = mdl.init_params(jax.random.PRNGKey(0), S, d, **kw)
-    opt = engine.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
+    opt = update.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = Loss(cfg.optim.loss)
 

@@ -10,7 +10,7 @@ import pytest
 
 from dynamics.config.schema import Config, DataConfig, OptimConfig, SweepConfig, log_schedule
 from dynamics.core import data as data_mod
-from dynamics.core import engine, losses, model
+from dynamics.core import engine, losses, model, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import sweep
 from dynamics.sweeps.sweep import run_sweep
@@ -40,7 +40,7 @@ def loop_train(cfg: Config, H: int, key, data: data_mod.Data, steps: int):
         key_query=m.key_query,
         head_size=m.head_size,
     )
-    opt = engine.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
+    opt = update.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = losses.Loss(cfg.optim.loss)
 

@@ -23,7 +23,7 @@ from dynamics.config.schema import (
     log_schedule,
     validate,
 )
-from dynamics.core import engine, losses, model
+from dynamics.core import engine, losses, model, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import devices
 from dynamics.sweeps.sweep import pack_runs, plan_points, run_grid, run_sweep
@@ -244,7 +244,7 @@ def test_x64_engine_matches_float64_loop(optimizer):
         result = run_sweep(cfg, progress=False)
         d = jax.tree_util.tree_map(lambda a: np.asarray(a[1], np.float64), data)
         p = model.init_params(jax.random.fold_in(k_init, 1), 3, 8, init="normal")
-        opt = engine.make_optimizer(optimizer, cfg.optim.lr)
+        opt = update.make_optimizer(optimizer, cfg.optim.lr)
         state = opt.init(p)
 
         def objective(p):

@@ -57,11 +57,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
 from dynamics.core import model as mdl
+from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
 
@@ -120,11 +120,6 @@ class Program:
     loss: str
     segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
     attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
-
-
-def make_optimizer(name: str, lr: jax.Array) -> optax.GradientTransformation:
-    """optax's sgd(η) or adam(η), built as optax builds them: ``_direction`` then × (−η)."""
-    return optax.chain(_direction(name), optax.scale_by_learning_rate(lr))
 
 
 class Pack(NamedTuple):
@@ -200,13 +195,6 @@ def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[
     return out
 
 
-def _direction(name: str) -> optax.GradientTransformation:
-    """The optimiser without its step size: θ ← θ − η·direction(g) (the engine applies η per
-    head slot, ``make_optimizer`` as one scalar)."""
-    # optax.adam(η) = scale_by_adam(), then × (−η); optax.sgd(η) = identity(), then × (−η)
-    return parts.OPTIMIZERS.get(name, "optimizer").load()()
-
-
 def _head_size(prog: Program) -> int | None:
     """d_h of factored heads (every run of a split program has H = S), None for a free W."""
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
@@ -233,7 +221,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     pack = make_pack(prog, b.slot_run, b.n_heads)
     params = init_slots(prog, b)
     loss = prog.loss
-    direction = _direction(prog.optimizer)
+    direction = upd.direction(prog.optimizer)
     slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
     total = sum(prog.segments)
 
@@ -249,10 +237,8 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         p, state, div_at = carry
         (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p)
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
-            grads = {k: g / mdl.per_head(pack.weight, g) for k, g in grads.items()}
-        d, state = direction.update(grads, state, p)
-        # optax's sgd(η) and adam(η) end with update = (−η)·direction: the same arithmetic.
-        p = {k: p[k] + mdl.per_head(-slot_lr, d[k]) * d[k] for k in p}
+            grads = upd.per_head_gradient(grads, pack.weight)
+        p, state = upd.update(p, grads, state, direction, slot_lr)  # η per head slot
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite. Its heads are not frozen: they only touch their own run's numbers, which are
         # masked from that step on; the last update's parameters are checked by the final

@@ -25,7 +25,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from dynamics.core import model as mdl
-from dynamics.core.engine import make_optimizer
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
@@ -100,7 +99,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
                 "test_loss": loss_on(p, data.X_test, data.y_test),
             }
 
-        return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
+        return train_logged(objective, params0, "gd", lr, segments, observe)
 
     return jax.vmap(run)(heads)
 

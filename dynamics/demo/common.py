@@ -6,7 +6,7 @@ for drawing, the style, the palette of H, a log iteration axis, and atomic PNG/G
 
 The engine (``dynamics.core.engine``) returns metrics only; the demos need parameters,
 attention maps or a linearised model at the logged steps, so they run this small scan
-(built from ``dynamics.core.model``, ``dynamics.core.losses`` and ``dynamics.core.engine.make_optimizer``)
+(built from ``dynamics.core.model``, ``dynamics.core.losses`` and the engine's step, ``dynamics.core.update``)
 inside their own ``jax.jit``.
 """
 
@@ -23,13 +23,13 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-import optax
 import seaborn as sns
 from matplotlib.animation import PillowWriter
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics.config.schema import DataConfig, log_schedule
+from dynamics.core import update as upd
 from dynamics.core.data import (
     Data,
     make_data,
@@ -57,22 +57,25 @@ class DemoResult:
 def train_logged(
     objective: Callable[[Any], jax.Array],
     params0: Any,
-    opt: optax.GradientTransformation,
+    optimizer: str,
+    lr: Any,
     segments: Sequence[int],
     observe: Callable[[Any], Any],
 ) -> Any:
-    """Minimise ``objective`` from ``params0`` with ``opt``; ``observe(params)`` at step 0 and after
-    each segment of ``segments[i]`` updates. Returns the observations stacked on a leading axis (L,).
+    """Minimise ``objective`` from ``params0`` with the optimiser part ``optimizer`` and step ``lr``
+    (a scalar, or {parameter name: step}) by the engine's update (``dynamics.core.update``);
+    ``observe(params)`` at step 0 and after each segment of ``segments[i]`` updates. Returns the
+    observations stacked on a leading axis (L,).
 
     Traceable (call it inside ``jit``/``vmap``): steps run in ``lax.fori_loop`` inside a
     ``lax.scan`` over the segments, as in the engine.
     """
 
+    opt = upd.direction(optimizer)
+
     def one_step(_, carry):
         p, state = carry
-        grads = jax.grad(objective)(p)
-        updates, state = opt.update(grads, state, p)
-        return optax.apply_updates(p, updates), state
+        return upd.update(p, jax.grad(objective)(p), state, opt, lr)
 
     def segment(carry, n_steps):
         carry = jax.lax.fori_loop(0, n_steps, one_step, carry)

@@ -30,7 +30,6 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics.core import model as mdl
-from dynamics.core.engine import make_optimizer
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
@@ -140,7 +139,7 @@ def train_lazy_rich(
             return out
 
         pair0 = {"model": params0, "lin": params0}
-        return train_logged(objective, pair0, make_optimizer("gd", lr), segments, observe)
+        return train_logged(objective, pair0, "gd", lr, segments, observe)
 
     per_trial = jax.vmap(one, in_axes=(None, 0, 0))
     return jax.vmap(per_trial, in_axes=(0, None, None))(heads, data, keys)

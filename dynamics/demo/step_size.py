@@ -25,13 +25,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics.core import model as mdl
-from dynamics.core.engine import make_optimizer
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
@@ -84,7 +82,7 @@ def train_many_heads(data, lr, n_heads: int, segments: tuple[int, ...]):
         return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sqrt"), Loss.LOGISTIC)
 
     observe = partial(_observe, objective, readout_scale=jnp.sqrt(jnp.float32(n_heads)))
-    return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
+    return train_logged(objective, params0, "gd", lr, segments, observe)
 
 
 @partial(jax.jit, static_argnames=("segments",))
@@ -93,16 +91,13 @@ def train_one_head(data, lr, heads: jax.Array, segments: tuple[int, ...]):
 
     def one(n_heads):
         params0 = mdl.init_params(jax.random.PRNGKey(0), 1, data.X_train.shape[-1], init="zero")
-        opt = optax.multi_transform(
-            {"readout": make_optimizer("gd", lr), "key_query": make_optimizer("gd", lr / n_heads)},
-            {"U": "readout", "W": "key_query"},
-        )
+        steps = {"U": lr, "W": lr / n_heads}  # readout η, key-query η/H
 
         def objective(p):
             return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sum"), Loss.LOGISTIC)
 
         return train_logged(
-            objective, params0, opt, segments, partial(_observe, objective, readout_scale=1.0)
+            objective, params0, "gd", steps, segments, partial(_observe, objective, readout_scale=1.0)
         )
 
     return jax.vmap(one)(heads)

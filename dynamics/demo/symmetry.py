@@ -28,7 +28,6 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
 from dynamics.core import model as mdl
-from dynamics.core.engine import make_optimizer
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo.common import (
     QUICK_DATA,
@@ -94,7 +93,7 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
             "test_loss": mean_loss(data.y_test * phi(p, data.X_test), loss),
         }
 
-    return train_logged(objective, params0, make_optimizer("gd", lr), segments, observe)
+    return train_logged(objective, params0, "gd", lr, segments, observe)
 
 
 def _band(ax, x, values, color, label, marker, ls="-"):

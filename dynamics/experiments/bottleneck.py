@@ -37,7 +37,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from tqdm.auto import tqdm
 
 from dynamics.config.schema import (
@@ -51,6 +50,7 @@ from dynamics.config.schema import (
     validate,
 )
 from dynamics.core import model as mdl
+from dynamics.core import update as upd
 from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.results import SCHEMA_VERSION, run_record, versions, write_files
 from dynamics.sweeps.sweep import run_sweep
@@ -201,18 +201,18 @@ def _fit_one(
     params = mdl.init_params(key, 1, d, init="normal", scale=init_scale, key_query="factored", head_size=A)
     cols = mask[None, None, :]  # (1, 1, A)
     qk = {"Q": params["Q"] * cols, "K": params["K"] * cols}  # (1, d, A) each; U plays no part in A
-    opt = optax.adam(lambda t: lr * lr_final ** (t / steps))  # exponential decay to lr·lr_final
+    adam = upd.direction("adam")  # the engine's step; η decays exponentially to lr·lr_final
 
     def loss(p):
         return row_kl(P, head_scores({"Q": p["Q"] * cols, "K": p["K"] * cols}, X))
 
     def step(carry, _):
-        p, state = carry
+        p, state, t = carry
         value, grads = jax.value_and_grad(loss)(p)
-        updates, state = opt.update(grads, state, p)
-        return (optax.apply_updates(p, updates), state), value
+        p, state = upd.update(p, grads, state, adam, lr * lr_final ** (t / steps))
+        return (p, state, t + 1), value
 
-    (qk, _), trace = jax.lax.scan(step, (qk, opt.init(qk)), None, length=steps)
+    (qk, _, _), trace = jax.lax.scan(step, (qk, adam.init(qk), jnp.int32(0)), None, length=steps)
     return qk, trace
 
 

@@ -42,8 +42,8 @@ from dynamics import parts
 from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
 from dynamics.core import model as mdl
 from dynamics.core import rng
+from dynamics.core import update as upd
 from dynamics.core.data import Data, train_relevant_tokens
-from dynamics.core.engine import _direction
 from dynamics.core.losses import mean_loss
 from dynamics.theory import diagnostics as dg
 
@@ -74,7 +74,7 @@ def _advance(H: int, fast: bool, optimizer: str, query: str, norm: str, loss: st
     """jit (params, state, X, y, lr, n) -> (params, state): n full-batch updates of the H-head
     model exactly as the engine makes them (fast path: one stored head of weight H, fed the
     per-head gradient ∇L̃/H; optax direction, then θ ← θ − η·direction)."""
-    direction = _direction(optimizer)
+    direction = upd.direction(optimizer)
     loss = parts.LOSSES.get(loss, "loss").name
 
     def objective(p, X, y):
@@ -87,9 +87,8 @@ def _advance(H: int, fast: bool, optimizer: str, query: str, norm: str, loss: st
             p, s = carry
             g = jax.grad(objective)(p, X, y)
             if fast:
-                g = {k: v / H for k, v in g.items()}
-            d, s = direction.update(g, s, p)
-            return {k: p[k] - lr * d[k] for k in p}, s
+                g = {k: v / H for k, v in g.items()}  # the engine's per-head gradient (H a number here)
+            return upd.update(p, g, s, direction, lr)  # the engine's step
 
         return jax.lax.fori_loop(0, n, step, (params, state))
 
