@@ -8,6 +8,7 @@ functions return a ``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, `
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
         section, name, typ = knobs[key]
         if isinstance(value, str) and typ is not str:
-            value = typ(value)  # "1,2,4" as on the command line
+            try:
+                value = typ(value)  # "1,2,4" as on the command line
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
+                raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(section, {})[name] = value
     return apply_overrides(cfg, sections, "keyword arguments")
 

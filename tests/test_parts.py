@@ -158,3 +158,18 @@ def test_program_key_covers_the_parts_it_was_built_from(monkeypatch):
     typed = dataclasses.replace(swapped, impl="builtins:abs")
     monkeypatch.setitem(parts.LOSSES._parts, "logistic", typed)
     assert executables.program_key("engine.x", {"prog": prog}, {}) is None
+
+
+def test_section_types_are_checked_by_the_schema_in_one_line():
+    from dynamics import with_overrides
+    from dynamics.config.schema import validate
+
+    with pytest.raises(ConfigError, match=r"^optim.steps=2.5 has the wrong type; expected int$"):
+        validate(with_overrides(steps=2.5))
+    with pytest.raises(ConfigError, match=r"^model.init_scale=True has the wrong type"):
+        validate(with_overrides(init_scale=True))  # strict: a bool is no number
+    with pytest.raises(ConfigError, match=r"^steps='1e3': '1e3' is not an integer$"):
+        with_overrides(steps="1e3")  # the keyword's name, not argparse's bare message
+    with pytest.raises(ConfigError, match=r"^optim=\{.*\} must be a OptimConfig$"):
+        validate(dataclasses.replace(Config(), optim={"lr": 1.0}))
+    assert validate(with_overrides(lr=1)).optim.lr == 1  # an int is a number: kept as given (same hash)

@@ -376,28 +376,34 @@ def parse_diagnostics(value) -> tuple[str, ...]:
     raise ConfigError(f"diagnostics={value!r} must be a comma-separated list of {', '.join(DIAGNOSTICS)}")
 
 
-def _check_type(section: str, name: str, value, expected: str) -> None:
-    """Check a field's value against its annotation (a string, as dataclasses store it)."""
-    ok_none = "None" in expected
-    if value is None:
-        if not ok_none:
-            raise ConfigError(f"{section}.{name}=None is not allowed")
-        return
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    is_num = is_int or isinstance(value, float)
-    checks = []
-    if "int" in expected:
-        checks.append(is_int)
-    if "float" in expected:
-        checks.append(is_num)
-    if "bool" in expected:
-        checks.append(isinstance(value, bool))
-    if "str" in expected:
-        checks.append(isinstance(value, str))
-    if "tuple" in expected:
-        checks.append(isinstance(value, tuple))
-    if not any(checks):
-        raise ConfigError(f"{section}.{name}={value!r} has the wrong type; expected {expected}")
+@functools.cache
+def _adapter(cls):
+    """pydantic's validator of a section's field types (strict: no coercion, so "3" is not 3 and
+    True is not 1; every instance re-validated). Imported on first use: ``--help`` never needs it."""
+    import pydantic
+
+    cls.__pydantic_config__ = pydantic.ConfigDict(strict=True, revalidate_instances="always")
+    return pydantic.TypeAdapter(cls)
+
+
+def _check_types(section: str, value) -> None:
+    """The section's field types, checked by pydantic against the dataclass annotations; the
+    first wrong field in one line."""
+    import pydantic
+
+    cls = SECTIONS[section]
+    if not isinstance(value, cls):
+        raise ConfigError(f"{section}={value!r} must be a {cls.__name__}")
+    try:
+        _adapter(cls).validate_python(value)
+    except pydantic.ValidationError as err:
+        name = str(err.errors()[0]["loc"][0])
+        bad = getattr(value, name)
+        if bad is None:
+            raise ConfigError(f"{section}.{name}=None is not allowed") from None
+        raise ConfigError(
+            f"{section}.{name}={bad!r} has the wrong type; expected {_FIELD_TYPES[section][name]}"
+        ) from None
 
 
 def validate(cfg: Config) -> Config:
@@ -422,8 +428,7 @@ def validate(cfg: Config) -> Config:
 
 def _check_types_and_name(cfg: Config) -> None:
     for section in SECTIONS:
-        for name, expected in _FIELD_TYPES[section].items():
-            _check_type(section, name, getattr(getattr(cfg, section), name), str(expected))
+        _check_types(section, getattr(cfg, section))
     if not isinstance(cfg.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", cfg.name):
         raise ConfigError(
             f"name={cfg.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the output folder)"
