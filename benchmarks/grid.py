@@ -1,4 +1,4 @@
-"""python -m benchmarks.grid: the grid presets' simulation time after compile (issue 12).
+"""python -m benchmarks.grid: the grid presets' simulation time after compile.
 
 For each grid preset (``dynamics.config.grid.GRID_PRESETS``), in this process, with the CPU split
 into one JAX device per core as the command lines do:

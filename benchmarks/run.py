@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from dynamics.parts import INITS, QUERIES
+
 PRESET_SWEEPS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 RANDOM = "random-init"
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- FLOP counts
 def step_flops(n: int, T: int, d: int, query: str) -> int:
     """Forward + backward FLOPs of one head over n examples (matmul terms, 2 per multiply-add)."""
-    if query == "first":
+    if not QUERIES[query].all_tokens:  # one query token (x_1)
         # fwd: W x_1 (2d²), scores x_tᵀ(W x_1) (2Td), U_hᵀ x_t (2Td), Σ_t A_t·(Uᵀx_t) (2T)
         # bwd: the same contractions transposed, for ∂U, ∂(W x_1) → ∂W; no ∂X.
         return n * (4 * d * d + 8 * T * d + 4 * T)
@@ -57,7 +59,7 @@ def step_flops(n: int, T: int, d: int, query: str) -> int:
 def eval_flops(n: int, n_test: int, T: int, d: int, query: str, has_mask: bool) -> int:
     """One head's logged-step evaluation: forward on train and test (+ test attention)."""
     fwd = step_flops(1, T, d, query) // 2
-    attn = (2 * d * d + 2 * T * d) if query == "first" else (2 * T * d * d + 2 * T * T * d)
+    attn = (2 * T * d * d + 2 * T * T * d) if QUERIES[query].all_tokens else (2 * d * d + 2 * T * d)
     return (n + n_test) * fwd + (n_test * attn if has_mask else 0)
 
 
@@ -228,7 +230,7 @@ def baselines(cfg, data, baseline_steps: int, warm_s: float, L: int) -> dict:
     import jax
 
     first = jax.tree_util.tree_map(lambda a: a[0], data)
-    variants = [("baseline", False)] + ([("baseline_1head", True)] if cfg.model.init == "zero" else [])
+    variants = [("baseline", False)] + ([("baseline_1head", True)] if INITS[cfg.model.init].symmetric else [])
     row, trials, S_ = {}, cfg.sweep.trials, cfg.optim.steps
     for key, one_head in variants:
         est, comp, per_head = 0.0, 0.0, {}

@@ -1,4 +1,4 @@
-"""Pure data generators (SPEC section 5): key and parameters in, arrays out.
+"""Pure data generators (docs/model.md): key and parameters in, arrays out.
 
 Pure on purpose: nothing here imports from ``dynamics`` (the planted teacher computes its own
 Φ), so a data model can be read, tested and reused without the simulator.

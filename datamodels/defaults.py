@@ -10,7 +10,7 @@ import types
 
 GEOMETRIES = ("antipodal", "orthogonal")  # mu_- = -mu_+, or mu_- orthogonal to mu_+
 
-# DM1 as this project defines it (SPEC section 5), one value per knob of `tokenized_mixture`;
+# DM1 as this project defines it (docs/model.md), one value per knob of `tokenized_mixture`;
 # `dm1` overrides any of these. The single home of these defaults: dynamics.config.schema uses them.
 DM1_DEFAULTS = types.MappingProxyType(
     {

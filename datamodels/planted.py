@@ -1,6 +1,6 @@
 """Planted teacher-student model: labels from a random multi-head attention teacher.
 
-The teacher is the SPEC's model with query "first" and c_H = 1/sqrt(H*):
+The teacher is the model of docs/model.md with query "first" and c_H = 1/sqrt(H*):
 Phi*(X) = (1/sqrt(H*)) sum_h U_h^T X^T softmax(X W_h x_1). With H* = 1 a zero-init
 student can realise it exactly; H* > 1 gives a harder, non-realisable task.
 """

@@ -1,4 +1,4 @@
-"""Figures of the low-rank bottleneck experiments (SPEC §8), drawn from saved result files only.
+"""Figures of the low-rank bottleneck experiments (docs/bottleneck.md), drawn from saved result files only.
 
 ``plot_expressivity`` reads ``results.json`` and ``expressivity.npz``, ``plot_bottleneck_heads``
 reads ``results.json`` and ``heads.npz`` (as ``dynamics.experiments.bottleneck.write`` leaves them); both

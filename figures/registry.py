@@ -21,7 +21,7 @@ The entry interface (all four fields are required):
 Registering a figure is one line at the bottom of this module. A preset sweep is
 ``sweep_entry("fig2")``; any ``Config`` with its own plot is ``sweep_entry(cfg, "…",
 plot=plot_mine)``. An experiment that is not a plain sweep (e.g. the low-rank bottleneck of
-SPEC §8) brings its own three functions, its plot in its own module under ``figures/``
+docs/bottleneck.md) brings its own three functions, its plot in its own module under ``figures/``
 (``figures.sweep.save_figure(fig, stem)`` writes the PNG and PDF atomically), as below::
 
     FIGURES[bottleneck.HEADS] = Entry(
@@ -133,7 +133,7 @@ def grid_entry(name: str) -> Entry:
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
-for _name in ("theory-dm1", "theory-dm1-constant"):  # issue 13: the diagnostics figure
+for _name in ("theory-dm1", "theory-dm1-constant"):  # the diagnostics figure
     FIGURES[_name] = sweep_entry(_name, plot=plot_diagnostics)
 FIGURES[bottleneck.EXPRESSIVITY] = Entry(
     PRESETS[bottleneck.EXPRESSIVITY][0],

@@ -1,4 +1,4 @@
-"""The theory diagnostics figure of a sweep (issue 13), from saved result files only.
+"""The theory diagnostics figure of a sweep, from saved result files only.
 
 Drawn when ``curves.npz`` holds diagnostics (``--diagnostics``); one panel per quantity logged,
 a line per H (mean over the trials that did not diverge, at the steps in ``diagnostic_steps``):

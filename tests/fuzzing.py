@@ -1,6 +1,6 @@
 """Hostile inputs for the fuzz tests (hypothesis strategies) and what every one must give.
 
-The promise checked (issue 15): a TOML file, an ``.npz`` file or a command line either works
+The promise checked: a TOML file, an ``.npz`` file or a command line either works
 or ends in one ``ConfigError``/``DataError`` line (exit 2 on the command line); never another
 exception, never a traceback, and a failing run leaves the output folder as it was.
 Used by tests/test_fuzz.py (small budgets, default suite) and tests/test_stress.py (big ones).

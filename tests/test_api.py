@@ -1,4 +1,4 @@
-"""The notebook API (issue 14): exports, keyword overrides, tables, figures from memory, run records,
+"""The notebook API: exports, keyword overrides, tables, figures from memory, run records,
 no backend switch at import, the demos' room flags and the mhsim console script."""
 
 from __future__ import annotations

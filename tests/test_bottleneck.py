@@ -1,4 +1,4 @@
-"""The low-rank bottleneck (SPEC §8): parameter counts, ranks, the attention fit and both presets."""
+"""The low-rank bottleneck: parameter counts, ranks, the attention fit and both presets."""
 
 import dataclasses
 import itertools

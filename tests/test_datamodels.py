@@ -351,7 +351,7 @@ def test_mixture_rejects_bad_arguments(kwargs, pattern):
 
 
 def _numpy_teacher_logits(U: np.ndarray, W: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Float64 loop over examples and heads: the SPEC's formula, written out."""
+    """Float64 loop over examples and heads: the model's formula (docs/model.md), written out."""
     H = U.shape[0]
     out = np.zeros(X.shape[0])
     for i in range(X.shape[0]):

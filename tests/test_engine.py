@@ -1,4 +1,4 @@
-"""The compiled engine against a plain Python loop, and the exact zero-init facts of SPEC §2."""
+"""The compiled engine against a plain Python loop, and the exact zero-init facts of docs/model.md."""
 
 import dataclasses
 
@@ -140,7 +140,7 @@ def test_fast_path_equals_full_computation(optimizer, norm):
 
 
 def test_sqrt_norm_H_heads_equal_one_head_with_key_query_step_over_H():
-    """SPEC §2: c_H = 1/√H, GD step η: Ũ = √H·U learns with η, W with η/H (one head, c = 1)."""
+    """docs/model.md: c_H = 1/√H, GD step η: Ũ = √H·U learns with η, W with η/H (one head, c = 1)."""
     H, eta, steps = 8, 0.7, 15
     cfg = small_config(optim=dict(lr=eta))
     k_data, k_init = jax.random.split(jax.random.PRNGKey(0))

@@ -1,4 +1,4 @@
-"""Grids over any knob (issue 12): parsing, validation, sharing programs, files, resume, figures."""
+"""Grids over any knob: parsing, validation, sharing programs, files, resume, figures."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Diagnostics along training (dynamics.theory.replay, issue 13): the logged curves against float64
+"""Diagnostics along training (dynamics.theory.replay): the logged curves against float64
 references computed here from an independent H-head training loop (optax on the explicit H-head
 model, dense jax.hessian, explicit Jacobians, numpy cosines); config, CLI and figure."""
 

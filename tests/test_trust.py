@@ -1,4 +1,4 @@
-"""Issue 15's cases as regression tests: interrupts, nothing touched while failing, content
+"""The trust cases as regression tests: interrupts, nothing touched while failing, content
 hashes, memory refused before allocation, damaged files recomputed (fast, in-process where
 possible; the long random-moment runs are in tests/test_stress.py)."""
 
@@ -206,7 +206,7 @@ def test_the_hash_covers_the_data_contents_and_no_other_config_changes(tmp_path)
     os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))  # also when mtime stays coarse
     assert cfg.hash() != first
     for synthetic in (Config(), SMALL, resolve(SMALL).config):
-        assert synthetic.hash() == digest(synthetic.resolved().to_dict())  # the formula before issue 15
+        assert synthetic.hash() == digest(synthetic.resolved().to_dict())  # the formula of old
 
 
 # Resource estimate before allocation

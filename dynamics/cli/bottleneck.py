@@ -1,4 +1,4 @@
-"""The command line of the two bottleneck presets of ``python -m dynamics.run`` (SPEC §8).
+"""The command line of the two bottleneck presets of ``python -m dynamics.run`` (docs/bottleneck.md).
 
 ``python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads`` comes here
 (``dynamics.cli.run.main`` asks ``requested``): parse the preset's own flags, run the experiment

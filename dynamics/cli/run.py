@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any("bottleneck" in arg for arg in argv):  # cheap test first: the module imports JAX
         from dynamics.cli import (
-            bottleneck as bottleneck_cli,  # the low-rank bottleneck presets have their own runner (SPEC §8)
+            bottleneck as bottleneck_cli,  # the bottleneck presets have their own runner
         )
 
         if bottleneck_cli.requested(argv):

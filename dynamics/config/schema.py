@@ -181,13 +181,13 @@ SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "swe
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
 
 PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
-# (n_train, n_test) of the papers' runs per data model (SPEC §6); the bottleneck uses them too.
+# (n_train, n_test) of the papers' runs per data model; the bottleneck uses them too.
 PAPER_SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
 _DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
 _PLANTED = {"model": "planted", "n_train": PAPER_SIZES["planted"][0], "n_test": PAPER_SIZES["planted"][1]}
 _SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
 
-# Issue 13: the theory's quantities along training (docs/theory.md); η = H is the edge-of-stability
+# The theory's quantities along training (docs/theory.md); η = H is the edge-of-stability
 # question, η = 1 the small-step reference.
 _THEORY_DM1 = {
     "data": _DM1,
@@ -234,7 +234,7 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
         {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
     ),
-    # The two bottleneck presets (SPEC §8) run through dynamics.experiments.bottleneck, which sets the data
+    # The two bottleneck presets run through dynamics.experiments.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
     "bottleneck-expressivity": (
         "one factored head's T×T attention fitted to random targets: best error vs head size d_h",

@@ -23,7 +23,7 @@ runs of different H share one program: one compile for a whole random-init sweep
 padding (``sweep.pack_runs`` packs them first-fit decreasing).
 
 - Fast path (θ(0) = 0, full key-query): one slot per run (S = R = 1) of weight H. With
-  zero init every head gets the same gradient at every step (SPEC §2), so all H heads stay
+  zero init every head gets the same gradient at every step (docs/model.md), so all H heads stay
   equal to one
   representative head θ. Write L̃(θ) = L(θ, …, θ) for the loss as a function of the common
   value; by the chain rule ∇L̃ = Σ_h ∂L/∂θ_h = H·g, where g is the gradient each head

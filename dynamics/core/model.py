@@ -1,4 +1,4 @@
-"""One-layer multi-head attention classifier (SPEC §2).
+"""One-layer multi-head attention classifier (docs/model.md).
 
     Φ(X; θ) = c_H · Σ_h U_hᵀ Xᵀ softmax(X W_h x_q)                 query = "first" (x_q = x_1)
     Φ(X; θ) = c_H · Σ_h (1/T) Σ_s U_hᵀ Xᵀ softmax(X W_h x_s)        query = "all"
@@ -83,7 +83,7 @@ def softmax(scores: jax.Array) -> jax.Array:
 
 
 def head_norm(n_heads: int | jax.Array, norm: Norm | str) -> jax.Array | float:
-    """The head normalisation c_H (SPEC §2); ``n_heads`` may be traced."""
+    """The head normalisation c_H (docs/model.md); ``n_heads`` may be traced."""
     return parts.NORMS.get(norm, "norm").load()(n_heads)
 
 

@@ -1,7 +1,7 @@
 """Demo ``attention``: watch the query token's attention move onto the relevant token.
 
-DM1 (SPEC §5), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. From zero init
-every head stays identical (SPEC §2), so one attention map per H tells the whole story;
+DM1 (docs/model.md), θ(0) = 0, full-batch GD with a constant step η, c_H = 1/√H. From zero init
+every head stays identical (docs/model.md), so one attention map per H tells the whole story;
 the run stores one representative head of weight H (the engine's exact fast
 path) and all H values train in one compiled program (``vmap`` over H).
 
@@ -85,7 +85,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
             return mean_loss(y * mdl.logits(p, X, weight=weight), loss)  # Φ = (1/√m)·m·f
 
         def objective(p):
-            # Each of the m identical heads gets 1/m of the reduced model's gradient (SPEC §2),
+            # Each of the m identical heads gets 1/m of the reduced model's gradient (docs/model.md),
             # so descending (loss / m) is the exact H-head GD.
             return loss_on(p, data.X_train, data.y_train) / m
 

@@ -104,7 +104,7 @@ def schedule(steps: int, log_points: int | None = None) -> tuple[np.ndarray, tup
 
 
 def dm1_data(key: jax.Array, trials: int, **fields) -> Data:
-    """DM1 (SPEC §5) with ``fields`` of ``DataConfig`` overridden; a leading trial axis."""
+    """DM1 (docs/model.md) with ``fields`` of ``DataConfig`` overridden; a leading trial axis."""
     data, _ = make_data(DataConfig(model="dm1", **fields), key, trials)
     return data
 

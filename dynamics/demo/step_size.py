@@ -1,6 +1,6 @@
 """Demo ``step-size``: H zero-init heads at GD step η are one head with key-query step η/H.
 
-SPEC §2: with c_H = 1/√H and θ(0) = 0, all heads stay equal to (u, w), so
+docs/model.md: with c_H = 1/√H and θ(0) = 0, all heads stay equal to (u, w), so
 Φ = (H/√H)·f(u, w) = f(√H·u, w). GD on the H-head model moves u by η·∇_u and w by η·∇_w of
 that model, which is one head (c = 1) whose readout Ũ = √H·u learns with step η and whose
 key-query W = w learns with step η/H. The demo runs both for several H:
@@ -45,7 +45,7 @@ from dynamics.demo.common import (
 )
 
 NAME = "step-size"
-PURPOSE = "H zero-init heads with GD step η equal one head whose key-query step is η/H (SPEC §2)"
+PURPOSE = "H zero-init heads with GD step η equal one head whose key-query step is η/H (docs/model.md)"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The same DM1 data and GD steps from θ(0) = 0 and from a small random init (entries
 N(0, σ₀²/d)). Every head is simulated (no fast path), so the zero-init diversity
 max_{h,h'} ‖θ_h − θ_h'‖ is measured, not assumed; it is exactly 0 at every step because
-identical heads get bit-identical gradients (SPEC §2).
+identical heads get bit-identical gradients (docs/model.md).
 
 All H values run in one compiled program: each run stores H_max heads, the first H of weight 1
 and the others of weight 0 (``common.first_heads``, ``dynamics.core.model.logits``): those add exactly

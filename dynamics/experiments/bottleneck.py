@@ -1,4 +1,4 @@
-"""The low-rank bottleneck of multi-head attention (Bhojanapalli et al., ICML 2020; SPEC §8).
+"""The low-rank bottleneck of multi-head attention (Bhojanapalli et al., ICML 2020).
 
 Two experiments, each a preset of ``python -m dynamics.run``:
 
@@ -115,7 +115,7 @@ class HeadsConfig:
     heads: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # H, at most d (split needs d // H >= 1)
     trials: int | None = None  # None: the preset's (5)
     steps: int | None = None  # None: the preset's (1000 Adam steps)
-    n_train: tuple[int, ...] | None = None  # per data model; None: PAPER_SIZES (SPEC §6)
+    n_train: tuple[int, ...] | None = None  # per data model; None: PAPER_SIZES
     n_test: tuple[int, ...] | None = None
     seed: int = 0  # every sweep uses this seed: the same data for split and fixed
 

@@ -1,4 +1,4 @@
-"""Result files (SPEC §7), written atomically and read back.
+"""Result files (docs/results-format.md), written atomically and read back.
 
 A sweep writes ``results.json`` and ``curves.npz`` (``write_results``); any experiment writes
 its json and an ``.npz`` the same way (``write_files``: the npz first, the json last, its

@@ -40,7 +40,7 @@ from dynamics.sweeps.devices import BatchPlacer
 
 
 def step_size(cfg: Config, n_heads: int) -> float:
-    """η(H) = η₀ · H^p (SPEC §4)."""
+    """η(H) = η₀ · H^p (docs/model.md)."""
     return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
 
 

@@ -1,4 +1,4 @@
-"""What the theory talks about, measured on a state θ (issue 13): curvature, tangent kernel, max margin.
+"""What the theory talks about, measured on a state θ: curvature, tangent kernel, max margin.
 
 - ``hessian_extremes``: λ_max (sharpness; the edge of stability is η·λ_max ≈ 2) and λ_min (the
   weak-convexity side) of the Hessian of a loss with respect to every parameter, by Lanczos on

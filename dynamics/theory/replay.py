@@ -1,4 +1,4 @@
-"""The theory's quantities along training (issue 13): sharpness, tangent-kernel movement and the
+"""The theory's quantities along training: sharpness, tangent-kernel movement and the
 cosine to the max-margin token selection, at the logged steps of a sweep.
 
 ``sweep.run_sweep`` calls ``compute`` when ``sweep.diagnostics`` names any of ``DIAGNOSTICS``
