@@ -30,20 +30,50 @@ def point_file(out: Path, heads) -> Path:
     return Path(out) / POINTS / ("H" + "-".join(str(int(h)) for h in heads) + ".npz")
 
 
-def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray], diverged_at) -> Path:
-    """One finished point: ``curves[metric]`` is (n_point_heads, trials, L)."""
+def write_point(path: Path, config_hash: str, curves: dict[str, np.ndarray], diverged_at, **extra) -> Path:
+    """One finished point's file (a sweep's or a grid's): the hash, ``diverged_at``, each curve as
+    ``curve_<metric>`` and ``extra`` arrays, written atomically and shielded from Ctrl-C."""
     buf = io.BytesIO()
-    np.savez(
-        buf,
-        config_hash=np.array(config_hash),
-        heads=np.asarray(heads),
-        diverged_at=np.asarray(diverged_at),
-        **{f"curve_{k}": v for k, v in curves.items()},
-    )
-    path = point_file(out, heads)
+    arrays = {f"curve_{k}": v for k, v in curves.items()}
+    np.savez(buf, config_hash=np.array(config_hash), diverged_at=np.asarray(diverged_at), **extra, **arrays)
     with phase("writing"), interrupts.shielded():
         atomic_write_bytes(path, buf.getvalue())
     return path
+
+
+def read_points(paths, config_hash: str, read, what: str = "its H values") -> dict:
+    """``read(npz)`` -> {key: result} merged over the point files ``paths`` of this config (another
+    hash: skipped). A damaged file (or one ``read`` refuses with ValueError) is skipped with a
+    warning that names it, and that point is recomputed."""
+    done: dict = {}
+    for path in paths:
+        if not path.is_file():
+            continue
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["config_hash"]) != config_hash:
+                    continue
+                point = read(z)
+        except DAMAGED as err:
+            warnings.warn(f"{path} is damaged ({type(err).__name__}): recomputing {what}", stacklevel=3)
+            continue
+        done.update(point)
+    return done
+
+
+def clear_points(out: Path, pattern: str = "H*.npz") -> None:
+    """Remove the point files (``pattern``) in ``out/points``, and the folder once empty."""
+    folder = Path(out) / POINTS
+    if folder.is_dir():
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray], diverged_at) -> Path:
+    """One finished sweep point: ``curves[metric]`` is (n_point_heads, trials, L)."""
+    return write_point(point_file(out, heads), config_hash, curves, diverged_at, heads=np.asarray(heads))
 
 
 # What reading a damaged .npz can raise (numpy and zipfile): such a file is recomputed.
@@ -55,21 +85,9 @@ def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = Non
 
     A damaged point file, or one of the wrong ``shape`` (trials, L), is skipped with a warning
     that names it: that point is recomputed."""
-    done: dict[int, HeadResult] = {}
     folder = Path(out) / POINTS
-    if not folder.is_dir():
-        return done
-    for path in sorted(folder.glob("H*.npz")):
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["config_hash"]) != config_hash:
-                    continue
-                point = _read_point(z, shape)
-        except DAMAGED as err:
-            warnings.warn(f"{path} is damaged ({type(err).__name__}): recomputing its H values", stacklevel=2)
-            continue
-        done.update(point)
-    return done
+    paths = sorted(folder.glob("H*.npz")) if folder.is_dir() else []
+    return read_points(paths, config_hash, lambda z: _read_point(z, shape))
 
 
 def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
@@ -82,15 +100,6 @@ def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
         if heads.ndim != 1 or (want is not None and v.shape != want) or v.shape[0] != len(heads):
             raise ValueError(f"curve {k} has shape {v.shape}, expected {want}")
     return {int(h): ({k: v[i] for k, v in curves.items()}, diverged_at[i]) for i, h in enumerate(heads)}
-
-
-def clear_points(out: Path) -> None:
-    folder = Path(out) / POINTS
-    if folder.is_dir():
-        for path in folder.glob("H*.npz"):
-            path.unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
 
 
 def finished_heads(

@@ -20,7 +20,6 @@ finished grid point k (all its H and trials), for ``--resume``.
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from dynamics.config.grid import GridExperiment
 from dynamics.core.engine import METRICS
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
+from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.results import results_dict, write_files
 from dynamics.sweeps.sweep import SUMMARY_METRICS, SweepResult, _run_points
@@ -211,11 +211,7 @@ def point_file(out: Path, k: int) -> Path:
 
 def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> None:
     metrics, div = result
-    buf = io.BytesIO()
-    curves = {f"curve_{m}": v for m, v in metrics.items()}
-    np.savez(buf, config_hash=np.array(grid_hash), diverged_at=div, **curves)
-    with phase("writing"):
-        atomic_write_bytes(point_file(out, k), buf.getvalue())
+    checkpoint.write_point(point_file(out, k), grid_hash, metrics, div)
 
 
 def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
@@ -230,26 +226,24 @@ def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
         metrics = {m: curves[m].reshape(*flat, -1) for m in METRICS}
         div = curves["diverged_at"].reshape(flat)
         return {k: ({m: v[:, k] for m, v in metrics.items()}, div[:, k]) for k in range(G)}
-    done: dict[int, GridPointResult] = {}
     want = (len(cfg.sweep.heads), cfg.sweep.trials)
-    for k in range(len(grid.points)):
-        try:
-            with np.load(point_file(out, k), allow_pickle=False) as z:
-                if str(z["config_hash"]) != grid.hash() or z["diverged_at"].shape != want:
-                    continue
-                done[k] = ({m: z[f"curve_{m}"] for m in METRICS}, z["diverged_at"])
-        except (OSError, ValueError, KeyError):
-            continue  # missing, from elsewhere or damaged: run that point
+
+    def read(k):
+        def one(z):
+            if z["diverged_at"].shape != want:
+                raise ValueError(f"diverged_at has shape {z['diverged_at'].shape}, expected {want}")
+            return {k: ({m: z[f"curve_{m}"] for m in METRICS}, z["diverged_at"])}
+
+        return one
+
+    done: dict[int, GridPointResult] = {}
+    for k in range(len(grid.points)):  # the sweeps' reader: another hash skipped, damage warned
+        done.update(checkpoint.read_points([point_file(out, k)], grid.hash(), read(k), "this grid point"))
     return done
 
 
 def clear_points(out: Path) -> None:
-    folder = Path(out) / POINTS
-    if folder.is_dir():
-        for path in folder.glob("G*.npz"):
-            path.unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
+    checkpoint.clear_points(out, "G*.npz")
 
 
 def run_grid_checkpointed(
