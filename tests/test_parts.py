@@ -173,3 +173,34 @@ def test_section_types_are_checked_by_the_schema_in_one_line():
     with pytest.raises(ConfigError, match=r"^optim=\{.*\} must be a OptimConfig$"):
         validate(dataclasses.replace(Config(), optim={"lr": 1.0}))
     assert validate(with_overrides(lr=1)).optim.lr == 1  # an int is a number: kept as given (same hash)
+
+
+def test_a_data_models_parameters_are_its_own_section():
+    from dynamics.config.schema import apply_overrides, validate
+
+    cfg = validate(Config(data=DataConfig(model="planted", params={"teacher_heads": 2})))
+    assert cfg.data.teacher_heads == 2 and cfg.data.zeta is None  # planted has no ζ
+    assert dict(cfg.data.params) == {"teacher_heads": 2, "teacher_scale": 1.0, "label_noise": 0.0}
+    # the short form, a [data.params] table and the flat [data] table of older files agree
+    short = Config(data=DataConfig(model="mixture", zeta=0.3))
+    table = apply_overrides(Config(), {"data": {"model": "mixture", "params": {"zeta": 0.3}}}, "test")
+    flat = apply_overrides(Config(), {"data": {"model": "mixture", "zeta": 0.3}}, "test")
+    assert short == table == flat and short.hash() == flat.hash()
+    assert dataclasses.replace(short.data, zeta=0.5).zeta == 0.5  # grids replace a parameter by name
+    with pytest.raises(ConfigError, match=r"^data.model='planted' has no parameter data.zeta$"):
+        validate(Config(data=DataConfig(model="planted", zeta=0.3)))
+    with pytest.raises(ConfigError, match=r"^data.n_irrelevant=1.5 has the wrong type; expected int$"):
+        validate(Config(data=DataConfig(model="mixture", n_irrelevant=1.5)))
+    with pytest.raises(ConfigError, match=r"^unknown field data.zetaa \(did you mean 'zeta'\?\)"):
+        DataConfig(zetaa=1)
+
+
+def test_the_flat_record_and_its_hash_are_kept_for_every_old_config():
+    """results.json's data section lists every built-in parameter (None where unset), as it did
+    before the sections: the config hash of the default run is the one recorded then."""
+    doc = Config().resolved().to_dict()["data"]
+    assert list(doc) == [
+        *("model", "path", "n_train", "n_test", "T", "d", "zeta", "r", "signal", "noise"),
+        *("n_irrelevant", "geometry", "first_relevant", "teacher_heads", "teacher_scale", "label_noise"),
+    ]
+    assert Config().hash() == "a30e7261bc7b1318"  # the default run's hash before the sections

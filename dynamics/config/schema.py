@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ LOSSES = parts.LOSSES.names
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
 
-# Every data model's own parameters (None in DataConfig means "the model's default"); T and d
-# belong to every synthetic model. A results.json and the config hash list all of them.
+# The parameters of the built-in data models: a results.json's "data" section and the config hash
+# list every one of them (None where the model has none), as they always did, so every old run's
+# hash is unchanged; a data model registered later lists its own only when it is the model.
 SYNTHETIC_FIELDS = (
     "T",
     "d",
@@ -56,35 +58,82 @@ SYNTHETIC_FIELDS = (
     "teacher_scale",
     "label_noise",
 )
+_DATA_FIELDS = ("model", "path", "n_train", "n_test", "T", "d")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DataConfig:
-    model: str = "dm1"  # dm1 | planted | mixture (dm1 with every knob free) | npz (user data)
+    """The data: which data model, its sizes, and its own parameters (``params``).
+
+    The data model's parameters are its own section, declared by its part's ``schema``
+    (``dynamics.parts.DATA_MODELS``): ``DataConfig(model="planted", params={"teacher_heads": 2})``.
+    For brevity they may also be named directly — ``DataConfig(model="mixture", zeta=0.3)``,
+    ``data.zeta``, ``--zeta``, ``zeta = 0.3`` in a TOML file's ``[data]`` (or ``[data.params]``) —
+    and a parameter not set takes the model's default (``resolved``).
+    """
+
+    model: str = "dm1"  # a name in dynamics.parts.DATA_MODELS (dm1, planted, mixture, npz, ...)
     path: str | None = None  # .npz file with X_train, y_train, X_test, y_test (model = npz)
     n_train: int = 100  # training examples per trial (synthetic models)
     n_test: int = 300  # test examples per trial; more gives a less noisy test loss
-    T: int | None = None  # tokens per example
-    d: int | None = None  # token width
-    zeta: float | None = None  # mixture: sparsity, r = max(1, round(ζT)) relevant tokens
-    r: int | None = None  # mixture: number of relevant tokens (overrides zeta)
-    signal: float | None = None  # mixture: norm S of every mean
-    noise: float | None = None  # mixture: noise level σ, g ~ N(0, I/d)
-    n_irrelevant: int | None = None  # mixture: M irrelevant means (0 = pure noise)
-    geometry: str | None = None  # mixture: antipodal (μ₋ = −μ₊) or orthogonal class means
-    first_relevant: bool | None = None  # mixture: position 1 always relevant
-    teacher_heads: int | None = None  # planted: H*; 1 is realisable by a zero-init student
-    teacher_scale: float | None = None  # planted: β, the std of the teacher's scores
-    label_noise: float | None = None  # planted: probability p of flipping a label
+    T: int | None = None  # tokens per example (None: the model's default)
+    d: int | None = None  # token width (None: the model's default)
+    params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
+
+    def __init__(
+        self,
+        model: str = "dm1",
+        path: str | None = None,
+        n_train: int = 100,
+        n_test: int = 300,
+        T: int | None = None,
+        d: int | None = None,
+        params: Any = (),
+        **named: Any,
+    ):
+        known = parts.data.parameter_names()
+        unknown = [k for k in named if k not in known]
+        if unknown:
+            allowed = ", ".join([*_DATA_FIELDS, "params", *known])
+            raise ConfigError(
+                f"unknown field data.{unknown[0]}{_suggest(unknown[0], [*_DATA_FIELDS, *known])}; "
+                f"allowed: {allowed}"
+            )
+        try:
+            merged = dict(params.items() if isinstance(params, Mapping) else params)
+        except (TypeError, ValueError):
+            raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
+        merged.update(named)
+        values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
+        values["params"] = tuple(sorted((str(k), v) for k, v in merged.items() if v is not None))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """A data model's parameter by name (None when it is not set)."""
+        if name in parts.data.parameter_names():
+            return dict(self.__dict__.get("params", ())).get(name)
+        raise AttributeError(f"'DataConfig' object has no attribute {name!r}")
 
     def resolved(self) -> DataConfig:
-        """Fill every None with the data model's default (npz: synthetic knobs stay None)."""
-        defaults = parts.DATA_MODELS[self.model].defaults if self.model in parts.DATA_MODELS else {}
-        values = {
-            k: (defaults[k] if getattr(self, k) is None and k in defaults else getattr(self, k))
-            for k in SYNTHETIC_FIELDS
-        }
-        return dataclasses.replace(self, **values)
+        """Fill T, d and every parameter of the data model not set with its default (npz: none)."""
+        model = parts.DATA_MODELS[self.model] if self.model in parts.DATA_MODELS else None
+        if model is None:
+            return self
+        defaults = model.defaults
+        T = defaults.get("T") if self.T is None else self.T
+        d = defaults.get("d") if self.d is None else self.d
+        own = {k: v for k, v in defaults.items() if k not in ("T", "d")}
+        return dataclasses.replace(self, T=T, d=d, params={**own, **dict(self.params)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as results.json writes it (and the config hash reads it): flat, every
+        built-in model's parameter listed (None where unset), then the model's own others."""
+        doc: dict[str, Any] = {k: getattr(self, k) for k in _DATA_FIELDS}
+        own = dict(self.params)
+        doc.update({k: own.pop(k, None) for k in SYNTHETIC_FIELDS if k not in ("T", "d")})
+        doc.update(own)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -137,7 +186,8 @@ class Config:
         return dataclasses.replace(self, data=self.data.resolved())
 
     def to_dict(self) -> dict[str, Any]:
-        doc = dataclasses.asdict(self)
+        doc = {"name": self.name, "data": self.data.to_dict()}
+        doc.update({s: dataclasses.asdict(getattr(self, s)) for s in ("model", "optim", "sweep")})
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
         return doc
@@ -179,6 +229,13 @@ def digest(doc: dict[str, Any]) -> str:
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+
+
+def _fields(section: str) -> list[str]:
+    """The names a section takes: its fields, and for ``data`` every data model's parameters."""
+    names = list(_FIELD_TYPES[section])
+    return [*names, *parts.data.parameter_names()] if section == "data" else names
+
 
 PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
 # (n_train, n_test) of the papers' runs per data model; the bottleneck uses them too.
@@ -266,14 +323,20 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
             )
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: [{key}] must be a table of fields, got {value!r}")
+        allowed = _fields(key)
         for fname in value:
-            if fname not in _FIELD_TYPES[key]:
+            if fname not in allowed:
                 raise ConfigError(
-                    f"{source}: unknown field {key}.{fname}"
-                    f"{_suggest(fname, _FIELD_TYPES[key])}; allowed: "
-                    f"{', '.join(_FIELD_TYPES[key])}"
+                    f"{source}: unknown field {key}.{fname}{_suggest(fname, allowed)}; "
+                    f"allowed: {', '.join(allowed)}"
                 )
         values = dict(value)
+        if key == "data" and "params" in values:  # [data.params]: merged into those set before
+            if not isinstance(values["params"], dict):
+                raise ConfigError(
+                    f"{source}: [data.params] must be a table of fields, got {values['params']!r}"
+                )
+            values["params"] = {**dict(cfg.data.params), **values["params"]}
         if "heads" in values:
             values["heads"] = parse_heads(values["heads"])
         if "diagnostics" in values:
@@ -386,6 +449,23 @@ def _adapter(cls):
     return pydantic.TypeAdapter(cls)
 
 
+def _check_params(model, data: DataConfig) -> None:
+    """The data model's own parameters against its schema's field types (pydantic, strict)."""
+    import pydantic
+
+    if model.schema is None:
+        return
+    own = dict(data.params)
+    try:
+        _adapter(model.schema).validate_python(model.schema(**own))
+    except pydantic.ValidationError as err:
+        name = str(err.errors()[0]["loc"][0])
+        types = {f.name: f.type for f in dataclasses.fields(model.schema)}
+        raise ConfigError(
+            f"data.{name}={own.get(name)!r} has the wrong type; expected {types[name]}"
+        ) from None
+
+
 def _check_types(section: str, value) -> None:
     """The section's field types, checked by pydantic against the dataclass annotations; the
     first wrong field in one line."""
@@ -441,7 +521,7 @@ def _check_data(data: DataConfig) -> None:
     if model.from_file:
         if not data.path:
             raise ConfigError(f"data.model={data.model!r} needs data.path (--data FILE.npz)")
-        given = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None and f not in ("T", "d")]
+        given = [name for name, _ in data.params]
         if given:
             raise ConfigError(
                 f"--data FILE.npz cannot be combined with synthetic data parameters "
@@ -454,13 +534,14 @@ def _check_data(data: DataConfig) -> None:
         )
     for name in ("n_train", "n_test", "T", "d"):
         _positive_int(f"data.{name}", getattr(data, name))
-    if model.check is not None:
-        model.check(data)
-    wrong = [f for f in SYNTHETIC_FIELDS if getattr(data, f) is not None and f not in model.defaults]
+    wrong = [name for name, _ in data.params if name not in model.parameters]
     if wrong:
         raise ConfigError(
             f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
         )
+    _check_params(model, data)
+    if model.check is not None:
+        model.check(data)
 
 
 def _npz_sizes(data: DataConfig) -> DataConfig:

@@ -23,15 +23,55 @@ _DATA = "dynamics.core.data"
 
 @dataclasses.dataclass(frozen=True)
 class DataModel(Part):
-    """``defaults``: its parameters (T and d included) and their defaults; ``check``: validates the
-    resolved parameters (a ``DataConfig``) with one-line errors; ``relevant_tokens``: the test set's
-    relevant-token mask is known (attention metrics, the max-margin diagnostic); ``from_file``:
-    the data come from ``data.path`` (the file fixes n, T and d)."""
+    """``schema``: a frozen dataclass of the model's own parameters (its section of the config:
+    field types, checked strictly, and defaults); ``sizes``: its default T and d; ``check``:
+    validates the resolved values (a ``DataConfig``) with one-line errors; ``relevant_tokens``: the
+    test set's relevant-token mask is known (attention metrics, the max-margin diagnostic);
+    ``from_file``: the data come from ``data.path`` (the file fixes n, T and d)."""
 
-    defaults: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    schema: type | None = None
+    sizes: Mapping[str, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     check: Callable[[Any], None] | None = None
     relevant_tokens: bool = False
     from_file: bool = False
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The names of its own parameters (its schema's fields)."""
+        return tuple(f.name for f in dataclasses.fields(self.schema)) if self.schema else ()
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """T, d and every parameter with its default."""
+        own = {f.name: f.default for f in dataclasses.fields(self.schema)} if self.schema else {}
+        return {**self.sizes, **own}
+
+
+@dataclasses.dataclass(frozen=True)
+class MixtureParams:
+    """The tokenized mixture's own parameters (DM1's values by default)."""
+
+    zeta: float = DM1_DEFAULTS["zeta"]  # sparsity: r = max(1, round(ζT)) relevant tokens
+    r: int | None = DM1_DEFAULTS["r"]  # the number of relevant tokens (overrides zeta)
+    signal: float = DM1_DEFAULTS["signal"]  # norm S of every mean
+    noise: float = DM1_DEFAULTS["noise"]  # noise level σ, g ~ N(0, I/d)
+    n_irrelevant: int = DM1_DEFAULTS["n_irrelevant"]  # M irrelevant means (0 = pure noise)
+    geometry: str = DM1_DEFAULTS["geometry"]  # antipodal (μ₋ = −μ₊) or orthogonal class means
+    first_relevant: bool = DM1_DEFAULTS["first_relevant"]  # position 1 always relevant
+
+
+@dataclasses.dataclass(frozen=True)
+class PlantedParams:
+    """The planted teacher's own parameters."""
+
+    teacher_heads: int = 1  # H*; 1 is realisable by a zero-init student
+    teacher_scale: float = 1.0  # β, the std of the teacher's scores
+    label_noise: float = 0.0  # probability p of flipping a label
+
+
+def parameter_names() -> tuple[str, ...]:
+    """Every registered data model's own parameter names, each once, in registration order."""
+    return tuple(dict.fromkeys(n for m in DATA_MODELS.values() for n in m.parameters))
 
 
 def check_mixture(data) -> None:
@@ -57,9 +97,8 @@ def check_planted(data) -> None:
     finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
 
 
-PLANTED_DEFAULTS = types.MappingProxyType(
-    dict(T=10, d=16, teacher_heads=1, teacher_scale=1.0, label_noise=0.0)
-)
+MIXTURE_SIZES = types.MappingProxyType({"T": DM1_DEFAULTS["T"], "d": DM1_DEFAULTS["d"]})
+PLANTED_SIZES = types.MappingProxyType({"T": 10, "d": 16})
 
 DATA_MODELS: Registry[DataModel] = Registry(
     "data model",
@@ -70,7 +109,8 @@ DATA_MODELS: Registry[DataModel] = Registry(
             "DM1: one relevant token carries the class",
             f"{_DATA}:draw_mixture",
             label="DM1",
-            defaults=DM1_DEFAULTS,
+            schema=MixtureParams,
+            sizes=MIXTURE_SIZES,
             check=check_mixture,
             relevant_tokens=True,
         ),
@@ -79,14 +119,16 @@ DATA_MODELS: Registry[DataModel] = Registry(
             "labels of a planted multi-head teacher",
             f"{_DATA}:draw_planted",
             label="planted teacher",
-            defaults=PLANTED_DEFAULTS,
+            schema=PlantedParams,
+            sizes=PLANTED_SIZES,
             check=check_planted,
         ),
         DataModel(
             "mixture",
             "DM1 with every knob free",
             f"{_DATA}:draw_mixture",
-            defaults=DM1_DEFAULTS,
+            schema=MixtureParams,
+            sizes=MIXTURE_SIZES,
             check=check_mixture,
             relevant_tokens=True,
         ),
