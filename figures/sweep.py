@@ -26,18 +26,38 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
+from dynamics import parts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps.results import load_results
 from figures.theme import drop_invisible_minor_ticks, flare, set_theme  # seaborn's look, without seaborn
 
-OPT_LABEL = {"gd": "GD", "adam": "Adam"}
-SCALING_LABEL = {"constant": " (constant)", "sqrt": "·√H", "linear": "·H"}
-DATA_LABEL = {
-    "dm1": "DM1",
-    "planted": "planted teacher-student",
-    "mixture": "tokenized mixture",
-    "npz": "user data",
-}
+
+class _Labels:
+    """A registry's labels for figures, by part name (``DATA_LABEL.get("dm1", …)`` is "DM1")."""
+
+    def __init__(self, registry):
+        self.registry = registry
+
+    def __getitem__(self, name: str) -> str:
+        return self.registry.label(name)
+
+    def get(self, name: str, default: str | None = None) -> str:
+        return self.registry.label(name) if name in self.registry else (default or str(name))
+
+
+OPT_LABEL = _Labels(parts.OPTIMIZERS)
+SCALING_LABEL = _Labels(parts.LR_SCALINGS)
+DATA_LABEL = _Labels(parts.DATA_MODELS)
+
+
+def _from_file(model: str) -> bool:
+    return model in parts.DATA_MODELS and parts.DATA_MODELS[model].from_file
+
+
+def _symmetric_init(init: str) -> bool:
+    return init in parts.INITS and parts.INITS[init].symmetric
+
+
 DIVERGED_COLOR = "#c0392b"
 DISPLAY_POINTS = 300  # points per line: a 5-inch panel at 130 dpi is 650 px wide
 NEUTRAL = "0.25"
@@ -47,7 +67,7 @@ def describe(config: dict) -> str:
     """'DM1 (n = 100 train / 300 test), GD η = 1·H' from a results.json config."""
     data, optim = config["data"], config["optim"]
     name = DATA_LABEL.get(data["model"], data["model"])
-    n = f" (n = {data['n_train']} train / {data['n_test']} test)" if data["model"] != "npz" else ""
+    n = f" (n = {data['n_train']} train / {data['n_test']} test)" if not _from_file(data["model"]) else ""
     scaling = SCALING_LABEL[optim["lr_scaling"]]
     if optim["optimizer"] == "adam":
         scaling = ""  # optax Adam: the step is η₀ for every H
@@ -281,7 +301,7 @@ def sweep_figure(source) -> Figure:
         layout="constrained",
         width_ratios=[1, 1, 0.8],
     )
-    synthetic = config["data"]["model"] != "npz"
+    synthetic = not _from_file(config["data"]["model"])
     plot_loss_curves(
         axes["train"],
         meta,
@@ -303,7 +323,7 @@ def sweep_figure(source) -> Figure:
     trials = curves["train_loss"].shape[1]
     init = (
         "θ(0) = 0"
-        if config["model"]["init"] == "zero"
+        if _symmetric_init(config["model"]["init"])
         else f"θ(0) random (σ₀ = {config['model']['init_scale']:g})"
     )
     name = config.get("name", "")

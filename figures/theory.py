@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics import parts
 from dynamics.sweeps.results import load_results
 from figures.sweep import (
     add_head_colorbar,
@@ -123,7 +124,8 @@ def plot_diagnostics(results_dir: str | Path, stem: str | Path, *, dpi: int = 13
     add_head_colorbar(fig, timed, heads)
     config = meta["config"]
     trials = curves["train_loss"].shape[1]
-    init = "θ(0) = 0" if config["model"]["init"] == "zero" else f"σ₀ = {config['model']['init_scale']:g}"
+    symmetric = config["model"]["init"] in parts.INITS and parts.INITS[config["model"]["init"]].symmetric
+    init = "θ(0) = 0" if symmetric else f"σ₀ = {config['model']['init_scale']:g}"
     fig.suptitle(
         f"{config.get('name', '')}: {describe(config)}, {init}, {trials} trials per H: theory diagnostics"
     )

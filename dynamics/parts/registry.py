@@ -139,6 +139,11 @@ class Registry(Mapping[str, P], Generic[P]):
     def names(self) -> tuple[str, ...]:
         return tuple(self._parts)
 
+    def label(self, name: str) -> str:
+        """How figures name the part ``name``: its label, or the name itself for a part not
+        registered in this process (a results file written with a user's part)."""
+        return self._parts[name].title if name in self._parts else str(name)
+
     def help(self) -> str:
         """'name: help; name: help' for ``--help``."""
         return "; ".join(f"{p.name}: {p.help}" for p in self._parts.values())

@@ -61,8 +61,8 @@ LR_SCALINGS: Registry[LrScaling] = Registry(
     "step-size scaling",
     "optim.lr_scaling",
     (
-        LrScaling("constant", "η(H) = η₀", exponent=0.0),
-        LrScaling("sqrt", "η(H) = η₀·√H", exponent=0.5),
-        LrScaling("linear", "η(H) = η₀·H", exponent=1.0),
+        LrScaling("constant", "η(H) = η₀", label=" (constant)", exponent=0.0),
+        LrScaling("sqrt", "η(H) = η₀·√H", label="·√H", exponent=0.5),
+        LrScaling("linear", "η(H) = η₀·H", label="·H", exponent=1.0),
     ),
 )
