@@ -1,5 +1,6 @@
 """The wheel holds every package: built from the checkout (not editable), installed into a folder of
-its own, and every module of it imported from there, away from the checkout."""
+its own, and every module of it imported from there, away from the checkout. About 25 s (a pip
+build): in `make stress`, which CI runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("dynamics", "datamodels", "figures")
@@ -29,6 +32,7 @@ print(len(names))
 """
 
 
+@pytest.mark.stress
 def test_the_wheel_installs_and_every_module_imports(tmp_path):
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
