@@ -82,7 +82,7 @@ KNOBS = [
         "lr_scaling",
         str,
         tuple(LR_SCALINGS),
-        "η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, the paper's η = O(H))",
+        "the step of GD and Adam, η(H) = η₀·H^p with p = 0 (constant), 1/2 (sqrt) or 1 (linear, η = O(H))",
     ),
     ("--loss", "optim", "loss", str, LOSSES, "margin loss ℓ(yΦ)"),
     (
