@@ -35,6 +35,7 @@ as "no results" and the next call produces them again.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,7 +173,13 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     Returns what happened: ``"reused"``, ``"produced"`` (none were there), ``"replaced"``
     (results for a different config were there) or ``"forced"``.
     """
+    if not isinstance(entry, Entry):
+        raise TypeError(f"entry={entry!r:.80} must be a figures.Entry (FIGURES[name], sweep_entry(...))")
+    if isinstance(results_dir, bool) or not isinstance(results_dir, str | os.PathLike):
+        raise TypeError(f"results_dir={results_dir!r:.80} must be a path (str or pathlib.Path)")
     results_dir = Path(results_dir)
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"results_dir={str(results_dir)!r} is a file, not a folder")
     found = complete_results_hash(results_dir)
     key = entry.key()
     damaged = damaged_npz(results_dir) if found == key else None
@@ -181,6 +188,9 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     if found == key and not force and damaged is None:
         return "reused"
     (results_dir / "results.json").unlink(missing_ok=True)  # the marker of complete results goes first
+    # and with it what only described those results: a grid's summary.csv would stay beside a
+    # sweep's new results (and be read as theirs); a grid rewrites its own.
+    (results_dir / "summary.csv").unlink(missing_ok=True)
     entry.produce(results_dir, progress)
     if complete_results_hash(results_dir) != key:
         raise RuntimeError(
