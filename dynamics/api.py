@@ -29,7 +29,9 @@ def _knobs() -> dict[str, tuple[str, str, Any]]:
 
 def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     """``cfg`` (a Config, a preset's name, or None for the defaults) with fields replaced by the
-    command line's names: ``with_overrides("fig2", heads=[1, 4], lr=0.5, data_model="planted")``."""
+    command line's names: ``with_overrides("fig2", heads=[1, 4], lr=0.5, data_model="planted")``.
+    The result is checked (``dynamics.config.validate``; a ConfigError names the field) and
+    returned as given, not resolved."""
     if cfg is None:
         cfg = Config()
     elif isinstance(cfg, str):
@@ -51,7 +53,12 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
         if isinstance(value, str) and typ is not str:
             value = typ(value)  # "1,2,4" as on the command line
         sections.setdefault(section, {})[name] = value
-    return apply_overrides(cfg, sections, "keyword arguments")
+    out = apply_overrides(cfg, sections, "keyword arguments")
+    if overrides:
+        from dynamics.config import validate
+
+        validate(out)  # a bad value is refused here, naming its field, not when the config runs
+    return out
 
 
 def run_sweep(cfg: Config | str | None = None, **kwargs: Any):

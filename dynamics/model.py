@@ -127,6 +127,8 @@ def init_params(
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
     _check_positive("scale", scale)
+    if jnp.ndim(scale) != 0 and jnp.shape(scale) != (n_heads,):
+        raise ValueError(f"scale has shape {jnp.shape(scale)}; expected a number or ({n_heads},)")
     if init is Init.NORMAL:
         _check_key(key)
     a = None

@@ -88,7 +88,14 @@ def sweep_entry(
     plot: Callable[[Path, Path], list[Path]] = plot_sweep,
 ) -> Entry:
     """An entry that runs ``run_sweep`` on a preset (by name) or a Config and plots it with ``plot``."""
+    if not isinstance(config, str | Config):
+        raise TypeError(f"config={config!r:.60} must be a preset's name or a Config")
+    if not callable(plot):
+        raise TypeError(f"plot={plot!r:.60} must be callable as plot(results_dir, stem)")
     if isinstance(config, str):
+        from dynamics.sweep import as_config
+
+        as_config(config, "sweep_entry")  # a bottleneck preset is not a sweep
         if description is None:
             description = PRESETS[config][0] if config in PRESETS else config
         config = preset(config)
@@ -177,6 +184,8 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
         raise TypeError(f"entry={entry!r:.80} must be a figures.Entry (FIGURES[name], sweep_entry(...))")
     if isinstance(results_dir, bool) or not isinstance(results_dir, str | os.PathLike):
         raise TypeError(f"results_dir={results_dir!r:.80} must be a path (str or pathlib.Path)")
+    if not str(results_dir).strip():
+        raise ValueError("results_dir='' is empty: give the folder for this figure's results")
     results_dir = Path(results_dir)
     if results_dir.exists() and not results_dir.is_dir():
         raise ValueError(f"results_dir={str(results_dir)!r} is a file, not a folder")

@@ -106,6 +106,35 @@ def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -
     return np.unique(np.clip(np.searchsorted(x, targets), 0, len(x) - 1))
 
 
+def _check_curves(ax, curves, metrics) -> dict:
+    """The arrays of a sweep, ``curves`` as ``sweep_data`` gives them (a SweepResult is taken as
+    its arrays), checked: heads (n,), steps (L,), diverged_at (n, trials), each metric (n, trials, L)."""
+    from dynamics.sweep import SweepResult
+
+    if not hasattr(ax, "plot"):
+        raise TypeError(f"ax={ax!r:.60} must be a matplotlib Axes")
+    if isinstance(curves, SweepResult):
+        curves = sweep_data(curves)[1]
+    if not isinstance(curves, dict):
+        raise TypeError(
+            f"curves={curves!r:.60} must be a dict of arrays (figures.sweep.sweep_data) or a SweepResult"
+        )
+    for metric in metrics:
+        if not isinstance(metric, str) or metric not in curves:
+            known = sorted(k for k in curves if k not in ("heads", "steps", "diverged_at"))
+            raise ValueError(f"metric={metric!r} is not in curves; it holds {known}")
+    missing = [k for k in ("heads", "steps", "diverged_at") if k not in curves]
+    if missing:
+        raise ValueError(f"curves has no {missing}: pass the arrays of sweep_data(result)[1]")
+    n, L = len(np.atleast_1d(curves["heads"])), len(np.atleast_1d(curves["steps"]))
+    for k in metrics:
+        if np.ndim(curves[k]) != 3 or np.shape(curves[k])[::2] != (n, L):
+            raise ValueError(
+                f"curves[{k!r}] has shape {np.shape(curves[k])}; expected (H={n}, trials, L={L})"
+            )
+    return curves
+
+
 def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> None:
     """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×.
 
@@ -113,6 +142,7 @@ def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> N
     over the time axis (``display_points``); the × of a diverged trial is at its last finite
     point among all the logged steps.
     """
+    curves = _check_curves(ax, curves, (metric,))
     heads, steps = curves["heads"], curves["steps"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -208,6 +238,8 @@ def _mark_diverged(ax, heads: np.ndarray, mean: np.ndarray, ok: np.ndarray) -> b
 
 def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
     """Final train (top) and test (bottom) loss vs H, mean ± 1 std; best test loss over t dashed."""
+    _check_curves(ax_test, curves, ("train_loss", "test_loss"))
+    curves = _check_curves(ax_train, curves, ("train_loss", "test_loss"))
     heads = curves["heads"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -341,6 +373,8 @@ def sweep_figure(source) -> Figure:
 def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) -> list[Path]:
     """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``
     unless ``close=False``."""
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig={fig!r:.60} must be a matplotlib Figure (sweep_figure, plt.figure())")
     if isinstance(stem, bool) or not isinstance(stem, str | os.PathLike) or not str(stem).strip():
         raise TypeError(f"stem={stem!r:.80} must be a non-empty path (str or pathlib.Path)")
     stem = Path(stem)

@@ -123,3 +123,58 @@ def test_init_params_needs_a_key_to_draw():
     with pytest.raises(TypeError, match="key"):
         dynamics.init_params(3, 2, 5, init="normal")
     assert dynamics.init_params(jax.random.key(0), 2, 5, init="normal")["W"].shape == (2, 5, 5)
+
+
+# Data models, overrides and figure helpers: a clear error at the boundary, not JAX's or an AttributeError.
+
+
+@pytest.mark.parametrize("bad", [None, 0, "key", [1, 2], np.array([1, 2]), jnp.zeros(2)])
+def test_data_models_need_a_prng_key(bad):
+    import datamodels
+
+    with pytest.raises(TypeError, match="key="):
+        datamodels.dm1(bad, 4)
+    with pytest.raises(TypeError, match="key="):
+        datamodels.planted_teacher(bad, d=4)
+    with pytest.raises(TypeError, match="key="):
+        datamodels.planted(bad, 4, datamodels.planted_teacher(KEY, d=4))
+
+
+def test_data_model_values_of_the_wrong_kind_are_refused():
+    import datamodels
+
+    with pytest.raises(ValueError, match="noise=True"):
+        datamodels.tokenized_mixture(KEY, 4, noise=True)
+    with pytest.raises(TypeError, match="teacher="):
+        datamodels.planted(KEY, 4, (1, 2))
+    with pytest.raises(TypeError, match="X="):
+        datamodels.teacher_logits(datamodels.planted_teacher(KEY, d=4), "tokens")
+
+
+def test_with_overrides_checks_the_values_it_sets():
+    with pytest.raises(dynamics.ConfigError, match="optim.lr"):
+        dynamics.with_overrides(None, lr=-1)
+    with pytest.raises(dynamics.ConfigError, match="sweep.heads"):
+        dynamics.with_overrides(None, heads=[])
+    with pytest.raises(TypeError, match="cfg="):
+        dynamics.with_overrides(42)
+    assert dynamics.with_overrides(None, loss=Loss.EXP).optim.loss == "exp"  # an enum is its name
+
+
+def test_figure_helpers_refuse_what_is_not_a_figure_or_a_sweep():
+    import matplotlib.pyplot as plt
+
+    from figures import plot_final_vs_heads, plot_loss_curves, save_figure, sweep_entry
+
+    with pytest.raises(TypeError, match="fig="):
+        save_figure(None, "f")
+    with pytest.raises(TypeError, match="config="):
+        sweep_entry(None)
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="curves has no"):
+        plot_loss_curves(ax, {}, {"train_loss": np.zeros((1, 1, 1))}, "train_loss", "l")
+    with pytest.raises(ValueError, match="metric="):
+        plot_loss_curves(ax, {}, {"heads": [1], "steps": [0], "diverged_at": [[-1]]}, "loss", "l")
+    with pytest.raises(TypeError, match="curves="):
+        plot_final_vs_heads(ax, ax, {}, np.zeros(3))
+    plt.close(fig)
