@@ -48,7 +48,7 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
         section, name, typ = knobs[key]
-        if isinstance(value, enum.Enum):  # dynamics.Loss.EXP is "exp", as on the command line
+        if isinstance(value, enum.Enum) and typ is str:  # dynamics.Loss.EXP is "exp", as on the command line
             value = value.value
         if isinstance(value, str) and typ is not str:
             value = typ(value)  # "1,2,4" as on the command line

@@ -38,7 +38,7 @@ def check_margins(z, name: str = "z", *, mean: bool = False):
     if isinstance(z, bool | str | bytes) or z is None:
         raise TypeError(f"{name}={z!r} must be an array of margins (real numbers)")
     try:
-        dtype = np.result_type(z) if isinstance(z, jax.Array | np.ndarray) else np.asarray(z).dtype
+        dtype = z.dtype if isinstance(z, jax.Array | np.ndarray) else np.asarray(z).dtype
     except (TypeError, ValueError) as err:
         raise TypeError(f"{name} must be an array of margins (real numbers): {err}") from None
     if dtype == np.bool_ or not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):

@@ -71,8 +71,8 @@ def _check_positive(name: str, value) -> None:
     """A number or concrete array that must be finite and > 0 (a traced value passes unchecked)."""
     if isinstance(value, jax.core.Tracer):
         return
-    if isinstance(value, bool | np.bool_ | str | bytes) or value is None:
-        raise TypeError(f"{name}={value!r} must be a finite number > 0")
+    if isinstance(value, bool | np.bool_ | str | bytes | list | tuple | dict) or value is None:
+        raise TypeError(f"{name}={value!r} must be a finite number > 0 (or an array of them)")
     try:
         v = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):

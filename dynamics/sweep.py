@@ -272,6 +272,11 @@ def plan_points(
         auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
         per_call = min(packs_per_call or auto_per_call, len(packs))
         w = chunk or auto_chunk
+        if chunk is not None and chunk > per_call * trials:
+            raise ValueError(
+                f"chunk={chunk} is more than the {per_call * trials} runs of a call (packs × trials): "
+                f"it would only pad the batch with copies"
+            )
         block = placer.n_devices * w  # B must split into devices × chunks of w
         size = -(-(per_call * trials) // block) * block
         run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
