@@ -272,9 +272,10 @@ def plan_points(
         auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
         per_call = min(packs_per_call or auto_per_call, len(packs))
         w = chunk or auto_chunk
-        if chunk is not None and chunk > per_call * trials:
+        most = max(per_call, packs_per_call or 0) * trials
+        if chunk is not None and chunk > most:  # chunk=10**9 allocated a batch of 10⁹ copies
             raise ValueError(
-                f"chunk={chunk} is more than the {per_call * trials} runs of a call (packs × trials): "
+                f"chunk={chunk} is more than the {most} runs of a call (packs per call × trials): "
                 f"it would only pad the batch with copies"
             )
         block = placer.n_devices * w  # B must split into devices × chunks of w
