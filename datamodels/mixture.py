@@ -39,6 +39,8 @@ def _check_float(name: str, value: object, *, lo: float, hi: float | None = None
     """Return a finite real in [lo, hi] as float; a traced value (vmap sweep) passes as is."""
     if isinstance(value, jax.core.Tracer):
         return value
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} must be a real number, not a bool")
     try:
         as_float = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -47,6 +49,16 @@ def _check_float(name: str, value: object, *, lo: float, hi: float | None = None
         allowed = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"{name}={value!r} must be finite and {allowed}")
     return as_float
+
+
+def _check_key(key: object) -> None:
+    """A JAX PRNG key (``jax.random.PRNGKey(seed)`` or ``jax.random.key(seed)``), else a TypeError."""
+    if isinstance(key, jax.core.Tracer):
+        return
+    typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()
+    raw = hasattr(key, "shape") and hasattr(key, "dtype") and key.shape == (2,) and key.dtype == jnp.uint32
+    if not (typed or raw):
+        raise TypeError(f"key={key!r:.60} must be a JAX PRNG key: jax.random.PRNGKey(s) or jax.random.key(s)")
 
 
 def _check_geometry(geometry: object) -> str:
@@ -132,6 +144,7 @@ def tokenized_mixture(
 
     Shape arguments (n, T, d, r, M) must be Python ints; `key` may be traced (jit, vmap).
     """
+    _check_key(key)
     n = _check_int("n", n, lo=1)
     T = _check_int("T", T, lo=1)
     r = _relevant_count(T, zeta, r)

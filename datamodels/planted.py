@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from datamodels.mixture import _check_float, _check_int
+from datamodels.mixture import _check_float, _check_int, _check_key
 
 
 class Teacher(NamedTuple):
@@ -29,6 +29,7 @@ def planted_teacher(key: jax.Array, *, d: int = 16, heads: int = 1, scale: float
     With tokens of norm about 1, the scores x_t^T W_h x_1 have standard deviation about
     `scale` (beta): small beta gives near-uniform attention, large beta near-argmax.
     """
+    _check_key(key)
     d = _check_int("d", d, lo=1)
     heads = _check_int("heads", heads, lo=1)
     scale = _check_float("scale", scale, lo=0.0)
@@ -40,6 +41,8 @@ def planted_teacher(key: jax.Array, *, d: int = 16, heads: int = 1, scale: float
 
 def _check_teacher(teacher: Teacher) -> tuple[int, int]:
     """(H*, d) of a well-formed teacher, else ValueError."""
+    if not (isinstance(teacher, tuple) and len(teacher) == 2 and all(hasattr(a, "ndim") for a in teacher)):
+        raise TypeError(f"teacher={teacher!r:.60} must be a Teacher(U, W), as planted_teacher draws it")
     U, W = teacher
     if U.ndim != 2 or W.ndim != 3 or W.shape != (U.shape[0], U.shape[1], U.shape[1]):
         raise ValueError(f"teacher must have U (H*, d) and W (H*, d, d); got U {U.shape}, W {W.shape}")
@@ -52,6 +55,9 @@ def teacher_logits(teacher: Teacher, X: jax.Array) -> jax.Array:
     X (n, T, d) -> (n,). The second width letter `e` indexes W_h's columns.
     """
     heads, d = _check_teacher(teacher)
+    dtype = getattr(X, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"X={X!r:.60} must be a floating array (n, T, d)")
     X = jnp.asarray(X)
     if X.ndim != 3 or X.shape[1] < 1 or X.shape[2] != d:
         raise ValueError(f"X must have shape (n, T, d={d}) with T >= 1; got {X.shape}")
@@ -73,6 +79,7 @@ def planted(
     y = sign(Phi*(X)) with sign(0) = +1, then each label flipped independently with
     probability `label_noise` in [0, 0.5]. No relevant-token mask exists, hence None.
     """
+    _check_key(key)
     n = _check_int("n", n, lo=1)
     T = _check_int("T", T, lo=1)
     label_noise = _check_float("label_noise", label_noise, lo=0.0, hi=0.5)

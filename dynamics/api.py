@@ -1,14 +1,19 @@
 """The notebook API: ``run_sweep(preset("fig2"), heads=[1, 2, 4], steps=500)``, ``load_results(folder)``.
 
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
-is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword. Both
-functions return a ``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
-``figures.sweep_figure(result)``).
+is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword; an
+enum member (``dynamics.Loss.EXP``) stands for its name. ``run_sweep`` returns a
+``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
+(``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +30,15 @@ def _knobs() -> dict[str, tuple[str, str, Any]]:
 
 def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     """``cfg`` (a Config, a preset's name, or None for the defaults) with fields replaced by the
-    command line's names: ``with_overrides("fig2", heads=[1, 4], lr=0.5, data_model="planted")``."""
+    command line's names: ``with_overrides("fig2", heads=[1, 4], lr=0.5, data_model="planted")``.
+    The result is checked (``dynamics.config.schema.validate``; a ConfigError names the field) and
+    returned as given, not resolved."""
     if cfg is None:
         cfg = Config()
     elif isinstance(cfg, str):
         cfg = preset(cfg)
+    elif not isinstance(cfg, Config):
+        raise TypeError(f"cfg={cfg!r:.80} must be a Config, a preset's name or None (the defaults)")
     knobs = _knobs()
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
@@ -40,22 +49,32 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
         section, name, typ = knobs[key]
+        if isinstance(value, enum.Enum) and typ is str:  # dynamics.Loss.EXP is "exp", as on the command line
+            value = value.value
         if isinstance(value, str) and typ is not str:
             try:
                 value = typ(value)  # "1,2,4" as on the command line
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(section, {})[name] = value
-    return apply_overrides(cfg, sections, "keyword arguments")
+    out = apply_overrides(cfg, sections, "keyword arguments")
+    if overrides:
+        from dynamics.config.schema import validate
+
+        validate(out)  # a bad value is refused here, naming its field, not when the config runs
+    return out
 
 
 def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
     keywords (``progress``, ``on_point``, ``devices``, …) pass through to
     ``dynamics.sweeps.sweep.run_sweep``."""
+    from dynamics.sweeps.sweep import as_config
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
+    if isinstance(cfg, str):
+        cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
     return _run_sweep(with_overrides(cfg, **kwargs), **engine)
 
 
@@ -66,21 +85,98 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     return apply_overrides(Config(name=name), doc, "results.json config")
 
 
+def results_folder(folder: str | os.PathLike) -> Path:
+    """The run folder of ``folder``: the folder itself, or the folder of a ``results.json`` (or
+    ``.npz``) path inside it; a ConfigError when there are no results there."""
+    if isinstance(folder, bool) or not isinstance(folder, str | os.PathLike):
+        raise TypeError(f"folder={folder!r:.80} must be a path (str or pathlib.Path)")
+    path = Path(folder)
+    if not str(folder).strip():
+        raise ConfigError("folder='' is empty: give the run folder (the --out of the run)")
+    if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
+        path = path.parent
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a folder"
+        raise ConfigError(f"results folder {str(folder)!r} {what}")
+    if not (path / "results.json").is_file():
+        raise ConfigError(
+            f"results folder {str(path)!r} holds no results.json (no run finished a point there)"
+        )
+    return path
+
+
+def read_folder(folder: str | os.PathLike) -> tuple[Path, dict[str, Any], str]:
+    """(folder, results.json as a dict, kind): kind "sweep", "grid", "bottleneck-expressivity" or
+    "bottleneck-heads"."""
+    path = results_folder(folder)
+    try:
+        meta = json.loads((path / "results.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path / 'results.json'} cannot be read: {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise ConfigError(f"{path / 'results.json'} is not an mhsim results file (no config)")
+    if "grid" in meta:
+        return path, meta, "grid"
+    if meta.get("experiment") == "bottleneck-expressivity":
+        return path, meta, "bottleneck-expressivity"
+    if "sweep_configs" in meta and "data_models" in meta["config"]:
+        return path, meta, "bottleneck-heads"
+    return path, meta, "sweep"
+
+
+BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-heads": "heads.npz"}
+
+
 def load_results(folder: str | Path):
-    """The ``SweepResult`` of a run folder (``results.json`` and ``curves.npz``), equal to the one
-    ``run_sweep`` returned when it was written."""
+    """What a run folder holds (``results.json`` and its ``.npz``; a path to its results.json works too):
+
+    - a sweep (``python -m dynamics.run``, ``write_results``): a ``SweepResult`` equal to the one
+      ``run_sweep`` returned, theory diagnostics included (curves and ``extra["diagnostics"]``);
+      an interrupted run's partial results have ``result.complete`` False and the H values still
+      to run in ``result.extra["heads_todo"]``;
+    - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid.GridResult`` (every grid point, ``.point(k)``);
+    - a bottleneck experiment: its run dict {"results", "arrays"}, as ``run_expressivity`` /
+      ``run_heads`` return it (``figures.expressivity_figure`` / ``bottleneck_heads_figure`` draw it).
+    """
     import numpy as np
 
-    from dynamics.core.engine import METRICS
     from dynamics.sweeps.results import load_results as load_files
     from dynamics.sweeps.sweep import SweepResult
 
-    meta, arrays = load_files(Path(folder))
+    path, meta, kind = read_folder(folder)
+    meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))
+    if kind in BOTTLENECK_NPZ:
+        return {"results": meta, "arrays": arrays}
+    if kind == "grid":
+        return _grid_result(meta, arrays)
+    extra = {k: meta[k] for k in ("complete", "heads_todo", "diagnostics") if k in meta}
+    skip = ("heads", "steps", "diverged_at")
     return SweepResult(
         config=config_from_dict(meta["config"]),
         heads=np.asarray(arrays["heads"]),
         steps=np.asarray(arrays["steps"]),
-        curves={k: arrays[k] for k in METRICS if k in arrays},
+        curves={k: v for k, v in arrays.items() if k not in skip},
         diverged_at=np.asarray(arrays["diverged_at"]),
         wall_time_s=float(meta.get("wall_time_s", 0.0)),
+        extra=extra,
+    )
+
+
+def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
+    import numpy as np
+
+    from dynamics.config.grid import resolve_grid
+    from dynamics.core.engine import METRICS
+    from dynamics.sweeps.grid import GridResult
+
+    axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in meta["grid"]["axes"])
+    grid = resolve_grid(config_from_dict(meta["config"]), axes)
+    return GridResult(
+        grid=grid,
+        heads=np.asarray(arrays["heads"]),
+        steps=np.asarray(arrays["steps"]),
+        curves={m: arrays[m] for m in METRICS if m in arrays},
+        diverged_at=np.asarray(arrays["diverged_at"]),
+        wall_time_s=float(meta.get("wall_time_s", 0.0)),
+        extra={k: meta[k] for k in ("complete",) if k in meta},
     )

@@ -1,4 +1,4 @@
-"""Figures of the low-rank bottleneck experiments (docs/bottleneck.md), drawn from saved result files only.
+"""Figures of the low-rank bottleneck experiments, drawn from saved result files only.
 
 ``plot_expressivity`` reads ``results.json`` and ``expressivity.npz``, ``plot_bottleneck_heads``
 reads ``results.json`` and ``heads.npz`` (as ``dynamics.experiments.bottleneck.write`` leaves them); both
@@ -26,9 +26,25 @@ DPI = 110
 def _source(source, npz_name: str) -> tuple[dict, dict]:
     """(results.json dict, arrays): ``source`` is a results folder or the experiment's run dict
     (``dynamics.experiments.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
+    from dynamics.api import read_folder
+
+    kind = {"expressivity.npz": "bottleneck-expressivity", "heads.npz": "bottleneck-heads"}[npz_name]
+    draw = {"bottleneck-expressivity": "expressivity_figure", "bottleneck-heads": "bottleneck_heads_figure"}
+    if isinstance(source, dict):
+        if set(source) != {"results", "arrays"} or not isinstance(source["results"], dict):
+            raise ValueError("a run dict has the keys 'results' and 'arrays', as run_expressivity returns it")
+        meta = source["results"]
+        found = "bottleneck-heads" if "sweep_configs" in meta else meta.get("experiment", "another")
+    else:
+        if hasattr(source, "curves"):
+            raise TypeError(f"{type(source).__name__} is a sweep's result: draw it with figures.sweep_figure")
+        path, meta, found = read_folder(source)
+    if found != kind:
+        hint = f"; draw it with figures.{draw[found]}" if found in draw else ""
+        raise ValueError(f"{draw[kind]} needs a {kind} run; this one is a {found} result{hint}")
     if isinstance(source, dict):
         return source["results"], source["arrays"]
-    return load_results(Path(source), npz_name)
+    return load_results(path, npz_name)
 
 
 def plot_expressivity(results_dir: str | Path, stem: str | Path) -> list[Path]:

@@ -35,6 +35,7 @@ as "no results" and the next call produces them again.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,7 +88,14 @@ def sweep_entry(
     plot: Callable[[Path, Path], list[Path]] = plot_sweep,
 ) -> Entry:
     """An entry that runs ``run_sweep`` on a preset (by name) or a Config and plots it with ``plot``."""
+    if not isinstance(config, str | Config):
+        raise TypeError(f"config={config!r:.60} must be a preset's name or a Config")
+    if not callable(plot):
+        raise TypeError(f"plot={plot!r:.60} must be callable as plot(results_dir, stem)")
     if isinstance(config, str):
+        from dynamics.sweeps.sweep import as_config
+
+        as_config(config, "sweep_entry")  # a bottleneck preset is not a sweep
         if description is None:
             description = PRESETS[config][0] if config in PRESETS else config
         config = preset(config)
@@ -173,7 +181,15 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     Returns what happened: ``"reused"``, ``"produced"`` (none were there), ``"replaced"``
     (results for a different config were there) or ``"forced"``.
     """
+    if not isinstance(entry, Entry):
+        raise TypeError(f"entry={entry!r:.80} must be a figures.Entry (FIGURES[name], sweep_entry(...))")
+    if isinstance(results_dir, bool) or not isinstance(results_dir, str | os.PathLike):
+        raise TypeError(f"results_dir={results_dir!r:.80} must be a path (str or pathlib.Path)")
+    if not str(results_dir).strip():
+        raise ValueError("results_dir='' is empty: give the folder for this figure's results")
     results_dir = Path(results_dir)
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"results_dir={str(results_dir)!r} is a file, not a folder")
     found = complete_results_hash(results_dir)
     key = entry.key()
     damaged = damaged_npz(results_dir) if found == key else None
@@ -182,6 +198,9 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     if found == key and not force and damaged is None:
         return "reused"
     (results_dir / "results.json").unlink(missing_ok=True)  # the marker of complete results goes first
+    # and with it what only described those results: a grid's summary.csv would stay beside a
+    # sweep's new results (and be read as theirs); a grid rewrites its own.
+    (results_dir / "summary.csv").unlink(missing_ok=True)
     entry.produce(results_dir, progress)
     if complete_results_hash(results_dir) != key:
         raise RuntimeError(

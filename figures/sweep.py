@@ -17,6 +17,7 @@ annotated "k/n div." and an H whose trials all diverged gets a red × on the axi
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -68,9 +69,7 @@ def describe(config: dict) -> str:
     data, optim = config["data"], config["optim"]
     name = DATA_LABEL.get(data["model"], data["model"])
     n = f" (n = {data['n_train']} train / {data['n_test']} test)" if not _from_file(data["model"]) else ""
-    scaling = SCALING_LABEL[optim["lr_scaling"]]
-    if optim["optimizer"] == "adam":
-        scaling = ""  # optax Adam: the step is η₀ for every H
+    scaling = SCALING_LABEL[optim["lr_scaling"]]  # Adam's step follows --lr-scaling too (η(H) = η₀·H^p)
     return f"{name}{n}, {OPT_LABEL[optim['optimizer']]} η = {optim['lr']:g}{scaling}"
 
 
@@ -127,6 +126,35 @@ def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -
     return np.unique(np.clip(np.searchsorted(x, targets), 0, len(x) - 1))
 
 
+def _check_curves(ax, curves, metrics) -> dict:
+    """The arrays of a sweep, ``curves`` as ``sweep_data`` gives them (a SweepResult is taken as
+    its arrays), checked: heads (n,), steps (L,), diverged_at (n, trials), each metric (n, trials, L)."""
+    from dynamics.sweeps.sweep import SweepResult
+
+    if not hasattr(ax, "plot"):
+        raise TypeError(f"ax={ax!r:.60} must be a matplotlib Axes")
+    if isinstance(curves, SweepResult):
+        curves = sweep_data(curves)[1]
+    if not isinstance(curves, dict):
+        raise TypeError(
+            f"curves={curves!r:.60} must be a dict of arrays (figures.sweep.sweep_data) or a SweepResult"
+        )
+    for metric in metrics:
+        if not isinstance(metric, str) or metric not in curves:
+            known = sorted(k for k in curves if k not in ("heads", "steps", "diverged_at"))
+            raise ValueError(f"metric={metric!r} is not in curves; it holds {known}")
+    missing = [k for k in ("heads", "steps", "diverged_at") if k not in curves]
+    if missing:
+        raise ValueError(f"curves has no {missing}: pass the arrays of sweep_data(result)[1]")
+    n, L = len(np.atleast_1d(curves["heads"])), len(np.atleast_1d(curves["steps"]))
+    for k in metrics:
+        if np.ndim(curves[k]) != 3 or np.shape(curves[k])[::2] != (n, L):
+            raise ValueError(
+                f"curves[{k!r}] has shape {np.shape(curves[k])}; expected (H={n}, trials, L={L})"
+            )
+    return curves
+
+
 def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> None:
     """One line per H of ``metric`` vs t; diverged trials dashed and ending in ×.
 
@@ -134,6 +162,7 @@ def plot_loss_curves(ax, meta: dict, curves: dict, metric: str, label: str) -> N
     over the time axis (``display_points``); the × of a diverged trial is at its last finite
     point among all the logged steps.
     """
+    curves = _check_curves(ax, curves, (metric,))
     heads, steps = curves["heads"], curves["steps"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -229,6 +258,8 @@ def _mark_diverged(ax, heads: np.ndarray, mean: np.ndarray, ok: np.ndarray) -> b
 
 def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
     """Final train (top) and test (bottom) loss vs H, mean ± 1 std; best test loss over t dashed."""
+    _check_curves(ax_test, curves, ("train_loss", "test_loss"))
+    curves = _check_curves(ax_train, curves, ("train_loss", "test_loss"))
     heads = curves["heads"]
     cmap, norm = head_colors(heads)
     ok = _ok_trials(curves)
@@ -272,12 +303,39 @@ def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
 
 
 def sweep_data(source) -> tuple[dict, dict]:
-    """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder."""
-    if hasattr(source, "curves") and hasattr(source, "config"):  # a SweepResult
-        meta = {"config": source.config.resolved().to_dict()}
+    """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder
+    (or its results.json); a grid, a bottleneck run or anything else is refused (ValueError/TypeError)."""
+    from dynamics.api import read_folder
+    from dynamics.sweeps.sweep import SweepResult
+
+    if isinstance(source, SweepResult):
+        meta = {"config": source.config.resolved().to_dict(), **source.extra}
         arrays = {"heads": source.heads, "steps": source.steps, "diverged_at": source.diverged_at}
         return meta, {**arrays, **source.curves}
-    return load_results(Path(source))
+    if hasattr(source, "grid") and hasattr(source, "curves"):
+        raise TypeError("a GridResult is not one sweep: draw grid.point(k), or its folder with figures.phase")
+    if isinstance(source, dict):
+        raise TypeError("a bottleneck run dict is drawn by expressivity_figure or bottleneck_heads_figure")
+    path, _, kind = read_folder(source)
+    if kind != "sweep":
+        raise ValueError(f"{str(path)!r} holds a {kind} result, not a sweep: {_DRAWN_BY[kind]}")
+    return load_results(path)
+
+
+_DRAWN_BY = {
+    "grid": "figures.phase.plot_grid draws it",
+    "bottleneck-expressivity": "figures.expressivity_figure draws it",
+    "bottleneck-heads": "figures.bottleneck_heads_figure draws it",
+}
+
+
+def partial_note(meta: dict) -> str:
+    """'' for complete results; ' (partial: H = 8, 16 not run)' for an interrupted run's."""
+    if meta.get("complete", True) is not False:
+        return ""
+    todo = meta.get("heads_todo") or []
+    missing = f": H = {', '.join(str(h) for h in todo)} not run" if todo else ""
+    return f" (PARTIAL{missing})"
 
 
 def plot_sweep(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
@@ -328,15 +386,24 @@ def sweep_figure(source) -> Figure:
     )
     name = config.get("name", "")
     prefix = f"{name}: " if name and name != "default" else ""
-    fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H")
+    fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H{partial_note(meta)}")
     return fig
 
 
 def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) -> list[Path]:
     """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``
     unless ``close=False``."""
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig={fig!r:.60} must be a matplotlib Figure (sweep_figure, plt.figure())")
+    if isinstance(stem, bool) or not isinstance(stem, str | os.PathLike) or not str(stem).strip():
+        raise TypeError(f"stem={stem!r:.80} must be a non-empty path (str or pathlib.Path)")
     stem = Path(stem)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    if stem.suffix.lower() in (".png", ".pdf"):  # "fig.png" names the pair fig.png, fig.pdf
+        stem = stem.with_suffix("")
+    # The suffixes are appended, not swapped: a stem "s_lr0.5" gives s_lr0.5.png, not s_lr0.png.
+    paths = [stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")]
+    if not stem.parent.is_dir():
+        raise ValueError(f"stem={str(stem)!r}: its folder {str(stem.parent)!r} does not exist")
     drop_invisible_minor_ticks(fig)
     try:
         for path in paths:

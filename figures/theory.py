@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from dynamics import parts
-from dynamics.sweeps.results import load_results
 from figures.sweep import (
     add_head_colorbar,
     describe,
     head_colors,
+    partial_note,
     plt,
     save_figure,
+    sweep_data,
 )
 from figures.theme import set_theme
 
@@ -97,7 +98,7 @@ def _plot_maxmargin(ax, curves: dict, cmap, norm) -> None:
 def plot_diagnostics(results_dir: str | Path, stem: str | Path, *, dpi: int = 130) -> list[Path]:
     """The diagnostics panels that ``curves.npz`` holds; ``stem``.png and .pdf. Refuses results
     without diagnostics (ValueError)."""
-    meta, curves = load_results(Path(results_dir))
+    meta, curves = sweep_data(results_dir)
     if not has_diagnostics(curves):
         raise ValueError(f"{results_dir} has no diagnostics (run with --diagnostics)")
     present = [
@@ -128,5 +129,6 @@ def plot_diagnostics(results_dir: str | Path, stem: str | Path, *, dpi: int = 13
     init = "θ(0) = 0" if symmetric else f"σ₀ = {config['model']['init_scale']:g}"
     fig.suptitle(
         f"{config.get('name', '')}: {describe(config)}, {init}, {trials} trials per H: theory diagnostics"
+        f"{partial_note(meta)}"
     )
     return save_figure(fig, stem, dpi=dpi)

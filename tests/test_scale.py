@@ -174,19 +174,18 @@ def test_run_grid_equals_separate_sweeps():
 def test_on_point_and_skip_heads_resume_to_the_same_numbers():
     cfg = tiny(init="normal", heads=(1, 2, 4))
     seen = []
-    full = run_sweep(cfg, progress=False, on_point=lambda i, m, d: seen.append((list(i), m, d)))
-    assert sorted(i for idx, _, _ in seen for i in idx) == [0, 1, 2]
-    for idx, metrics, div in seen:
-        assert div.shape == (len(idx), 2)
+    full = run_sweep(cfg, progress=False, on_point=lambda hs, m, d: seen.append((list(hs), m, d)))
+    assert sorted(h for hs, _, _ in seen for h in hs) == [1, 2, 4]  # H values, not positions
+    for hs, metrics, div in seen:
+        assert div.shape == (len(hs), 2)
+        at = [list(full.heads).index(h) for h in hs]
         for name in engine.METRICS:
-            assert metrics[name].shape == (len(idx), 2, len(full.steps))
-            np.testing.assert_array_equal(metrics[name], full.curves[name][idx])
-    done = {
-        cfg.sweep.heads[i]: ({k: m[k][j] for k in m}, d[j]) for idx, m, d in seen for j, i in enumerate(idx)
-    }
+            assert metrics[name].shape == (len(hs), 2, len(full.steps))
+            np.testing.assert_array_equal(metrics[name], full.curves[name][at])
+    done = {h: ({k: m[k][j] for k in m}, d[j]) for hs, m, d in seen for j, h in enumerate(hs)}
     ran = []
-    resumed = run_sweep(cfg, progress=False, skip_heads={1: done[1]}, on_point=lambda i, m, d: ran.extend(i))
-    assert sorted(ran) == [1, 2]  # H = 2 and 4 ran, H = 2 in its pack with H = 1 as before
+    resumed = run_sweep(cfg, progress=False, skip_heads={1: done[1]}, on_point=lambda hs, *_: ran.extend(hs))
+    assert sorted(ran) == [2, 4]  # H = 2 and 4 ran, H = 2 in its pack with H = 1 as before
     assert_same(full, resumed)
     assert_same(full, run_sweep(cfg, progress=False, skip_heads={1: done[1], 4: done[4]}))
     with pytest.raises(ValueError, match="H=3"):

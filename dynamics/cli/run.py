@@ -77,7 +77,7 @@ KNOBS = [
         "lr_scaling",
         str,
         parts.LR_SCALINGS,
-        "the step size's H-scaling, for every optimiser (Adam too): " + parts.LR_SCALINGS.help(),
+        "the step size's H-scaling, for every optimiser (GD and Adam alike): " + parts.LR_SCALINGS.help(),
     ),
     ("--loss", "optim", "loss", str, parts.LOSSES, "margin loss ℓ(yΦ): " + parts.LOSSES.help()),
     (

@@ -7,6 +7,7 @@ import enum
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics import parts
 
@@ -29,16 +30,48 @@ def squared_hinge(z: jax.Array) -> jax.Array:
     return jnp.square(jnp.maximum(0.0, 1.0 - z))
 
 
+def parse_loss(loss: Loss | str):
+    """The loss part named ``loss`` (a name as the command line takes it, or a ``Loss`` member);
+    anything else is a one-line ValueError naming it and the allowed names."""
+    return parts.LOSSES.get(loss, "loss")
+
+
+def check_margins(z, name: str = "z", *, mean: bool = False):
+    """``z`` if it is a real (floating or integer) array or number, else a TypeError naming it
+    (``mean``: also a ValueError for an empty one)."""
+    if isinstance(z, jax.core.Tracer):
+        if not jnp.issubdtype(z.dtype, jnp.floating):
+            raise TypeError(f"{name} must be a floating array of margins, got dtype {z.dtype}")
+        return z
+    if isinstance(z, bool | str | bytes) or z is None:
+        raise TypeError(f"{name}={z!r} must be an array of margins (real numbers)")
+    try:
+        dtype = z.dtype if isinstance(z, jax.Array | np.ndarray) else np.asarray(z).dtype
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be an array of margins (real numbers): {err}") from None
+    if dtype == np.bool_ or not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
+        raise TypeError(f"{name} must be an array of real margins, got dtype {dtype}")
+    if mean and np.size(z) == 0:
+        raise ValueError(f"{name} is empty: the mean over no examples is undefined")
+    return z
+
+
 def margin_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
     """ℓ(z) elementwise; ``loss`` a name of ``dynamics.parts.LOSSES`` (or a ``Loss`` member)."""
-    return parts.LOSSES.get(loss, "loss").load()(z)
+    part = parse_loss(loss)
+    z = jnp.asarray(check_margins(z))
+    if not jnp.issubdtype(z.dtype, jnp.floating):
+        z = z.astype(jnp.zeros(()).dtype)  # integer margins: as the working float
+    return part.load()(z)
 
 
 def mean_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
     """Empirical risk (1/n) Σ_i ℓ(y_i Φ(X_i)) from margins z (n,)."""
-    return jnp.mean(margin_loss(z, loss))
+    return jnp.mean(margin_loss(check_margins(z, mean=True), loss))
 
 
 def error_rate(z: jax.Array) -> jax.Array:
-    """0-1 error from margins; z = 0 (a tie, as at θ = 0) counts as an error."""
-    return jnp.mean(z <= 0.0)
+    """0-1 error from margins; z = 0 (a tie, as at θ = 0) and a NaN margin (a diverged model)
+    count as errors: only z > 0 is correct."""
+    z = jnp.asarray(check_margins(z, mean=True))
+    return jnp.mean(~(z > 0.0))

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics import parts
 
@@ -46,7 +48,7 @@ def parse_enum(cls: type[enum.Enum], value, field: str) -> enum.Enum:
         return value
     try:
         return cls(value)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: an unhashable value (a list)
         allowed = ", ".join(repr(m.value) for m in cls)
         raise ValueError(f"{field}={value!r} is not one of {allowed}") from None
 
@@ -82,9 +84,46 @@ def softmax(scores: jax.Array) -> jax.Array:
     return jax.nn.softmax(scores, axis=-1)
 
 
+def _positive_int(name: str, value) -> int:
+    """``value`` as an int >= 1 (a Python or numpy integer, not a bool), else a ValueError naming it."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _check_positive(name: str, value) -> None:
+    """A number or concrete array that must be finite and > 0 (a traced value passes unchecked)."""
+    if isinstance(value, jax.core.Tracer):
+        return
+    if isinstance(value, bool | np.bool_ | str | bytes | list | tuple | dict) or value is None:
+        raise TypeError(f"{name}={value!r} must be a finite number > 0 (or an array of them)")
+    try:
+        v = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}={value!r} must be a finite number > 0") from None
+    if v.size == 0 or not (np.all(np.isfinite(v)) and np.all(v > 0)):
+        raise ValueError(f"{name}={value!r} must be a finite number > 0")
+
+
+def _check_key(key) -> None:
+    """A JAX PRNG key: a raw (2,) uint32 key (``jax.random.PRNGKey``) or a typed key (``jax.random.key``)."""
+    if isinstance(key, jax.core.Tracer):
+        return
+    typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    raw = isinstance(key, jax.Array | np.ndarray) and key.shape == (2,) and key.dtype == np.uint32
+    if not (typed and key.shape == ()) and not raw:
+        raise TypeError(
+            f"key={key!r} must be a JAX PRNG key: jax.random.PRNGKey(seed) or jax.random.key(seed)"
+        )
+
+
 def head_norm(n_heads: int | jax.Array, norm: Norm | str) -> jax.Array | float:
     """The head normalisation c_H (docs/model.md); ``n_heads`` may be traced."""
-    return parts.NORMS.get(norm, "norm").load()(n_heads)
+    c = parts.NORMS.get(norm, "norm").load()
+    _check_positive("n_heads", n_heads)
+    if isinstance(n_heads, np.ndarray):
+        n_heads = jnp.asarray(n_heads)
+    return c(n_heads)
 
 
 def resolve_head_size(head_size: str | int, d: int, n_heads: int) -> int:
@@ -111,6 +150,13 @@ def init_params(
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
+    n_heads = _positive_int("n_heads", n_heads)
+    d = _positive_int("d", d)
+    _check_positive("scale", scale)
+    if jnp.ndim(scale) != 0 and jnp.shape(scale) != (n_heads,):
+        raise ValueError(f"scale has shape {jnp.shape(scale)}; expected a number or ({n_heads},)")
+    if init.random:
+        _check_key(key)
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
@@ -165,17 +211,58 @@ def param_count(
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
     """
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads={n_heads!r} must be a positive integer")
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-        raise ValueError(f"d={d!r} must be a positive integer")
+    n_heads = _positive_int("n_heads", n_heads)
+    d = _positive_int("d", d)
     if not layout.factored:
         return n_heads * d + n_heads * d * d
     return n_heads * d + 2 * n_heads * d * layout.head_size(head_size, d, n_heads)
 
 
+def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
+    """(H, d) of well-formed parameters: ``{"U": (H, d), "W": (H, d, d)}`` or ``{"U": (H, d),
+    "Q": (H, d, a), "K": (H, d, a)}`` (U may be left out where only attention is computed,
+    ``readout=False``); a ValueError/TypeError naming what is wrong otherwise."""
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a dict of arrays (U, W or U, Q, K), got {type(params).__name__}")
+    keys = set(params)
+    allowed = [{"U", "W"}, {"U", "Q", "K"}] + ([] if readout else [{"W"}, {"Q", "K"}])
+    if keys not in allowed:
+        raise ValueError(f"params has keys {sorted(keys)}; expected one of {[sorted(a) for a in allowed]}")
+    shapes = {}
+    for name, value in params.items():
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+            raise TypeError(f"params[{name!r}] must be a floating JAX or numpy array, got {value!r:.80}")
+        shapes[name] = tuple(value.shape)
+    kq = shapes.get("W", shapes.get("Q"))
+    if len(kq) != 3 or 0 in kq:
+        raise ValueError(f"key-query arrays have shape {kq}; expected (H, d, d) or (H, d, a), sizes >= 1")
+    H, d = kq[:2]
+    if "W" in shapes and shapes["W"] != (H, d, d):
+        raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
+    if "Q" in shapes and shapes["K"] != shapes["Q"]:
+        raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
+    if "U" in shapes and shapes["U"] != (H, d):
+        kq_name = "W" if "W" in shapes else "Q"
+        raise ValueError(
+            f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} as params[{kq_name!r}] "
+            f"{kq}: every array needs the same number of heads H and width d"
+        )
+    return H, d
+
+
+def check_tokens(X: jax.Array, d: int) -> None:
+    """X must be a real array (n, T, d) of the parameters' width d, n and T >= 1."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"X must be a floating JAX or numpy array (n, T, d), got {X!r:.80}")
+    if X.ndim != 3 or X.shape[2] != d or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X has shape {tuple(X.shape)}; expected (n, T, d={d}) with n, T >= 1")
+
+
 def key_query_matrix(params: Params) -> jax.Array:
     """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads."""
+    check_params(params, readout=False)
     if "W" in params:
         return params["W"]
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
@@ -183,7 +270,10 @@ def key_query_matrix(params: Params) -> jax.Array:
 
 def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
     """Pre-softmax scores x_tᵀ W_h x_q: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
-    return parts.QUERIES.get(query, "query").load()(key_query_matrix(params), X)
+    scores = parts.QUERIES.get(query, "query").load()
+    _, d = check_params(params, readout=False)
+    check_tokens(X, d)
+    return scores(key_query_matrix(params), X)
 
 
 def attention(
@@ -197,6 +287,7 @@ def head_outputs(
     params: Params, X: jax.Array, query: Query | str = Query.FIRST, activation: str = "softmax"
 ) -> jax.Array:
     """f_h(X) = U_hᵀ Xᵀ σ(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    check_params(params)
     return readout(params, X, attention(params, X, query, activation))
 
 
@@ -230,6 +321,8 @@ def combine_heads(
       not a product, picks each run's slots, so a non-finite head of one run never reaches
       another.
     """
+    parts.NORMS.get(norm, "norm")
+    _check_combine(f, weight, member, n_heads)
     if weight is not None:
         f = f * weight[None, :]  # (n, S)
     if member is None:
@@ -238,6 +331,22 @@ def combine_heads(
         return head_norm(n_heads, norm) * jnp.sum(f, axis=-1)
     c = jnp.broadcast_to(jnp.asarray(head_norm(n_heads, norm), f.dtype), jnp.shape(n_heads))  # (R,)
     return c[None, :] * jnp.sum(jnp.where(member[None, :, :], f[..., None], 0.0), axis=-2)  # (n, R)
+
+
+def _check_combine(f, weight, member, n_heads) -> None:
+    """The shapes ``combine_heads`` needs (static: checked under tracing too)."""
+    n, S = f.shape
+    if weight is not None and jnp.shape(weight) != (S,):
+        raise ValueError(f"weight has shape {jnp.shape(weight)}; expected (S,) = ({S},), one per stored head")
+    if member is None:
+        if n_heads is not None and jnp.ndim(n_heads) != 0:
+            raise ValueError(f"n_heads has shape {jnp.shape(n_heads)}; expected a number (member is None)")
+        return
+    if jnp.ndim(member) != 2 or jnp.shape(member)[0] != S:
+        raise ValueError(f"member has shape {jnp.shape(member)}; expected (S, R) with S = {S}")
+    R = jnp.shape(member)[1]
+    if n_heads is None or jnp.shape(n_heads) != (R,):
+        raise ValueError(f"n_heads must have shape (R,) = ({R},) with member (S, R); got {n_heads!r:.80}")
 
 
 def logits(

@@ -78,6 +78,8 @@ class ExpressivityConfig:
     seed: int = 0  # the root PRNG seed (X, targets and inits)
 
     def validate(self) -> ExpressivityConfig:
+        if not isinstance(self.tokens, tuple | list):
+            raise ConfigError(f"tokens={self.tokens!r} must be a tuple of sequence lengths, e.g. (5, 10)")
         if not self.tokens:
             raise ConfigError("tokens is empty; give at least one sequence length, e.g. --tokens 5,10")
         for name, value, lo in (
@@ -120,6 +122,16 @@ class HeadsConfig:
     seed: int = 0  # every sweep uses this seed: the same data for split and fixed
 
     def validate(self) -> HeadsConfig:
+        for name in ("data_models", "heads", "n_train", "n_test"):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple | list) or (value is None and name.startswith("n_"))):
+                raise ConfigError(f"{name}={value!r} must be a tuple, e.g. {getattr(HeadsConfig, name)!r}")
+        for name in ("trials", "steps", "seed"):
+            value, lo = getattr(self, name), 0 if name == "seed" else 1
+            if not (value is None and name != "seed") and (
+                isinstance(value, bool) or not isinstance(value, int) or value < lo
+            ):
+                raise ConfigError(f"{name}={value!r} must be an integer >= {lo}")
         for m in self.data_models:
             if m not in PAPER_SIZES:
                 raise ConfigError(f"data_models={m!r} is not one of {', '.join(map(repr, PAPER_SIZES))}")
@@ -281,6 +293,8 @@ def min_rank_threshold(T: int) -> int:
 
 def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[str, Any]:
     """All fits of the experiment, one program per T: {'results': json-able dict, 'arrays'}."""
+    if not isinstance(cfg, ExpressivityConfig):
+        raise TypeError(f"cfg={cfg!r:.80} must be an ExpressivityConfig")
     cfg.validate()
     start = time.perf_counter()
     root = jax.random.PRNGKey(cfg.seed)
@@ -414,9 +428,11 @@ def expressivity_key(cfg: ExpressivityConfig | None = None) -> str:
 
 def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
     """Both layouts on every data model through ``run_sweep``: {'results', 'arrays'}."""
+    if not isinstance(cfg, HeadsConfig):
+        raise TypeError(f"cfg={cfg!r:.80} must be a HeadsConfig")
     start = time.perf_counter()
+    jobs = sweep_configs(cfg)  # validates cfg first (H > width is its ConfigError, not the model's)
     layouts = _layouts(cfg)
-    jobs = sweep_configs(cfg)
     arrays: dict[str, np.ndarray] = {}
     summary, configs = [], {}
     for (m, name), sweep_cfg in tqdm(

@@ -189,15 +189,14 @@ def _run_locked(exp, out: Path, resume: bool, progress: bool, writer: bool, devi
     keep_previous = complete_results_hash(out) is not None
     heads = list(cfg.sweep.heads)
 
-    def on_point(indices, by_head, diverged_at):
+    def on_point(point_heads, by_head, diverged_at):
         if writer:
             # One shield over the point file and the partial pair: an interrupt never lands between
             # them (the point would be on disk, but results.json would not yet name it).
             with interrupts.shielded():
-                _save(indices, by_head, diverged_at)
+                _save(point_heads, by_head, diverged_at)
 
-    def _save(indices, by_head, diverged_at):
-        point_heads = [heads[i] for i in indices]
+    def _save(point_heads, by_head, diverged_at):
         save_point(out, config_hash, point_heads, by_head, diverged_at)
         for j, h in enumerate(point_heads):
             done[h] = ({k: v[j] for k, v in by_head.items()}, diverged_at[j])

@@ -57,6 +57,14 @@ class GridResult:
     def config(self):
         return self.grid.base.config
 
+    @property
+    def complete(self) -> bool:
+        return bool(self.extra.get("complete", True))
+
+    def summary_frame(self):
+        """``summary()`` as a tidy pandas DataFrame (``summary_frame`` below)."""
+        return summary_frame(self)
+
     def point(self, k: int) -> SweepResult:
         """Grid point k (C order) as the SweepResult of its configuration run alone."""
         idx = np.unravel_index(k, self.grid.shape)

@@ -9,9 +9,10 @@ one program for every H; random-init sweeps pack their runs first-fit decreasing
 factored split heads (d_h = d // H) need one program per H. Every pack × trial is one
 element of the batch axis, which is sharded over the devices (``devices=``).
 
-Hooks for checkpointing (``run_sweep``): ``on_point(indices, metrics_by_head, diverged_at)``
-is called after each point with what it finished, and ``skip_heads`` hands back H values
-finished earlier, with their results, so that they are not run again.
+Hooks for checkpointing (``run_sweep``): ``on_point(heads, metrics_by_head, diverged_at)``
+is called after each point with the H values it finished (ascending) and their results, and
+``skip_heads`` hands back H values finished earlier, with their results, so that they are
+not run again.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ SUMMARY_METRICS = ("train_loss", "test_loss", "train_error", "test_error")
 
 # What one H's finished runs are: metric -> (trials, L), and diverged_at (trials,), -1 = never.
 HeadResult = tuple[dict[str, np.ndarray], np.ndarray]
-# on_point(indices into cfg.sweep.heads, metric -> (len(indices), trials, L), (len(indices), trials))
+# on_point(H values finished, ascending; metric -> (len(heads), trials, L); (len(heads), trials))
 PointCallback = Callable[[list[int], dict[str, np.ndarray], np.ndarray], None]
 
 
@@ -90,6 +91,12 @@ class SweepResult:
     diverged_at: np.ndarray  # (n_heads, trials): step of the first non-finite loss, -1 = never
     wall_time_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """False for the partial results of an interrupted run (``extra["heads_todo"]`` lists the
+        H values it did not finish); True otherwise."""
+        return bool(self.extra.get("complete", True))
 
     def summary(self) -> list[dict[str, Any]]:
         """Per H: mean and std over the trials that did not diverge of each final metric."""
@@ -115,10 +122,12 @@ class SweepResult:
     def to_dataframe(self):
         """A tidy pandas DataFrame: one row per H × trial × logged step, one column per metric
         (NaN after a trial's divergence), with ``lr`` (η₀) and ``init_scale`` to tell apart the
-        results of ``run_grid`` once concatenated."""
+        results of ``run_grid`` once concatenated. Theory diagnostics are columns too (NaN at
+        the steps they were not computed); their step list ``diagnostic_steps`` is not."""
         import pandas as pd
 
         n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
+        per_step = {k: v for k, v in self.curves.items() if np.shape(v) == (n_h, trials, L)}
         h, t, s = np.meshgrid(np.arange(n_h), np.arange(trials), np.arange(L), indexing="ij")
         frame = {
             "heads": self.heads[h.ravel()],
@@ -127,7 +136,7 @@ class SweepResult:
             "trial": t.ravel(),
             "step": self.steps[s.ravel()],
         }
-        frame.update({k: v.reshape(-1) for k, v in self.curves.items()})  # (H, trials, L) C order
+        frame.update({k: np.asarray(v).reshape(-1) for k, v in per_step.items()})  # (H, trials, L) C order
         return pd.DataFrame(frame)
 
     def summary_frame(self):
@@ -258,6 +267,12 @@ def plan_points(
         auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
         per_call = min(packs_per_call or auto_per_call, len(packs))
         w = chunk or auto_chunk
+        most = max(per_call, packs_per_call or 0) * trials
+        if chunk is not None and chunk > most:  # chunk=10**9 allocated a batch of 10⁹ copies
+            raise ValueError(
+                f"chunk={chunk} is more than the {most} runs of a call (packs per call × trials): "
+                f"it would only pad the batch with copies"
+            )
         block = placer.n_devices * w  # B must split into devices × chunks of w
         size = -(-(per_call * trials) // block) * block
         run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
@@ -379,8 +394,15 @@ def _finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarr
 
 
 def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) -> None:
-    for h, (metrics, div_at) in skip_heads.items():
-        if h not in cfg.sweep.heads:
+    if not isinstance(skip_heads, Mapping):
+        raise TypeError(
+            f"skip_heads must be a dict {{H: (metrics, diverged_at)}}, got {type(skip_heads).__name__}"
+        )
+    for h, value in skip_heads.items():
+        if not (isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[0], Mapping)):
+            raise TypeError(f"skip_heads[{h!r}] must be (metrics dict, diverged_at), as on_point gives them")
+        metrics, div_at = value
+        if isinstance(h, bool) or not isinstance(h, int | np.integer) or h not in cfg.sweep.heads:
             raise ValueError(f"skip_heads has H={h}, which is not in sweep.heads={list(cfg.sweep.heads)}")
         want = (cfg.sweep.trials, L)
         for name in METRICS:
@@ -389,6 +411,51 @@ def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) ->
                 raise ValueError(f"skip_heads[{h}][{name!r}] has shape {got}, expected (trials, L) = {want}")
         if np.shape(div_at) != want[:1]:
             raise ValueError(f"skip_heads[{h}] diverged_at has shape {np.shape(div_at)}, expected {want[:1]}")
+
+
+def check_layout(
+    *, packs_per_call=None, chunk=None, slots=None, progress=True, devices=None, on_point=None
+) -> None:
+    """The engine's keywords of ``run_sweep`` and ``run_grid``, checked before anything runs:
+    packs_per_call, chunk and slots None or an integer >= 1, progress a bool, devices None or
+    a non-empty list of JAX devices, on_point None or callable."""
+    for name, value in (("packs_per_call", packs_per_call), ("chunk", chunk), ("slots", slots)):
+        if value is not None and (
+            isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < 1
+        ):
+            raise ValueError(f"{name}={value!r} must be None (automatic) or an integer >= 1")
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress={progress!r} must be True or False")
+    if devices is not None:
+        if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
+            raise ValueError(f"devices={devices!r} must be None (all of jax.devices()) or a non-empty list")
+        wrong = [d for d in devices if not isinstance(d, jax.Device)]
+        if wrong:
+            raise TypeError(f"devices has {wrong[0]!r}, not a JAX device (jax.devices() lists them)")
+    if on_point is not None and not callable(on_point):
+        raise TypeError(f"on_point={on_point!r} must be callable or None")
+
+
+def as_config(cfg, caller: str) -> Config | Experiment:
+    """A Config or Experiment as given, a preset's name as ``preset(name)``, None as the defaults;
+    a bottleneck preset (an experiment of its own, not a sweep) and anything else are refused."""
+    from dynamics.config.schema import ConfigError, preset
+
+    if cfg is None:
+        return Config()
+    if isinstance(cfg, str):
+        if cfg.startswith("bottleneck-"):
+            fn = "run_expressivity(ExpressivityConfig())" if "express" in cfg else "run_heads(HeadsConfig())"
+            raise ConfigError(f"preset {cfg!r} is not a sweep: {caller} cannot run it; use dynamics.{fn}")
+        return preset(cfg)
+    if not isinstance(cfg, Config | Experiment):
+        raise TypeError(f"cfg={cfg!r:.80} must be a Config, a preset's name or None (the defaults)")
+    if isinstance(cfg, Config) and cfg.name == "bottleneck-expressivity":  # preset(...): the defaults
+        raise ConfigError(
+            "a config named 'bottleneck-expressivity' is not that experiment (it is the default sweep): "
+            "run it with dynamics.run_expressivity(ExpressivityConfig())"
+        )
+    return cfg
 
 
 def run_sweep(
@@ -404,10 +471,11 @@ def run_sweep(
 ) -> SweepResult:
     """Build the data, run every H (a loop over points), collect curves.
 
-    on_point: called after each point as ``on_point(indices, metrics_by_head, diverged_at)``:
-      ``indices`` the positions in ``cfg.sweep.heads`` it finished, ``metrics_by_head[name]``
-      of shape (len(indices), trials, L) and ``diverged_at`` (len(indices), trials), exactly
-      as they will appear in the result (NaN after divergence, -1 = never diverged).
+    cfg: a Config, an Experiment, a preset's name or None (the defaults).
+    on_point: called after each point as ``on_point(heads, metrics_by_head, diverged_at)``:
+      ``heads`` the H values it finished (ascending), ``metrics_by_head[name]`` of shape
+      (len(heads), trials, L) and ``diverged_at`` (len(heads), trials), exactly as they will
+      appear in the result (NaN after divergence, -1 = never diverged).
     skip_heads: {H: (metrics, diverged_at)} for H values finished earlier, each metric
       (trials, L) and diverged_at (trials,) as ``on_point`` gave them; they are not run
       (unless they share a pack with an H that is) and their results go into the
@@ -417,11 +485,19 @@ def run_sweep(
     chunk: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
     slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
     """
-    exp = resolve(cfg)
+    check_layout(
+        packs_per_call=packs_per_call,
+        chunk=chunk,
+        slots=slots,
+        progress=progress,
+        devices=devices,
+        on_point=on_point,
+    )
+    exp = resolve(as_config(cfg, "run_sweep"))
     cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
-    skip_heads = dict(skip_heads or {})
-    _check_skipped(cfg, skip_heads, len(steps))
+    _check_skipped(cfg, {} if skip_heads is None else skip_heads, len(steps))
+    skip_heads = {int(h): v for h, v in (skip_heads or {}).items()}
     heads = list(cfg.sweep.heads)
     n_h, trials, L = len(heads), cfg.sweep.trials, len(steps)
     curves = {k: np.full((n_h, trials, L), np.nan) for k in METRICS}
@@ -442,7 +518,7 @@ def run_sweep(
                 curves[k][indices] = by_head[k]
             diverged_at[indices] = div_at[keep]
             if on_point is not None and indices:
-                on_point(indices, by_head, div_at[keep])
+                on_point([heads[i] for i in indices], by_head, div_at[keep])
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
@@ -474,8 +550,36 @@ def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> No
     result.extra["diagnostics"] = summary
 
 
+def _values(name: str, values, default: float) -> list[float]:
+    """run_grid's lrs or init_scales: None (the config's value), a number, a list of numbers or
+    a string as on the command line ('0.1,1' or 'a:b:k'); checked per value by ``validate``."""
+    from dynamics.config.grid import parse_values
+    from dynamics.config.schema import ConfigError
+
+    if values is None:
+        return [default]
+    if isinstance(values, str):
+        return list(parse_values(values, {"lrs": "lr", "init_scales": "init_scale"}[name], name))
+    if isinstance(values, int | float | np.integer | np.floating) and not isinstance(values, bool):
+        return [float(values)]
+    try:
+        values = list(values)
+    except TypeError:
+        raise ConfigError(f"{name}={values!r} must be a list of numbers, a number or None") from None
+    if not values:
+        raise ConfigError(f"{name}=[] is empty; give at least one value (or None for the config's)")
+    bad = [
+        v for v in values if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating)
+    ]
+    if bad:
+        raise ConfigError(f"{name} has {bad[0]!r}, not a number")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{name}={values} has repeated values")
+    return [float(v) for v in values]
+
+
 def run_grid(
-    cfg: Config,
+    cfg: Config | str | None = None,
     *,
     lrs: Sequence[float] | None = None,
     init_scales: Sequence[float] | None = None,
@@ -489,14 +593,19 @@ def run_grid(
     ``init_scales`` (default: the config's), batched into the same compiled calls (with
     random init, runs of different η₀, σ₀ and H share packs).
 
+    ``cfg``: a Config, a preset's name or None (the defaults); ``lrs`` and ``init_scales``: a
+    list of numbers, one number, a string as on the command line ('0.1,1', '1e-2:1e2:5') or
+    None (the config's value).
+
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
     """
-    exp = resolve(cfg)
+    check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
+    exp = resolve(as_config(cfg, "run_grid"))
     cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
-    lrs = list(lrs) if lrs is not None else [cfg.optim.lr]
-    scales = list(init_scales) if init_scales is not None else [cfg.model.init_scale]
+    lrs = _values("lrs", lrs, cfg.optim.lr)
+    scales = _values("init_scales", init_scales, cfg.model.init_scale)
     cfgs = [
         validate(
             dataclasses.replace(
