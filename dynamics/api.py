@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import enum
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from dynamics.config.schema import Config, ConfigError, apply_overrides, preset
+from dynamics.sweeps.results import BOTTLENECK_NPZ, read_folder, results_folder  # noqa: F401  (re-exported)
 
 ENGINE_KEYWORDS = ("progress", "on_point", "skip_heads", "devices", "packs_per_call", "chunk", "slots")
 
@@ -83,48 +82,6 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     doc = dict(doc)
     name = doc.pop("name", "default")
     return apply_overrides(Config(name=name), doc, "results.json config")
-
-
-def results_folder(folder: str | os.PathLike) -> Path:
-    """The run folder of ``folder``: the folder itself, or the folder of a ``results.json`` (or
-    ``.npz``) path inside it; a ConfigError when there are no results there."""
-    if isinstance(folder, bool) or not isinstance(folder, str | os.PathLike):
-        raise TypeError(f"folder={folder!r:.80} must be a path (str or pathlib.Path)")
-    path = Path(folder)
-    if not str(folder).strip():
-        raise ConfigError("folder='' is empty: give the run folder (the --out of the run)")
-    if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
-        path = path.parent
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a folder"
-        raise ConfigError(f"results folder {str(folder)!r} {what}")
-    if not (path / "results.json").is_file():
-        raise ConfigError(
-            f"results folder {str(path)!r} holds no results.json (no run finished a point there)"
-        )
-    return path
-
-
-def read_folder(folder: str | os.PathLike) -> tuple[Path, dict[str, Any], str]:
-    """(folder, results.json as a dict, kind): kind "sweep", "grid", "bottleneck-expressivity" or
-    "bottleneck-heads"."""
-    path = results_folder(folder)
-    try:
-        meta = json.loads((path / "results.json").read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path / 'results.json'} cannot be read: {err}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
-        raise ConfigError(f"{path / 'results.json'} is not an mhsim results file (no config)")
-    if "grid" in meta:
-        return path, meta, "grid"
-    if meta.get("experiment") == "bottleneck-expressivity":
-        return path, meta, "bottleneck-expressivity"
-    if "sweep_configs" in meta and "data_models" in meta["config"]:
-        return path, meta, "bottleneck-heads"
-    return path, meta, "sweep"
-
-
-BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-heads": "heads.npz"}
 
 
 def load_results(folder: str | Path):

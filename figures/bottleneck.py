@@ -26,7 +26,7 @@ DPI = 110
 def _source(source, npz_name: str) -> tuple[dict, dict]:
     """(results.json dict, arrays): ``source`` is a results folder or the experiment's run dict
     (``dynamics.experiments.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
-    from dynamics.api import read_folder
+    from dynamics.sweeps.results import read_folder
 
     kind = {"expressivity.npz": "bottleneck-expressivity", "heads.npz": "bottleneck-heads"}[npz_name]
     draw = {"bottleneck-expressivity": "expressivity_figure", "bottleneck-heads": "bottleneck_heads_figure"}

@@ -305,7 +305,7 @@ def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
 def sweep_data(source) -> tuple[dict, dict]:
     """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder
     (or its results.json); a grid, a bottleneck run or anything else is refused (ValueError/TypeError)."""
-    from dynamics.api import read_folder
+    from dynamics.sweeps.results import read_folder
     from dynamics.sweeps.sweep import SweepResult
 
     if isinstance(source, SweepResult):

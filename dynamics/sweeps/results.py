@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import jax
 import numpy as np
 import optax
 
+from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
@@ -168,3 +170,45 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     with np.load(out / npz_name, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     return meta, arrays
+
+
+def results_folder(folder: str | os.PathLike) -> Path:
+    """The run folder of ``folder``: the folder itself, or the folder of a ``results.json`` (or
+    ``.npz``) path inside it; a ConfigError when there are no results there."""
+    if isinstance(folder, bool) or not isinstance(folder, str | os.PathLike):
+        raise TypeError(f"folder={folder!r:.80} must be a path (str or pathlib.Path)")
+    path = Path(folder)
+    if not str(folder).strip():
+        raise ConfigError("folder='' is empty: give the run folder (the --out of the run)")
+    if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
+        path = path.parent
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a folder"
+        raise ConfigError(f"results folder {str(folder)!r} {what}")
+    if not (path / "results.json").is_file():
+        raise ConfigError(
+            f"results folder {str(path)!r} holds no results.json (no run finished a point there)"
+        )
+    return path
+
+
+def read_folder(folder: str | os.PathLike) -> tuple[Path, dict[str, Any], str]:
+    """(folder, results.json as a dict, kind): kind "sweep", "grid", "bottleneck-expressivity" or
+    "bottleneck-heads"."""
+    path = results_folder(folder)
+    try:
+        meta = json.loads((path / "results.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path / 'results.json'} cannot be read: {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise ConfigError(f"{path / 'results.json'} is not an mhsim results file (no config)")
+    if "grid" in meta:
+        return path, meta, "grid"
+    if meta.get("experiment") == "bottleneck-expressivity":
+        return path, meta, "bottleneck-expressivity"
+    if "sweep_configs" in meta and "data_models" in meta["config"]:
+        return path, meta, "bottleneck-heads"
+    return path, meta, "sweep"
+
+
+BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-heads": "heads.npz"}

@@ -458,6 +458,20 @@ def as_config(cfg, caller: str) -> Config | Experiment:
     return cfg
 
 
+def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
+    """(curves {metric: (n_heads, trials, L)}, diverged_at (n_heads, trials), the indices of the
+    H values to run): NaN and -1 everywhere but for the finished H values of ``skip_heads``."""
+    heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
+    curves = {k: np.full((len(heads), trials, L), np.nan) for k in METRICS}
+    diverged_at = np.full((len(heads), trials), -1, dtype=np.int32)
+    for i, h in enumerate(heads):
+        if h in skip_heads:
+            metrics, diverged_at[i] = skip_heads[h]
+            for k in METRICS:
+                curves[k][i] = metrics[k]
+    return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
+
+
 def run_sweep(
     cfg: Config | Experiment,
     *,
@@ -485,31 +499,17 @@ def run_sweep(
     chunk: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
     slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
     """
-    check_layout(
-        packs_per_call=packs_per_call,
-        chunk=chunk,
-        slots=slots,
-        progress=progress,
-        devices=devices,
-        on_point=on_point,
-    )
+    layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+    check_layout(**layout, progress=progress, on_point=on_point)
     exp = resolve(as_config(cfg, "run_sweep"))
     cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
     _check_skipped(cfg, {} if skip_heads is None else skip_heads, len(steps))
-    skip_heads = {int(h): v for h, v in (skip_heads or {}).items()}
     heads = list(cfg.sweep.heads)
-    n_h, trials, L = len(heads), cfg.sweep.trials, len(steps)
-    curves = {k: np.full((n_h, trials, L), np.nan) for k in METRICS}
-    diverged_at = np.full((n_h, trials), -1, dtype=np.int32)
-    for i, h in enumerate(heads):
-        if h in skip_heads:
-            metrics, diverged_at[i] = skip_heads[h]
-            for k in METRICS:
-                curves[k][i] = metrics[k]
-    todo = [i for i, h in enumerate(heads) if h not in skip_heads]
+    curves, diverged_at, todo = _start_curves(
+        cfg, {int(h): v for h, v in (skip_heads or {}).items()}, len(steps)
+    )
     if todo:
-        layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
         for items, metrics, div_at in _run_points([cfg], exp.steps, todo, progress=progress, **layout):
             keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
             indices = [items[j][0] for j in keep]
