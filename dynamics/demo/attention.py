@@ -134,12 +134,12 @@ def _mass_axes(ax, steps, mass, heads, colors, uniform: float) -> list:
     for i, h in enumerate(heads):
         (line,) = ax.plot(log_x(steps), mass[i], color=colors[i], lw=2, label=f"H = {h}")
         lines.append(line)
-    ax.axhline(uniform, color="0.4", ls="--", lw=1)
-    ax.text(log_x(steps)[0], uniform, " uniform attention (r/T)", va="bottom", fontsize=8, color="0.3")
+    ax.axhline(uniform, color="0.4", ls="--", lw=1, label="uniform attention (r/T)")
     ax.set_xscale("log")
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("attention on relevant\ntokens (test mean)")
-    ax.legend(frameon=False, loc="upper left")
+    # beside the panel, outside the axes: the curves of a short run sit where a legend inside would
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return lines
 
 
