@@ -282,7 +282,7 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
     result.widget_text = "\n".join(output.locator(".jp-RenderedText").all_inner_texts())
     result.errors = _errors(page)
     if screenshot is not None:
-        interact.locator(".widget-label, label").first.scroll_into_view_if_needed()
+        img.evaluate("i => i.scrollIntoView({block: 'end'})")  # the whole figure, the controls above it
         page.screenshot(path=str(screenshot))
     result.seconds = time.monotonic() - start
     return result

@@ -121,7 +121,8 @@ def _heatmap(
         ax.add_patch(Rectangle((t - 0.5, i - 0.5), 1, 1, fill=False, ec=MARK, lw=2.0))
     ax.grid(False)
     k, T = A.shape
-    ax.set_xticks(range(T), [str(t + 1) if t in (0, T - 1) or T <= 10 else "" for t in range(T)], fontsize=8)
+    # the first and last position only: ten labels in a narrow strip ran into each other
+    ax.set_xticks(range(T), [str(t + 1) if t in (0, T - 1) else "" for t in range(T)], fontsize=8)
     ax.set_yticks(range(k), [f"y={'+' if v > 0 else '−'}1" for v in labels] if left else [], fontsize=8)
     ax.tick_params(length=0)
     if bottom:
@@ -202,7 +203,13 @@ def draw(r: AttentionRun, s: Settings) -> Figure:
         for c, li in enumerate(cols):
             ax = fig.add_subplot(gs[i, c])
             im = _heatmap(
-                ax, r.attn[i, li], r.mask, r.labels, _vmax(r), left=c == 0, bottom=i == len(heads) - 1
+                ax,
+                r.attn[i, li],
+                r.mask,
+                r.labels,
+                _vmax(r),
+                left=c == 0,
+                bottom=i == len(heads) - 1 and c == 0,
             )
             if i == 0:
                 ax.set_title(f"t = {steps[li]}", fontsize=10)
