@@ -174,7 +174,7 @@ def _curves_axes(ax, r: StepSizeRun, many_y: np.ndarray, one_y: np.ndarray, ylab
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    legend_below(ax, fontsize=9, ncol=3)
+    legend_below(ax, fontsize=9, ncol=2)
 
 
 def _difference_axes(ax, r: StepSizeRun) -> None:
