@@ -50,9 +50,12 @@ def test_notebook_runs_headless(path, monkeypatch):
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     nb = nbformat.read(path, as_version=4)
-    resources = {"metadata": {"path": str(ROOT)}}
+    resources = {"metadata": {"path": str(ROOT / "notebooks")}}  # where JupyterLab runs it
+    listing = lambda: sorted(p.name for p in (ROOT / "notebooks").iterdir())  # noqa: E731
+    before = listing()
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources=resources)
     client.execute()  # raises CellExecutionError, naming the cell, on any error
+    assert listing() == before, "a notebook wrote into notebooks/"
     outputs = _outputs(nb)
     assert not [o for o in outputs if o.output_type == "error"]
     # the kernel's inline backend sends every drawn figure as a PNG (no module switched it to Agg)

@@ -120,7 +120,8 @@ def _heatmap(
         ax.add_patch(Rectangle((t - 0.5, i - 0.5), 1, 1, fill=False, ec=MARK, lw=2.0))
     ax.grid(False)
     k, T = A.shape
-    ax.set_xticks(range(T), [str(t + 1) if t in (0, T - 1) or T <= 10 else "" for t in range(T)], fontsize=8)
+    # the first and last position only: ten labels in a narrow strip ran into each other
+    ax.set_xticks(range(T), [str(t + 1) if t in (0, T - 1) else "" for t in range(T)], fontsize=8)
     ax.set_yticks(range(k), [f"y={'+' if v > 0 else '−'}1" for v in labels] if left else [], fontsize=8)
     ax.tick_params(length=0)
     if bottom:
@@ -133,12 +134,12 @@ def _mass_axes(ax, steps, mass, heads, colors, uniform: float) -> list:
     for i, h in enumerate(heads):
         (line,) = ax.plot(log_x(steps), mass[i], color=colors[i], lw=2, label=f"H = {h}")
         lines.append(line)
-    ax.axhline(uniform, color="0.4", ls="--", lw=1)
-    ax.text(log_x(steps)[0], uniform, " uniform attention (r/T)", va="bottom", fontsize=8, color="0.3")
+    ax.axhline(uniform, color="0.4", ls="--", lw=1, label="uniform attention (r/T)")
     ax.set_xscale("log")
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("attention on relevant\ntokens (test mean)")
-    ax.legend(frameon=False, loc="upper left")
+    # beside the panel, outside the axes: the curves of a short run sit where a legend inside would
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return lines
 
 
@@ -201,7 +202,13 @@ def draw(r: AttentionRun, s: Settings) -> Figure:
         for c, li in enumerate(cols):
             ax = fig.add_subplot(gs[i, c])
             im = _heatmap(
-                ax, r.attn[i, li], r.mask, r.labels, _vmax(r), left=c == 0, bottom=i == len(heads) - 1
+                ax,
+                r.attn[i, li],
+                r.mask,
+                r.labels,
+                _vmax(r),
+                left=c == 0,
+                bottom=i == len(heads) - 1 and c == 0,
             )
             if i == 0:
                 ax.set_title(f"t = {steps[li]}", fontsize=10)

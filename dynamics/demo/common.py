@@ -120,6 +120,20 @@ def set_style() -> None:
     sns.set_theme(context="notebook", style="whitegrid")
 
 
+def panel_row(n: int, figsize: tuple[float, float]) -> tuple[Figure, list]:
+    """A constrained-layout figure of ``n`` panels side by side, each in a subfigure of its own, so
+    that each panel's legend can sit under it (``legend_below``)."""
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    return fig, [sub.subplots() for sub in fig.subfigures(1, n)]
+
+
+def legend_below(ax, **kwargs):
+    """The legend of ``ax`` under its panel (a ``panel_row`` subfigure), outside the plotting area:
+    it hides no curve whatever the data (inside the axes, a legend covered curves of short runs)."""
+    kwargs = {"frameon": False, "loc": "outside lower center", **kwargs}
+    return ax.figure.legend(*ax.get_legend_handles_labels(), **kwargs)
+
+
 def head_palette(heads: Sequence[int]) -> list:
     """One colour per H, ordered light to dark (the sweep figure's 'flare' palette)."""
     return sns.color_palette("flare", n_colors=len(heads))

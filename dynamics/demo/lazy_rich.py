@@ -25,7 +25,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
@@ -38,7 +37,9 @@ from dynamics.demo.common import (
     dm1_data,
     first_heads,
     head_palette,
+    legend_below,
     log_x,
+    panel_row,
     save_png,
     schedule,
     set_style,
@@ -215,7 +216,7 @@ def _loss_curves_axes(ax, r: LazyRichRun) -> None:
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("train loss")
     ax.set_title("train loss: model (solid) vs linearisation (dashed)")
-    ax.legend(frameon=False, fontsize=9, ncol=2)
+    legend_below(ax, fontsize=9, ncol=4)
 
 
 def _against_heads_axes(gap_ax, move_ax, r: LazyRichRun, s: Settings) -> None:
@@ -239,13 +240,13 @@ def _against_heads_axes(gap_ax, move_ax, r: LazyRichRun, s: Settings) -> None:
         ax.set_xticks(heads, [str(h) for h in heads])
         ax.minorticks_off()
         ax.set_xlabel("number of heads H")
-        ax.legend(frameon=False)
+        legend_below(ax, ncol=3)
 
 
 def draw(r: LazyRichRun, s: Settings) -> Figure:
     """The figure: loss curves of both models, then their loss gap and parameter movement vs H."""
     set_style()
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    fig, axes = panel_row(3, figsize=(17, 5.6))
     _loss_curves_axes(axes[0], r)
     _against_heads_axes(axes[1], axes[2], r, s)
     fig.suptitle(

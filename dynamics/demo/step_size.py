@@ -25,7 +25,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
@@ -37,7 +36,9 @@ from dynamics.demo.common import (
     check_finite,
     dm1_data,
     head_palette,
+    legend_below,
     log_x,
+    panel_row,
     save_png,
     schedule,
     set_style,
@@ -168,31 +169,37 @@ def _curves_axes(ax, r: StepSizeRun, many_y: np.ndarray, one_y: np.ndarray, ylab
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(frameon=False, fontsize=9)
+    legend_below(ax, fontsize=9, ncol=2)
 
 
 def _difference_axes(ax, r: StepSizeRun) -> None:
-    """Bars per H: the relative difference of the two runs, against float32's machine ε."""
+    """Bars per H: the relative difference of the two runs, against float32's machine ε. A
+    difference of exactly 0 (bit-identical runs) is drawn as a short hatched bar marked 0: on the
+    log axis it would otherwise vanish."""
     x, width, eps = np.arange(len(r.heads)), 0.27, np.finfo(np.float32).eps
+    bottom, zero_height = eps / 1000, eps / 100
     labels = ("train loss", "readout √H·U vs Ũ", "key-query W vs W̃")  # per QUANTITIES
     for j, label in enumerate(labels):
         rel = r.max_diff[j] / np.maximum(r.max_value[j], np.finfo(np.float64).tiny)
-        ax.bar(x + (j - 1) * width, np.maximum(rel, eps / 100), width, label=label)
-    ax.axhline(eps, color="black", ls="--", lw=1)
-    ax.text(x[0] - 0.45, eps * 1.3, "float32 machine ε", va="bottom", ha="left", fontsize=9)
+        zero = rel == 0
+        bars = ax.bar(x + (j - 1) * width, np.where(zero, zero_height, rel), width, label=label)
+        for bar in np.asarray(bars.patches, dtype=object)[zero]:
+            bar.set_hatch("//")
+            ax.annotate("0", (bar.get_x() + width / 2, zero_height), ha="center", va="bottom", fontsize=9)
+    ax.axhline(eps, color="black", ls="--", lw=1, label="float32 machine ε")
     ax.set_yscale("log")
-    ax.set_ylim(eps / 100, 1e-2)
+    ax.set_ylim(bottom, 1e-2)
     ax.set_xticks(x, [str(h) for h in r.heads])
     ax.set_xlabel("number of heads H")
     ax.set_ylabel("max over t of |difference| / max |value|")
     ax.set_title("the two runs differ only by rounding")
-    ax.legend(frameon=False, fontsize=9, loc="upper left")
+    legend_below(ax, fontsize=9, ncol=2)
 
 
 def draw(r: StepSizeRun, s: Settings) -> Figure:
     """The figure: train loss and key-query norm of both runs over training, then their difference."""
     set_style()
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    fig, axes = panel_row(3, figsize=(17, 5.6))
     _curves_axes(axes[0], r, r.loss_many, r.loss_one, "train loss", "train loss")
     _curves_axes(
         axes[1],

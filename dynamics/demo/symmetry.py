@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import seaborn as sns
-from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
 from dynamics.core import model as mdl
@@ -36,7 +35,9 @@ from dynamics.demo.common import (
     dm1_data,
     first_heads,
     head_palette,
+    legend_below,
     log_x,
+    panel_row,
     save_png,
     schedule,
     set_style,
@@ -151,23 +152,15 @@ def _diversity_axes(ax, r: SymmetryRun) -> None:
     for i, h in enumerate(r.heads):
         if h > 1:
             ax.plot(x, r.diversity[1, i].mean(axis=0), color=colors[i], lw=2, label=f"random init, H = {h}")
-    ax.plot(x, r.diversity[0].max(axis=(0, 1)), color="black", lw=3, label="θ(0) = 0, every H")
+    zero_max = float(r.diversity[0].max())
+    zero_label = f"θ(0) = 0, every H (max: {zero_max!r})"
+    ax.plot(x, r.diversity[0].max(axis=(0, 1)), color="black", lw=3, label=zero_label)
     ax.set_xscale("log")
     ax.set_ylim(bottom=-0.05 * max(r.diversity.max(), 1e-12))
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("head diversity  max ‖θ_h − θ_h′‖")
     ax.set_title("do the heads differ?")
-    ax.legend(frameon=False, fontsize=9, loc="upper left")
-    zero_max = float(r.diversity[0].max())
-    ax.text(
-        0.98,
-        0.12,
-        f"θ(0) = 0: max over every H, t and trial = {zero_max!r}",
-        transform=ax.transAxes,
-        ha="right",
-        fontsize=9,
-        bbox=dict(fc="white", ec="0.6"),
-    )
+    legend_below(ax, fontsize=9, ncol=2)
 
 
 def _final_loss_axes(ax, r: SymmetryRun, s: Settings, metric: str, label: str) -> None:
@@ -183,13 +176,13 @@ def _final_loss_axes(ax, r: SymmetryRun, s: Settings, metric: str, label: str) -
     ax.set_xlabel("number of heads H")
     ax.set_ylabel(f"{label} loss at t = {s.steps}")
     ax.set_title(f"final {label} loss (±1 std over {s.trials} trials)")
-    ax.legend(frameon=False)
+    legend_below(ax, ncol=2)
 
 
 def draw(r: SymmetryRun, s: Settings) -> Figure:
     """The figure: head diversity over training, then the final train and test loss against H."""
     set_style()
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    fig, axes = panel_row(3, figsize=(17, 5.6))
     _diversity_axes(axes[0], r)
     _final_loss_axes(axes[1], r, s, "train_loss", "train")
     _final_loss_axes(axes[2], r, s, "test_loss", "test")
