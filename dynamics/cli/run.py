@@ -99,6 +99,16 @@ KNOBS = [
         "factored head size: 'split' (d // H) or an integer",
     ),
     ("--init", "model", "init", str, parts.INITS, parts.INITS.help()),
+    ("--attention", "model", "attention", str, parts.ACTIVATIONS, parts.ACTIVATIONS.help()),
+    ("--temperature", "model", "temperature", float_arg, None, "β₀: every activation reads β·s (default 1)"),
+    (
+        "--temperature-decay",
+        "model",
+        "temperature_decay",
+        float_arg,
+        None,
+        "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
+    ),
     ("--init-scale", "model", "init_scale", float_arg, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
     (
         "--diagnostics",

@@ -44,6 +44,8 @@ from dynamics.config.schema import (
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
     "lr": ("optim", "lr", float),
     "init_scale": ("model", "init_scale", float),
+    "temperature": ("model", "temperature", float),
+    "temperature_decay": ("model", "temperature_decay", float),
     "n_train": ("data", "n_train", int),
     "n_test": ("data", "n_test", int),
     "T": ("data", "T", int),

@@ -144,6 +144,13 @@ class ModelConfig:
     head_size: str | int = "split"  # factored: d // H (split, the bottleneck) or a fixed integer
     init: str = "zero"  # zero (heads stay identical) or normal (breaks the symmetry)
     init_scale: float = 1.0  # σ₀ of the normal init: entries N(0, σ₀²/d)
+    attention: str = "softmax"  # σ over a query's scores: softmax, softmax1, linear, sigmoid, erf
+    temperature: float = 1.0  # β₀: σ(β·s), the scores multiplied by β for every activation
+    temperature_decay: float = 0.0  # c: β_t = β₀ / (1 + c·t) at update t; 0 keeps β constant
+
+
+# ModelConfig fields added after results files existed, with the default they are left out at.
+_NEW_MODEL_FIELDS = {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0}
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,9 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         doc = {"name": self.name, "data": self.data.to_dict()}
         doc.update({s: dataclasses.asdict(getattr(self, s)) for s in ("model", "optim", "sweep")})
+        for name, default in _NEW_MODEL_FIELDS.items():  # added later: left out at their default,
+            if doc["model"][name] == default:  # so every older config keeps its json and its hash
+                del doc["model"][name]
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
         return doc
@@ -568,6 +578,9 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
     parts.NORMS.get(model.norm)
     parts.KEY_QUERIES.get(model.key_query)
     parts.INITS.get(model.init)
+    parts.ACTIVATIONS.get(model.attention)
+    _finite("model.temperature", model.temperature, lo=0.0, lo_open=True)
+    _finite("model.temperature_decay", model.temperature_decay, lo=0.0)
     _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True)
     if model.head_size != "split":
         _positive_int("model.head_size", model.head_size)
@@ -576,7 +589,7 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
-    parts.check_init(model.key_query, model.init)
+    parts.check_init(model.key_query, model.init, model.attention)
 
 
 def _check_optim(optim: OptimConfig) -> None:
@@ -631,6 +644,13 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
         _choice("sweep.diagnostics", name, DIAGNOSTICS)
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
+    changed = {k: getattr(model, k) for k, v in _NEW_MODEL_FIELDS.items() if getattr(model, k) != v}
+    if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
+        name, value = next(iter(changed.items()))
+        raise ConfigError(
+            f"sweep.diagnostics needs the softmax attention at temperature 1 (the replay's model); "
+            f"got model.{name}={value!r}"
+        )
     if "maxmargin" in names:
         if not parts.DATA_MODELS[data.model].relevant_tokens:
             known = ", ".join(n for n, m in parts.DATA_MODELS.items() if m.relevant_tokens)

@@ -120,6 +120,15 @@ class Program:
     loss: str
     segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
     attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
+    temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
+    temperature_decay: float = 0.0  # c
+
+    def beta(self, t) -> float | jax.Array:
+        """β of update t (0-based; a traced step, or a number): β₀ / (1 + c·t). A number when
+        the temperature is constant, so β = 1 leaves the scores untouched (the same program)."""
+        if self.temperature_decay == 0.0:
+            return self.temperature
+        return self.temperature / (1.0 + self.temperature_decay * t)
 
 
 class Pack(NamedTuple):
@@ -161,13 +170,16 @@ def run_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
     return mdl.combine_heads(f, norm=prog.norm, weight=pack.weight, member=pack.member, n_heads=pack.n_heads)
 
 
-def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[str, jax.Array]:
-    """All logged metrics of every run of the pack at one step, each (R,)."""
+def evaluate(
+    prog: Program, params: mdl.Params, pack: Pack, data: Data, beta: float | jax.Array = 1.0
+) -> dict[str, jax.Array]:
+    """All logged metrics of every run of the pack at one step, each (R,); ``beta`` the
+    temperature of the last update (β₀ before the first)."""
     loss = prog.loss
     z_train = data.y_train[:, None] * run_logits(
-        prog, pack, mdl.head_outputs(params, data.X_train, prog.query, prog.attention)
+        prog, pack, mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
     )  # (n, R)
-    A_test = mdl.attention(params, data.X_test, prog.query, prog.attention)  # (n, S, t) or (n, S, s, t)
+    A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)  # (n, S, t) or (n, S, s, t)
     z_test = data.y_test[:, None] * run_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
     W = mdl.key_query_matrix(params)  # (S, d, d)
 
@@ -188,6 +200,8 @@ def evaluate(prog: Program, params: mdl.Params, pack: Pack, data: Data) -> dict[
         out["attn_relevant"] = jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
     else:
         mask = data.mask_test.astype(A_test.dtype)
+        if not parts.ACTIVATIONS[prog.attention].normalises:  # the share Σ_rel |σ_t| / Σ_t |σ_t|
+            A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
         mass = jnp.einsum("nh...t,nt->nh...", A_test, mask)  # attention on relevant tokens
         per_slot = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
         count = jnp.sum(pack.member, axis=0)  # (R,) heads stored per run
@@ -225,9 +239,9 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
     total = sum(prog.segments)
 
-    def objective(p):
+    def objective(p, beta):
         z = data.y_train[:, None] * run_logits(
-            prog, pack, mdl.head_outputs(p, data.X_train, prog.query, prog.attention)
+            prog, pack, mdl.head_outputs(p, data.X_train, prog.query, prog.attention, beta)
         )  # (n, R)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
@@ -235,7 +249,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
 
     def one_step(t, carry):
         p, state, div_at = carry
-        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p)
+        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t))
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
         p, state = upd.update(p, grads, state, direction, slot_lr)  # η per head slot
@@ -249,7 +263,8 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     def segment(carry, n_steps):
         p, state, div_at, t = carry
         p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, data)
+        beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
+        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, data, beta)
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))

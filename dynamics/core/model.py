@@ -84,6 +84,25 @@ def softmax(scores: jax.Array) -> jax.Array:
     return jax.nn.softmax(scores, axis=-1)
 
 
+def softmax1(scores: jax.Array) -> jax.Array:
+    """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable."""
+    m = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), 0.0))
+    e = jnp.exp(scores - m)
+    return e / (jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True))
+
+
+def identity(scores: jax.Array) -> jax.Array:
+    return scores
+
+
+def sigmoid(scores: jax.Array) -> jax.Array:
+    return jax.nn.sigmoid(scores)
+
+
+def erf(scores: jax.Array) -> jax.Array:
+    return jax.scipy.special.erf(scores)
+
+
 def _positive_int(name: str, value) -> int:
     """``value`` as an int >= 1 (a Python or numpy integer, not a bool), else a ValueError naming it."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < 1:
@@ -277,18 +296,32 @@ def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FI
 
 
 def attention(
-    params: Params, X: jax.Array, query: Query | str = Query.FIRST, activation: str = "softmax"
+    params: Params,
+    X: jax.Array,
+    query: Query | str = Query.FIRST,
+    activation: str = "softmax",
+    beta: float | jax.Array = 1.0,
 ) -> jax.Array:
-    """Attention weights: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
-    return parts.ACTIVATIONS.get(activation, "attention").load()(attention_scores(params, X, query))
+    """Attention weights σ(β·s): (n, H, T) for query "first", (n, H, T_query, T) for "all".
+    ``activation`` a name of ``dynamics.parts.ACTIVATIONS``, ``beta`` the temperature β (a
+    number: β = 1 leaves the scores as they are)."""
+    sigma = parts.ACTIVATIONS.get(activation, "attention").load()
+    scores = attention_scores(params, X, query)
+    if not (isinstance(beta, int | float) and beta == 1.0):
+        scores = beta * scores
+    return sigma(scores)
 
 
 def head_outputs(
-    params: Params, X: jax.Array, query: Query | str = Query.FIRST, activation: str = "softmax"
+    params: Params,
+    X: jax.Array,
+    query: Query | str = Query.FIRST,
+    activation: str = "softmax",
+    beta: float | jax.Array = 1.0,
 ) -> jax.Array:
-    """f_h(X) = U_hᵀ Xᵀ σ(X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H)."""
     check_params(params)
-    return readout(params, X, attention(params, X, query, activation))
+    return readout(params, X, attention(params, X, query, activation, beta))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
@@ -358,12 +391,14 @@ def logits(
     weight: jax.Array | None = None,
     member: jax.Array | None = None,
     n_heads: int | jax.Array | None = None,
+    activation: str = "softmax",
+    beta: float | jax.Array = 1.0,
 ) -> jax.Array:
     """Φ(X; θ) of the stored heads ``params`` (S heads), shape (n,), or (n, R) for R runs
-    sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model."""
-    return combine_heads(
-        head_outputs(params, X, query), norm=norm, weight=weight, member=member, n_heads=n_heads
-    )
+    sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model
+    with softmax attention at temperature β = 1."""
+    f = head_outputs(params, X, query, activation, beta)
+    return combine_heads(f, norm=norm, weight=weight, member=member, n_heads=n_heads)
 
 
 def head_diversity(params: Params, member: jax.Array) -> jax.Array:

@@ -37,6 +37,7 @@ class Activation(Part):
 
     normalises: bool = True  # the weights of a query sum to 1 (attention mass is a share)
     fast_path: bool = True
+    saddle_at_zero: bool = False  # σ(0) = 0: at θ = 0 every gradient vanishes (refuse a zero init)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,20 @@ QUERIES: Registry[Query] = Registry(
 ACTIVATIONS: Registry[Activation] = Registry(
     "attention",
     "model.attention",
-    (Activation("softmax", "e^{s_t} / Σ_t' e^{s_t'} over the T tokens", f"{_MODEL}:softmax"),),
+    (
+        Activation("softmax", "e^{βs_t} / Σ_t' e^{βs_t'} over the T tokens", f"{_MODEL}:softmax"),
+        Activation(
+            "softmax1",
+            "e^{βs_t} / (1 + Σ_t' e^{βs_t'}): a head may attend to nothing",
+            f"{_MODEL}:softmax1",
+            normalises=False,
+        ),
+        Activation(
+            "linear", "β·s_t, no normalisation", f"{_MODEL}:identity", normalises=False, saddle_at_zero=True
+        ),
+        Activation("sigmoid", "1 / (1 + e^{-βs_t}) per token", f"{_MODEL}:sigmoid", normalises=False),
+        Activation("erf", "erf(β s_t) per token", f"{_MODEL}:erf", normalises=False, saddle_at_zero=True),
+    ),
 )
 NORMS: Registry[Norm] = Registry(
     "norm",
@@ -119,10 +133,18 @@ INITS: Registry[Init] = Registry(
 )
 
 
-def check_init(key_query: str, init: str) -> None:
-    """A symmetric init is refused where the layout's θ = 0 is a saddle (no gradient leaves it)."""
-    if INITS.get(init).symmetric and not KEY_QUERIES.get(key_query).fast_path:
+def check_init(key_query: str, init: str, attention: str = "softmax") -> None:
+    """A symmetric init is refused where θ = 0 is a saddle (no gradient leaves it): a factored
+    key-query layout, or an activation with σ(0) = 0 (linear, erf)."""
+    if not INITS.get(init).symmetric:
+        return
+    if not KEY_QUERIES.get(key_query).fast_path:
         raise ConfigError(
             f"model.key_query={key_query!r} needs model.init='normal': "
             "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
+        )
+    if ACTIVATIONS.get(attention).saddle_at_zero:
+        raise ConfigError(
+            f"model.attention={attention!r} needs model.init='normal': θ = 0 is a saddle point "
+            "(σ(0) = 0, so neither U nor W gets a gradient and training never starts)"
         )

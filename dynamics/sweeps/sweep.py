@@ -64,6 +64,9 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         optimizer=cfg.optim.optimizer,
         loss=cfg.optim.loss,
         segments=tuple(int(s) for s in np.diff([0, *schedule])),
+        attention=cfg.model.attention,
+        temperature=float(cfg.model.temperature),
+        temperature_decay=float(cfg.model.temperature_decay),
     )
 
 
