@@ -51,7 +51,7 @@ def phi_ref(U, W, X, query: str, activation: str, beta: float, norm_c: float) ->
     out = np.zeros(n)
     for i in range(n):
         for h in range(U.shape[0]):
-            queries = [X[i, 0]] if query == "first" else list(X[i])
+            queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i])}[query]
             f = 0.0
             for xq in queries:
                 s = np.array([X[i, t] @ W[h] @ xq for t in range(T)])

@@ -99,7 +99,7 @@ def test_engine_matches_plain_loop(optimizer, init, key_query, fast):
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
-@pytest.mark.parametrize("query", ["first", "all"])
+@pytest.mark.parametrize("query", ["first", "last", "all"])
 def test_zero_init_heads_stay_identical_to_the_last_bit(optimizer, query):
     cfg = small_config(
         optim=dict(optimizer=optimizer, lr=0.5 if optimizer == "gd" else 0.05), model=dict(query=query)

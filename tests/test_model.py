@@ -10,10 +10,10 @@ import pytest
 
 from dynamics.core import losses, model
 
-QUERIES = ["first", "all"]
+QUERIES = ["first", "last", "all"]
 NORMS = ["sqrt", "mean", "sum"]
 LAYOUTS = [("full", "split"), ("factored", "split"), ("factored", 3)]
-LOSSES = ["logistic", "exp", "hinge2"]
+LOSSES = ["logistic", "exp", "hinge2", "square"]
 
 
 def ref_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray:
@@ -29,7 +29,7 @@ def ref_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray
     for i, x in enumerate(X):
         total = 0.0
         for h in range(H):
-            query_rows = [0] if query == "first" else range(T)
+            query_rows = {"first": [0], "last": [T - 1], "all": range(T)}[query]
             f = 0.0
             for s in query_rows:
                 scores = np.array([x[t] @ W[h] @ x[s] for t in range(T)])
@@ -46,6 +46,8 @@ def ref_loss(z: np.ndarray, loss: str) -> float:
         return float(np.mean(np.log1p(np.exp(-z))))
     if loss == "exp":
         return float(np.mean(np.exp(-z)))
+    if loss == "square":
+        return float(np.mean((1 - z) ** 2))
     return float(np.mean(np.maximum(0.0, 1 - z) ** 2))
 
 

@@ -658,7 +658,7 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
                 f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known ({known}); "
                 f"data.model={data.model!r} has none"
             )
-        if parts.QUERIES[model.query].all_tokens:
+        if not parts.QUERIES[model.query].first_token:
             raise ConfigError(
                 f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
                 f"posed for the first token as query); got model.query={model.query!r}"

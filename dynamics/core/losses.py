@@ -56,6 +56,11 @@ def check_margins(z, name: str = "z", *, mean: bool = False):
     return z
 
 
+def square(z: jax.Array) -> jax.Array:
+    """(1 - z)², which is (y - Φ)² for labels y = ±1; not zero past margin 1."""
+    return jnp.square(1.0 - z)
+
+
 def margin_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
     """ℓ(z) elementwise; ``loss`` a name of ``dynamics.parts.LOSSES`` (or a ``Loss`` member)."""
     part = parse_loss(loss)

@@ -74,6 +74,12 @@ def scores_first(W: jax.Array, X: jax.Array) -> jax.Array:
     return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_1
 
 
+def scores_last(W: jax.Array, X: jax.Array) -> jax.Array:
+    """x_tᵀ W_h x_T: (n, h, t)."""
+    Wx = jnp.einsum("hde,ne->nhd", W, X[:, -1])  # (n, h, d): W_h x_T
+    return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_T
+
+
 def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ W_h x_s for every query s: (n, h, s, t)."""
     XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h

@@ -28,6 +28,7 @@ class Query(Part):
     """Which tokens query: ``impl`` maps (W (h, d, e), X (n, t, d)) to the scores."""
 
     all_tokens: bool = False  # every token queries and the head outputs are mean-pooled over queries
+    first_token: bool = False  # x_1 alone queries (the attention SVM of --diagnostics maxmargin is posed so)
     fast_path: bool = True
 
 
@@ -84,7 +85,12 @@ QUERIES: Registry[Query] = Registry(
     "query",
     "model.query",
     (
-        Query("first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first"),
+        Query("first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first", first_token=True),
+        Query(
+            "last",
+            "x_T queries (the last token, as in-context learning reads a query)",
+            f"{_MODEL}:scores_last",
+        ),
         Query("all", "every token queries; outputs mean-pooled", f"{_MODEL}:scores_all", all_tokens=True),
     ),
 )

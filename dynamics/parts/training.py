@@ -47,6 +47,7 @@ LOSSES: Registry[Loss] = Registry(
         Loss("logistic", "log(1 + e^{-z}); smooth and Lipschitz", f"{_LOSSES}:logistic"),
         Loss("exp", "e^{-z}; can overflow on a large negative margin", f"{_LOSSES}:exponential"),
         Loss("hinge2", "max(0, 1 - z)²; exactly zero past margin 1", f"{_LOSSES}:squared_hinge"),
+        Loss("square", "(1 - z)²: the square loss of ±1 labels, (y - Φ)²", f"{_LOSSES}:square"),
     ),
 )
 OPTIMIZERS: Registry[Optimizer] = Registry(
