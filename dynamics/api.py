@@ -81,7 +81,7 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     """The Config that ``Config.to_dict`` (a results.json's ``config``) describes."""
     doc = dict(doc)
     name = doc.pop("name", "default")
-    return apply_overrides(Config(name=name), doc, "results.json config")
+    return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
 
 def load_results(folder: str | Path):

@@ -102,7 +102,7 @@ def test_toml_takes_lists_and_the_shorthand(tmp_path):
 
 @pytest.mark.parametrize("init", ["zero", "normal"])
 def test_a_grid_point_equals_its_configuration_run_alone(init):
-    cfg = small(model={"init": init, "init_scale": 0.5})
+    cfg = small(model={"init": init, **({"init_scale": 0.5} if init == "normal" else {})})
     axes = {"lr": [0.3, 3.0], "noise": [0.5, 1.5]}
     if init == "normal":
         axes["init_scale"] = [0.5, 1.0]

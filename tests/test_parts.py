@@ -204,3 +204,35 @@ def test_the_flat_record_and_its_hash_are_kept_for_every_old_config():
         *("n_irrelevant", "geometry", "first_relevant", "teacher_heads", "teacher_scale", "label_noise"),
     ]
     assert Config().hash() == "a30e7261bc7b1318"  # the default run's hash before the sections
+
+
+def test_an_explicit_value_without_effect_is_refused(tmp_path):
+    """Given by a flag, a TOML file, a keyword or a grid axis, a value that changes nothing is
+    refused; the same value from a preset or a results file is not (the user did not give it)."""
+    from dynamics import run_grid, with_overrides
+    from dynamics.config.schema import apply_overrides, load_toml, validate
+
+    cases = [
+        (dict(init_scale=0.5), r"^model.init_scale=0.5 was given but has no effect: model.init='zero'"),
+        (dict(head_size=2), r"^model.head_size=2 was given but has no effect: model.key_query='full'"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(ConfigError, match=match):
+            validate(with_overrides(**kw))
+    validate(with_overrides(init="normal", init_scale=0.5))  # with effect: fine
+    toml = tmp_path / "c.toml"
+    toml.write_text("[model]\ninit_scale = 0.5\n")
+    with pytest.raises(ConfigError, match="has no effect"):
+        validate(load_toml(toml))
+    with pytest.raises(ConfigError, match=r"^init_scales=\[0.1, 1\] was given but has no effect"):
+        run_grid(Config(), init_scales=[0.1, 1])
+    data = tmp_path / "d.npz"
+    X = np.zeros((3, 2, 4), np.float32)
+    np.savez(data, X_train=X, y_train=np.ones(3, np.float32), X_test=X, y_test=-np.ones(3, np.float32))
+    npz = apply_overrides(Config(), {"data": {"model": "npz", "path": str(data)}}, "test", explicit=False)
+    with pytest.raises(ConfigError, match=r"^data.n_train=100 was given but has no effect: data from a file"):
+        validate(with_overrides(npz, n_train=100))  # the default's value, given: still refused
+    assert validate(npz).data.n_train == 3
+    # not given by the user: a preset's or a results file's value is kept as it was
+    not_given = apply_overrides(Config(), {"model": {"init_scale": 0.5}}, "preset x", explicit=False)
+    assert validate(not_given).model.init_scale == 0.5

@@ -188,6 +188,9 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
             raise ConfigError(f"grid knob {key}={list(vals)} has repeated values")
         norm[key] = vals
     axes_t: Axes = tuple(norm.items())
+    # an axis over a knob without effect would give identical points: refused as a given value is
+    knobs = frozenset(f"{GRID_KNOBS[k][0]}.{GRID_KNOBS[k][1]}" for k in norm)
+    cfg = dataclasses.replace(cfg, given=cfg.given | knobs)
     points = []
     for combo in itertools.product(*(v for _, v in axes_t)):
         values = dict(zip(norm, combo, strict=True))
@@ -313,4 +316,4 @@ def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
             raise unknown_preset(name, [*PRESETS, *GRID_PRESETS])
         return preset(name), {}
     _, overrides, axes = GRID_PRESETS[name]
-    return apply_overrides(Config(name=name), overrides, f"preset {name}"), dict(axes)
+    return apply_overrides(Config(name=name), overrides, f"preset {name}", explicit=False), dict(axes)

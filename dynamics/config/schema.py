@@ -188,6 +188,10 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    # "section.field" names a user set explicitly (flags, a TOML file, keywords; not a preset's or a
+    # results file's): an explicit value that has no effect is refused (``_check_no_effect``).
+    # Not part of the config's identity: equality, the hash and results.json ignore it.
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def resolved(self) -> Config:
         return dataclasses.replace(self, data=self.data.resolved())
@@ -319,9 +323,12 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
 }
 
 
-def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Config:
-    """Apply ``{section: {field: value}}`` (and top-level ``name``); unknown keys are errors."""
+def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, explicit: bool = True) -> Config:
+    """Apply ``{section: {field: value}}`` (and top-level ``name``); unknown keys are errors.
+    ``explicit``: a user's own setting (flags, TOML, keywords), remembered in ``Config.given`` so
+    that one without effect is refused; False for presets and results files."""
     sections = {}
+    given = set(cfg.given)
     for key, value in overrides.items():
         if key == "name":
             cfg = dataclasses.replace(cfg, name=str(value))
@@ -347,12 +354,14 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str) -> Conf
                     f"{source}: [data.params] must be a table of fields, got {values['params']!r}"
                 )
             values["params"] = {**dict(cfg.data.params), **values["params"]}
+        given.update(f"{key}.{name}" for name in (values.get("params") or {}) if key == "data")
+        given.update(f"{key}.{name}" for name in values if name != "params")
         if "heads" in values:
             values["heads"] = parse_heads(values["heads"])
         if "diagnostics" in values:
             values["diagnostics"] = parse_diagnostics(values["diagnostics"])
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
-    return dataclasses.replace(cfg, **sections)
+    return dataclasses.replace(cfg, **sections, given=frozenset(given) if explicit else cfg.given)
 
 
 def unknown_preset(name: str, known) -> ConfigError:
@@ -365,7 +374,7 @@ def unknown_preset(name: str, known) -> ConfigError:
 def preset(name: str) -> Config:
     if name not in PRESETS:
         raise unknown_preset(name, PRESETS)
-    return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}")
+    return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}", explicit=False)
 
 
 def load_toml(path: str | Path, base: Config | None = None) -> Config:
@@ -505,6 +514,7 @@ def validate(cfg: Config) -> Config:
     _check_types_and_name(cfg)
     cfg = cfg.resolved()
     _check_data(cfg.data)
+    _check_no_effect(cfg)  # before a file's sizes replace what was given
     if parts.DATA_MODELS[cfg.data.model].from_file:  # n, T, d from the file's headers (no array read)
         cfg = dataclasses.replace(cfg, data=_npz_sizes(cfg.data))
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
@@ -590,6 +600,31 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
     parts.check_init(model.key_query, model.init, model.attention)
+
+
+def _no_effect(cfg: Config, name: str) -> str | None:
+    """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one)."""
+    model, data = cfg.model, cfg.data
+    if name == "model.init_scale" and not parts.INITS.get(model.init).random:
+        return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
+    if name == "model.head_size" and not parts.KEY_QUERIES.get(model.key_query).factored:
+        return f"model.key_query={model.key_query!r} has no head size; use model.key_query='factored'"
+    if (
+        name in ("data.n_train", "data.n_test", "data.T", "data.d")
+        and parts.DATA_MODELS[data.model].from_file
+    ):
+        return f"data from a file ({data.path}) fixes n, T and d"
+    return None
+
+
+def _check_no_effect(cfg: Config) -> None:
+    """Refuse a value given explicitly that changes nothing (so it cannot look as if it did)."""
+    for name in sorted(cfg.given):
+        why = _no_effect(cfg, name)
+        if why is not None:
+            section, field_name = name.split(".", 1)
+            value = getattr(getattr(cfg, section), field_name)
+            raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
 
 
 def _check_optim(optim: OptimConfig) -> None:

@@ -168,7 +168,7 @@ class HeadsConfig:
             sweep["trials"] = self.trials
         optim = {} if self.steps is None else {"steps": self.steps}
         over = {"data": data, "sweep": sweep, "optim": optim}
-        cfg = apply_overrides(preset(HEADS), over, HEADS)
+        cfg = apply_overrides(preset(HEADS), over, HEADS, explicit=False)
         return dataclasses.replace(cfg, name=f"{HEADS}-{data_model}")
 
 
@@ -405,6 +405,7 @@ def sweep_configs(cfg: HeadsConfig) -> dict[tuple[str, str], Config]:
                         "name": f"{base.name}-{name}",
                     },
                     HEADS,
+                    explicit=False,
                 )
             )
     return out

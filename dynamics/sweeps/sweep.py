@@ -30,7 +30,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
-from dynamics.config.schema import LR_SCALINGS, Config, Experiment, resolve, validate
+from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, resolve, validate
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import METRICS, Batch, Program, float_dtype, train_batch
@@ -608,6 +608,11 @@ def run_grid(
     cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
     lrs = _values("lrs", lrs, cfg.optim.lr)
+    if init_scales is not None and not parts.INITS[cfg.model.init].random:
+        raise ConfigError(
+            f"init_scales={init_scales!r} was given but has no effect: model.init={cfg.model.init!r} "
+            "draws nothing (θ(0) = 0); use model.init='normal'"
+        )
     scales = _values("init_scales", init_scales, cfg.model.init_scale)
     cfgs = [
         validate(
