@@ -35,12 +35,24 @@ def _check_int(name: str, value: object, *, lo: int, hi: int | None = None) -> i
     return as_int
 
 
+MAX_ELEMENTS = 2**31  # n·T·d of one draw: 8 GiB of float32, beyond which XLA aborts the process
+
+
+def _check_size(n: int, T: int, d: int) -> None:
+    """Refuse a draw of more than MAX_ELEMENTS numbers before allocating (a process abort otherwise)."""
+    if n * T * d > MAX_ELEMENTS:
+        gib = n * T * d * 4 / 2**30
+        raise ValueError(
+            f"n·T·d = {n}·{T}·{d} numbers ({gib:.3g} GiB) is more than {MAX_ELEMENTS} in one draw"
+        )
+
+
 def _check_float(name: str, value: object, *, lo: float, hi: float | None = None):
     """Return a finite real in [lo, hi] as float; a traced value (vmap sweep) passes as is."""
     if isinstance(value, jax.core.Tracer):
         return value
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r} must be a real number, not a bool")
+    if isinstance(value, bool | str | bytes):
+        raise ValueError(f"{name}={value!r} must be a real number, not a {type(value).__name__}")
     try:
         as_float = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -152,6 +164,7 @@ def tokenized_mixture(
     if not isinstance(first_relevant, bool):
         raise ValueError(f"first_relevant={first_relevant!r} must be True or False")
     mu_plus, mu_minus, nu = class_means(d, signal=signal, n_irrelevant=n_irrelevant, geometry=geometry)
+    _check_size(n, T, int(nu.shape[-1]))
     M = nu.shape[0]
     key_y, key_pos, key_irr, key_noise = jax.random.split(key, 4)
 

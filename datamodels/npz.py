@@ -81,6 +81,8 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarr
 
 def load_npz(path: str | os.PathLike) -> UserData:
     """Load and check a user data file (see the module docstring); raise DataError."""
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path={path!r:.80} must be the path of an .npz file (str or pathlib.Path)")
     path = Path(path)
     read_header(path)  # shapes and dtypes first, from the headers: nothing is decompressed before
     try:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from datamodels.mixture import _check_float, _check_int, _check_key
+from datamodels.mixture import _check_float, _check_int, _check_key, _check_size
 
 
 class Teacher(NamedTuple):
@@ -84,6 +84,7 @@ def planted(
     T = _check_int("T", T, lo=1)
     label_noise = _check_float("label_noise", label_noise, lo=0.0, hi=0.5)
     _, d = _check_teacher(teacher)
+    _check_size(n, T, d)
     key_x, key_flip = jax.random.split(key)
     X = jax.random.normal(key_x, (n, T, d), jnp.float32) / math.sqrt(d)  # (n, T, d)
     clean = jnp.where(teacher_logits(teacher, X) >= 0, 1.0, -1.0)  # (n,)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamics.config.schema import Config, ConfigError, apply_overrides, preset
-from dynamics.sweeps.results import BOTTLENECK_NPZ, read_folder, results_folder  # noqa: F401  (re-exported)
+from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
 ENGINE_KEYWORDS = ("progress", "on_point", "skip_heads", "devices", "packs_per_call", "chunk", "slots")
 
@@ -57,10 +57,9 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(section, {})[name] = value
     out = apply_overrides(cfg, sections, "keyword arguments")
-    if overrides:
-        from dynamics.config.schema import validate
+    from dynamics.config.schema import validate
 
-        validate(out)  # a bad value is refused here, naming its field, not when the config runs
+    validate(out)  # a bad value is refused here, naming its field, not when the config runs
     return out
 
 
@@ -108,13 +107,18 @@ def load_results(folder: str | Path):
         return _grid_result(meta, arrays)
     extra = {k: meta[k] for k in ("complete", "heads_todo", "diagnostics") if k in meta}
     skip = ("heads", "steps", "diverged_at")
+    config = config_from_dict(meta["config"])
+    check_sweep_files(meta, arrays, config, path)
+    if extra.get("complete") is False and "heads_todo" not in extra:
+        extra["heads_todo"] = []  # an interrupted run's file of an older writer: nothing listed
+    wall = meta.get("wall_time_s", 0.0)
     return SweepResult(
-        config=config_from_dict(meta["config"]),
+        config=config,
         heads=np.asarray(arrays["heads"]),
         steps=np.asarray(arrays["steps"]),
         curves={k: v for k, v in arrays.items() if k not in skip},
         diverged_at=np.asarray(arrays["diverged_at"]),
-        wall_time_s=float(meta.get("wall_time_s", 0.0)),
+        wall_time_s=float(wall) if isinstance(wall, int | float) and not isinstance(wall, bool) else 0.0,
         extra=extra,
     )
 

@@ -41,7 +41,8 @@ def _source(source, npz_name: str) -> tuple[dict, dict]:
         path, meta, found = read_folder(source)
     if found != kind:
         hint = f"; draw it with figures.{draw[found]}" if found in draw else ""
-        raise ValueError(f"{draw[kind]} needs a {kind} run; this one is a {found} result{hint}")
+        what = "another kind of result" if found == "another" else f"a {found} run"
+        raise ValueError(f"{draw[kind]} needs a {kind} run; this one is {what}{hint}")
     if isinstance(source, dict):
         return source["results"], source["arrays"]
     return load_results(path, npz_name)

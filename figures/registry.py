@@ -183,6 +183,9 @@ def ensure_results(entry: Entry, results_dir: Path, *, force: bool = False, prog
     """
     if not isinstance(entry, Entry):
         raise TypeError(f"entry={entry!r:.80} must be a figures.Entry (FIGURES[name], sweep_entry(...))")
+    for name, flag in (("force", force), ("progress", progress)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name}={flag!r} must be True or False")
     if isinstance(results_dir, bool) or not isinstance(results_dir, str | os.PathLike):
         raise TypeError(f"results_dir={results_dir!r:.80} must be a path (str or pathlib.Path)")
     if not str(results_dir).strip():

@@ -393,6 +393,10 @@ def sweep_figure(source) -> Figure:
 def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) -> list[Path]:
     """Write ``stem``.png and ``stem``.pdf atomically (no half-written file on disk); close ``fig``
     unless ``close=False``."""
+    if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not (0 < dpi <= 2000):
+        raise ValueError(f"dpi={dpi!r} must be a number of dots per inch in (0, 2000]")
+    if not isinstance(close, bool):
+        raise TypeError(f"close={close!r} must be True or False")
     if not isinstance(fig, Figure):
         raise TypeError(f"fig={fig!r:.60} must be a matplotlib Figure (sweep_figure, plt.figure())")
     if isinstance(stem, bool) or not isinstance(stem, str | os.PathLike) or not str(stem).strip():

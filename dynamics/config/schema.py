@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -104,6 +105,8 @@ class DataConfig:
         except (TypeError, ValueError):
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
         merged.update(named)
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)  # a pathlib.Path is its string (the hash and results.json see that)
         values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
         values["params"] = tuple(sorted((str(k), v) for k, v in merged.items() if v is not None))
         for name, value in values.items():
@@ -372,6 +375,8 @@ def unknown_preset(name: str, known) -> ConfigError:
 
 
 def preset(name: str) -> Config:
+    if not isinstance(name, str):
+        raise ConfigError(f"preset name {name!r} must be a string; known: {', '.join(PRESETS)}")
     if name not in PRESETS:
         raise unknown_preset(name, PRESETS)
     return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}", explicit=False)
@@ -439,6 +444,8 @@ def parse_heads(value) -> tuple[int, ...]:
             ) from None
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
+    if isinstance(value, Mapping | set | frozenset | bytes):  # their order or items are not a list of H
+        raise ConfigError(f"heads={value!r} must be a list of positive integers")
     try:
         return tuple(value)
     except TypeError:
@@ -589,9 +596,9 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
     parts.KEY_QUERIES.get(model.key_query)
     parts.INITS.get(model.init)
     parts.ACTIVATIONS.get(model.attention)
-    _finite("model.temperature", model.temperature, lo=0.0, lo_open=True)
+    _finite("model.temperature", model.temperature, lo=0.0, lo_open=True, hi=1e30)
     _finite("model.temperature_decay", model.temperature_decay, lo=0.0)
-    _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True)
+    _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True, hi=1e30)
     if model.head_size != "split":
         _positive_int("model.head_size", model.head_size)
         if data.d is not None and model.head_size > data.d:
@@ -629,7 +636,7 @@ def _check_no_effect(cfg: Config) -> None:
 
 def _check_optim(optim: OptimConfig) -> None:
     parts.OPTIMIZERS.get(optim.optimizer)
-    _finite("optim.lr", optim.lr, lo=0.0, lo_open=True)
+    _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
     parts.LR_SCALINGS.get(optim.lr_scaling)
     parts.LOSSES.get(optim.loss)
     _positive_int("optim.steps", optim.steps)

@@ -65,7 +65,7 @@ def c_mean(n_heads):
 
 
 def c_sum(n_heads):
-    return 1.0
+    return jnp.ones(jnp.shape(n_heads)) if jnp.ndim(n_heads) else 1.0
 
 
 def scores_first(W: jax.Array, X: jax.Array) -> jax.Array:
@@ -238,9 +238,10 @@ def param_count(
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
+    d_h = layout.head_size(head_size, d, n_heads)  # checked for a full W too
     if not layout.factored:
         return n_heads * d + n_heads * d * d
-    return n_heads * d + 2 * n_heads * d * layout.head_size(head_size, d, n_heads)
+    return n_heads * d + 2 * n_heads * d * d_h
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
@@ -361,6 +362,10 @@ def combine_heads(
       another.
     """
     parts.NORMS.get(norm, "norm")
+    if weight is not None and not isinstance(weight, jax.Array):
+        weight = jnp.asarray(weight)  # a list or a numpy array of per-head weights
+    if member is not None and not isinstance(member, jax.Array):
+        member = jnp.asarray(member)
     _check_combine(f, weight, member, n_heads)
     if weight is not None:
         f = f * weight[None, :]  # (n, S)
@@ -377,6 +382,16 @@ def _check_combine(f, weight, member, n_heads) -> None:
     n, S = f.shape
     if weight is not None and jnp.shape(weight) != (S,):
         raise ValueError(f"weight has shape {jnp.shape(weight)}; expected (S,) = ({S},), one per stored head")
+    if weight is not None and not jnp.issubdtype(weight.dtype, jnp.floating):
+        raise TypeError(
+            f"weight has dtype {weight.dtype}; expected floats (the heads each stored head stands for)"
+        )
+    if weight is not None and not isinstance(weight, jax.core.Tracer):
+        w = np.asarray(weight)
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and (member is not None or w.sum() > 0)):
+            raise ValueError(f"weight={w.tolist()!r:.80} must be finite and >= 0, with at least one head")
+    if member is not None and member.dtype != jnp.bool_:
+        raise TypeError(f"member has dtype {member.dtype}; expected bool (slot s belongs to run r)")
     if member is None:
         if n_heads is not None and jnp.ndim(n_heads) != 0:
             raise ValueError(f"n_heads has shape {jnp.shape(n_heads)}; expected a number (member is None)")

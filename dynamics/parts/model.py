@@ -58,13 +58,15 @@ class KeyQuery(Part):
     def head_size(self, head_size: str | int, d: int, n_heads: int) -> int | None:
         """d_h of a factored head (``"split"``: d // H), None for a free W."""
         if not self.factored:
+            if head_size != "split" and (isinstance(head_size, bool) or not isinstance(head_size, int)):
+                raise ValueError(f"head_size={head_size!r} must be 'split' or a positive integer")
             return None
         if head_size == "split":
             if n_heads > d:
                 raise ValueError(f"head_size='split' needs heads <= d, got heads={n_heads} > d={d}")
             return d // n_heads
-        if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
-            raise ValueError(f"head_size={head_size!r} must be 'split' or a positive integer")
+        if isinstance(head_size, bool) or not isinstance(head_size, int) or not 1 <= head_size <= d:
+            raise ValueError(f"head_size={head_size!r} must be 'split' or an integer in [1, d={d}]")
         return head_size
 
     def packs_across_heads(self, head_size: str | int) -> bool:

@@ -67,6 +67,9 @@ class GridResult:
 
     def point(self, k: int) -> SweepResult:
         """Grid point k (C order) as the SweepResult of its configuration run alone."""
+        n = len(self.grid.points)
+        if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or not 0 <= k < n:
+            raise ValueError(f"k={k!r} must be a grid point's index, an integer in [0, {n})")
         idx = np.unravel_index(k, self.grid.shape)
         return SweepResult(
             config=self.grid.points[k],

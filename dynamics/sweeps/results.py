@@ -18,6 +18,7 @@ import platform
 import subprocess
 import sys
 import warnings
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -167,9 +168,56 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
             f"in the last bits from a rerun",
             stacklevel=2,
         )
-    with np.load(out / npz_name, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    try:
+        with np.load(out / npz_name, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(f"{out / npz_name} is missing or damaged ({type(err).__name__}): {err}") from None
     return meta, arrays
+
+
+def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], config, where: Path) -> None:
+    """A sweep's results.json and curves.npz describe the same run, or a one-line ConfigError:
+    the config valid and its hash the recorded one (data from a file: its content may have
+    moved, so not the hash), the arrays' heads and steps those of the config, every metric
+    (heads, trials, L), diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
+    pair is refused rather than summarised into a wrong number."""
+    from dynamics import parts
+    from dynamics.config.schema import log_schedule, validate
+    from dynamics.core.engine import METRICS
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"{where}: {what}: the results are damaged or edited; run them again")
+
+    try:
+        cfg = validate(config)
+    except ConfigError as err:
+        raise bad(f"its config is not valid ({err})") from None
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise bad(f"schema_version={meta.get('schema_version')!r}, this mhsim reads {SCHEMA_VERSION}")
+    if not isinstance(meta.get("complete", True), bool):
+        raise bad(f"complete={meta.get('complete')!r} is not true or false")
+    from_file = parts.DATA_MODELS.get(cfg.data.model).from_file
+    if not from_file and meta.get("config_hash") != cfg.hash():
+        raise bad(f"config_hash {meta.get('config_hash')!r} is not its config's ({cfg.hash()})")
+    for name in ("heads", "steps", "diverged_at", *METRICS):
+        if name not in arrays:
+            raise bad(f"curves.npz has no {name!r}")
+    heads, steps = np.asarray(arrays["heads"]), np.asarray(arrays["steps"])
+    partial = meta.get("complete", True) is False  # an interrupted run: the H values it finished
+    done = [h for h in cfg.sweep.heads if h in heads.tolist()] if partial else list(cfg.sweep.heads)
+    if heads.ndim != 1 or heads.tolist() != done:
+        raise bad(f"curves.npz's heads {heads.tolist()} are not the config's {list(cfg.sweep.heads)}")
+    want = log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)
+    if steps.tolist() != want:
+        raise bad("curves.npz's logged steps are not the config's schedule")
+    shape = (len(heads), cfg.sweep.trials, len(want))
+    for name in METRICS:
+        if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
+            raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
+    div = np.asarray(arrays["diverged_at"])
+    if div.shape != shape[:2] or div.dtype.kind not in "iu":
+        raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
 
 
 def results_folder(folder: str | os.PathLike) -> Path:

@@ -435,6 +435,8 @@ def check_layout(
         wrong = [d for d in devices if not isinstance(d, jax.Device)]
         if wrong:
             raise TypeError(f"devices has {wrong[0]!r}, not a JAX device (jax.devices() lists them)")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"devices={list(devices)} names a device twice; give each device once")
     if on_point is not None and not callable(on_point):
         raise TypeError(f"on_point={on_point!r} must be callable or None")
 
@@ -565,6 +567,8 @@ def _values(name: str, values, default: float) -> list[float]:
         return list(parse_values(values, {"lrs": "lr", "init_scales": "init_scale"}[name], name))
     if isinstance(values, int | float | np.integer | np.floating) and not isinstance(values, bool):
         return [float(values)]
+    if isinstance(values, Mapping | set | frozenset):
+        raise ConfigError(f"{name}={values!r} must be a list of numbers (a dict or a set has no order)")
     try:
         values = list(values)
     except TypeError:
