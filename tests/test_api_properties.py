@@ -78,6 +78,7 @@ def _loss_prop(loss):
         Loss.LOGISTIC: np.log1p(np.exp(-z)),
         Loss.EXP: np.exp(-z),
         Loss.HINGE2: np.maximum(0.0, 1.0 - z) ** 2,
+        Loss.SQUARE: (1.0 - z) ** 2,
     }[member].mean()
     assert got == pytest.approx(want, rel=1e-6)
 
