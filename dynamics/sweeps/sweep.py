@@ -555,6 +555,16 @@ def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> No
     result.extra["diagnostics"] = summary
 
 
+def _scales(cfg: Config, init_scales) -> list[float]:
+    """run_grid's init scales; given with an init that draws nothing, refused (no effect)."""
+    if init_scales is not None and not parts.INITS[cfg.model.init].random:
+        raise ConfigError(
+            f"init_scales={init_scales!r} was given but has no effect: model.init={cfg.model.init!r} "
+            "draws nothing (θ(0) = 0); use model.init='normal'"
+        )
+    return _values("init_scales", init_scales, cfg.model.init_scale)
+
+
 def _values(name: str, values, default: float) -> list[float]:
     """run_grid's lrs or init_scales: None (the config's value), a number, a list of numbers or
     a string as on the command line ('0.1,1' or 'a:b:k'); checked per value by ``validate``."""
@@ -612,12 +622,7 @@ def run_grid(
     cfg, steps = exp.config, np.array(exp.steps)
     start = time.perf_counter()
     lrs = _values("lrs", lrs, cfg.optim.lr)
-    if init_scales is not None and not parts.INITS[cfg.model.init].random:
-        raise ConfigError(
-            f"init_scales={init_scales!r} was given but has no effect: model.init={cfg.model.init!r} "
-            "draws nothing (θ(0) = 0); use model.init='normal'"
-        )
-    scales = _values("init_scales", init_scales, cfg.model.init_scale)
+    scales = _scales(cfg, init_scales)
     cfgs = [
         validate(
             dataclasses.replace(
