@@ -38,12 +38,22 @@ import sys
 import time
 from pathlib import Path
 
-from dynamics.parts import INITS, QUERIES
+from dynamics.parts import INITS, KEY_QUERIES, QUERIES
 
 PRESET_SWEEPS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 RANDOM = "random-init"
 ROOT = Path(__file__).resolve().parents[1]
 
+
+
+def _init_kw(m) -> dict:
+    """init_params' keywords of a model config: scale and head size only where they act."""
+    kw = dict(init=m.init, key_query=m.key_query)
+    if INITS[m.init].random:
+        kw["scale"] = m.init_scale
+    if KEY_QUERIES[m.key_query].factored:
+        kw["head_size"] = m.head_size
+    return kw
 
 # --------------------------------------------------------------------------- FLOP counts
 def step_flops(n: int, T: int, d: int, query: str) -> int:
@@ -113,8 +123,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     d = int(data.X_train.shape[-1])
     S = 1 if one_head else H
     mult = H / S
-    kw = dict(init=m.init, scale=m.init_scale, key_query=m.key_query, head_size=m.head_size)
-    params = mdl.init_params(jax.random.PRNGKey(0), S, d, **kw)
+    params = mdl.init_params(jax.random.PRNGKey(0), S, d, **_init_kw(m))
     opt = update.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = Loss(cfg.optim.loss)

@@ -105,10 +105,20 @@ def test_head_norm_of_good_counts():
     np.testing.assert_allclose(dynamics.head_norm(np.array([1.0, 4.0]), "sqrt"), [1.0, 0.5])
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0.0, "1", None])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0.0, "1"])
 def test_init_params_refuses_a_bad_scale(bad):
     with pytest.raises((ValueError, TypeError), match="scale"):
         dynamics.init_params(KEY, 2, 5, init="normal", scale=bad)
+
+
+def test_init_params_refuses_arguments_without_effect():
+    with pytest.raises(ValueError, match=r"^scale=2.0 has no effect with init='zero'"):
+        dynamics.init_params(KEY, 2, 5, init="zero", scale=2.0)
+    with pytest.raises(ValueError, match=r"^head_size=2 has no effect with key_query='full'"):
+        dynamics.init_params(KEY, 2, 5, init="normal", head_size=2)
+    with pytest.raises(ValueError, match=r"^head_size=2 has no effect"):
+        dynamics.param_count(2, 5, "full", 2)
+    assert dynamics.init_params(KEY, 2, 5, init="normal", scale=None)["U"].shape == (2, 5)  # None: default 1
 
 
 @pytest.mark.parametrize(("H", "d"), [(0, 5), (2, 0), (2.0, 5), (True, 5), (2, "5"), (-1, 5)])

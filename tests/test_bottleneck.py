@@ -30,9 +30,10 @@ def test_param_count_counts_the_arrays_of_init_params(H, d, layout):
     key_query, head_size = layout
     if head_size == "split" and H > d:
         pytest.skip("split needs H <= d")
-    init = partial(model.init_params, n_heads=H, d=d, init="normal", key_query=key_query, head_size=head_size)
+    size = {"head_size": head_size} if key_query == "factored" else {}  # a full W has no head size
+    init = partial(model.init_params, n_heads=H, d=d, init="normal", key_query=key_query, **size)
     shapes = jax.eval_shape(init, jax.random.PRNGKey(0))  # the arrays' shapes, nothing computed
-    assert model.param_count(H, d, key_query, head_size) == sum(math.prod(v.shape) for v in shapes.values())
+    assert model.param_count(H, d, key_query, **size) == sum(math.prod(v.shape) for v in shapes.values())
 
 
 def test_param_count_of_the_two_layouts():

@@ -36,9 +36,9 @@ def loop_train(cfg: Config, H: int, key, data: data_mod.Data, steps: int):
         H,
         data.X_train.shape[-1],
         init=m.init,
-        scale=m.init_scale,
+        scale=m.init_scale if m.init == "normal" else None,  # the zero init takes no scale
         key_query=m.key_query,
-        head_size=m.head_size,
+        head_size=m.head_size if m.key_query == "factored" else None,
     )
     opt = update.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)

@@ -53,7 +53,8 @@ def reference_states(cfg: Config, steps):
     H, m, o = cfg.sweep.heads[0], cfg.model, cfg.optim
     data, _, keys = _prepare(cfg)
     X, y = jnp.asarray(data.X_train[0], jnp.float64), jnp.asarray(data.y_train[0], jnp.float64)
-    p = model.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, scale=m.init_scale)
+    scale = {"scale": m.init_scale} if m.init == "normal" else {}  # the zero init takes no scale
+    p = model.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)
     p = {k: v.astype(jnp.float64) for k, v in p.items()}
     L = functools.partial(dg.training_loss, X=X, y=y, query=m.query, norm=m.norm, loss=o.loss)
     lr = o.lr * H if o.lr_scaling == "linear" else o.lr

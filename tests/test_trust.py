@@ -252,7 +252,8 @@ def test_the_parameter_estimate_counts_what_the_model_holds():
         ).config
         parts = resources.sweep_bytes(cfg, n_logged=3)
         slots = 2 * 3  # the packing bound the estimate uses
-        expected = 2 * 4 * 4 * param_count(slots, d, key_query, d // 3)  # trials · (θ, grad, 2 moments) · f32
+        size = d // 3 if key_query == "factored" else None  # a full W has no head size
+        expected = 2 * 4 * 4 * param_count(slots, d, key_query, size)  # trials · (θ, grad, 2 moments) · f32
         assert parts["parameters and optimiser"] == expected
 
 

@@ -120,12 +120,14 @@ def _check_positive(name: str, value) -> None:
     """A number or concrete array that must be finite and > 0 (a traced value passes unchecked)."""
     if isinstance(value, jax.core.Tracer):
         return
-    if isinstance(value, bool | np.bool_ | str | bytes | list | tuple | dict) or value is None:
+    if isinstance(value, bool | np.bool_ | str | bytes | list | tuple | dict | complex) or value is None:
         raise TypeError(f"{name}={value!r} must be a finite number > 0 (or an array of them)")
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name}={value!r:.80} must be real, not complex")
     try:
         v = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}={value!r} must be a finite number > 0") from None
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{name}={value!r:.80} must be a finite number > 0") from None
     if v.size == 0 or not (np.all(np.isfinite(v)) and np.all(v > 0)):
         raise ValueError(f"{name}={value!r} must be a finite number > 0")
 
@@ -140,6 +142,19 @@ def _check_key(key) -> None:
         raise TypeError(
             f"key={key!r} must be a JAX PRNG key: jax.random.PRNGKey(seed) or jax.random.key(seed)"
         )
+
+
+def _check_beta(beta) -> None:
+    """The temperature: a finite real number, or a traced real scalar (the engine's schedule)."""
+    if isinstance(beta, jax.core.Tracer):
+        if beta.ndim != 0 or not jnp.issubdtype(beta.dtype, jnp.floating):
+            raise TypeError(f"beta must be a real scalar, got a {beta.dtype} of shape {beta.shape}")
+        return
+    real = int | float | np.integer | np.floating | jax.Array
+    if isinstance(beta, bool | np.bool_) or not isinstance(beta, real):
+        raise TypeError(f"beta={beta!r:.80} must be a real number (the temperature)")
+    if np.ndim(beta) != 0 or np.iscomplexobj(beta) or not np.isfinite(float(beta)):
+        raise ValueError(f"beta={beta!r:.80} must be a finite real number (the temperature)")
 
 
 def head_norm(n_heads: int | jax.Array, norm: Norm | str) -> jax.Array | float:
@@ -162,11 +177,14 @@ def init_params(
     d: int,
     *,
     init: Init | str = Init.ZERO,
-    scale: float | jax.Array = 1.0,
+    scale: float | jax.Array | None = None,
     key_query: KeyQuery | str = KeyQuery.FULL,
-    head_size: str | int = "split",
+    head_size: str | int | None = None,
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every array (U, W or U, Q, K).
+
+    ``scale`` (default 1) only for a random init and ``head_size`` (default ``"split"``) only for
+    factored heads: given where they have no effect, they are refused.
 
     Head h is drawn from ``fold_in(key, h)`` alone (``init_heads``), so the first H heads of
     an H' > H head model start where the H-head model does, and a head's draw does not
@@ -175,8 +193,16 @@ def init_params(
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
+    if scale is not None and not init.random:
+        raise ValueError(f"scale={scale!r} has no effect with init={init.name!r} (θ(0) = 0): drop it")
+    if head_size is not None and not layout.factored:
+        raise ValueError(f"head_size={head_size!r} has no effect with key_query={layout.name!r}: drop it")
+    scale = 1.0 if scale is None else scale
+    head_size = "split" if head_size is None else head_size
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
+    if n_heads * d * d > 2**31:
+        raise ValueError(f"n_heads·d² = {n_heads}·{d}² is more than 2^31 parameters (8 GiB of float32)")
     _check_positive("scale", scale)
     if jnp.ndim(scale) != 0 and jnp.shape(scale) != (n_heads,):
         raise ValueError(f"scale has shape {jnp.shape(scale)}; expected a number or ({n_heads},)")
@@ -228,7 +254,7 @@ def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
 
 
 def param_count(
-    n_heads: int, d: int, key_query: KeyQuery | str = KeyQuery.FULL, head_size: str | int = "split"
+    n_heads: int, d: int, key_query: KeyQuery | str = KeyQuery.FULL, head_size: str | int | None = None
 ) -> int:
     """Trainable scalars of θ: H·d (U) plus H·d² (full W) or 2·H·d·d_h (factored Q, K).
 
@@ -238,7 +264,9 @@ def param_count(
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
-    d_h = layout.head_size(head_size, d, n_heads)  # checked for a full W too
+    if head_size is not None and not layout.factored:
+        raise ValueError(f"head_size={head_size!r} has no effect with key_query={layout.name!r}: drop it")
+    d_h = layout.head_size("split" if head_size is None else head_size, d, n_heads)
     if not layout.factored:
         return n_heads * d + n_heads * d * d
     return n_heads * d + 2 * n_heads * d * d_h
@@ -313,6 +341,7 @@ def attention(
     ``activation`` a name of ``dynamics.parts.ACTIVATIONS``, ``beta`` the temperature β (a
     number: β = 1 leaves the scores as they are)."""
     sigma = parts.ACTIVATIONS.get(activation, "attention").load()
+    _check_beta(beta)
     scores = attention_scores(params, X, query)
     if not (isinstance(beta, int | float) and beta == 1.0):
         scores = beta * scores
@@ -362,10 +391,15 @@ def combine_heads(
       another.
     """
     parts.NORMS.get(norm, "norm")
-    if weight is not None and not isinstance(weight, jax.Array):
-        weight = jnp.asarray(weight)  # a list or a numpy array of per-head weights
-    if member is not None and not isinstance(member, jax.Array):
-        member = jnp.asarray(member)
+    try:
+        if weight is not None and not isinstance(weight, jax.Array):
+            weight = jnp.asarray(weight)  # a list or a numpy array of per-head weights
+        if member is not None and not isinstance(member, jax.Array):
+            member = jnp.asarray(member)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"weight and member must be numeric arrays, one entry per stored head: {err}"
+        ) from None
     _check_combine(f, weight, member, n_heads)
     if weight is not None:
         f = f * weight[None, :]  # (n, S)
@@ -395,6 +429,12 @@ def _check_combine(f, weight, member, n_heads) -> None:
     if member is None:
         if n_heads is not None and jnp.ndim(n_heads) != 0:
             raise ValueError(f"n_heads has shape {jnp.shape(n_heads)}; expected a number (member is None)")
+        if weight is None and n_heads is not None and not isinstance(n_heads, jax.core.Tracer):
+            if float(n_heads) != S:  # c_H of another H than the heads there: give their weights
+                raise ValueError(
+                    f"n_heads={n_heads!r} with {S} stored heads and no weight: Φ would use c_H of "
+                    f"{n_heads} heads but sum {S}; give weight (the heads each stands for) or drop n_heads"
+                )
         return
     if jnp.ndim(member) != 2 or jnp.shape(member)[0] != S:
         raise ValueError(f"member has shape {jnp.shape(member)}; expected (S, R) with S = {S}")

@@ -42,9 +42,14 @@ class Part:
         if not self.impl:
             raise ConfigError(f"{type(self).__name__.lower()} {self.name!r} has no implementation")
         module, _, attr = self.impl.partition(":")
-        obj = importlib.import_module(module)
-        for name in attr.split("."):
-            obj = getattr(obj, name)
+        try:
+            obj = importlib.import_module(module)
+            for name in attr.split("."):
+                obj = getattr(obj, name)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(
+                f"{self.name!r}: its implementation {self.impl!r} cannot be loaded ({err})"
+            ) from None
         return obj
 
     @property
@@ -97,16 +102,23 @@ class Registry(Mapping[str, P], Generic[P]):
     ``field`` is the config field that names a part of this kind (``model.query``): errors name it.
     """
 
-    def __init__(self, kind: str, field: str, parts: tuple[P, ...] = ()):
+    def __init__(self, kind: str, field: str, parts: tuple[P, ...] = (), part_type: type | None = None):
         self.kind, self.field = kind, field
+        self.part_type = part_type or (type(parts[0]) if parts else Part)  # what register takes
         self._parts: dict[str, P] = {}
         for part in parts:
             self.register(part)
 
     def register(self, part: P, *, replace: bool = False) -> P:
         """Add ``part`` (``replace=True`` to swap one of the same name); returns it."""
-        if not isinstance(part, Part):
-            raise TypeError(f"{self.kind} registry takes Part objects, got {type(part).__name__}")
+        if not isinstance(part, self.part_type):
+            raise TypeError(
+                f"the {self.kind} registry takes {self.part_type.__name__} parts, got {type(part).__name__}"
+            )
+        if not isinstance(part.name, str) or not part.name:
+            raise ValueError(f"a part's name must be a non-empty string, got {part.name!r}")
+        if part.impl and (":" not in part.impl or not all(part.impl.partition(":")[::2])):
+            raise ValueError(f"{self.kind} {part.name!r}: impl={part.impl!r} must be 'module:attribute'")
         if part.name in self._parts and not replace:
             raise ConfigError(f"{self.kind} {part.name!r} is registered already (replace=True to swap it)")
         self._parts[part.name] = part

@@ -218,6 +218,11 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
+    if "heads" in meta and meta["heads"] != heads.tolist():
+        raise bad(f"results.json's heads {meta['heads']!r} are not curves.npz's {heads.tolist()}")
+    dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
+    if np.any(np.isfinite(arrays["train_loss"][dead])):
+        raise bad("a run marked diverged has finite losses after its divergence")
 
 
 def results_folder(folder: str | os.PathLike) -> Path:

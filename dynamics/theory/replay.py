@@ -169,9 +169,9 @@ class _Run:
             self.H,
             d,
             init=m.init,
-            scale=m.init_scale,
+            scale=m.init_scale if parts.INITS[m.init].random else None,
             key_query=m.key_query,
-            head_size=m.head_size,
+            head_size=m.head_size if parts.KEY_QUERIES[m.key_query].factored else None,
         )
         return {k: v.astype(self.dtype) for k, v in p.items()}
 
