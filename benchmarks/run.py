@@ -45,7 +45,6 @@ RANDOM = "random-init"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-
 def _init_kw(m) -> dict:
     """init_params' keywords of a model config: scale and head size only where they act."""
     kw = dict(init=m.init, key_query=m.key_query)
@@ -54,6 +53,7 @@ def _init_kw(m) -> dict:
     if KEY_QUERIES[m.key_query].factored:
         kw["head_size"] = m.head_size
     return kw
+
 
 # --------------------------------------------------------------------------- FLOP counts
 def step_flops(n: int, T: int, d: int, query: str) -> int:
