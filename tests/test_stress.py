@@ -113,7 +113,7 @@ def test_random_moment_interrupts_exit_130_and_keep_the_finished_points(tmp_path
     while codes.count(130) < TRIES:  # a try that finished before its signal (a busy machine) is
         assert i < 2 * TRIES, codes  # not an interrupt: it is checked whole, then tried again
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
-        delay = rand.uniform(floor, 0.8 * full_run)  # imports, compile, points, writes (0.5: all 50 early, once)
+        delay = rand.uniform(floor, 0.8 * full_run)  # imports, compile, points, writes (0.5 missed them)
         out = tmp_path / f"cut{i}"
         proc = start([*ARGS, "--out", str(out)], tmp_path, cache)
         time.sleep(delay)
