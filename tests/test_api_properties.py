@@ -130,7 +130,8 @@ def _init_prop(n_heads, d, scale, init):
         assert any(f"{name}=" in str(err) or name in str(err) for name in ("n_heads", "d", "scale", "init"))
         return
     member = init if isinstance(init, dynamics.Init) else dynamics.Init(init)
-    want = dynamics.init_params(KEY, int(n_heads), int(d), init=member.value, scale=float(np.asarray(scale)))
+    fixed = None if scale is None else float(np.asarray(scale))  # None is the default scale (1)
+    want = dynamics.init_params(KEY, int(n_heads), int(d), init=member.value, scale=fixed)
     for k in ("U", "W"):
         np.testing.assert_array_equal(got[k], want[k])
         assert np.all(np.isfinite(got[k]))
