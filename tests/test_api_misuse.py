@@ -188,3 +188,14 @@ def test_figure_helpers_refuse_what_is_not_a_figure_or_a_sweep():
     with pytest.raises(TypeError, match="curves="):
         plot_final_vs_heads(ax, ax, {}, np.zeros(3))
     plt.close(fig)
+
+
+def test_a_weight_zero_head_is_never_read():
+    """An empty slot (weight 0) holding a NaN or an inf does not reach Φ (0·inf would be NaN)."""
+    p = dynamics.init_params(jax.random.PRNGKey(1), 3, 4, init="normal")
+    X = jax.random.normal(jax.random.PRNGKey(2), (2, 3, 4))
+    w = jnp.array([1.0, 0.0, 1.0])
+    want = np.asarray(dynamics.logits(p, X, weight=w))
+    for bad in (jnp.inf, jnp.nan):
+        poisoned = {"U": p["U"].at[1].set(bad), "W": p["W"]}
+        np.testing.assert_array_equal(np.asarray(dynamics.logits(poisoned, X, weight=w)), want)

@@ -401,8 +401,10 @@ def combine_heads(
             f"weight and member must be numeric arrays, one entry per stored head: {err}"
         ) from None
     _check_combine(f, weight, member, n_heads)
-    if weight is not None:
-        f = f * weight[None, :]  # (n, S)
+    if weight is not None and member is None:  # a select: a weight-0 (empty) slot is never read,
+        f = jnp.where(weight[None, :] > 0, f * weight[None, :], 0.0)  # its NaN or inf included
+    elif weight is not None:
+        f = f * weight[None, :]  # (n, S); the runs' select below keeps each run's slots only
     if member is None:
         if n_heads is None:
             n_heads = f.shape[-1] if weight is None else jnp.sum(weight)
