@@ -15,7 +15,7 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.schema import Config, ConfigError, apply_overrides, preset
+from dynamics.config.schema import Config, ConfigError, apply_overrides, config_from_dict, preset  # noqa: F401
 from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
 ENGINE_KEYWORDS = ("progress", "on_point", "skip_heads", "devices", "packs_per_call", "chunk", "slots")
@@ -74,13 +74,6 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     if isinstance(cfg, str):
         cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
     return _run_sweep(with_overrides(cfg, **kwargs), **engine)
-
-
-def config_from_dict(doc: dict[str, Any]) -> Config:
-    """The Config that ``Config.to_dict`` (a results.json's ``config``) describes."""
-    doc = dict(doc)
-    name = doc.pop("name", "default")
-    return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
 
 def load_results(folder: str | Path):

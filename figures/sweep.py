@@ -319,15 +319,12 @@ def sweep_data(source) -> tuple[dict, dict]:
     path, _, kind = read_folder(source)
     if kind != "sweep":
         raise ValueError(f"{str(path)!r} holds a {kind} result, not a sweep: {_DRAWN_BY[kind]}")
-    from dynamics.config.schema import Config, apply_overrides
+    from dynamics.config.schema import config_from_dict
     from dynamics.sweeps.results import check_sweep_files
 
     meta, curves = load_results(path)
-    doc = dict(meta["config"])
-    config = apply_overrides(
-        Config(name=doc.pop("name", "default")), doc, "results.json config", explicit=False
-    )
-    check_sweep_files(meta, curves, config, path)  # a damaged or edited folder is refused, never drawn
+    # a damaged or edited folder is refused, never drawn
+    check_sweep_files(meta, curves, config_from_dict(meta["config"]), path)
     return meta, curves
 
 

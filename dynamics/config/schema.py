@@ -367,6 +367,14 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
     return dataclasses.replace(cfg, **sections, given=frozenset(given) if explicit else cfg.given)
 
 
+def config_from_dict(doc: dict[str, Any]) -> Config:
+    """The Config that ``Config.to_dict`` (a results.json's ``config``) describes; its values are
+    the file's, not a user's (``explicit=False``)."""
+    doc = dict(doc)
+    name = doc.pop("name", "default")
+    return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
+
+
 def unknown_preset(name: str, known) -> ConfigError:
     """The one-line error for a preset name that is none of ``known``."""
     return ConfigError(
@@ -609,7 +617,7 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
     parts.check_init(model.key_query, model.init, model.attention)
 
 
-def _no_effect(cfg: Config, name: str) -> str | None:
+def no_effect(cfg: Config, name: str) -> str | None:
     """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one)."""
     model, data = cfg.model, cfg.data
     if name == "model.init_scale" and not parts.INITS.get(model.init).random:
@@ -627,7 +635,7 @@ def _no_effect(cfg: Config, name: str) -> str | None:
 def _check_no_effect(cfg: Config) -> None:
     """Refuse a value given explicitly that changes nothing (so it cannot look as if it did)."""
     for name in sorted(cfg.given):
-        why = _no_effect(cfg, name)
+        why = no_effect(cfg, name)
         if why is not None:
             section, field_name = name.split(".", 1)
             value = getattr(getattr(cfg, section), field_name)

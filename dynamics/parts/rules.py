@@ -19,7 +19,7 @@ def uses_fast_path(cfg) -> bool:
         and INITS[m.init].symmetric
         and KEY_QUERIES[m.key_query].fast_path
         and QUERIES[m.query].fast_path
-        and ACTIVATIONS[getattr(m, "attention", "softmax")].fast_path
+        and ACTIVATIONS[m.attention].fast_path
         and NORMS[m.norm].fast_path
         and OPTIMIZERS[cfg.optim.optimizer].per_coordinate
     )

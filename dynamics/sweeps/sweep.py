@@ -30,7 +30,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
-from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, resolve, validate
+from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, no_effect, resolve, validate
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import METRICS, Batch, Program, float_dtype, train_batch
@@ -557,11 +557,9 @@ def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> No
 
 def _scales(cfg: Config, init_scales) -> list[float]:
     """run_grid's init scales; given with an init that draws nothing, refused (no effect)."""
-    if init_scales is not None and not parts.INITS[cfg.model.init].random:
-        raise ConfigError(
-            f"init_scales={init_scales!r} was given but has no effect: model.init={cfg.model.init!r} "
-            "draws nothing (θ(0) = 0); use model.init='normal'"
-        )
+    why = no_effect(cfg, "model.init_scale")  # the config's own rule for a given init scale
+    if init_scales is not None and why is not None:
+        raise ConfigError(f"init_scales={init_scales!r} was given but has no effect: {why}")
     return _values("init_scales", init_scales, cfg.model.init_scale)
 
 
