@@ -152,8 +152,15 @@ class ModelConfig:
     temperature_decay: float = 0.0  # c: β_t = β₀ / (1 + c·t) at update t; 0 keeps β constant
 
 
-# ModelConfig fields added after results files existed, with the default they are left out at.
-_NEW_MODEL_FIELDS = {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0}
+# Fields added after results files existed, per section, with the default they are left out of
+# results.json and the config hash at (so every older config keeps its json and its hash). A new
+# field goes here with its default.
+_NEW_FIELDS: dict[str, dict[str, Any]] = {
+    "model": {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0},
+    "optim": {},
+    "sweep": {},
+}
+_NEW_MODEL_FIELDS = _NEW_FIELDS["model"]
 
 
 @dataclass(frozen=True)
@@ -202,9 +209,10 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         doc = {"name": self.name, "data": self.data.to_dict()}
         doc.update({s: dataclasses.asdict(getattr(self, s)) for s in ("model", "optim", "sweep")})
-        for name, default in _NEW_MODEL_FIELDS.items():  # added later: left out at their default,
-            if doc["model"][name] == default:  # so every older config keeps its json and its hash
-                del doc["model"][name]
+        for section, fields in _NEW_FIELDS.items():  # added later: left out at their default,
+            for name, default in fields.items():  # so every older config keeps its json and hash
+                if doc[section][name] == default:
+                    del doc[section][name]
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
         return doc
