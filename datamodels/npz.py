@@ -1,7 +1,9 @@
 """User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,).
 
-Labels are +-1; 0/1 labels are accepted and mapped (0 -> -1). Every problem is a
-one-line DataError naming the file and the offending key.
+Targets in {-1, +1} are classification labels (kept as they are), as are 0/1 labels (mapped
+0 -> -1, unless the task is regression); any other real targets are regression targets
+(``infer_task``), kept as they are. Every problem is a one-line DataError naming the file and
+the offending key.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ REQUIRED_KEYS = ("X_train", "y_train", "X_test", "y_test")
 
 
 class UserData(NamedTuple):
-    """A user's train/test split, numpy float32, labels in {-1, +1}."""
+    """A user's train/test split, numpy float32: labels in {-1, +1}, or regression targets."""
 
     X_train: np.ndarray  # (n, T, d)
     y_train: np.ndarray  # (n,)
@@ -65,22 +67,52 @@ def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
     return X32
 
 
-def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
+def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str, task: str | None = None) -> np.ndarray:
     if y.ndim != 1:
         raise _fail(path, key, f"must be 1-D (n,), got shape {y.shape}")
     if y.shape[0] != n:
         raise _fail(path, key, f"has {y.shape[0]} labels but {x_key} has n={n} examples")
+    with np.errstate(over="ignore", invalid="ignore"):
+        y32 = y.astype(np.float32)
+    if not np.all(np.isfinite(y32)):
+        raise _fail(path, key, "has non-finite targets (NaN/inf, after float32)")
     values = np.unique(y)
+    if task == "regression" or (task is None and _target_task(values) == "regression"):
+        return y32  # regression targets as they are (±1 included: never remapped)
     if np.all(np.isin(values, (-1, 1))):
-        return y.astype(np.float32)
+        return y32
     if np.all(np.isin(values, (0, 1))):
         return np.where(y == 1, 1.0, -1.0).astype(np.float32)
     shown = ", ".join(str(v) for v in values[:6]) + (", ..." if values.size > 6 else "")
-    raise _fail(path, key, f"labels must be all in {{-1, +1}} or all in {{0, 1}}; got {shown}")
+    raise _fail(path, key, f"classification labels must be all in {{-1, +1}} or all in {{0, 1}}; got {shown}")
 
 
-def load_npz(path: str | os.PathLike) -> UserData:
-    """Load and check a user data file (see the module docstring); raise DataError."""
+def _target_task(values: np.ndarray) -> str:
+    """classification for targets all in {-1, +1} or all in {0, 1}; regression otherwise."""
+    two = np.all(np.isin(values, (-1, 1))) or np.all(np.isin(values, (0, 1)))
+    return "classification" if two else "regression"
+
+
+def infer_task(path: str | os.PathLike) -> str:
+    """The task a data file's targets imply: "classification" when y_train and y_test are all ±1
+    (or all 0/1), "regression" otherwise. Reads the two target arrays only; raises DataError."""
+    path = Path(path)
+    read_header(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            targets = [_read(archive, path, k).ravel() for k in ("y_train", "y_test")]
+            values = np.unique(np.concatenate(targets))
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, DataError):
+            raise
+        raise _fail(path, None, f"is not a valid .npz (zip) file ({_short(e)})") from None
+    return _target_task(values)
+
+
+def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
+    """Load and check a user data file (see the module docstring); raise DataError. ``task``
+    None infers it from the targets (``infer_task``); "regression" keeps every target as it is,
+    "classification" needs ±1 or 0/1 labels."""
     if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
         raise TypeError(f"path={path!r:.80} must be the path of an .npz file (str or pathlib.Path)")
     path = Path(path)
@@ -109,8 +141,11 @@ def load_npz(path: str | os.PathLike) -> UserData:
             "X_test",
             f"has tokens (T, d) = {X_test.shape[1:]} but X_train has {X_train.shape[1:]}",
         )
-    y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
-    y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    if task is None:
+        both = np.concatenate([raw["y_train"].ravel(), raw["y_test"].ravel()])
+        task = _target_task(np.unique(both))
+    y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train", task)
+    y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test", task)
     return UserData(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
 
 

@@ -120,7 +120,7 @@ def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
     from dynamics.config.grid import resolve_grid
-    from dynamics.core.engine import METRICS
+    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
     from dynamics.sweeps.grid import GridResult
 
     axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in meta["grid"]["axes"])
@@ -129,7 +129,7 @@ def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
         grid=grid,
         heads=np.asarray(arrays["heads"]),
         steps=np.asarray(arrays["steps"]),
-        curves={m: arrays[m] for m in METRICS if m in arrays},
+        curves={m: arrays[m] for m in dict.fromkeys(METRICS + REGRESSION_METRICS) if m in arrays},
         diverged_at=np.asarray(arrays["diverged_at"]),
         wall_time_s=float(meta.get("wall_time_s", 0.0)),
         extra={k: meta[k] for k in ("complete",) if k in meta},

@@ -45,26 +45,32 @@ def sigma_ref(name: str, s: np.ndarray) -> np.ndarray:
     return _erf(s)
 
 
-def phi_ref(U, W, X, query: str, activation: str, beta: float, norm_c: float) -> np.ndarray:
-    """Φ(X) = c_H Σ_h Σ_t σ(β s_h)_t U_hᵀ x_t, example by example and head by head."""
+def phi_ref(U, W, X, query: str, activation: str, beta: float, norm_c: float, b: float = 0.0) -> np.ndarray:
+    """Φ(X) = c_H Σ_h Σ_t σ(β s_h)_t U_hᵀ x_t + b, example by example and head by head; for the
+    learned query ``W`` is the vectors k (H, d) and s_h,t = x_tᵀ k_h."""
     n, T, _ = X.shape
     out = np.zeros(n)
     for i in range(n):
         for h in range(U.shape[0]):
-            queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i])}[query]
+            queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i]), "learned": [None]}[query]
             f = 0.0
             for xq in queries:
-                s = np.array([X[i, t] @ W[h] @ xq for t in range(T)])
+                if xq is None:
+                    s = np.array([X[i, t] @ W[h] for t in range(T)])
+                else:
+                    s = np.array([X[i, t] @ W[h] @ xq for t in range(T)])
                 a = sigma_ref(activation, beta * s)
                 f += sum(a[t] * (U[h] @ X[i, t]) for t in range(T))
             out[i] += f / len(queries)
-    return norm_c * out
+    return norm_c * out + b
 
 
-def problem(seed=0, n=5, T=4, d=3, H=2):
+def problem(seed=0, n=5, T=4, d=3, H=2, query="first"):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, T, d))
     y = np.where(rng.normal(size=n) > 0, 1.0, -1.0)
+    if query == "learned":
+        return {"U": rng.normal(size=(H, d)), "k": 0.7 * rng.normal(size=(H, d))}, X, y
     return {"U": rng.normal(size=(H, d)), "W": 0.7 * rng.normal(size=(H, d, d))}, X, y
 
 
@@ -72,8 +78,9 @@ def problem(seed=0, n=5, T=4, d=3, H=2):
 @pytest.mark.parametrize("query", list(parts.QUERIES))
 @pytest.mark.parametrize("beta", [1.0, 0.3])
 def test_phi_matches_a_float64_reference(activation, query, beta):
-    params, X, _ = problem()
-    want = phi_ref(params["U"], params["W"], X, query, activation, beta, 1 / math.sqrt(2))
+    params, X, _ = problem(query=query)
+    key_part = params.get("W", params.get("k"))
+    want = phi_ref(params["U"], key_part, X, query, activation, beta, 1 / math.sqrt(2))
     with jax.enable_x64(True):
         got = model.logits(
             {k: np.asarray(v) for k, v in params.items()}, X, query=query, activation=activation, beta=beta
@@ -180,7 +187,7 @@ def test_bad_values_and_the_hash_of_old_configs():
     ]:
         with pytest.raises(ConfigError, match=match):
             validate(tiny(**bad))
-    with pytest.raises(ConfigError, match=r"diagnostics needs the softmax attention at temperature 1"):
+    with pytest.raises(ConfigError, match=r"diagnostics needs the papers' model \(a key-query"):
         validate(dataclasses.replace(tiny(attention="sigmoid"), sweep=SweepConfig(diagnostics=("kernel",))))
     # the new fields are left out of results.json and the hash at their defaults
     assert "attention" not in Config().to_dict()["model"]

@@ -17,13 +17,28 @@ from dynamics.parts.registry import Part, Registry
 from dynamics.sweeps.sweep import run_sweep
 
 
+def regression_file(folder) -> str:
+    """Real-valued targets of a small token data set (an .npz of regression data)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(54, 5, 8)).astype(np.float32)
+    y = X[:, :, 0].mean(axis=1) + 0.1 * rng.normal(size=54)
+    path = f"{folder}/regression.npz"
+    np.savez(path, X_train=X[:24], y_train=y[:24], X_test=X[24:], y_test=y[24:])
+    return path
+
+
 def tiny(**model_optim) -> Config:
     model = {k: v for k, v in model_optim.items() if k in {f.name for f in dataclasses.fields(ModelConfig)}}
     optim = {k: v for k, v in model_optim.items() if k not in model}
     optimizer = optim.setdefault("optimizer", "gd")
     optim.setdefault("lr", 0.5 if optimizer == "gd" else 0.05)
+    data = DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2)
+    if "loss" in optim and parts.LOSSES[optim["loss"]].task == "regression":
+        import tempfile
+
+        data = DataConfig(model="npz", path=regression_file(tempfile.mkdtemp()))
     return Config(
-        data=DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2),
+        data=data,
         model=ModelConfig(**model),
         optim=OptimConfig(steps=10, lr_scaling="linear", **optim),
         sweep=SweepConfig(heads=(1, 3), trials=2, log_every=5),
@@ -31,8 +46,10 @@ def tiny(**model_optim) -> Config:
 
 
 def close(a, b, what: str, rtol=1e-4) -> None:
-    for name in engine.METRICS:
-        scale = max(float(np.nanmax(np.abs(b.curves[name]))), 1.0)
+    assert set(a.curves) == set(b.curves)
+    for name in a.curves:
+        finite = np.abs(b.curves[name])[np.isfinite(b.curves[name])]  # all NaN: unknown (attn_relevant)
+        scale = max(float(finite.max()) if finite.size else 0.0, 1.0)
         np.testing.assert_allclose(
             a.curves[name], b.curves[name], rtol=rtol, atol=1e-5 * scale, err_msg=f"{what}: {name}"
         )
@@ -94,6 +111,7 @@ FAST_PATH_CASES = (
     + [("loss", p.name) for p in parts.LOSSES.values()]
     + [("query", p.name) for p in parts.QUERIES.values() if p.fast_path]
     + [("norm", p.name) for p in parts.NORMS.values() if p.fast_path]
+    + [("bias", True)]  # one scalar per run: its gradient is the run's own, never divided by H
 )
 
 
@@ -122,6 +140,18 @@ def test_a_run_in_a_pack_equals_the_run_alone(optimizer):
     cfg = tiny(init="normal", optimizer=optimizer)
     assert parts.can_pack_heads(cfg)
     packed = run_sweep(cfg, progress=False, slots=4)  # H = 1 and 3 in one pack of 4 slots
+    for i, h in enumerate(cfg.sweep.heads):
+        alone = run_sweep(
+            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False
+        )
+        for name in engine.METRICS:
+            np.testing.assert_allclose(packed.curves[name][i], alone.curves[name][0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [dict(bias=True), dict(query="learned"), dict(bias=True, query="learned")])
+def test_a_run_in_a_pack_equals_the_run_alone_with_a_bias_and_a_learned_query(case):
+    cfg = tiny(init="normal", **case)
+    packed = run_sweep(cfg, progress=False, slots=4)
     for i, h in enumerate(cfg.sweep.heads):
         alone = run_sweep(
             dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False

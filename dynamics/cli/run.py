@@ -58,6 +58,7 @@ from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.resources import check_sweep
 from dynamics.infra.timings import Timings
+from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 
 # flag, section, field, type, choices, help. A part's choices are its live registry (argparse lists
 # and checks them through iteration and ``in``), its help the registry's: a registered part is a
@@ -256,14 +257,13 @@ def _dest(flag: str) -> str:
 
 
 def format_table(result) -> str:
-    header = f"{'H':>4}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
+    """One row per H: the final metrics it logs (mean ± std over trials), diverged runs."""
+    shown = [m for m in SUMMARY_METRICS if m in result.curves]
+    header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
-        lines.append(
-            f"{row['heads']:>4}  {mean_std(row['train_loss']):>17}  {mean_std(row['test_loss']):>17}  "
-            f"{mean_std(row['train_error']):>17}  {mean_std(row['test_error']):>17}  "
-            f"{row['n_diverged']}/{row['trials']}"
-        )
+        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
+        lines.append(f"{row['heads']:>4}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
 
 

@@ -150,14 +150,15 @@ class ModelConfig:
     attention: str = "softmax"  # σ over a query's scores: softmax, softmax1, linear, sigmoid, erf
     temperature: float = 1.0  # β₀: σ(β·s), the scores multiplied by β for every activation
     temperature_decay: float = 0.0  # c: β_t = β₀ / (1 + c·t) at update t; 0 keeps β constant
+    bias: bool = False  # a learned scalar b added to Φ (one per run, never divided by H)
 
 
 # Fields added after results files existed, per section, with the default they are left out of
 # results.json and the config hash at (so every older config keeps its json and its hash). A new
 # field goes here with its default.
 _NEW_FIELDS: dict[str, dict[str, Any]] = {
-    "model": {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0},
-    "optim": {},
+    "model": {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0, "bias": False},
+    "optim": {"task": "classification"},
     "sweep": {},
 }
 _NEW_MODEL_FIELDS = _NEW_FIELDS["model"]
@@ -168,8 +169,11 @@ class OptimConfig:
     optimizer: str = "gd"  # gd (full batch) or adam (optax defaults)
     lr: float = 1.0  # η₀
     lr_scaling: str = "constant"  # η(H) = η₀ · H^p, p = 0 (constant), ½ (sqrt), 1 (linear)
-    loss: str = "logistic"  # logistic, exp or hinge2
+    loss: str = "logistic"  # logistic, exp, hinge2, square (classification); mse (regression)
     steps: int = 500  # full-batch updates
+    # classification or regression; None: the data's (its data model's, or a file's targets: other
+    # than ±1 or 0/1 is regression). Resolved by ``Config.resolved``, with a loss of that task.
+    task: str | None = None
 
 
 @dataclass(frozen=True)
@@ -204,14 +208,25 @@ class Config:
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def resolved(self) -> Config:
-        return dataclasses.replace(self, data=self.data.resolved())
+        """The data's defaults filled in, the task inferred from the data where not given, and
+        where the loss was not chosen (``given``) and is logistic, the task's first loss (mse for
+        regression data)."""
+        cfg = dataclasses.replace(self, data=self.data.resolved())
+        task = cfg.optim.task or data_task(cfg.data)
+        if task is None:
+            return cfg
+        loss = cfg.optim.loss
+        known = loss in parts.LOSSES and task in parts.training.TASKS
+        if known and "optim.loss" not in cfg.given and loss == "logistic" and parts.LOSSES[loss].task != task:
+            loss = parts.training.default_loss(task)
+        return dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, task=task, loss=loss))
 
     def to_dict(self) -> dict[str, Any]:
         doc = {"name": self.name, "data": self.data.to_dict()}
         doc.update({s: dataclasses.asdict(getattr(self, s)) for s in ("model", "optim", "sweep")})
         for section, fields in _NEW_FIELDS.items():  # added later: left out at their default,
             for name, default in fields.items():  # so every older config keeps its json and hash
-                if doc[section][name] == default:
+                if doc[section][name] in (default, None):  # None: not resolved yet (the default)
                     del doc[section][name]
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
@@ -225,6 +240,31 @@ class Config:
         if model is not None and model.from_file and self.data.path:
             doc["data"]["content_sha256"] = _file_digest(self.data.path)
         return digest(doc)
+
+
+def data_task(data: DataConfig) -> str | None:
+    """The task the data imply: the data model's own, or a file's targets' (None when the file
+    cannot be read: validation reports it)."""
+    model = parts.DATA_MODELS[data.model] if data.model in parts.DATA_MODELS else None
+    if model is None:
+        return None
+    if not model.from_file:
+        return getattr(model, "task", "classification")
+    try:
+        stat = Path(data.path).stat()
+    except (OSError, TypeError):
+        return None
+    return _cached_task(str(data.path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_task(path: str, size: int, mtime_ns: int) -> str | None:  # size and mtime key the cache
+    from datamodels.npz import DataError, infer_task
+
+    try:
+        return infer_task(path)
+    except (DataError, OSError):
+        return None
 
 
 def _file_digest(path: str) -> str:
@@ -543,8 +583,13 @@ def validate(cfg: Config) -> Config:
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
     _check_model(cfg.model, cfg.data)
-    _check_optim(cfg.optim)
+    _check_optim(cfg.optim, cfg.data)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
+    if cfg.sweep.diagnostics and cfg.optim.task == "regression":
+        raise ConfigError(
+            "sweep.diagnostics are posed for classification (margins, the attention SVM); "
+            "the task is regression"
+        )
     _check_logged(cfg.sweep, cfg.optim)
     return cfg
 
@@ -630,6 +675,8 @@ def no_effect(cfg: Config, name: str) -> str | None:
     model, data = cfg.model, cfg.data
     if name == "model.init_scale" and not parts.INITS.get(model.init).random:
         return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
+    if name in ("model.key_query", "model.head_size") and parts.QUERIES.get(model.query).learned:
+        return "model.query='learned' has a vector k per head, no key-query matrix"
     if name == "model.head_size" and not parts.KEY_QUERIES.get(model.key_query).factored:
         return f"model.key_query={model.key_query!r} has no head size; use model.key_query='factored'"
     if (
@@ -650,12 +697,34 @@ def _check_no_effect(cfg: Config) -> None:
             raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
 
 
-def _check_optim(optim: OptimConfig) -> None:
+def _check_optim(optim: OptimConfig, data: DataConfig) -> None:
     parts.OPTIMIZERS.get(optim.optimizer)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
     parts.LR_SCALINGS.get(optim.lr_scaling)
-    parts.LOSSES.get(optim.loss)
+    loss = parts.LOSSES.get(optim.loss)
     _positive_int("optim.steps", optim.steps)
+    _check_task(optim, data, loss)
+
+
+def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:
+    """The task one of classification, regression; the data's own where they imply one (a file's
+    ±1 targets may also be regression targets, never remapped); the loss one of the task's."""
+    if optim.task is not None:
+        _choice("optim.task", optim.task, parts.training.TASKS)
+    implied = data_task(data)
+    from_file = parts.DATA_MODELS[data.model].from_file
+    if optim.task is not None and implied is not None and optim.task != implied:
+        if not (from_file and optim.task == "regression"):
+            what = f"the targets of {data.path}" if from_file else f"data.model={data.model!r}"
+            raise ConfigError(
+                f"optim.task={optim.task!r} contradicts the data: {what} are {implied} data (drop --task)"
+            )
+    task = optim.task or implied or "classification"
+    if loss.task != task:
+        allowed = ", ".join(repr(n) for n, p in parts.LOSSES.items() if p.task == task)
+        raise ConfigError(
+            f"optim.loss={loss.name!r} is a {loss.task} loss; the task is {task}: use one of {allowed}"
+        )
 
 
 def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> None:
@@ -703,10 +772,13 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
     changed = {k: getattr(model, k) for k, v in _NEW_MODEL_FIELDS.items() if getattr(model, k) != v}
+    if names and parts.QUERIES[model.query].learned:
+        changed = {"query": model.query}
     if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
         name, value = next(iter(changed.items()))
         raise ConfigError(
-            f"sweep.diagnostics needs the softmax attention at temperature 1 (the replay's model); "
+            f"sweep.diagnostics needs the papers' model (a key-query matrix, softmax attention at "
+            f"temperature 1, no bias: the replay's model); "
             f"got model.{name}={value!r}"
         )
     if "maxmargin" in names:

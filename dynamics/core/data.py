@@ -77,15 +77,18 @@ def _train_draws(cfg: DataConfig, raw: jax.Array):
     return jax.vmap(one)(rng.wrap(raw))
 
 
-def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tuple[Data, bool]:
-    """(data, shared): synthetic data has a leading trial axis; user data is shared by all trials.
+def make_data(
+    cfg: DataConfig, key: jax.Array | np.ndarray, trials: int, task: str | None = None
+) -> tuple[Data, bool]:
+    """(data, shared): synthetic data has a leading trial axis; user data is shared by all trials
+    (``task``: how a file's targets are read, None to infer it from them; ``datamodels.load_npz``).
 
     ``key`` is a raw Threefry key ((2,) uint32, e.g. ``jax.random.PRNGKey(seed)``) or a typed
     one. Trial i's data comes from ``fold_in(key, i)``, so adding trials keeps the first ones.
     """
     cfg = cfg.resolved()
     if parts.DATA_MODELS[cfg.model].from_file:
-        u = datamodels.load_npz(cfg.path)
+        u = datamodels.load_npz(cfg.path, task)
         return Data(
             jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None
         ), True

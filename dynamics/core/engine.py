@@ -64,21 +64,10 @@ from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
+from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, metric_names  # noqa: F401
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
     from dynamics.core.data import Data
-
-METRICS = (
-    "train_loss",
-    "test_loss",
-    "train_error",
-    "test_error",
-    "margin",
-    "u_norm",
-    "w_norm",
-    "diversity",
-    "attn_relevant",
-)
 
 # XLA:CPU options for the engine's programs: YNNPACK only for fusions around dots (see the
 # module docstring; benchmarks/README.md has the measurements).
@@ -120,6 +109,7 @@ class Program:
     loss: str
     segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
     attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
+    bias: bool = False  # a learned scalar b per run added to Φ (never divided by H)
     temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
     temperature_decay: float = 0.0  # c
 
@@ -170,18 +160,30 @@ def run_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
     return mdl.combine_heads(f, norm=prog.norm, weight=pack.weight, member=pack.member, n_heads=pack.n_heads)
 
 
+def run_outputs(prog: Program, pack: Pack, params: mdl.Params, f: jax.Array) -> jax.Array:
+    """Φ of every run of the pack, bias included, from the slots' head outputs f (n, S): (n, R)."""
+    return mdl.add_bias(run_logits(prog, pack, f), params)
+
+
+def loss_inputs(prog: Program, phi: jax.Array, y: jax.Array) -> jax.Array:
+    """What the loss reads per example and run: the margin y·Φ (classification) or the residual
+    Φ − y (regression). Φ (n, R), y (n,)."""
+    if parts.LOSSES[prog.loss].task == "regression":
+        return phi - y[:, None]
+    return y[:, None] * phi
+
+
 def evaluate(
     prog: Program, params: mdl.Params, pack: Pack, data: Data, beta: float | jax.Array = 1.0
 ) -> dict[str, jax.Array]:
     """All logged metrics of every run of the pack at one step, each (R,); ``beta`` the
     temperature of the last update (β₀ before the first)."""
     loss = prog.loss
-    z_train = data.y_train[:, None] * run_logits(
-        prog, pack, mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
-    )  # (n, R)
+    f_train = mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
+    z_train = loss_inputs(prog, run_outputs(prog, pack, params, f_train), data.y_train)  # (n, R)
     A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)  # (n, S, t) or (n, S, s, t)
-    z_test = data.y_test[:, None] * run_logits(prog, pack, mdl.readout(params, data.X_test, A_test))
-    W = mdl.key_query_matrix(params)  # (S, d, d)
+    f_test = mdl.readout(params, data.X_test, A_test)
+    z_test = loss_inputs(prog, run_outputs(prog, pack, params, f_test), data.y_test)
 
     def per_run_sum(per_slot):  # (S,) -> (R,), a stored head of weight w counted w times
         return jnp.sum(per_run(pack, pack.weight * per_slot), axis=0)
@@ -189,24 +191,34 @@ def evaluate(
     out = {
         "train_loss": jax.vmap(mean_loss, (1, None))(z_train, loss),
         "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
-        "train_error": jax.vmap(error_rate, 1)(z_train),
-        "test_error": jax.vmap(error_rate, 1)(z_test),
-        "margin": jnp.min(z_train, axis=0),
         "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
-        "w_norm": jnp.sqrt(per_run_sum(jnp.sum(W**2, axis=(1, 2)))),
+        "w_norm": jnp.sqrt(per_run_sum(mdl.key_norm2(params))),
         "diversity": mdl.head_diversity(params, pack.member),
+        "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
     }
-    if data.mask_test is None:
-        out["attn_relevant"] = jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
+    if parts.LOSSES[loss].task == "regression":
+        floor = getattr(data, "noise_floor", None)
+        floor = jnp.nan if floor is None else floor
+        out["excess_risk"] = out["test_loss"] - floor
     else:
-        mask = data.mask_test.astype(A_test.dtype)
-        if not parts.ACTIVATIONS[prog.attention].normalises:  # the share Σ_rel |σ_t| / Σ_t |σ_t|
-            A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
-        mass = jnp.einsum("nh...t,nt->nh...", A_test, mask)  # attention on relevant tokens
-        per_slot = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
-        count = jnp.sum(pack.member, axis=0)  # (R,) heads stored per run
-        out["attn_relevant"] = jnp.sum(per_run(pack, per_slot), axis=0) / jnp.maximum(count, 1)
+        out["train_error"] = jax.vmap(error_rate, 1)(z_train)
+        out["test_error"] = jax.vmap(error_rate, 1)(z_test)
+        out["margin"] = jnp.min(z_train, axis=0)
     return out
+
+
+def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test) -> jax.Array:
+    """Each run's mean attention on the test set's relevant tokens ((R,); NaN where unknown): the
+    weights' mass there, or for an activation that does not normalise, the share Σ_rel |σ_t| / Σ_t |σ_t|."""
+    if mask_test is None:
+        return jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
+    mask = mask_test.astype(A_test.dtype)
+    if not parts.ACTIVATIONS[prog.attention].normalises:
+        A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
+    mass = jnp.einsum("nh...t,nt->nh...", A_test, mask)  # attention on relevant tokens
+    per_slot = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
+    count = jnp.sum(pack.member, axis=0)  # (R,) heads stored per run
+    return jnp.sum(per_run(pack, per_slot), axis=0) / jnp.maximum(count, 1)
 
 
 def _head_size(prog: Program) -> int | None:
@@ -219,13 +231,18 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
+    learned = parts.QUERIES[prog.query].learned
     if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size)
-        return {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
-    run = jnp.minimum(b.slot_run, prog.runs - 1)
-    params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size)
-    filled = b.slot_run < prog.runs
-    return {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
+        shapes = mdl.head_shapes(prog.d, head_size, learned)
+        params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
+    else:
+        run = jnp.minimum(b.slot_run, prog.runs - 1)
+        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned)
+        filled = b.slot_run < prog.runs
+        params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
+    if prog.bias:  # one per run, 0 at the start
+        params["b"] = jnp.zeros((prog.runs,), params["U"].dtype)
+    return params
 
 
 def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:
@@ -237,12 +254,12 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     loss = prog.loss
     direction = upd.direction(prog.optimizer)
     slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
+    lr = {k: (b.lr if k == "b" else slot_lr) for k in params}  # the bias: one per run, the run's η
     total = sum(prog.segments)
 
     def objective(p, beta):
-        z = data.y_train[:, None] * run_logits(
-            prog, pack, mdl.head_outputs(p, data.X_train, prog.query, prog.attention, beta)
-        )  # (n, R)
+        f = mdl.head_outputs(p, data.X_train, prog.query, prog.attention, beta)
+        z = loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
@@ -252,7 +269,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t))
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
-        p, state = upd.update(p, grads, state, direction, slot_lr)  # η per head slot
+        p, state = upd.update(p, grads, state, direction, lr)  # η per head slot (per run for b)
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite. Its heads are not frozen: they only touch their own run's numbers, which are
         # masked from that step on; the last update's parameters are checked by the final

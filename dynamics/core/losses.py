@@ -1,5 +1,7 @@
-"""Margin losses ℓ(z), z = y·Φ(X), and the 0-1 error. The losses are parts
-(``dynamics.parts.LOSSES``): their names, help and task live there, their math here."""
+"""Losses ℓ of each example and the 0-1 error. A classification loss reads the margin z = y·Φ(X),
+a regression loss the residual r = Φ(X) − y (the engine passes the one the loss's task reads).
+The losses are parts (``dynamics.parts.LOSSES``): their names, help and task live there, their
+math here."""
 
 from __future__ import annotations
 
@@ -59,6 +61,11 @@ def check_margins(z, name: str = "z", *, mean: bool = False):
 def square(z: jax.Array) -> jax.Array:
     """(1 - z)², which is (y - Φ)² for labels y = ±1; not zero past margin 1."""
     return jnp.square(1.0 - z)
+
+
+def squared_error(r: jax.Array) -> jax.Array:
+    """r² of a residual r = Φ − y: its mean over examples is the MSE (no ½)."""
+    return jnp.square(r)
 
 
 def margin_loss(z: jax.Array, loss: Loss | str) -> jax.Array:

@@ -4,8 +4,11 @@
     Φ(X; θ) = c_H · Σ_h (1/T) Σ_s U_hᵀ Xᵀ softmax(X W_h x_s)        query = "all"
 
 Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
-key-query matrix, or ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
-factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020). Dimension letters:
+key-query matrix, ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
+factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), or ``{"U": (H, d), "k": (H, d)}``
+for the learned query (scores s_h = X k_h); any of them may add a bias ``"b"``, one learned
+scalar of the model (shape (); (R,) for the R runs of an engine pack), added to Φ and never
+divided by H. Dimension letters:
 ``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
@@ -84,6 +87,11 @@ def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ W_h x_s for every query s: (n, h, s, t)."""
     XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
     return jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
+
+
+def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
+    """x_tᵀ k_h for a learned query vector k_h per head: (n, h, t)."""
+    return jnp.einsum("ntd,hd->nht", X, k)
 
 
 def softmax(scores: jax.Array) -> jax.Array:
@@ -180,8 +188,11 @@ def init_params(
     scale: float | jax.Array | None = None,
     key_query: KeyQuery | str = KeyQuery.FULL,
     head_size: str | int | None = None,
+    query: Query | str = Query.FIRST,
+    bias: bool = False,
 ) -> Params:
-    """θ(0): zeros, or entries N(0, scale²/d) for every array (U, W or U, Q, K).
+    """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
+    the learned query); the bias b (``bias=True``) starts at 0 in every init.
 
     ``scale`` (default 1) only for a random init and ``head_size`` (default ``"split"``) only for
     factored heads: given where they have no effect, they are refused.
@@ -193,6 +204,11 @@ def init_params(
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
+    learned = parts.QUERIES.get(query, "query").learned
+    if learned and (layout.factored or head_size is not None):
+        raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
+    if not isinstance(bias, bool | np.bool_):
+        raise TypeError(f"bias={bias!r} must be True or False")
     if scale is not None and not init.random:
         raise ValueError(f"scale={scale!r} has no effect with init={init.name!r} (θ(0) = 0): drop it")
     if head_size is not None and not layout.factored:
@@ -211,26 +227,38 @@ def init_params(
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a)
+    shapes = head_shapes(d, a, learned)
     if not init.random:
-        return {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
-    keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-    return init.load()(keys, jnp.arange(n_heads), d, scale, a)
+        params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
+    else:
+        keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
+        params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned)
+    if bias:
+        params["b"] = jnp.zeros((), params["U"].dtype)
+    return params
 
 
-def head_shapes(d: int, head_size: int | None = None) -> dict[str, tuple[int, ...]]:
-    """One head's arrays: U (d,) and W (d, d), or U, Q, K (d, d_h) for ``head_size`` d_h."""
+def head_shapes(d: int, head_size: int | None = None, learned: bool = False) -> dict[str, tuple[int, ...]]:
+    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, or U, k (d,)
+    for the learned query."""
+    if learned:
+        return {"U": (d,), "k": (d,)}
     if head_size is None:
         return {"U": (d,), "W": (d, d)}
     return {"U": (d,), "Q": (d, head_size), "K": (d, head_size)}
 
 
 def init_heads(
-    keys: jax.Array, index: jax.Array, d: int, scale: float | jax.Array, head_size: int | None = None
+    keys: jax.Array,
+    index: jax.Array,
+    d: int,
+    scale: float | jax.Array,
+    head_size: int | None = None,
+    learned: bool = False,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
     ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,))."""
-    shapes = head_shapes(d, head_size)
+    shapes = head_shapes(d, head_size, learned)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
@@ -254,55 +282,87 @@ def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
 
 
 def param_count(
-    n_heads: int, d: int, key_query: KeyQuery | str = KeyQuery.FULL, head_size: str | int | None = None
+    n_heads: int,
+    d: int,
+    key_query: KeyQuery | str = KeyQuery.FULL,
+    head_size: str | int | None = None,
+    *,
+    query: Query | str = Query.FIRST,
+    bias: bool = False,
 ) -> int:
-    """Trainable scalars of θ: H·d (U) plus H·d² (full W) or 2·H·d·d_h (factored Q, K).
+    """Trainable scalars of θ: H·d (U) plus H·d² (full W), 2·H·d·d_h (factored Q, K) or H·d (the
+    learned query's k), plus 1 for the bias.
 
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
     """
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
+    learned = parts.QUERIES.get(query, "query").learned
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
     if head_size is not None and not layout.factored:
         raise ValueError(f"head_size={head_size!r} has no effect with key_query={layout.name!r}: drop it")
+    if learned and layout.factored:
+        raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
     d_h = layout.head_size("split" if head_size is None else head_size, d, n_heads)
-    if not layout.factored:
-        return n_heads * d + n_heads * d * d
-    return n_heads * d + 2 * n_heads * d * d_h
+    if learned:
+        key_part = n_heads * d
+    elif not layout.factored:
+        key_part = n_heads * d * d
+    else:
+        key_part = 2 * n_heads * d * d_h
+    return n_heads * d + key_part + int(bool(bias))
+
+
+_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"})  # a head's arrays; "b" may be added to any
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
-    """(H, d) of well-formed parameters: ``{"U": (H, d), "W": (H, d, d)}`` or ``{"U": (H, d),
-    "Q": (H, d, a), "K": (H, d, a)}`` (U may be left out where only attention is computed,
-    ``readout=False``); a ValueError/TypeError naming what is wrong otherwise."""
+    """(H, d) of well-formed parameters: ``{"U": (H, d), "W": (H, d, d)}``, ``{"U": (H, d),
+    "Q": (H, d, a), "K": (H, d, a)}`` or ``{"U": (H, d), "k": (H, d)}``, each with an optional bias
+    ``"b"`` (a scalar, or (R,) for an engine pack); U may be left out where only attention is
+    computed (``readout=False``). A ValueError/TypeError naming what is wrong otherwise."""
     if not isinstance(params, Mapping):
-        raise TypeError(f"params must be a dict of arrays (U, W or U, Q, K), got {type(params).__name__}")
-    keys = set(params)
-    allowed = [{"U", "W"}, {"U", "Q", "K"}] + ([] if readout else [{"W"}, {"Q", "K"}])
+        raise TypeError(f"params must be a dict of arrays (U, W; U, Q, K; U, k), got {type(params).__name__}")
+    keys = set(params) - {"b"}
+    allowed = list(_LAYOUTS) + ([] if readout else [a - {"U"} for a in _LAYOUTS])
     if keys not in allowed:
-        raise ValueError(f"params has keys {sorted(keys)}; expected one of {[sorted(a) for a in allowed]}")
+        raise ValueError(
+            f"params has keys {sorted(params)}; expected one of {[sorted(a) for a in allowed]}, maybe with b"
+        )
     shapes = {}
     for name, value in params.items():
         dtype = getattr(value, "dtype", None)
         if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
             raise TypeError(f"params[{name!r}] must be a floating JAX or numpy array, got {value!r:.80}")
         shapes[name] = tuple(value.shape)
-    kq = shapes.get("W", shapes.get("Q"))
-    if len(kq) != 3 or 0 in kq:
-        raise ValueError(f"key-query arrays have shape {kq}; expected (H, d, d) or (H, d, a), sizes >= 1")
+    if "b" in shapes and len(shapes["b"]) > 1:
+        raise ValueError(f"params['b'] has shape {shapes['b']}; expected () (one bias) or (R,) (one per run)")
+    if "k" in shapes:
+        kq = shapes["k"]
+        if len(kq) != 2 or 0 in kq:
+            raise ValueError(f"params['k'] has shape {kq}; expected (H, d) with sizes >= 1")
+    else:
+        kq = shapes.get("W", shapes.get("Q"))
+        if len(kq) != 3 or 0 in kq:
+            raise ValueError(f"key-query arrays have shape {kq}; expected (H, d, d) or (H, d, a), sizes >= 1")
     H, d = kq[:2]
     if "W" in shapes and shapes["W"] != (H, d, d):
         raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
     if "Q" in shapes and shapes["K"] != shapes["Q"]:
         raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
     if "U" in shapes and shapes["U"] != (H, d):
-        kq_name = "W" if "W" in shapes else "Q"
+        kq_name = next(n for n in ("W", "Q", "k") if n in shapes)
         raise ValueError(
             f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} as params[{kq_name!r}] "
             f"{kq}: every array needs the same number of heads H and width d"
         )
     return H, d
+
+
+def head_arrays(params: Params) -> Params:
+    """The per-head arrays of ``params`` (every one but the bias b), each with the head axis first."""
+    return {k: v for k, v in params.items() if k != "b"}
 
 
 def check_tokens(X: jax.Array, d: int) -> None:
@@ -315,19 +375,34 @@ def check_tokens(X: jax.Array, d: int) -> None:
 
 
 def key_query_matrix(params: Params) -> jax.Array:
-    """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads."""
+    """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads (the learned query has none)."""
     check_params(params, readout=False)
+    if "k" in params:
+        raise ValueError("params has a learned query k per head and no key-query matrix W")
     if "W" in params:
         return params["W"]
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
 
 
+def key_norm2(params: Params) -> jax.Array:
+    """‖W_h‖_F² (Q_h K_hᵀ for factored heads) or ‖k_h‖² (the learned query): (H,)."""
+    if "k" in params:
+        return jnp.sum(params["k"] ** 2, axis=1)
+    return jnp.sum(key_query_matrix(params) ** 2, axis=(1, 2))
+
+
 def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
-    """Pre-softmax scores x_tᵀ W_h x_q: (n, H, T) for query "first", (n, H, T_query, T) for "all"."""
-    scores = parts.QUERIES.get(query, "query").load()
+    """Pre-activation scores: x_tᵀ W_h x_q (n, H, T) for queries "first"/"last", x_tᵀ k_h (n, H, T)
+    for "learned", (n, H, T_query, T) for "all"."""
+    part = parts.QUERIES.get(query, "query")
     _, d = check_params(params, readout=False)
     check_tokens(X, d)
-    return scores(key_query_matrix(params), X)
+    if part.learned != ("k" in params):
+        need = "a vector k per head" if part.learned else "a key-query matrix (W, or Q and K)"
+        raise ValueError(f"query={part.name!r} needs {need}; params has {sorted(params)}")
+    if part.learned:
+        return part.load()(params["k"], X)
+    return part.load()(key_query_matrix(params), X)
 
 
 def attention(
@@ -459,9 +534,20 @@ def logits(
 ) -> jax.Array:
     """Φ(X; θ) of the stored heads ``params`` (S heads), shape (n,), or (n, R) for R runs
     sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model
-    with softmax attention at temperature β = 1."""
+    with softmax attention at temperature β = 1; plus the bias b when ``params`` has one."""
     f = head_outputs(params, X, query, activation, beta)
-    return combine_heads(f, norm=norm, weight=weight, member=member, n_heads=n_heads)
+    phi = combine_heads(f, norm=norm, weight=weight, member=member, n_heads=n_heads)
+    return add_bias(phi, params)
+
+
+def add_bias(phi: jax.Array, params: Params) -> jax.Array:
+    """Φ + b when the model has a bias (b scalar, or (R,) against Φ (n, R)); Φ as is otherwise."""
+    if "b" not in params:
+        return phi
+    b = params["b"]
+    if jnp.ndim(b) != 0 and (phi.ndim != 2 or jnp.shape(b) != phi.shape[1:]):
+        raise ValueError(f"params['b'] has shape {jnp.shape(b)}; Φ has shape {phi.shape}: one bias per run")
+    return phi + (b[None, :] if jnp.ndim(b) else b)
 
 
 def head_diversity(params: Params, member: jax.Array) -> jax.Array:
@@ -470,7 +556,8 @@ def head_diversity(params: Params, member: jax.Array) -> jax.Array:
     ``member`` (S,) bool marks the stored heads of one model (a scalar result), or (S, R) those
     of R models sharing the slots (an (R,) result).
     """
-    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in params.values()], axis=1)  # (S, P)
+    arrays = head_arrays(params).values()
+    flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in arrays], axis=1)  # (S, P)
 
     def to_head(f_h):  # (P,) -> (S,): ‖θ_s − θ_h‖² for every s
         diff = flat - f_h[None, :]  # (S, P)

@@ -40,8 +40,9 @@ def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
 
 def per_head_gradient(grads: Params, weight: jax.Array) -> Params:
     """The fast path's gradient: a stored head standing for w identical heads receives ∇L̃ = w·g;
-    each of the heads it stands for gets g = ∇L̃ / w (the exact per-head gradient)."""
-    return {k: g / per_head(weight, g) for k, g in grads.items()}
+    each of the heads it stands for gets g = ∇L̃ / w (the exact per-head gradient). The bias b is
+    one per run, not per head: its gradient is the run's own, left as it is."""
+    return {k: g if k == "b" else g / per_head(weight, g) for k, g in grads.items()}
 
 
 def descend(params: Any, d: Any, lr: Any) -> Any:

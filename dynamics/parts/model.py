@@ -29,6 +29,7 @@ class Query(Part):
 
     all_tokens: bool = False  # every token queries and the head outputs are mean-pooled over queries
     first_token: bool = False  # x_1 alone queries (the attention SVM of --diagnostics maxmargin is posed so)
+    learned: bool = False  # a learned vector k_h per head queries (``impl`` maps (k (h, d), X) instead)
     fast_path: bool = True
 
 
@@ -94,6 +95,12 @@ QUERIES: Registry[Query] = Registry(
             f"{_MODEL}:scores_last",
         ),
         Query("all", "every token queries; outputs mean-pooled", f"{_MODEL}:scores_all", all_tokens=True),
+        Query(
+            "learned",
+            "a learned vector k_h per head queries: s_h = X k_h (a learned query or prompt token)",
+            f"{_MODEL}:scores_learned",
+            learned=True,
+        ),
     ),
 )
 ACTIVATIONS: Registry[Activation] = Registry(

@@ -3,7 +3,8 @@ Metadata only (no JAX); losses' math is in ``dynamics.core.losses``, optimisers 
 
 Rules the engine relies on:
 
-- a loss is a function of each example's margin z = yΦ, so the fast path holds for any loss;
+- a loss is a function of each example's margin z = yΦ (classification) or residual r = Φ − y
+  (regression: ``Loss.task``), so the fast path holds for any loss;
 - ``Optimizer.per_coordinate``: the optimiser's state and update act coordinate by coordinate
   (GD, Adam), so a representative head fed the per-head gradient g = ∇L̃/H makes exactly the
   update each of the H identical heads makes (eps included). An optimiser that mixes coordinates
@@ -22,7 +23,8 @@ _LOSSES = "dynamics.core.losses"
 
 @dataclasses.dataclass(frozen=True)
 class Loss(Part):
-    """ℓ(z) of a margin z = y·Φ: ``impl`` maps margins to losses elementwise."""
+    """ℓ of one example: ``impl`` maps margins z = y·Φ (``task`` "classification") or residuals
+    r = Φ − y (``task`` "regression") to losses, elementwise."""
 
     task: str = "classification"
 
@@ -48,8 +50,17 @@ LOSSES: Registry[Loss] = Registry(
         Loss("exp", "e^{-z}; can overflow on a large negative margin", f"{_LOSSES}:exponential"),
         Loss("hinge2", "max(0, 1 - z)²; exactly zero past margin 1", f"{_LOSSES}:squared_hinge"),
         Loss("square", "(1 - z)²: the square loss of ±1 labels, (y - Φ)²", f"{_LOSSES}:square"),
+        Loss("mse", "(Φ - y)² of real targets y (regression)", f"{_LOSSES}:squared_error", task="regression"),
     ),
 )
+TASKS = ("classification", "regression")  # the order the loss registry lists each task's first loss
+
+
+def default_loss(task: str) -> str:
+    """The first registered loss of ``task``: logistic for classification, mse for regression."""
+    return next(name for name, loss in LOSSES.items() if loss.task == task)
+
+
 OPTIMIZERS: Registry[Optimizer] = Registry(
     "optimizer",
     "optim.optimizer",

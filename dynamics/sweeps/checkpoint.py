@@ -91,10 +91,11 @@ def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = Non
 
 
 def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
-    from dynamics.core.engine import METRICS
+    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
 
     heads, diverged_at = z["heads"], z["diverged_at"]
-    curves = {k: z[f"curve_{k}"] for k in METRICS}  # KeyError: a file of another version
+    names = METRICS if "curve_margin" in z.files else REGRESSION_METRICS  # a classification run's has margins
+    curves = {k: z[f"curve_{k}"] for k in names}  # KeyError: a file of another version
     want = (len(heads), *shape) if shape is not None else None
     for k, v in curves.items():
         if heads.ndim != 1 or (want is not None and v.shape != want) or v.shape[0] != len(heads):
@@ -107,14 +108,17 @@ def finished_heads(
 ) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
-    from dynamics.core.engine import METRICS
+    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
     from dynamics.sweeps.results import complete_results_hash, load_results
 
     if complete_results_hash(out) == config_hash:
         try:
             _, curves = load_results(out)
             return {
-                int(h): ({k: curves[k][i] for k in METRICS}, curves["diverged_at"][i])
+                int(h): (
+                    {k: curves[k][i] for k in (METRICS if "margin" in curves else REGRESSION_METRICS)},
+                    curves["diverged_at"][i],
+                )
                 for i, h in enumerate(curves["heads"])
             }
         except DAMAGED as err:

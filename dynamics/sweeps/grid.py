@@ -30,13 +30,12 @@ from typing import Any
 import numpy as np
 
 from dynamics.config.grid import GridExperiment
-from dynamics.core.engine import METRICS
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.results import results_dict, write_files
-from dynamics.sweeps.sweep import SUMMARY_METRICS, SweepResult, _run_points
+from dynamics.sweeps.sweep import COLUMN_TITLES, SUMMARY_METRICS, SweepResult, _run_points, metrics_of
 
 POINTS = "points"
 # A finished grid point: metric -> (H, trials, L) and diverged_at (H, trials).
@@ -112,10 +111,10 @@ def run_grid(
     skip = dict(skip or {})
     cfg, steps = grid.base.config, np.array(grid.base.steps)
     n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(steps)
-    curves = {m: np.full((n_h, G, trials, L), np.nan) for m in METRICS}
+    curves = {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)}
     div = np.full((n_h, G, trials), -1, dtype=np.int32)
     for k, (metrics, d) in skip.items():
-        for m in METRICS:
+        for m in curves:
             curves[m][:, k] = metrics[m]
         div[:, k] = d
     for group in _variant_groups(grid):
@@ -143,12 +142,12 @@ def _run_group(grid, todo, curves, div, progress, on_point, layout) -> None:
     for items, metrics, div_at in runs:
         for j, (i, v) in enumerate(items):
             k = todo[v]
-            for m in METRICS:
+            for m in curves:
                 curves[m][i, k] = metrics[m][j]
             div[i, k] = div_at[j]
             left[k] -= 1
             if left[k] == 0 and on_point is not None:
-                on_point(k, ({m: curves[m][:, k] for m in METRICS}, div[:, k]))
+                on_point(k, ({m: curves[m][:, k] for m in curves}, div[:, k]))
 
 
 # Files
@@ -188,7 +187,7 @@ def summary_frame(result: GridResult):
     rows = []
     for row in result.summary():
         flat = {k: v for k, v in row.items() if k not in ("diverged", "diverged_at", *SUMMARY_METRICS)}
-        for m in SUMMARY_METRICS:
+        for m in (m for m in SUMMARY_METRICS if m in row):
             flat[f"{m}_mean"] = row[m]["mean"]
             flat[f"{m}_std"] = row[m]["std"]
         rows.append(flat)
@@ -234,7 +233,7 @@ def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     if complete_results_hash(out) == grid.hash():
         _, curves = load_results(out)
         G, flat = len(grid.points), (len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials)
-        metrics = {m: curves[m].reshape(*flat, -1) for m in METRICS}
+        metrics = {m: curves[m].reshape(*flat, -1) for m in metrics_of(cfg)}
         div = curves["diverged_at"].reshape(flat)
         return {k: ({m: v[:, k] for m, v in metrics.items()}, div[:, k]) for k in range(G)}
     want = (len(cfg.sweep.heads), cfg.sweep.trials)
@@ -243,7 +242,7 @@ def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
         def one(z):
             if z["diverged_at"].shape != want:
                 raise ValueError(f"diverged_at has shape {z['diverged_at'].shape}, expected {want}")
-            return {k: ({m: z[f"curve_{m}"] for m in METRICS}, z["diverged_at"])}
+            return {k: ({m: z[f"curve_{m}"] for m in metrics_of(cfg)}, z["diverged_at"])}
 
         return one
 
@@ -292,11 +291,12 @@ def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, wri
 def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> str:
     """The per-grid-point table: H, the knob values, final metrics (mean ± std), diverged."""
     names = [n for n, _ in result.grid.axes]
+    shown = [m for m in SUMMARY_METRICS if m in result.curves]
     head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
-    header = f"{head}  {'train loss':>17}  {'test loss':>17}  {'train err':>17}  {'test err':>17}  diverged"
+    header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in sorted(result.summary(), key=lambda r: r["heads"]):
         knobs = "  ".join(f"{row[n]:>10.4g}" for n in names)
-        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in SUMMARY_METRICS)
+        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
         lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)

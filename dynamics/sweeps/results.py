@@ -184,7 +184,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     pair is refused rather than summarised into a wrong number."""
     from dynamics import parts
     from dynamics.config.schema import log_schedule, validate
-    from dynamics.core.engine import METRICS
+    from dynamics.parts.metrics import metric_names
 
     def bad(what: str) -> ConfigError:
         return ConfigError(f"{where}: {what}: the results are damaged or edited; run them again")
@@ -200,7 +200,8 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     from_file = parts.DATA_MODELS.get(cfg.data.model).from_file
     if not from_file and meta.get("config_hash") != cfg.hash():
         raise bad(f"config_hash {meta.get('config_hash')!r} is not its config's ({cfg.hash()})")
-    for name in ("heads", "steps", "diverged_at", *METRICS):
+    metrics = metric_names(parts.LOSSES[cfg.optim.loss].task)
+    for name in ("heads", "steps", "diverged_at", *metrics):
         if name not in arrays:
             raise bad(f"curves.npz has no {name!r}")
     heads, steps = np.asarray(arrays["heads"]), np.asarray(arrays["steps"])
@@ -212,7 +213,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     if steps.tolist() != want:
         raise bad("curves.npz's logged steps are not the config's schedule")
     shape = (len(heads), cfg.sweep.trials, len(want))
-    for name in METRICS:
+    for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
             raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
     div = np.asarray(arrays["diverged_at"])

@@ -33,8 +33,9 @@ from dynamics import parts
 from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, no_effect, resolve, validate
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
-from dynamics.core.engine import METRICS, Batch, Program, float_dtype, train_batch
+from dynamics.core.engine import Batch, Program, float_dtype, train_batch
 from dynamics.infra.timings import phase
+from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, metric_names  # noqa: F401
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -65,9 +66,15 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         loss=cfg.optim.loss,
         segments=tuple(int(s) for s in np.diff([0, *schedule])),
         attention=cfg.model.attention,
+        bias=cfg.model.bias,
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
     )
+
+
+def metrics_of(cfg: Config) -> tuple[str, ...]:
+    """The metrics a run of ``cfg`` logs (its loss's task: no error or margin for regression)."""
+    return metric_names(parts.LOSSES[cfg.optim.loss].task)
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -76,8 +83,6 @@ def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.n
     for v in curves.values():
         v[dead] = np.nan
 
-
-SUMMARY_METRICS = ("train_loss", "test_loss", "train_error", "test_error")
 
 # What one H's finished runs are: metric -> (trials, L), and diverged_at (trials,), -1 = never.
 HeadResult = tuple[dict[str, np.ndarray], np.ndarray]
@@ -101,6 +106,9 @@ class SweepResult:
         H values it did not finish); True otherwise."""
         return bool(self.extra.get("complete", True))
 
+    def _summary_metrics(self) -> list[str]:
+        return [m for m in SUMMARY_METRICS if m in self.curves]
+
     def summary(self) -> list[dict[str, Any]]:
         """Per H: mean and std over the trials that did not diverge of each final metric."""
         rows = []
@@ -113,7 +121,7 @@ class SweepResult:
                 "diverged": bool((~ok).any()),
                 "diverged_at": [int(s) for s in self.diverged_at[i]],
             }
-            for name in SUMMARY_METRICS:
+            for name in self._summary_metrics():
                 final = self.curves[name][i, ok, -1]
                 row[name] = {
                     "mean": float(np.mean(final)) if ok.any() else None,
@@ -150,7 +158,7 @@ class SweepResult:
         rows = []
         for row in self.summary():
             flat = {"heads": row["heads"], "trials": row["trials"], "n_diverged": row["n_diverged"]}
-            for name in SUMMARY_METRICS:
+            for name in self._summary_metrics():
                 for stat in ("mean", "std"):
                     value = row[name][stat]
                     flat[f"{name}_{stat}"] = np.nan if value is None else value
@@ -330,7 +338,7 @@ def _prepare(cfg: Config):
     # Keys as jax.random derives them, in numpy (dynamics.core.rng): no compile per key operation.
     k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
     with jax.enable_x64(False):
-        data, shared = make_data(cfg.data, k_data, cfg.sweep.trials)
+        data, shared = make_data(cfg.data, k_data, cfg.sweep.trials, task=cfg.optim.task)
     init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return data, shared, init_keys
 
@@ -408,7 +416,7 @@ def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) ->
         if isinstance(h, bool) or not isinstance(h, int | np.integer) or h not in cfg.sweep.heads:
             raise ValueError(f"skip_heads has H={h}, which is not in sweep.heads={list(cfg.sweep.heads)}")
         want = (cfg.sweep.trials, L)
-        for name in METRICS:
+        for name in metrics_of(cfg):
             got = np.shape(metrics.get(name))
             if got != want:
                 raise ValueError(f"skip_heads[{h}][{name!r}] has shape {got}, expected (trials, L) = {want}")
@@ -467,12 +475,12 @@ def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
     """(curves {metric: (n_heads, trials, L)}, diverged_at (n_heads, trials), the indices of the
     H values to run): NaN and -1 everywhere but for the finished H values of ``skip_heads``."""
     heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
-    curves = {k: np.full((len(heads), trials, L), np.nan) for k in METRICS}
+    curves = {k: np.full((len(heads), trials, L), np.nan) for k in metrics_of(cfg)}
     diverged_at = np.full((len(heads), trials), -1, dtype=np.int32)
     for i, h in enumerate(heads):
         if h in skip_heads:
             metrics, diverged_at[i] = skip_heads[h]
-            for k in METRICS:
+            for k in curves:
                 curves[k][i] = metrics[k]
     return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
 
@@ -519,7 +527,7 @@ def run_sweep(
             keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
             indices = [items[j][0] for j in keep]
             by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L)
-            for k in METRICS:
+            for k in curves:
                 curves[k][indices] = by_head[k]
             diverged_at[indices] = div_at[keep]
             if on_point is not None and indices:
@@ -632,12 +640,12 @@ def run_grid(
         for lr, s in itertools.product(lrs, scales)
     ]
     n_h, V = len(cfg.sweep.heads), len(cfgs)
-    curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in METRICS}
+    curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in metrics_of(cfg)}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     for items, metrics, div_at in _run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, **layout):
         for j, (i, v) in enumerate(items):
-            for k in METRICS:
+            for k in curves:
                 curves[k][i, v] = metrics[k][j]
             diverged_at[i, v] = div_at[j]
     wall = time.perf_counter() - start

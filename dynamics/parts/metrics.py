@@ -1,0 +1,43 @@
+"""The logged metrics' names, per task (no JAX: the command line's tables read them too).
+
+A classification run logs the losses, 0-1 errors and the smallest train margin; a regression run
+logs the losses (the train and test MSE) and the excess risk, test MSE less the data model's noise
+floor (NaN where unknown), and no error or margin. Both log the parameter norms, head diversity
+and attention on the relevant tokens (NaN where they are unknown).
+"""
+
+from __future__ import annotations
+
+METRICS = (
+    "train_loss",
+    "test_loss",
+    "train_error",
+    "test_error",
+    "margin",
+    "u_norm",
+    "w_norm",
+    "diversity",
+    "attn_relevant",
+)  # a classification run's
+REGRESSION_METRICS = (
+    "train_loss",
+    "test_loss",
+    "excess_risk",
+    "u_norm",
+    "w_norm",
+    "diversity",
+    "attn_relevant",
+)
+SUMMARY_METRICS = ("train_loss", "test_loss", "train_error", "test_error", "excess_risk")  # those it logs
+COLUMN_TITLES = {  # the result tables' column of each summary metric
+    "train_loss": "train loss",
+    "test_loss": "test loss",
+    "train_error": "train err",
+    "test_error": "test err",
+    "excess_risk": "excess risk",
+}
+
+
+def metric_names(task: str) -> tuple[str, ...]:
+    """The metrics a run of this task logs ("classification" or "regression")."""
+    return REGRESSION_METRICS if task == "regression" else METRICS
