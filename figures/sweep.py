@@ -366,30 +366,32 @@ def sweep_figure(source) -> Figure:
         width_ratios=[1, 1, 0.8],
     )
     synthetic = not _from_file(config["data"]["model"])
+    loss_word = "MSE" if config["optim"].get("task") == "regression" else "loss"
     plot_loss_curves(
         axes["train"],
         meta,
         curves,
         "train_loss",
-        f"train loss (n = {n_train})" if synthetic else "train loss",
+        f"train {loss_word} (n = {n_train})" if synthetic else f"train {loss_word}",
     )
     plot_loss_curves(
         axes["test"],
         meta,
         curves,
         "test_loss",
-        f"test loss ({n_test} examples)" if synthetic else "test loss",
+        f"test {loss_word} ({n_test} examples)" if synthetic else f"test {loss_word}",
     )
     add_head_colorbar(fig, [axes["train"], axes["test"]], curves["heads"])
     plot_final_vs_heads(axes["final_train"], axes["final_test"], meta, curves)
     for key, letter in (("train", "a"), ("test", "b"), ("final_train", "c")):
         axes[key].set_title(f"({letter})", loc="left", fontsize="medium", fontweight="bold")
     trials = curves["train_loss"].shape[1]
-    init = (
-        "θ(0) = 0"
-        if _symmetric_init(config["model"]["init"])
-        else f"θ(0) random (σ₀ = {config['model']['init_scale']:g})"
-    )
+    if config["model"].get("init_from"):
+        init = f"θ(0) from {Path(config['model']['init_from']).name}"
+    elif _symmetric_init(config["model"]["init"]):
+        init = "θ(0) = 0"
+    else:
+        init = f"θ(0) random (σ₀ = {config['model']['init_scale']:g})"
     name = config.get("name", "")
     prefix = f"{name}: " if name and name != "default" else ""
     fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H{partial_note(meta)}")

@@ -80,7 +80,24 @@ KNOBS = [
         parts.LR_SCALINGS,
         "the step size's H-scaling, for every optimiser (GD and Adam alike): " + parts.LR_SCALINGS.help(),
     ),
-    ("--loss", "optim", "loss", str, parts.LOSSES, "margin loss ℓ(yΦ): " + parts.LOSSES.help()),
+    (
+        "--loss",
+        "optim",
+        "loss",
+        str,
+        parts.LOSSES,
+        "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
+        "default: logistic, or mse for regression data: " + parts.LOSSES.help(),
+    ),
+    (
+        "--task",
+        "optim",
+        "task",
+        str,
+        parts.training.TASKS,
+        "classification (±1 labels) or regression (real targets); default: the data's (a data model's "
+        "own; a file's targets other than ±1 or 0/1 are regression); one contradicting the data is refused",
+    ),
     (
         "--query",
         "model",
@@ -100,6 +117,23 @@ KNOBS = [
         "factored head size: 'split' (d // H) or an integer",
     ),
     ("--init", "model", "init", str, parts.INITS, parts.INITS.help()),
+    (
+        "--init-from",
+        "model",
+        "init_from",
+        str,
+        None,
+        "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
+        "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
+    ),
+    (
+        "--bias",
+        "model",
+        "bias",
+        bool,
+        None,
+        "learn a scalar bias b added to Φ (one per run, not ÷ by H)",
+    ),
     ("--attention", "model", "attention", str, parts.ACTIVATIONS, parts.ACTIVATIONS.help()),
     ("--temperature", "model", "temperature", float_arg, None, "β₀: every activation reads β·s (default 1)"),
     (
@@ -204,6 +238,11 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     for flag, section, name, typ, choices, help_ in KNOBS:
         if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
             typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+        if typ is bool:  # a switch: present sets True
+            groups[section].add_argument(
+                flag, dest=f"{section}.{name}", action="store_const", const=True, help=help_
+            )
+            continue
         groups[section].add_argument(
             flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
         )

@@ -151,13 +151,20 @@ class ModelConfig:
     temperature: float = 1.0  # β₀: σ(β·s), the scores multiplied by β for every activation
     temperature_decay: float = 0.0  # c: β_t = β₀ / (1 + c·t) at update t; 0 keeps β constant
     bias: bool = False  # a learned scalar b added to Φ (one per run, never divided by H)
+    init_from: str | None = None  # θ(0) from an .npz of the parameters by name (dynamics.config.initfile)
 
 
 # Fields added after results files existed, per section, with the default they are left out of
 # results.json and the config hash at (so every older config keeps its json and its hash). A new
 # field goes here with its default.
 _NEW_FIELDS: dict[str, dict[str, Any]] = {
-    "model": {"attention": "softmax", "temperature": 1.0, "temperature_decay": 0.0, "bias": False},
+    "model": {
+        "attention": "softmax",
+        "temperature": 1.0,
+        "temperature_decay": 0.0,
+        "bias": False,
+        "init_from": None,
+    },
     "optim": {"task": "classification"},
     "sweep": {},
 }
@@ -239,6 +246,8 @@ class Config:
         model = parts.DATA_MODELS.get(self.data.model) if self.data.model in parts.DATA_MODELS else None
         if model is not None and model.from_file and self.data.path:
             doc["data"]["content_sha256"] = _file_digest(self.data.path)
+        if self.model.init_from:
+            doc["model"]["init_from_sha256"] = _file_digest(self.model.init_from)
         return digest(doc)
 
 
@@ -584,6 +593,8 @@ def validate(cfg: Config) -> Config:
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
     _check_model(cfg.model, cfg.data)
     _check_optim(cfg.optim, cfg.data)
+    if cfg.model.init_from is not None:
+        _check_init_from(cfg)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
     if cfg.sweep.diagnostics and cfg.optim.task == "regression":
         raise ConfigError(
@@ -667,12 +678,20 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
-    parts.check_init(model.key_query, model.init, model.attention)
+    if parts.QUERIES[model.query].learned and parts.KEY_QUERIES[model.key_query].factored:
+        raise ConfigError(
+            f"model.key_query={model.key_query!r} has no effect with model.query='learned' "
+            "(a vector k per head, no key-query matrix): drop it"
+        )
+    if model.init_from is None:  # a file's θ(0) is not the init's
+        parts.check_init(model.key_query, model.init, model.attention)
 
 
 def no_effect(cfg: Config, name: str) -> str | None:
     """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one)."""
     model, data = cfg.model, cfg.data
+    if name in ("model.init", "model.init_scale") and model.init_from:
+        return f"model.init_from={model.init_from!r} sets θ(0)"
     if name == "model.init_scale" and not parts.INITS.get(model.init).random:
         return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
     if name in ("model.key_query", "model.head_size") and parts.QUERIES.get(model.query).learned:
@@ -704,6 +723,23 @@ def _check_optim(optim: OptimConfig, data: DataConfig) -> None:
     loss = parts.LOSSES.get(optim.loss)
     _positive_int("optim.steps", optim.steps)
     _check_task(optim, data, loss)
+
+
+def _check_init_from(cfg: Config) -> None:
+    """The file's parameters are this model's (layout, d, d_h, bias), for the sweep's H and trials."""
+    from dynamics.config import initfile
+
+    model = cfg.model
+    if not isinstance(model.init_from, str) or not model.init_from.strip():
+        raise ConfigError(f"model.init_from={model.init_from!r} must be the path of an .npz file")
+    layout = parts.KEY_QUERIES[model.key_query]
+    learned = parts.QUERIES[model.query].learned
+    heads = max(cfg.sweep.heads)
+    head_size = None if learned else layout.head_size(model.head_size, cfg.data.d, heads)
+    if head_size is not None and model.head_size == "split" and len(cfg.sweep.heads) > 1:
+        raise ConfigError("model.init_from with head_size='split' needs one H (d_h = d // H changes with H)")
+    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias)
+    initfile.check(initfile.read(model.init_from), model.init_from, shapes, heads, cfg.sweep.trials)
 
 
 def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:

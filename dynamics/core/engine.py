@@ -90,6 +90,7 @@ class Batch(NamedTuple):
     init_scale: jax.Array  # (B, R) float: σ₀ of a normal init
     slot_run: jax.Array  # (B, S) int32: the run of each head slot, R = empty
     slot_head: jax.Array  # (B, S) int32: the slot's head index within its run
+    start: dict | None = None  # θ(0) from a file: {name: (B, S, …)}, "b" (B, R); None: the init's
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Program:
     segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
     attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
     bias: bool = False  # a learned scalar b per run added to Φ (never divided by H)
+    init_from: bool = False  # θ(0) is given (``Batch.start``), not drawn
     temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
     temperature_decay: float = 0.0  # c
 
@@ -229,6 +231,8 @@ def _head_size(prog: Program) -> int | None:
 def init_slots(prog: Program, b: Batch) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
     ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
+    if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
+        return dict(b.start)
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned

@@ -38,6 +38,20 @@ COLUMN_TITLES = {  # the result tables' column of each summary metric
 }
 
 
-def metric_names(task: str) -> tuple[str, ...]:
-    """The metrics a run of this task logs ("classification" or "regression")."""
-    return REGRESSION_METRICS if task == "regression" else METRICS
+def metric_names(task: str, noise_floor: bool = True) -> tuple[str, ...]:
+    """The metrics a run of this task logs ("classification" or "regression"); regression logs the
+    excess risk only where the data's noise floor is known (``noise_floor``)."""
+    if task != "regression":
+        return METRICS
+    return REGRESSION_METRICS if noise_floor else tuple(m for m in REGRESSION_METRICS if m != "excess_risk")
+
+
+def metrics_of(cfg) -> tuple[str, ...]:
+    """The metrics a run of the (validated) config ``cfg`` logs: its loss's task, and whether its data
+    model knows its noise floor (data from a file do not)."""
+    from dynamics.parts.data import DATA_MODELS
+    from dynamics.parts.training import LOSSES
+
+    model = DATA_MODELS[cfg.data.model]
+    known = getattr(model, "noise_floor_known", not model.from_file)
+    return metric_names(LOSSES[cfg.optim.loss].task, known)

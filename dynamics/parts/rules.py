@@ -16,6 +16,7 @@ def uses_fast_path(cfg) -> bool:
     m = cfg.model
     return bool(
         cfg.sweep.fast_path
+        and m.init_from is None  # a file's θ(0): heads not known to be equal
         and INITS[m.init].symmetric
         and KEY_QUERIES[m.key_query].fast_path
         and QUERIES[m.query].fast_path

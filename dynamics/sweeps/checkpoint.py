@@ -95,6 +95,7 @@ def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
 
     heads, diverged_at = z["heads"], z["diverged_at"]
     names = METRICS if "curve_margin" in z.files else REGRESSION_METRICS  # a classification run's has margins
+    names = [k for k in names if k != "excess_risk" or "curve_excess_risk" in z.files]
     curves = {k: z[f"curve_{k}"] for k in names}  # KeyError: a file of another version
     want = (len(heads), *shape) if shape is not None else None
     for k, v in curves.items():
@@ -116,7 +117,11 @@ def finished_heads(
             _, curves = load_results(out)
             return {
                 int(h): (
-                    {k: curves[k][i] for k in (METRICS if "margin" in curves else REGRESSION_METRICS)},
+                    {
+                        k: curves[k][i]
+                        for k in (METRICS if "margin" in curves else REGRESSION_METRICS)
+                        if k in curves
+                    },
                     curves["diverged_at"][i],
                 )
                 for i, h in enumerate(curves["heads"])

@@ -91,7 +91,7 @@ class BatchPlacer:
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
     def batch(self, batch: Batch) -> Batch:
-        return Batch(*(self._put(np.asarray(x), self.sharded) for x in batch))
+        return jax.tree_util.tree_map(lambda x: self._put(np.asarray(x), self.sharded), batch)
 
     def data(self, data: Data) -> Data:
         """Replicate the data on every device, floats in the working precision (float64 under x64;

@@ -184,7 +184,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     pair is refused rather than summarised into a wrong number."""
     from dynamics import parts
     from dynamics.config.schema import log_schedule, validate
-    from dynamics.parts.metrics import metric_names
+    from dynamics.parts.metrics import metrics_of
 
     def bad(what: str) -> ConfigError:
         return ConfigError(f"{where}: {what}: the results are damaged or edited; run them again")
@@ -200,7 +200,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     from_file = parts.DATA_MODELS.get(cfg.data.model).from_file
     if not from_file and meta.get("config_hash") != cfg.hash():
         raise bad(f"config_hash {meta.get('config_hash')!r} is not its config's ({cfg.hash()})")
-    metrics = metric_names(parts.LOSSES[cfg.optim.loss].task)
+    metrics = metrics_of(cfg)
     for name in ("heads", "steps", "diverged_at", *metrics):
         if name not in arrays:
             raise bad(f"curves.npz has no {name!r}")

@@ -35,7 +35,7 @@ from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, train_batch
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, metric_names  # noqa: F401
+from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, metrics_of  # noqa: F401
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -67,14 +67,10 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         segments=tuple(int(s) for s in np.diff([0, *schedule])),
         attention=cfg.model.attention,
         bias=cfg.model.bias,
+        init_from=cfg.model.init_from is not None,
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
     )
-
-
-def metrics_of(cfg: Config) -> tuple[str, ...]:
-    """The metrics a run of ``cfg`` logs (its loss's task: no error or margin for regression)."""
-    return metric_names(parts.LOSSES[cfg.optim.loss].task)
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -123,9 +119,10 @@ class SweepResult:
             }
             for name in self._summary_metrics():
                 final = self.curves[name][i, ok, -1]
+                known = ok.any() and bool(np.all(np.isfinite(final)))  # NaN: not known (no noise floor)
                 row[name] = {
-                    "mean": float(np.mean(final)) if ok.any() else None,
-                    "std": float(np.std(final)) if ok.any() else None,
+                    "mean": float(np.mean(final)) if known else None,
+                    "std": float(np.std(final)) if known else None,
                 }
             rows.append(row)
         return rows
@@ -323,13 +320,42 @@ def make_batch(
         fields["slot_run"].append(slot_run)
         fields["slot_head"].append(slot_head)
     dtypes = dict(trial=np.int32, key=np.uint32, n_heads=dtype, lr=dtype, init_scale=dtype)
+    fields.pop("start")
     batch = Batch(**{k: np.asarray(v, dtype=dtypes.get(k)) for k, v in fields.items()})
+    if cfgs[0].model.init_from is not None:
+        batch = batch._replace(start=start_params(cfgs[0], batch, elements, point.packs, dtype))
     # Element (pack p, trial t) is row p·trials + t (``elements`` above); run r is column r.
     rows = np.array(
         [p * trials + t for p, pack in enumerate(point.packs) for _ in pack for t in range(trials)]
     )
     cols = np.array([r for pack in point.packs for r in range(len(pack)) for _ in range(trials)])
     return batch, rows, cols
+
+
+def start_params(cfg: Config, batch: Batch, elements, packs, dtype) -> dict[str, np.ndarray]:
+    """θ(0) of every batch element from ``model.init_from``: slot s of a run is the file's head
+    ``slot_head[s]`` (of the element's trial when the file has a trial axis), empty slots 0; the
+    bias, one per run."""
+    from dynamics.config import initfile
+
+    arrays = initfile.read(cfg.model.init_from)
+    per_trial = arrays["U"].ndim == 3
+    S, R = batch.slot_run.shape[1], batch.key.shape[1]
+    out = {
+        k: np.zeros((len(elements), S, *v.shape[2 if per_trial else 1 :]), dtype) for k, v in arrays.items()
+    }
+    if "b" in arrays:
+        out["b"] = np.zeros((len(elements), R), dtype)
+    for e, (p, t) in enumerate(elements):
+        source = {k: (v[t] if per_trial else v) for k, v in arrays.items()}
+        for s in range(S):
+            if batch.slot_run[e, s] < R:
+                for k, v in source.items():
+                    if k != "b":
+                        out[k][e, s] = v[batch.slot_head[e, s]]
+        if "b" in arrays:
+            out["b"][e, : len(packs[p])] = source["b"]
+    return out
 
 
 def _prepare(cfg: Config):
