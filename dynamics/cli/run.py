@@ -46,6 +46,7 @@ from dynamics.config.grid import (
     resolve_grid,
 )
 from dynamics.config.schema import (
+    HEAD_METRICS,
     PRESETS,
     Config,
     ConfigError,
@@ -156,6 +157,24 @@ KNOBS = [
         "SVM; data models that know their relevant tokens only); off by default. Measured at <= 24 of "
         "the logged steps, each run replayed: it costs several times the sweep's own time "
         "(docs/theory.md)",
+    ),
+    (
+        "--head-metrics",
+        "sweep",
+        "head_metrics",
+        str,
+        HEAD_METRICS,
+        "per-head metrics at every logged step (attention on the relevant tokens, norms, |cos| with "
+        "the data's planted directions, head–head similarities; docs/results-format.md): on, off, or "
+        "auto (default: on up to 16 heads)",
+    ),
+    (
+        "--save-params",
+        "sweep",
+        "save_params",
+        bool,
+        None,
+        "keep θ at every logged step in params.npz (its size is estimated and refused if too large)",
     ),
     ("--data-model", "data", "model", str, parts.DATA_MODELS, parts.DATA_MODELS.help()),
     ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),

@@ -166,7 +166,7 @@ _NEW_FIELDS: dict[str, dict[str, Any]] = {
         "init_from": None,
     },
     "optim": {"task": "classification"},
-    "sweep": {},
+    "sweep": {"head_metrics": "auto", "save_params": False},
 }
 _NEW_MODEL_FIELDS = _NEW_FIELDS["model"]
 
@@ -194,6 +194,9 @@ class SweepConfig:
     # sharpness, kernel, maxmargin (dynamics.theory.replay); () = none. Left out of to_dict and the
     # hash when empty, so runs without diagnostics keep their results.json and config_hash.
     diagnostics: tuple[str, ...] = ()
+    # the per-head metrics (dynamics.core.heads): on, off, or auto (on up to 16 heads)
+    head_metrics: str = "auto"
+    save_params: bool = False  # keep θ at the logged steps (params.npz; size checked before running)
 
 
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
@@ -301,6 +304,7 @@ def digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+HEAD_METRICS = ("auto", "on", "off")
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
 
@@ -776,6 +780,7 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
             raise ConfigError(
                 f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' gives d // H = 0"
             )
+    _choice("sweep.head_metrics", sweep.head_metrics, HEAD_METRICS)
     _positive_int("sweep.trials", sweep.trials)
     _positive_int("sweep.seed", sweep.seed, minimum=0)
     if sweep.log_every is not None and sweep.log_points is not None:

@@ -60,6 +60,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
+from dynamics.core import heads
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
@@ -112,6 +113,8 @@ class Program:
     attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
     bias: bool = False  # a learned scalar b per run added to Φ (never divided by H)
     init_from: bool = False  # θ(0) is given (``Batch.start``), not drawn
+    head_metrics: bool = False  # log the per-head metrics (``dynamics.core.heads``), per slot
+    save_params: bool = False  # log θ itself ("param_<name>": per slot; the bias per run)
     temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
     temperature_decay: float = 0.0  # c
 
@@ -198,6 +201,12 @@ def evaluate(
         "diversity": mdl.head_diversity(params, pack.member),
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
     }
+    if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
+        normalises = parts.ACTIVATIONS[prog.attention].normalises
+        directions = getattr(data, "directions", None)
+        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises))
+    if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
+        out.update({f"param_{k}": v for k, v in params.items()})
     if parts.LOSSES[loss].task == "regression":
         floor = getattr(data, "noise_floor", None)
         floor = jnp.nan if floor is None else floor
@@ -221,6 +230,12 @@ def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test)
     per_slot = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))  # (S,)
     count = jnp.sum(pack.member, axis=0)  # (R,) heads stored per run
     return jnp.sum(per_run(pack, per_slot), axis=0) / jnp.maximum(count, 1)
+
+
+def per_slot_key(name: str) -> bool:
+    """A logged array with one entry per head slot (S, …), not per run (R,): the per-head metrics and
+    the heads' parameters (the bias is per run)."""
+    return name.startswith("head_") or (name.startswith("param_") and name != "param_b")
 
 
 def _head_size(prog: Program) -> int | None:
@@ -290,7 +305,8 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
     (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
-    return {k: v.T for k, v in metrics.items()}, div_at  # (R, L), (R,)
+    # (R, L) per run, (S, L, …) per slot for the per-head metrics; (R,)
+    return {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) else v.T for k, v in metrics.items()}, div_at
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

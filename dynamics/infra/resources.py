@@ -10,7 +10,11 @@
   forward and backward pass (3 × the activations: ``(n + m)·S·(T + d)`` with query "first",
   ``(n + m)·S·T·(T + d)`` with "all"), and the head-diversity metric (``S·P``: its pairs are
   computed one head at a time, never all ``S²·P`` at once);
-- the logged curves: ``len(heads)·trials·L·|METRICS|`` float64.
+- the logged curves: ``len(heads)·trials·L·|METRICS|`` float64;
+- the per-head metrics (when on): ``len(heads)·trials·L·H_max·(8 + 2P + 3·H_max)`` float64 (P planted
+  directions, bounded here by d), twice (the engine's per-slot output and its per-head layout);
+- the snapshots (``sweep.save_params``): every head's parameters at every logged step,
+  ``len(heads)·trials·L·H_max·P_head`` float64, twice (as above).
 
 ``check_sweep`` refuses a config whose estimate exceeds the limit with one line naming both:
 the machine's available memory (``/proc/meminfo`` MemAvailable, else physical memory), or
@@ -24,6 +28,7 @@ from __future__ import annotations
 import os
 
 from dynamics import parts as registries
+from dynamics.parts.metrics import head_metrics_on
 
 ENV = "MHSIM_MEMORY_LIMIT"
 N_METRICS = 5  # train/test loss and error, head diversity (dynamics.core.engine.METRICS)
@@ -44,13 +49,18 @@ def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0)
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(heads))
         per_slot = 2 * d * d_h + d
+    if registries.QUERIES[cfg.model.query].learned:
+        per_slot = 2 * d
     act = (n + m) * slots * (T + d) * (T if registries.QUERIES[cfg.model.query].all_tokens else 1)
+    logged_heads = len(heads) * trials * n_logged * max(heads) * 8 * 2  # float64, engine and host
     parts = {
         "data": (n + m) * T * d * f * (1 if from_file else trials) + data_file_bytes,
         "parameters and optimiser": trials * 4 * slots * per_slot * f,
         "intermediates": trials * 3 * act * f,
         "head diversity": trials * slots * per_slot * f,
         "curves": len(heads) * trials * n_logged * N_METRICS * 8,
+        "per-head metrics": logged_heads * (8 + 2 * d + 3 * max(heads)) * head_metrics_on(cfg),
+        "parameter snapshots": logged_heads * per_slot * bool(cfg.sweep.save_params),
     }
     return {k: int(v) for k, v in parts.items()}
 
@@ -111,6 +121,6 @@ def check_sweep(exp, x64: bool = False) -> dict[str, int]:
         raise ConfigError(
             f"this sweep needs about {human(total)} of memory (most for {top}: {human(parts[top])}), "
             f"more than the limit {human(limit)}, {source}; use fewer heads, trials, examples, "
-            f"tokens or a smaller width"
+            f"tokens, logged steps (--log-points) or a smaller width"
         )
     return parts

@@ -55,3 +55,13 @@ def metrics_of(cfg) -> tuple[str, ...]:
     model = DATA_MODELS[cfg.data.model]
     known = getattr(model, "noise_floor_known", not model.from_file)
     return metric_names(LOSSES[cfg.optim.loss].task, known)
+
+
+HEAD_METRICS_AUTO_MAX = 16  # "auto" logs the per-head metrics up to this many heads
+
+
+def head_metrics_on(cfg) -> bool:
+    """``sweep.head_metrics``: "on", "off", or "auto" (on where the sweep's largest H is at most
+    ``HEAD_METRICS_AUTO_MAX``: the head–head matrices grow as H² per logged step)."""
+    mode = cfg.sweep.head_metrics
+    return mode == "on" or (mode == "auto" and max(cfg.sweep.heads) <= HEAD_METRICS_AUTO_MAX)

@@ -104,7 +104,16 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
     with phase("writing"):
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
-        return write_files(out, "curves.npz", {**arrays, **result.curves}, results_dict(result))
+        curves = {k: v for k, v in result.curves.items() if not k.startswith("param_")}
+        if result.params:  # the snapshots first: results.json, written last, marks all complete
+            buf = io.BytesIO()
+            np.savez(buf, **result.params)
+            with interrupts.shielded():
+                atomic_write_bytes(Path(out) / PARAMS_NPZ, buf.getvalue())
+        return write_files(out, "curves.npz", {**arrays, **curves}, results_dict(result))
+
+
+PARAMS_NPZ = "params.npz"  # θ at the logged steps (``sweep.save_params``), one array per name
 
 
 def write_files(
@@ -168,12 +177,18 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
             f"in the last bits from a rerun",
             stacklevel=2,
         )
-    try:
-        with np.load(out / npz_name, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ConfigError(f"{out / npz_name} is missing or damaged ({type(err).__name__}): {err}") from None
+    arrays = _read_npz(out / npz_name)
+    if npz_name == "curves.npz" and meta.get("config", {}).get("sweep", {}).get("save_params"):
+        arrays.update({f"param_{k}": v for k, v in _read_npz(out / PARAMS_NPZ).items()})
     return meta, arrays
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(f"{path} is missing or damaged ({type(err).__name__}): {err}") from None
 
 
 def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], config, where: Path) -> None:

@@ -33,9 +33,9 @@ from dynamics import parts
 from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, no_effect, resolve, validate
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
-from dynamics.core.engine import Batch, Program, float_dtype, train_batch
+from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, metrics_of  # noqa: F401
+from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, head_metrics_on, metrics_of  # noqa: F401
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -68,9 +68,14 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         attention=cfg.model.attention,
         bias=cfg.model.bias,
         init_from=cfg.model.init_from is not None,
+        head_metrics=head_metrics_on(cfg),
+        save_params=cfg.sweep.save_params,
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
     )
+
+
+EXTRA_PREFIXES = ("head_", "param_")  # curves beyond the metrics: per head (H_max axis), snapshots of θ
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -95,6 +100,12 @@ class SweepResult:
     diverged_at: np.ndarray  # (n_heads, trials): step of the first non-finite loss, -1 = never
     wall_time_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """θ at the logged steps (``sweep.save_params``), by name: a head's arrays (n_heads, trials, L,
+        H_max, …) NaN past a run's H, the bias (n_heads, trials, L); empty when not saved."""
+        return {k[len("param_") :]: v for k, v in self.curves.items() if k.startswith("param_")}
 
     @property
     def complete(self) -> bool:
@@ -409,7 +420,13 @@ def _run_points(
                 )
                 metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
+            per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
             metrics, div_at = _finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
+            if per_slot:
+                sizes = [heads[i] for i, _ in items]
+                laid = per_head(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
+                mask_diverged(laid, steps, div_at_or_never(div_at, steps))
+                metrics.update(laid)
             bar.update(sum(i in todo for i, _ in items))
             yield items, metrics, div_at
     finally:
@@ -428,6 +445,40 @@ def _finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarr
     div_at = np.minimum(div_at, first_bad)
     mask_diverged(metrics, steps, div_at)
     return metrics, np.where(div_at > steps[-1], -1, div_at)
+
+
+def div_at_or_never(div_at: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """diverged_at with -1 (never) as past the last step, for ``mask_diverged``."""
+    return np.where(div_at < 0, steps[-1] + 1, div_at)
+
+
+def per_head(
+    per_slot: dict[str, np.ndarray], batch: Batch, rows, cols, sizes: list[int], trials: int, hmax: int
+) -> dict[str, np.ndarray]:
+    """The engine's per-slot metrics (B, S, L, …) laid out per run and head: (items, trials, L, H_max, …),
+    NaN past a run's H. A run's heads are its slots in head order, or on the fast path its one slot
+    standing for H identical heads; head–head matrices (S, L, S) become (L, H, H)."""
+    slot_run, slot_head = np.asarray(batch.slot_run), np.asarray(batch.slot_head)
+    out: dict[str, np.ndarray] = {}
+    for k, v in per_slot.items():
+        v = np.asarray(v, np.float64)  # (B, S, L, …)
+        pairwise = k.endswith("_sim")
+        tail = v.shape[3:-1] if pairwise else v.shape[3:]
+        shape = (len(sizes), trials, v.shape[2], hmax, *tail) + ((hmax,) if pairwise else ())
+        arr = np.full(shape, np.nan)
+        for q, (row, col) in enumerate(zip(rows, cols, strict=True)):
+            j, t, H = q // trials, q % trials, sizes[q // trials]
+            mine = np.flatnonzero(slot_run[row] == col)
+            idx = mine[np.argsort(slot_head[row, mine])] if len(mine) == H else np.repeat(mine[:1], H)
+            x = v[row][idx]  # (H, L, …)
+            if pairwise:
+                x = x[..., idx]  # (H, L, …, H)
+            if pairwise:
+                arr[j, t, :, :H, ..., :H] = np.moveaxis(x, 0, 1)
+            else:
+                arr[j, t, :, :H] = np.moveaxis(x, 0, 1)
+        out[k] = arr
+    return out
 
 
 def _check_skipped(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int) -> None:
@@ -506,6 +557,9 @@ def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
     for i, h in enumerate(heads):
         if h in skip_heads:
             metrics, diverged_at[i] = skip_heads[h]
+            for k, v in metrics.items():
+                if k.startswith(EXTRA_PREFIXES) and k not in curves:
+                    curves[k] = np.full((len(heads), *np.shape(v)), np.nan)
             for k in curves:
                 curves[k][i] = metrics[k]
     return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
@@ -552,7 +606,10 @@ def run_sweep(
         for items, metrics, div_at in _run_points([cfg], exp.steps, todo, progress=progress, **layout):
             keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
             indices = [items[j][0] for j in keep]
-            by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L)
+            by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
+            for k, v in by_head.items():  # per-head curves and snapshots: allocated as they first come
+                if k.startswith(EXTRA_PREFIXES) and k not in curves:
+                    curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
             for k in curves:
                 curves[k][indices] = by_head[k]
             diverged_at[indices] = div_at[keep]

@@ -1,0 +1,98 @@
+"""What each head does: per-head metrics of the stored heads (slots) at one step.
+
+Every function maps the stored heads' parameters (head axis first, S slots) and the test set's
+attention weights to per-slot arrays; the sweep lays them out per run and head (a slot of the
+fast path stands for H identical heads). A cosine is an absolute cosine |a·b| / (‖a‖ ‖b‖) — a
+head's direction has no sign — and NaN where either vector is zero (θ = 0 is not a direction,
+and not a divergence).
+
+- ``head_attn_relevant`` (S,): the attention on the relevant tokens of the test set (the mass,
+  or for an activation that does not normalise the share Σ_relevant |σ_t| / Σ_t |σ_t|), mean over
+  examples (and queries);
+- ``head_u_norm``, ``head_key_norm`` (S,): ‖U_h‖ and the key-query part's norm (‖W_h‖_F,
+  ‖Q_h K_hᵀ‖_F or ‖k_h‖);
+- ``head_u_cos``, ``head_key_cos`` (S, P): |cos| of U_h and of the head's key direction with
+  each of the data's P planted directions; the key direction is k_h for the learned query, else
+  the top left singular vector of W_h (the side the keys x_t read in x_tᵀ W_h x_q);
+- ``head_uk_cos`` (S,): |cos(key direction, U_h)| within a head;
+- ``head_u_sim``, ``head_key_sim``, ``head_attn_sim`` (S, S): head–head |cos| of the readouts,
+  the key directions and the attention patterns on the test set (flattened over examples and
+  tokens).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dynamics.core import model as mdl
+
+
+def abs_cos(a: jax.Array, b: jax.Array) -> jax.Array:
+    """|cos| between the rows of a (..., m, d) and b (..., k, d): (..., m, k); NaN for a zero row."""
+    na = jnp.linalg.norm(a, axis=-1)
+    nb = jnp.linalg.norm(b, axis=-1)
+    dot = jnp.abs(jnp.einsum("...md,...kd->...mk", a, b))
+    denom = na[..., :, None] * nb[..., None, :]
+    return jnp.where(denom > 0, dot / jnp.where(denom > 0, denom, 1.0), jnp.nan)
+
+
+SQUARINGS = 12  # M^(2^12): the top eigenvector dominates unless σ₂/σ₁ > 1 − 1e-4
+
+
+def key_directions(params: mdl.Params) -> jax.Array:
+    """(S, d): k_h, or the top left singular vector of each key-query matrix W_h (sign arbitrary; a
+    zero W gives a zero vector). Computed by repeated squaring of M = W Wᵀ, rescaled after each
+    product, then M's largest column normalised: matrix products only (LAPACK's SVD, a custom call,
+    deadlocked the engine's sharded programs on several CPU devices)."""
+    if "k" in params:
+        return params["k"]
+    W = mdl.key_query_matrix(params)  # (S, d, d)
+    M = jnp.einsum("hde,hfe->hdf", W, W)  # (S, d, d): W Wᵀ, eigenvectors = left singular vectors
+    for _ in range(SQUARINGS):
+        M = jnp.einsum("hde,hef->hdf", M, M)
+        scale = jnp.max(jnp.abs(M), axis=(1, 2), keepdims=True)
+        M = M / jnp.where(scale > 0, scale, 1.0)
+    norms = jnp.linalg.norm(M, axis=1)  # (S, d): each column's norm
+    col = jnp.take_along_axis(M, jnp.argmax(norms, axis=1)[:, None, None], axis=2)[..., 0]  # (S, d)
+    size = jnp.linalg.norm(col, axis=1, keepdims=True)
+    return col / jnp.where(size > 0, size, 1.0)
+
+
+def attention_share(A: jax.Array, normalises: bool) -> jax.Array:
+    """The weights as shares of a query's attention: as they are when they sum to 1, else
+    |σ_t| / Σ_t |σ_t|."""
+    if normalises:
+        return A
+    total = jnp.sum(jnp.abs(A), axis=-1, keepdims=True)
+    return jnp.abs(A) / jnp.where(total > 0, total, 1.0)
+
+
+def head_metrics(
+    params: mdl.Params,
+    A_test: jax.Array,
+    mask_test: jax.Array | None,
+    directions: jax.Array | None,
+    normalises: bool,
+) -> dict[str, jax.Array]:
+    """The per-slot metrics above. ``A_test`` (n, S, T) or (n, S, T_q, T), ``mask_test`` (n, T) or
+    None, ``directions`` (P, d) unit rows or None."""
+    U = params["U"]  # (S, d)
+    keys = key_directions(params)
+    out = {
+        "head_u_norm": jnp.linalg.norm(U, axis=1),
+        "head_key_norm": jnp.sqrt(mdl.key_norm2(params)),
+        "head_uk_cos": jnp.diagonal(abs_cos(keys, U)),
+        "head_u_sim": abs_cos(U, U),
+        "head_key_sim": abs_cos(keys, keys),
+    }
+    pattern = jnp.moveaxis(A_test, 1, 0).reshape(A_test.shape[1], -1)  # (S, n·…·T)
+    out["head_attn_sim"] = abs_cos(pattern, pattern)
+    if directions is not None:
+        out["head_u_cos"] = abs_cos(U, directions)
+        out["head_key_cos"] = abs_cos(keys, directions)
+    if mask_test is not None:
+        share = attention_share(A_test, normalises)
+        mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))
+        out["head_attn_relevant"] = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))
+    return out

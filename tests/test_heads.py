@@ -1,0 +1,109 @@
+"""The per-head metrics against an independent numpy computation from the saved snapshots of θ
+(softmax and linear attention, the first and the learned query), their layout per run and head
+(NaN past a run's H, the fast path's one slot standing for H heads), and what a zero vector's
+cosine is."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import numpy as np
+import pytest
+
+from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.core import heads
+from dynamics.sweeps import sweep
+
+
+def tiny(query: str, attention: str, init: str = "normal") -> Config:
+    return Config(
+        data=DataConfig(n_train=20, n_test=15, T=5, d=6, n_irrelevant=2),
+        model=ModelConfig(query=query, attention=attention, init=init, init_scale=0.5),
+        optim=OptimConfig(steps=6, lr=0.2),
+        sweep=SweepConfig(heads=(1, 3), trials=2, log_every=3, head_metrics="on", save_params=True),
+    )
+
+
+def abs_cos(a, b):
+    return abs(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
+
+
+def reference(params_h: dict, X: np.ndarray, mask: np.ndarray, query: str, attention: str) -> dict:
+    """One run's per-head metrics at one step, in float64 numpy, head by head."""
+    H = params_h["U"].shape[0]
+    out = {"head_u_norm": [], "head_key_norm": [], "head_attn_relevant": [], "keys": [], "A": []}
+    for h in range(H):
+        U = params_h["U"][h]
+        if query == "learned":
+            k = params_h["k"][h]
+            s = X @ k  # (n, T)
+            key_norm = np.linalg.norm(k)
+        else:
+            W = params_h["W"][h]
+            s = np.einsum("ntd,de,ne->nt", X, W, X[:, 0])
+            k = np.linalg.svd(W)[0][:, 0]
+            key_norm = np.linalg.norm(W)
+        if attention == "softmax":
+            e = np.exp(s - s.max(axis=1, keepdims=True))
+            share = A = e / e.sum(axis=1, keepdims=True)
+        else:
+            A = s
+            share = np.abs(s) / np.abs(s).sum(axis=1, keepdims=True)
+        out["head_u_norm"].append(np.linalg.norm(U))
+        out["head_key_norm"].append(key_norm)
+        out["head_attn_relevant"].append(np.mean(np.sum(share * mask, axis=1)))
+        out["keys"].append(k)
+        out["A"].append(A.ravel())
+    pairs = {
+        "head_u_sim": params_h["U"],
+        "head_key_sim": out.pop("keys"),
+        "head_attn_sim": out.pop("A"),
+    }
+    for name, rows in pairs.items():
+        out[name] = np.array([[abs_cos(a, b) for b in rows] for a in rows])
+    out["head_uk_cos"] = np.diag(
+        np.array([[abs_cos(a, b) for b in params_h["U"]] for a in np.array(pairs["head_key_sim"])])
+    )
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize(
+    "query,attention", list(itertools.product(["first", "learned"], ["softmax", "linear"]))
+)
+def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
+    cfg = tiny(query, attention)
+    with jax.enable_x64(True):
+        result = sweep.run_sweep(cfg, progress=False)
+        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+    X_test, mask = np.asarray(data.X_test, np.float64), np.asarray(data.mask_test, np.float64)
+    for i, H in enumerate(cfg.sweep.heads):
+        for t, step in itertools.product(range(cfg.sweep.trials), range(len(result.steps))):
+            theta = {k: v[i, t, step, :H] for k, v in result.params.items()}
+            want = reference(theta, X_test[t], mask[t], query, attention)
+            for name, value in want.items():
+                got = result.curves[name][i, t, step]
+                got = got[:H, :H] if name.endswith("_sim") else got[:H]
+                np.testing.assert_allclose(got, value, rtol=1e-5, atol=1e-9, err_msg=f"{name} H={H}")
+            assert np.all(np.isnan(result.curves["head_u_norm"][i, t, step, H:]))  # past the run's H
+
+
+def test_the_fast_path_stands_for_identical_heads():
+    cfg = tiny("first", "softmax", init="zero")
+    assert sweep.uses_fast_path(cfg)
+    fast = sweep.run_sweep(cfg, progress=False)
+    full = sweep.run_sweep(
+        Config(**{**cfg.__dict__, "sweep": SweepConfig(**{**cfg.sweep.__dict__, "fast_path": False})}),
+        progress=False,
+    )
+    for name in ("head_u_norm", "head_key_norm", "head_attn_relevant", "head_u_sim"):
+        np.testing.assert_allclose(fast.curves[name], full.curves[name], rtol=1e-4, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(fast.params["U"], full.params["U"], rtol=1e-4, atol=1e-6, equal_nan=True)
+    # at step 0 every head is zero: no direction, so the cosines are NaN (not a divergence)
+    assert np.all(np.isnan(fast.curves["head_u_sim"][:, :, 0]))
+    assert np.all(fast.diverged_at == -1)
+
+
+def test_a_zero_vectors_cosine_is_nan():
+    got = np.asarray(heads.abs_cos(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])))
+    assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)
