@@ -96,10 +96,12 @@ def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
     heads, diverged_at = z["heads"], z["diverged_at"]
     names = METRICS if "curve_margin" in z.files else REGRESSION_METRICS  # a classification run's has margins
     names = [k for k in names if k != "excess_risk" or "curve_excess_risk" in z.files]
+    names += [f[len("curve_") :] for f in z.files if f.startswith(("curve_head_", "curve_param_"))]
     curves = {k: z[f"curve_{k}"] for k in names}  # KeyError: a file of another version
     want = (len(heads), *shape) if shape is not None else None
     for k, v in curves.items():
-        if heads.ndim != 1 or (want is not None and v.shape != want) or v.shape[0] != len(heads):
+        got = v.shape[: len(want)] if want is not None and k.startswith(("head_", "param_")) else v.shape
+        if heads.ndim != 1 or (want is not None and got != want) or v.shape[0] != len(heads):
             raise ValueError(f"curve {k} has shape {v.shape}, expected {want}")
     return {int(h): ({k: v[i] for k, v in curves.items()}, diverged_at[i]) for i, h in enumerate(heads)}
 
@@ -112,16 +114,13 @@ def finished_heads(
     from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
     from dynamics.sweeps.results import complete_results_hash, load_results
 
+    logged = set(METRICS + REGRESSION_METRICS)
     if complete_results_hash(out) == config_hash:
         try:
             _, curves = load_results(out)
             return {
                 int(h): (
-                    {
-                        k: curves[k][i]
-                        for k in (METRICS if "margin" in curves else REGRESSION_METRICS)
-                        if k in curves
-                    },
+                    {k: v[i] for k, v in curves.items() if k in logged or k.startswith(("head_", "param_"))},
                     curves["diverged_at"][i],
                 )
                 for i, h in enumerate(curves["heads"])
