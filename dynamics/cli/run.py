@@ -23,6 +23,8 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from datamodels.defaults import GEOMETRIES
 from dynamics import parts
 from dynamics.cli.common import (
@@ -317,11 +319,12 @@ def _dest(flag: str) -> str:
 def format_table(result) -> str:
     """One row per H: the final metrics it logs (mean ± std over trials), diverged runs."""
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
-    header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
+    header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  drops  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
-        lines.append(f"{row['heads']:>4}  {cells}  {row['n_diverged']}/{row['trials']}")
+        drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
+        lines.append(f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
 
 

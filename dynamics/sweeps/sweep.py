@@ -36,6 +36,7 @@ from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, head_metrics_on, metrics_of  # noqa: F401
+from dynamics.sweeps import plateaus
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -128,6 +129,8 @@ class SweepResult:
                 "diverged": bool((~ok).any()),
                 "diverged_at": [int(s) for s in self.diverged_at[i]],
             }
+            # each trial's plateaus and drops of the training loss (dynamics.sweeps.plateaus)
+            row["plateaus"] = [plateaus.summary(self.steps, curve) for curve in self.curves["train_loss"][i]]
             for name in self._summary_metrics():
                 final = self.curves[name][i, ok, -1]
                 known = ok.any() and bool(np.all(np.isfinite(final)))  # NaN: not known (no noise floor)
