@@ -10,8 +10,8 @@ parameter (a step per group). The arithmetic is optax's ``sgd(η)``/``adam(η)``
 With ``Rules`` (the engine's, static) one step is, in this order (``dynamics.parts.training``
 states each rule):
 
-1. a group outside its range of updates gets a zero gradient;
-2. coupled weight decay (all but Adam): g ← g + λ_group·θ, the gradient of λ/2·‖θ_group‖²;
+1. coupled weight decay (all but Adam): g ← g + λ_group·θ, the gradient of λ/2·‖θ_group‖²;
+2. a group outside its range of updates gets a zero gradient (its decay term included);
 3. the sphere constraint: U_h, k_h lose their gradient's radial part, g ← g − (g·θ̂)θ̂;
 4. normalised GD: g ← g / ‖g‖, the norm over each run's parameters (``member``), 0 stays 0;
 5. the optimiser's direction d (its state advanced);
@@ -186,11 +186,11 @@ def update(
         return descend(params, d, lr), state
     rule = {k: rules.rule(k) for k in params}
     moving = {k: r.moving(t) for k, r in rule.items()}
-    grads = {k: jnp.where(moving[k], g, 0.0) if moving[k] is not True else g for k, g in grads.items()}
     if not rules.decoupled:
         grads = {
             k: g + rule[k].weight_decay * params[k] if rule[k].weight_decay else g for k, g in grads.items()
         }
+    grads = {k: jnp.where(moving[k], g, 0.0) if moving[k] is not True else g for k, g in grads.items()}
     sphere = parts.CONSTRAINTS.get(rules.constraint, "constraint").params
     grads = tangent(params, grads, sphere)
     if rules.normalise:
