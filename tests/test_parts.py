@@ -22,6 +22,8 @@ def tiny(**model_optim) -> Config:
     optim = {k: v for k, v in model_optim.items() if k not in model}
     optimizer = optim.setdefault("optimizer", "gd")
     optim.setdefault("lr", 0.5 if optimizer == "gd" else 0.05)
+    if parts.OPTIMIZERS[optimizer].minibatch:
+        optim.setdefault("batch_size", 8)  # of n = 24: three batches an epoch
     return Config(
         data=DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2),
         model=ModelConfig(**model),
