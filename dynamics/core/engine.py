@@ -38,6 +38,12 @@ padding (``sweep.pack_runs`` packs them first-fit decreasing).
       m̂/(√v̂ + eps/H), a different eps for each H — which is why the gradient is divided.)
   The only difference to the H-head computation is float rounding (a sum of H equal terms
   versus H times one term). H enters as a traced scalar, so every H shares one compile.
+- SGD (``Program.batch_size`` > 0): update t's gradient is over ``minibatch(prog, data,
+  key, t)``, B examples chosen by the sampling part from the trial's batch key (from
+  ``Batch.data_key``, the key its data were drawn from) and t alone: the same batch for every
+  run and head of a pack, in any pack, on any device, after any resume. The logged metrics
+  are the full sets'. The step's other rules (parameter groups, normalisation per run, the
+  sphere) are ``Program.rules()``, applied by ``update.update`` (``pack.member`` gives the runs).
 - Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
   read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
   so a run starts the same whatever shares its pack.

@@ -64,7 +64,9 @@ class Optimizer(Part):
 @dataclasses.dataclass(frozen=True)
 class Sampling(Part):
     """Which B training examples an SGD update uses: ``impl`` maps (data, key, t, B) to the
-    batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.engine``)."""
+    batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.engine``).
+    It returns examples, not indices, so a sampling that draws fresh examples from the data
+    model at every update (online) fits the same signature."""
 
 
 @dataclasses.dataclass(frozen=True)
