@@ -104,7 +104,8 @@ def test_cli_user_data_and_config_file(tmp_path):
         (["--steps", "100000000", "--log-every", "1"], "logs 100000001 steps"),  # refused before the schedule
         (["--preset", "fig9"], "unknown preset 'fig9'"),
         (["--preset", "phase-dg"], "did you mean 'phase-gd'"),  # the grid presets are named too
-        (["--optimizer", "sgd"], "invalid choice: 'sgd'"),
+        (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
+        (["--optimizer", "sgd"], "optim.optimizer='sgd' needs optim.batch_size"),
         (["--bogus"], "unrecognized arguments: --bogus"),
         (["--data", "missing.npz"], "missing.npz"),
         (["--data", "bad.npz"], "bad.npz"),

@@ -37,6 +37,8 @@ def tiny(**model_optim) -> Config:
         import tempfile
 
         data = DataConfig(model="npz", path=regression_file(tempfile.mkdtemp()))
+    if parts.OPTIMIZERS[optimizer].minibatch:
+        optim.setdefault("batch_size", 8)  # of n = 24: three batches an epoch
     return Config(
         data=data,
         model=ModelConfig(**model),

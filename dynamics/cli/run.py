@@ -72,7 +72,7 @@ KNOBS = [
     ("--seed", "sweep", "seed", int_arg, None, "root PRNG seed; the same seed gives the same numbers"),
     ("--log-every", "sweep", "log_every", int_arg, None, "log metrics every K steps"),
     ("--log-points", "sweep", "log_points", int_arg, None, "log about N log-spaced steps instead"),
-    ("--steps", "optim", "steps", int_arg, None, "number of full-batch updates"),
+    ("--steps", "optim", "steps", int_arg, None, "number of updates (full-batch, or SGD's mini-batches)"),
     ("--optimizer", "optim", "optimizer", str, parts.OPTIMIZERS, parts.OPTIMIZERS.help()),
     ("--lr", "optim", "lr", float_arg, None, "base step size η₀"),
     (
@@ -81,7 +81,68 @@ KNOBS = [
         "lr_scaling",
         str,
         parts.LR_SCALINGS,
-        "the step size's H-scaling, for every optimiser (GD and Adam alike): " + parts.LR_SCALINGS.help(),
+        "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and Adam "
+        "alike): " + parts.LR_SCALINGS.help(),
+    ),
+    (
+        "--batch-size",
+        "optim",
+        "batch_size",
+        int_arg,
+        None,
+        "sgd only (and needed there): B training examples per update, chosen from the trial's own "
+        "random stream and the update number, so the same whatever the packing, devices or --resume; "
+        "the logged train loss is still the full training set's",
+    ),
+    (
+        "--sampling",
+        "optim",
+        "sampling",
+        str,
+        parts.SAMPLINGS,
+        "sgd only: how each update's B examples are chosen: " + parts.SAMPLINGS.help(),
+    ),
+    *(
+        knob
+        for group, names in (("readout", "U (and b)"), ("attention", "W (or Q, K) and k"))
+        for knob in (
+            (
+                f"--{group}-lr-factor",
+                "optim",
+                f"{group}_lr_factor",
+                float_arg,
+                None,
+                f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
+            ),
+            (
+                f"--{group}-steps",
+                "optim",
+                f"{group}_steps",
+                str,
+                None,
+                f"START:STOP: the {group} parameters {names} move only in the 0-based updates START <= t "
+                f"< STOP, else stay exactly (e.g. 0:2 moves them in the first two updates, 100: from "
+                f"update 100 on; default all). Adam's moments see a zero gradient while frozen",
+            ),
+            (
+                f"--{group}-weight-decay",
+                "optim",
+                f"{group}_weight_decay",
+                float_arg,
+                None,
+                f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
+                f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
+            ),
+        )
+    ),
+    (
+        "--constraint",
+        "optim",
+        "constraint",
+        str,
+        parts.CONSTRAINTS,
+        "keep parameters on a manifold (needs --query learned and --init sphere): "
+        + parts.CONSTRAINTS.help(),
     ),
     (
         "--loss",

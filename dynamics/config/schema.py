@@ -165,7 +165,18 @@ _NEW_FIELDS: dict[str, dict[str, Any]] = {
         "bias": False,
         "init_from": None,
     },
-    "optim": {"task": "classification"},
+    "optim": {
+        "task": "classification",
+        "batch_size": None,
+        "sampling": "epoch",
+        "readout_lr_factor": 1.0,
+        "attention_lr_factor": 1.0,
+        "readout_steps": None,
+        "attention_steps": None,
+        "readout_weight_decay": 0.0,
+        "attention_weight_decay": 0.0,
+        "constraint": "none",
+    },
     "sweep": {"head_metrics": "auto", "save_params": False},
 }
 _NEW_MODEL_FIELDS = _NEW_FIELDS["model"]
@@ -177,10 +188,21 @@ class OptimConfig:
     lr: float = 1.0  # η₀
     lr_scaling: str = "constant"  # η(H) = η₀ · H^p, p = 0 (constant), ½ (sqrt), 1 (linear)
     loss: str = "logistic"  # logistic, exp, hinge2, square (classification); mse (regression)
-    steps: int = 500  # full-batch updates
+    steps: int = 500  # updates (full-batch, or of SGD's mini-batches)
     # classification or regression; None: the data's (its data model's, or a file's targets: other
     # than ±1 or 0/1 is regression). Resolved by ``Config.resolved``, with a loss of that task.
     task: str | None = None
+    batch_size: int | None = None  # sgd: B training examples per update (sgd needs it; others: none)
+    sampling: str = "epoch"  # sgd: epoch (a permutation per epoch) or replace (dynamics.parts.SAMPLINGS)
+    # Per parameter group (readout U, b; attention W, Q, K, k): the step η(H)·factor, the updates
+    # [start, stop) it moves in (None: all; stop None: to the end), the weight decay λ >= 0.
+    readout_lr_factor: float = 1.0
+    attention_lr_factor: float = 1.0
+    readout_steps: tuple[int, int | None] | None = None
+    attention_steps: tuple[int, int | None] | None = None
+    readout_weight_decay: float = 0.0
+    attention_weight_decay: float = 0.0
+    constraint: str = "none"  # none, or sphere: U_h, k_h kept on the unit sphere (dynamics.parts.CONSTRAINTS)
 
 
 @dataclass(frozen=True)
@@ -424,6 +446,9 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
             values["heads"] = parse_heads(values["heads"])
         if "diagnostics" in values:
             values["diagnostics"] = parse_diagnostics(values["diagnostics"])
+        for name in ("readout_steps", "attention_steps"):
+            if key == "optim" and name in values:
+                values[name] = parse_steps(values[name], f"optim.{name}")
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
     return dataclasses.replace(cfg, **sections, given=frozenset(given) if explicit else cfg.given)
 
@@ -521,6 +546,32 @@ def parse_heads(value) -> tuple[int, ...]:
         raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
 
 
+def parse_steps(value, name: str = "optim.readout_steps") -> tuple[int, int | None] | None:
+    """A group's updates [start, stop): 'START:STOP' (either may be left out), [start, stop],
+    [start] or None/'all' -> (start, stop) with stop None for 'to the end'; None for all updates.
+    Types are checked here, values by ``validate``."""
+    if value is None or (isinstance(value, str) and value.strip() in ("all", ":")):
+        return None
+    if isinstance(value, str) and value.count(":") == 1:
+        ends = [p.strip() for p in value.split(":")]
+        try:
+            start, stop = (int(ends[0]) if ends[0] else 0), (int(ends[1]) if ends[1] else None)
+        except ValueError:
+            start = stop = "bad"
+    elif isinstance(value, list | tuple) and len(value) in (1, 2):
+        start, stop = value[0], value[1] if len(value) == 2 else None
+    else:
+        start = stop = "bad"
+    ok = isinstance(start, int) and not isinstance(start, bool)
+    ok = ok and (stop is None or (isinstance(stop, int) and not isinstance(stop, bool)))
+    if not ok:
+        raise ConfigError(
+            f"{name}={value!r} must be START:STOP, the 0-based updates start <= t < stop in which the "
+            f"group moves (e.g. 0:100; '100:' from update 100 on), or 'all'"
+        )
+    return None if (start, stop) == (0, None) else (start, stop)
+
+
 def parse_diagnostics(value) -> tuple[str, ...]:
     """'sharpness,kernel', 'all', 'none' or a list of names -> a tuple of names; validated later."""
     if isinstance(value, str):
@@ -596,7 +647,7 @@ def validate(cfg: Config) -> Config:
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
     _check_model(cfg.model, cfg.data)
-    _check_optim(cfg.optim, cfg.data)
+    _check_optim(cfg.optim, cfg.model, cfg.data)
     if cfg.model.init_from is not None:
         _check_init_from(cfg)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
@@ -605,6 +656,7 @@ def validate(cfg: Config) -> Config:
             "sweep.diagnostics are posed for classification (margins, the attention SVM); "
             "the task is regression"
         )
+    _check_replay(cfg)
     _check_logged(cfg.sweep, cfg.optim)
     return cfg
 
@@ -689,6 +741,7 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
         )
     if model.init_from is None:  # a file's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
+    parts.check_sphere(model.query, model.init)
 
 
 def no_effect(cfg: Config, name: str) -> str | None:
@@ -702,6 +755,14 @@ def no_effect(cfg: Config, name: str) -> str | None:
         return "model.query='learned' has a vector k per head, no key-query matrix"
     if name == "model.head_size" and not parts.KEY_QUERIES.get(model.key_query).factored:
         return f"model.key_query={model.key_query!r} has no head size; use model.key_query='factored'"
+    if (
+        name in ("optim.batch_size", "optim.sampling")
+        and not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch
+    ):
+        return (
+            f"optim.optimizer={cfg.optim.optimizer!r} uses every training example at every update; "
+            f"use optim.optimizer='sgd' (--optimizer sgd)"
+        )
     if (
         name in ("data.n_train", "data.n_test", "data.T", "data.d")
         and parts.DATA_MODELS[data.model].from_file
@@ -720,13 +781,65 @@ def _check_no_effect(cfg: Config) -> None:
             raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
 
 
-def _check_optim(optim: OptimConfig, data: DataConfig) -> None:
-    parts.OPTIMIZERS.get(optim.optimizer)
+def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> None:
+    optimizer = parts.OPTIMIZERS.get(optim.optimizer)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
     parts.LR_SCALINGS.get(optim.lr_scaling)
     loss = parts.LOSSES.get(optim.loss)
     _positive_int("optim.steps", optim.steps)
+    parts.SAMPLINGS.get(optim.sampling)
+    if optimizer.minibatch:
+        _check_batch(optim, data)
+    for group in parts.GROUPS:
+        _finite(f"optim.{group}_lr_factor", getattr(optim, f"{group}_lr_factor"), lo=0.0, hi=1e30)
+        _finite(f"optim.{group}_weight_decay", getattr(optim, f"{group}_weight_decay"), lo=0.0, hi=1e30)
+        steps = getattr(optim, f"{group}_steps")
+        if steps is not None:
+            start, stop = steps
+            _positive_int(f"optim.{group}_steps start", start, minimum=0)
+            if stop is not None and stop <= start:
+                raise ConfigError(
+                    f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "
+                    f"stop, so stop must be > start"
+                )
+    parts.CONSTRAINTS.get(optim.constraint)
+    parts.check_sphere(model.query, model.init, optim.constraint)
     _check_task(optim, data, loss)
+
+
+def _check_batch(optim: OptimConfig, data: DataConfig) -> None:
+    """SGD's batch size: given, at most n, and (epoch sampling) a divisor of n."""
+    if optim.batch_size is None:
+        raise ConfigError(
+            f"optim.optimizer={optim.optimizer!r} needs optim.batch_size (--batch-size B), the training "
+            f"examples per update"
+        )
+    _positive_int("optim.batch_size", optim.batch_size)
+    n = data.n_train
+    if optim.batch_size > n:
+        raise ConfigError(f"optim.batch_size={optim.batch_size} is more than the data.n_train={n} examples")
+    if optim.sampling == "epoch" and n % optim.batch_size:
+        raise ConfigError(
+            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: sampling 'epoch' "
+            f"shows every example once per epoch in batches of B; give a divisor of n or --sampling replace"
+        )
+
+
+def _check_replay(cfg: Config) -> None:
+    """The theory diagnostics replay full-batch GD or Adam with the plain step: refused otherwise."""
+    if not cfg.sweep.diagnostics:
+        return
+    optim = cfg.optim
+    if optim.optimizer not in ("gd", "adam"):
+        raise ConfigError(
+            f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
+        )
+    changed = [k for k, v in _NEW_FIELDS["optim"].items() if getattr(optim, k) != v]
+    if changed:
+        raise ConfigError(
+            f"sweep.diagnostics replays the plain step (no group rules or constraint); "
+            f"got optim.{changed[0]}={getattr(optim, changed[0])!r}"
+        )
 
 
 def _check_init_from(cfg: Config) -> None:

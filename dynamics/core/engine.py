@@ -38,6 +38,12 @@ padding (``sweep.pack_runs`` packs them first-fit decreasing).
       m̂/(√v̂ + eps/H), a different eps for each H — which is why the gradient is divided.)
   The only difference to the H-head computation is float rounding (a sum of H equal terms
   versus H times one term). H enters as a traced scalar, so every H shares one compile.
+- SGD (``Program.batch_size`` > 0): update t's gradient is over ``minibatch(prog, data,
+  key, t)``, B examples chosen by the sampling part from the trial's batch key (from
+  ``Batch.data_key``, the key its data were drawn from) and t alone: the same batch for every
+  run and head of a pack, in any pack, on any device, after any resume. The logged metrics
+  are the full sets'. The step's other rules (parameter groups, normalisation per run, the
+  sphere) are ``Program.rules()``, applied by ``update.update`` (``pack.member`` gives the runs).
 - Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
   read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
   so a run starts the same whatever shares its pack.
@@ -51,6 +57,7 @@ about 1.7× slower, with YNNPACK off a many-head step ran up to 3× slower
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -60,7 +67,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
-from dynamics.core import heads
+from dynamics.core import heads, rng
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
@@ -91,6 +98,7 @@ class Batch(NamedTuple):
     init_scale: jax.Array  # (B, R) float: σ₀ of a normal init
     slot_run: jax.Array  # (B, S) int32: the run of each head slot, R = empty
     slot_head: jax.Array  # (B, S) int32: the slot's head index within its run
+    data_key: jax.Array  # (B, 2) uint32: the trial's key, its data drawn from it (SGD's batches too)
     start: dict | None = None  # θ(0) from a file: {name: (B, S, …)}, "b" (B, R); None: the init's
 
 
@@ -117,6 +125,15 @@ class Program:
     save_params: bool = False  # log θ itself ("param_<name>": per slot; the bias per run)
     temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
     temperature_decay: float = 0.0  # c
+    batch_size: int = 0  # B examples per update (SGD); 0: the full training set
+    sampling: str = "epoch"  # how SGD picks its B examples (dynamics.parts.SAMPLINGS)
+    groups: tuple[tuple[str, upd.GroupRule], ...] = dataclasses.field(default_factory=upd.default_groups)
+    constraint: str = "none"  # dynamics.parts.CONSTRAINTS
+
+    def rules(self) -> upd.Rules:
+        """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
+        opt = parts.OPTIMIZERS[self.optimizer]
+        return upd.Rules(self.groups, opt.decoupled_weight_decay, opt.normalise_per_run, self.constraint)
 
     def beta(self, t) -> float | jax.Array:
         """β of update t (0-based; a traced step, or a number): β₀ / (1 + c·t). A number when
@@ -264,6 +281,42 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     return params
 
 
+# fold_in(trial key, MINIBATCH_STREAM): the trial's stream of SGD batches, apart from its data
+# draws (which split the trial key, ``core.data``).
+MINIBATCH_STREAM = 0x5D6B
+
+
+def minibatch_key(data_key: jax.Array) -> jax.Array:
+    """The batch key of a trial whose data were drawn from ``data_key`` (raw (2,) uint32)."""
+    return jax.random.fold_in(rng.wrap(data_key), MINIBATCH_STREAM)
+
+
+def minibatch(prog: Program, data: Data, key: jax.Array | None, t) -> tuple[jax.Array, jax.Array]:
+    """The training examples (X, y) of update t: all of them, or SGD's B examples chosen by the
+    program's sampling (``dynamics.parts.SAMPLINGS``) from the trial's batch ``key`` and t alone,
+    so every run of a pack (one trial) and every packing, device count or resume gets the same."""
+    if not prog.batch_size:
+        return data.X_train, data.y_train
+    return parts.SAMPLINGS[prog.sampling].load()(data, key, t, prog.batch_size)
+
+
+def epoch_batch(data: Data, key: jax.Array, t, size: int) -> tuple[jax.Array, jax.Array]:
+    """``epoch``: update t is batch t mod (n/B) of epoch e = t // (n/B), consecutive B examples of
+    a permutation of the n drawn from fold_in(key, e) (B divides n: every example once an epoch)."""
+    n = data.y_train.shape[0]
+    per_epoch = n // size
+    order = jax.random.permutation(jax.random.fold_in(key, t // per_epoch), n)
+    idx = jax.lax.dynamic_slice_in_dim(order, (t % per_epoch) * size, size)
+    return data.X_train[idx], data.y_train[idx]
+
+
+def replace_batch(data: Data, key: jax.Array, t, size: int) -> tuple[jax.Array, jax.Array]:
+    """``replace``: B indices uniform on 0..n−1 with replacement, drawn from fold_in(key, t)."""
+    n = data.y_train.shape[0]
+    idx = jax.random.randint(jax.random.fold_in(key, t), (size,), 0, n, dtype=jnp.int32)
+    return data.X_train[idx], data.y_train[idx]
+
+
 def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:
     """One pack of R runs: (metrics, each (R, L), and the step at which each run diverged, or
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
@@ -271,28 +324,31 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     pack = make_pack(prog, b.slot_run, b.n_heads)
     params = init_slots(prog, b)
     loss = prog.loss
-    direction = upd.direction(prog.optimizer)
+    direction, rules = upd.direction(prog.optimizer), prog.rules()
+    batch_key = minibatch_key(b.data_key) if prog.batch_size else None
     slot_lr = jnp.sum(jnp.where(pack.member, b.lr[None, :], 0.0), axis=1)  # (S,): η of its run, 0 if empty
     lr = {k: (b.lr if k == "b" else slot_lr) for k in params}  # the bias: one per run, the run's η
     total = sum(prog.segments)
 
-    def objective(p, beta):
-        f = mdl.head_outputs(p, data.X_train, prog.query, prog.attention, beta)
-        z = loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
+    def objective(p, beta, X, y):
+        f = mdl.head_outputs(p, X, prog.query, prog.attention, beta)
+        z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
     def one_step(t, carry):
         p, state, div_at = carry
-        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t))
+        X, y = minibatch(prog, data, batch_key, t)
+        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t), X, y)
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
-        p, state = upd.update(p, grads, state, direction, lr)  # η per head slot (per run for b)
+        # η per head slot (per run for the bias b), the group rules of update t
+        p, state = upd.update(p, grads, state, direction, lr, rules, t, pack.member)
         # A run diverges at the first step whose loss or margins (so its parameters) are not
-        # finite. Its heads are not frozen: they only touch their own run's numbers, which are
-        # masked from that step on; the last update's parameters are checked by the final
-        # evaluation (sweep._run_points).
+        # finite (SGD: on its batch). Its heads are not frozen: they only touch their own run's
+        # numbers, which are masked from that step on; the last update's parameters are checked
+        # by the final evaluation (sweep._run_points).
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
         return p, state, div_at
 

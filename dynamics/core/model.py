@@ -275,6 +275,31 @@ def init_heads(
     return {name: per_head(std, x) * x for name, x in draw.items()}
 
 
+# The parameters the sphere init and constraint keep at norm 1, one vector per head.
+SPHERE_PARAMS = parts.CONSTRAINTS["sphere"].params  # ("U", "k")
+
+
+def unit_rows(x: jax.Array) -> jax.Array:
+    """Each head's vector (the rows of ``x`` (S, d)) divided by its norm; a zero row stays 0."""
+    norm = jnp.sqrt(jnp.sum(x * x, axis=-1, keepdims=True))
+    return jnp.where(norm > 0, x / jnp.where(norm > 0, norm, 1.0), x)
+
+
+def init_sphere(
+    keys: jax.Array,
+    index: jax.Array,
+    d: int,
+    scale: float | jax.Array,
+    head_size: int | None = None,
+    learned: bool = False,
+) -> Params:
+    """``init_heads``'s draw with U_h (and k_h) divided by their norms: a normal vector over its
+    norm is uniform on the unit sphere, so U_h, k_h are uniform there (σ₀ leaves them alone)
+    and the other arrays (W, or Q and K) are drawn exactly as ``normal`` draws them."""
+    params = init_heads(keys, index, d, scale, head_size, learned)
+    return {k: unit_rows(v) if k in SPHERE_PARAMS else v for k, v in params.items()}
+
+
 def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
     """A scalar as is, or a per-head (S,) vector reshaped to (S, 1, …) to broadcast against
     ``like``, an array with the head axis first."""

@@ -6,17 +6,35 @@ The direction is an optimiser part's optax transformation without its step size
 applied here, as one scalar, one value per head slot (the engine's packs), or one value per
 parameter (a step per group). The arithmetic is optax's ``sgd(η)``/``adam(η)`` followed by
 ``apply_updates``: update = (−η)·direction, θ ← θ + update.
+
+With ``Rules`` (the engine's, static) one step is, in this order (``dynamics.parts.training``
+states each rule):
+
+1. coupled weight decay (all but Adam): g ← g + λ_group·θ, the gradient of λ/2·‖θ_group‖²;
+2. a group outside its range of updates gets a zero gradient (its decay term included);
+3. the sphere constraint: U_h, k_h lose their gradient's radial part, g ← g − (g·θ̂)θ̂;
+4. normalised GD: g ← g / ‖g‖, the norm over each run's parameters (``member``), 0 stays 0;
+5. the optimiser's direction d (its state advanced);
+6. decoupled weight decay (Adam, as AdamW): d ← d + λ_group·θ;
+7. θ ← θ − η·factor_group·d, then a group outside its range is put back exactly as it was;
+8. the sphere constraint: U_h, k_h divided by their norms.
+
+Rules at their defaults take the plain step above and nothing else (the same numbers, bit
+for bit, as before the rules existed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from dynamics import parts
+from dynamics.core.model import unit_rows
 
 Params = dict[str, jax.Array]
 
@@ -59,9 +77,132 @@ def descend(params: Any, d: Any, lr: Any) -> Any:
     }
 
 
+@dataclass(frozen=True)
+class GroupRule:
+    """One parameter group's rule: step η·``lr_factor``, moving in updates ``start`` <= t <
+    ``stop`` (0-based; stop None: to the end), weight decay λ = ``weight_decay``."""
+
+    lr_factor: float = 1.0
+    start: int = 0
+    stop: int | None = None
+    weight_decay: float = 0.0
+
+    def moving(self, t) -> Any:
+        """Does the group move at update t? True, or a traced bool when it has a range."""
+        if self.start == 0 and self.stop is None:
+            return True
+        on = jnp.asarray(t) >= self.start
+        return on if self.stop is None else on & (jnp.asarray(t) < self.stop)
+
+
+def default_groups() -> tuple[tuple[str, GroupRule], ...]:
+    return tuple((g, GroupRule()) for g in parts.GROUPS)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The step's rules beyond the plain one (static, hashable): the groups' rules (by group
+    name, ``dynamics.parts.GROUPS``), the optimiser's weight-decay and normalisation rules, and
+    the constraint (a name of ``dynamics.parts.CONSTRAINTS``)."""
+
+    groups: tuple[tuple[str, GroupRule], ...] = field(default_factory=default_groups)
+    decoupled: bool = False
+    normalise: bool = False
+    constraint: str = "none"
+
+    @property
+    def plain(self) -> bool:
+        """Nothing but the plain step: every group at its defaults, no normalisation, no constraint."""
+        return (
+            all(r == GroupRule() for _, r in self.groups) and not self.normalise and self.constraint == "none"
+        )
+
+    def rule(self, name: str) -> GroupRule:
+        """The rule of parameter ``name``'s group."""
+        group = next((g for g, names in parts.GROUPS.items() if name in names), None)
+        if group is None:
+            raise ValueError(f"parameter {name!r} is in no group of {parts.GROUPS}")
+        return dict(self.groups).get(group, GroupRule())
+
+
+def tangent(params: Params, grads: Params, names: tuple[str, ...]) -> Params:
+    """The gradients of the per-head vectors ``names`` (rows of (S, d)) without their radial
+    part: g − (g·θ̂)θ̂, θ̂ = θ/‖θ‖ (a zero θ leaves g as it is)."""
+    out = dict(grads)
+    for k in names:
+        if k in params:
+            unit = unit_rows(params[k])
+            out[k] = grads[k] - jnp.sum(grads[k] * unit, axis=-1, keepdims=True) * unit
+    return out
+
+
+def project_sphere(params: Params, names: tuple[str, ...] = ("U", "k")) -> Params:
+    """U_h and k_h (rows of (S, d)) back on the unit sphere; a zero row (an empty slot) stays 0."""
+    return {k: unit_rows(v) if k in names else v for k, v in params.items()}
+
+
+def normalise(grads: Params, member: jax.Array | None = None) -> Params:
+    """g / ‖g‖ with the norm over each run's parameters: ``member`` (S, R) says which head slots
+    (the leading axis) make up run r, a per-run parameter (``parts.PER_RUN_PARAMS``, shape (R,))
+    counts for its run; None: one run, every parameter. Selects, not products: a run's NaN never
+    reaches another. A zero gradient stays zero (no division by 0)."""
+    if member is None:
+        total = sum(jnp.sum(g * g) for g in grads.values())
+        norm = jnp.sqrt(total)
+        return {k: g / jnp.where(norm > 0, norm, 1.0) for k, g in grads.items()}
+    sq = jnp.zeros(member.shape[1], next(iter(grads.values())).dtype)
+    for k, g in grads.items():
+        per = jnp.sum(g * g, axis=tuple(range(1, g.ndim)))
+        sq = sq + (
+            per if k in parts.PER_RUN_PARAMS else jnp.sum(jnp.where(member, per[:, None], 0.0), axis=0)
+        )
+    run_norm = jnp.sqrt(sq)  # (R,)
+    slot_norm = jnp.sum(jnp.where(member, run_norm[None, :], 0.0), axis=1)  # (S,); 0 for an empty slot
+    out = {}
+    for k, g in grads.items():
+        norm = run_norm if k in parts.PER_RUN_PARAMS else slot_norm
+        out[k] = g / per_head(jnp.where(norm > 0, norm, 1.0), g)
+    return out
+
+
+def _steps(params: Params, lr: Any) -> dict[str, Any]:
+    return dict(lr) if isinstance(lr, Mapping) else dict.fromkeys(params, lr)
+
+
 def update(
-    params: Params, grads: Params, state: optax.OptState, opt: optax.GradientTransformation, lr: Any
+    params: Params,
+    grads: Params,
+    state: optax.OptState,
+    opt: optax.GradientTransformation,
+    lr: Any,
+    rules: Rules | None = None,
+    t: Any = 0,
+    member: jax.Array | None = None,
 ) -> tuple[Params, optax.OptState]:
-    """One step: the direction of ``grads`` under ``opt`` (its state advanced), then ``descend``."""
+    """One step: the direction of ``grads`` under ``opt`` (its state advanced), then ``descend``;
+    with ``rules`` (not plain) the eight steps of the module docstring at update ``t``, the
+    normalisation per run of ``member`` (S, R)."""
+    if rules is None or rules.plain:
+        d, state = opt.update(grads, state, params)
+        return descend(params, d, lr), state
+    rule = {k: rules.rule(k) for k in params}
+    moving = {k: r.moving(t) for k, r in rule.items()}
+    if not rules.decoupled:
+        grads = {
+            k: g + rule[k].weight_decay * params[k] if rule[k].weight_decay else g for k, g in grads.items()
+        }
+    grads = {k: jnp.where(moving[k], g, 0.0) if moving[k] is not True else g for k, g in grads.items()}
+    sphere = parts.CONSTRAINTS.get(rules.constraint, "constraint").params
+    grads = tangent(params, grads, sphere)
+    if rules.normalise:
+        grads = normalise(grads, member)
     d, state = opt.update(grads, state, params)
-    return descend(params, d, lr), state
+    if rules.decoupled:
+        d = {k: v + rule[k].weight_decay * params[k] if rule[k].weight_decay else v for k, v in d.items()}
+    steps = _steps(params, lr)
+    steps = {k: steps[k] * rule[k].lr_factor if rule[k].lr_factor != 1.0 else steps[k] for k in params}
+    new = descend(params, d, steps)
+    new = {k: v if moving[k] is True else jnp.where(moving[k], v, params[k]) for k, v in new.items()}
+    if rules.constraint != "none":
+        new = parts.CONSTRAINTS[rules.constraint].load()(new, sphere)
+    return new, state

@@ -15,16 +15,32 @@ from dynamics.parts.model import (
     Norm,
     Query,
     check_init,
+    check_sphere,
 )
 from dynamics.parts.registry import Part, Registry
 from dynamics.parts.rules import can_pack_heads, uses_fast_path
-from dynamics.parts.training import LOSSES, LR_SCALINGS, OPTIMIZERS, Loss, LrScaling, Optimizer
+from dynamics.parts.training import (
+    CONSTRAINTS,
+    GROUPS,
+    LOSSES,
+    LR_SCALINGS,
+    OPTIMIZERS,
+    PER_RUN_PARAMS,
+    SAMPLINGS,
+    Constraint,
+    Loss,
+    LrScaling,
+    Optimizer,
+    Sampling,
+)
 
 REGISTRIES = {
     "data_model": DATA_MODELS,
     "loss": LOSSES,
     "optimizer": OPTIMIZERS,
     "lr_scaling": LR_SCALINGS,
+    "sampling": SAMPLINGS,
+    "constraint": CONSTRAINTS,
     "query": QUERIES,
     "attention": ACTIVATIONS,
     "norm": NORMS,
@@ -34,6 +50,13 @@ REGISTRIES = {
 
 __all__ = [
     "ACTIVATIONS",
+    "CONSTRAINTS",
+    "GROUPS",
+    "PER_RUN_PARAMS",
+    "SAMPLINGS",
+    "Constraint",
+    "Sampling",
+    "check_sphere",
     "DATA_MODELS",
     "INITS",
     "KEY_QUERIES",

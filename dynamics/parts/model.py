@@ -144,8 +144,32 @@ INITS: Registry[Init] = Registry(
     (
         Init("zero", "θ(0) = 0, the papers' setting; heads stay identical", symmetric=True, random=False),
         Init("normal", "entries N(0, σ₀²/d); breaks head symmetry", f"{_MODEL}:init_heads"),
+        Init(
+            "sphere",
+            "U_h and k_h uniform on the unit sphere, the rest as normal (needs --query learned)",
+            f"{_MODEL}:init_sphere",
+        ),
     ),
 )
+# The query whose heads have a sphere to live on: a learned query vector k_h (with a key-query
+# matrix W_h there is none). The sphere init and the sphere constraint need it.
+SPHERE_QUERY = "learned"
+
+
+def check_sphere(query: str, init: str, constraint: str = "none") -> None:
+    """The sphere init and constraint need the learned-vector query; the constraint needs the
+    sphere init too (the projection keeps a norm of 1, it does not reach it)."""
+    for name, value in (("model.init", init), ("optim.constraint", constraint)):
+        if value == "sphere" and query != SPHERE_QUERY:
+            raise ConfigError(
+                f"{name}='sphere' needs model.query={SPHERE_QUERY!r} (a learned query vector k_h on the "
+                f"unit sphere); model.query={query!r} has a key-query matrix W_h, which has no sphere"
+            )
+    if constraint == "sphere" and init != "sphere":
+        raise ConfigError(
+            f"optim.constraint='sphere' needs model.init='sphere' (U_h, k_h start on the sphere); "
+            f"got model.init={init!r}"
+        )
 
 
 def check_init(key_query: str, init: str, attention: str = "softmax") -> None:

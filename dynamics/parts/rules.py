@@ -7,7 +7,7 @@ import dataclasses
 
 from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
-from dynamics.parts.training import LOSSES, OPTIMIZERS
+from dynamics.parts.training import CONSTRAINTS, LOSSES, OPTIMIZERS, SAMPLINGS
 
 
 def uses_fast_path(cfg) -> bool:
@@ -42,6 +42,8 @@ _FIELDS = {
     "optimizer": OPTIMIZERS,
     "loss": LOSSES,
     "model": DATA_MODELS,
+    "sampling": SAMPLINGS,
+    "constraint": CONSTRAINTS,
 }
 
 

@@ -1,5 +1,7 @@
-"""The training's parts: losses (with their task), optimisers and the step size's H-scaling.
-Metadata only (no JAX); losses' math is in ``dynamics.core.losses``, optimisers are optax's.
+"""The training's parts: losses (with their task), optimisers, the step size's H-scaling,
+SGD's batch sampling and the parameter constraints; and the two parameter groups. Metadata
+only (no JAX); losses' math is in ``dynamics.core.losses``, optimisers are optax's, the step's
+rules (groups, normalisation, constraint) are ``dynamics.core.update``'s.
 
 Rules the engine relies on:
 
@@ -9,7 +11,28 @@ Rules the engine relies on:
   (GD, Adam), so a representative head fed the per-head gradient g = ∇L̃/H makes exactly the
   update each of the H identical heads makes (eps included). An optimiser that mixes coordinates
   (a global norm, say) would void the fast path: ``per_coordinate=False`` turns it off.
-- ``LrScaling.exponent`` p: η(H) = η₀ · H^p for every optimiser, Adam included.
+- ``LrScaling.exponent`` p: η(H) = η₀ · H^p for every optimiser (GD, SGD, normalised GD and
+  Adam alike): the step size η(H) is what every optimiser's direction is multiplied by.
+- ``Optimizer.minibatch`` (SGD): each update's gradient is the mean over B training examples
+  chosen by a ``Sampling`` from the *trial's* key and the step number alone, so a run's batches
+  are the same whatever shares its pack, the devices or ``--resume``, and every run of a pack
+  (one trial) uses the same batch. The logged train loss is still the full training set's. The
+  batch is the same for every head, so the fast path holds (SGD is per coordinate).
+- ``Optimizer.normalise_per_run`` (normalised GD): the gradient divided by its Euclidean norm
+  over one run's parameters (all its heads, both groups), never across the runs of a pack; a
+  zero gradient gives a zero step. Not per coordinate: no fast path.
+- ``Optimizer.decoupled_weight_decay``: weight decay λ acts as AdamW's, θ ← θ − η·(d + λθ)
+  (Adam); otherwise it is the L2 term λ/2·‖θ_group‖² added to the loss, so λθ is added to the
+  gradient before the direction (GD, SGD, and normalised GD before the normalisation).
+- parameter groups (``GROUPS``, by parameter name): readout {U, b} and attention {W, Q, K, k},
+  each with a step factor (η·factor), a range of updates [start, stop) in which it moves, and
+  a weight decay λ. Outside its range a group's gradient is replaced by 0 (Adam's moments then
+  decay towards 0 and its count goes on) and its parameters are kept exactly. All three are
+  per coordinate, so the fast path holds with them.
+- ``Constraint`` ``sphere``: the gradient of U_h (and k_h) loses its radial part
+  (g − (g·θ̂)θ̂, the Riemannian gradient; every optimiser is fed it), and after each update
+  U_h (and k_h) are projected back to the unit sphere. Per head: a stored head of weight H is
+  projected as each of its heads would be.
 """
 
 from __future__ import annotations
@@ -35,6 +58,24 @@ class Optimizer(Part):
     the engine multiplies by −η per head slot, as ``optax.scale_by_learning_rate`` would."""
 
     per_coordinate: bool = True
+    minibatch: bool = False  # the gradient of B examples per update (optim.batch_size, optim.sampling)
+    normalise_per_run: bool = False  # the gradient divided by its norm over each run's parameters
+    decoupled_weight_decay: bool = False  # weight decay as AdamW's (else an L2 term in the gradient)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling(Part):
+    """Which B training examples an SGD update uses: ``impl`` maps (data, key, t, B) to the
+    batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.engine``).
+    It returns examples, not indices, so a sampling that draws fresh examples from the data
+    model at every update (online) fits the same signature."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint(Part):
+    """A manifold the parameters ``params`` stay on (``impl`` the projection after each update)."""
+
+    params: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +107,60 @@ OPTIMIZERS: Registry[Optimizer] = Registry(
     "optim.optimizer",
     (
         Optimizer("gd", "full-batch gradient descent", "optax:identity", label="GD"),
-        Optimizer("adam", "Adam with optax's defaults", "optax:scale_by_adam", label="Adam"),
+        Optimizer(
+            "adam",
+            "Adam with optax's defaults",
+            "optax:scale_by_adam",
+            label="Adam",
+            decoupled_weight_decay=True,
+        ),
+        Optimizer(
+            "sgd",
+            "mini-batch SGD: B examples per update (--batch-size, --sampling)",
+            "optax:identity",
+            label="SGD",
+            minibatch=True,
+        ),
+        Optimizer(
+            "normalized-gd",
+            "GD along g/‖g‖, the norm over each run's parameters",
+            "optax:identity",
+            label="normalised GD",
+            per_coordinate=False,
+            normalise_per_run=True,
+        ),
     ),
 )
+_ENGINE = "dynamics.core.engine"
+SAMPLINGS: Registry[Sampling] = Registry(
+    "sampling",
+    "optim.sampling",
+    (
+        Sampling(
+            "epoch",
+            "a fresh permutation of the n examples per epoch, consecutive batches of it (B divides n)",
+            f"{_ENGINE}:epoch_batch",
+        ),
+        Sampling("replace", "B examples drawn with replacement at every update", f"{_ENGINE}:replace_batch"),
+    ),
+)
+CONSTRAINTS: Registry[Constraint] = Registry(
+    "constraint",
+    "optim.constraint",
+    (
+        Constraint("none", "the parameters move freely"),
+        Constraint(
+            "sphere",
+            "U_h and k_h on the unit sphere: Riemannian gradient, then projected back after each update",
+            "dynamics.core.update:project_sphere",
+            params=("U", "k"),
+        ),
+    ),
+)
+# The parameter groups, by parameter name (a name in neither is an error of the step rules).
+GROUPS: dict[str, tuple[str, ...]] = {"readout": ("U", "b"), "attention": ("W", "Q", "K", "k")}
+# Parameters with one value per run of a pack (shape (R,)), not one per head slot.
+PER_RUN_PARAMS = ("b",)
 LR_SCALINGS: Registry[LrScaling] = Registry(
     "step-size scaling",
     "optim.lr_scaling",

@@ -34,6 +34,7 @@ from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment,
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
+from dynamics.core.update import GroupRule
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, head_metrics_on, metrics_of  # noqa: F401
 from dynamics.sweeps import plateaus
@@ -43,7 +44,7 @@ from dynamics.sweeps.devices import BatchPlacer
 
 
 def step_size(cfg: Config, n_heads: int) -> float:
-    """η(H) = η₀ · H^p (docs/model.md)."""
+    """η(H) = η₀ · H^p (docs/model.md), the step of every optimiser (GD, SGD, normalised GD, Adam)."""
     return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
 
 
@@ -73,7 +74,21 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         save_params=cfg.sweep.save_params,
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
+        batch_size=int(cfg.optim.batch_size or 0) if parts.OPTIMIZERS[cfg.optim.optimizer].minibatch else 0,
+        sampling=cfg.optim.sampling,
+        groups=group_rules(cfg),
+        constraint=cfg.optim.constraint,
     )
+
+
+def group_rules(cfg: Config) -> tuple[tuple[str, GroupRule], ...]:
+    """The step rules of the parameter groups (readout, attention) that ``cfg.optim`` sets."""
+    rules = []
+    for group in parts.GROUPS:
+        start, stop = getattr(cfg.optim, f"{group}_steps") or (0, None)
+        factor, decay = (float(getattr(cfg.optim, f"{group}_{k}")) for k in ("lr_factor", "weight_decay"))
+        rules.append((group, GroupRule(factor, int(start), None if stop is None else int(stop), decay)))
+    return tuple(rules)
 
 
 EXTRA_PREFIXES = ("head_", "param_")  # curves beyond the metrics: per head (H_max axis), snapshots of θ
@@ -304,11 +319,12 @@ def plan_points(
 
 
 def make_batch(
-    point: Point, cfgs: Sequence[Config], init_keys: np.ndarray, dtype: np.dtype
+    point: Point, cfgs: Sequence[Config], init_keys: np.ndarray, dtype: np.dtype, data_keys: np.ndarray
 ) -> tuple[Batch, np.ndarray, np.ndarray]:
     """The batch of a point (padded with copies of its last element), and where each run's
     results are in its (B, R, …) outputs: batch rows and run columns, one per (item, trial)
-    in the order of ``point.items`` × trials."""
+    in the order of ``point.items`` × trials. ``data_keys`` (trials, 2): each trial's key
+    (``trial_keys``)."""
     prog, heads, trials = point.prog, cfgs[0].sweep.heads, cfgs[0].sweep.trials
     S, R = prog.slots, prog.runs
     elements = [(p, t) for p in range(len(point.packs)) for t in range(trials)]
@@ -333,8 +349,11 @@ def make_batch(
         fields["init_scale"].append([cfgs[it[1]].model.init_scale if it else 0.0 for it in runs])
         fields["slot_run"].append(slot_run)
         fields["slot_head"].append(slot_head)
-    dtypes = dict(trial=np.int32, key=np.uint32, n_heads=dtype, lr=dtype, init_scale=dtype)
+        fields["data_key"].append(data_keys[t])
     fields.pop("start")
+    dtypes = dict(
+        trial=np.int32, key=np.uint32, n_heads=dtype, lr=dtype, init_scale=dtype, data_key=np.uint32
+    )
     batch = Batch(**{k: np.asarray(v, dtype=dtypes.get(k)) for k, v in fields.items()})
     if cfgs[0].model.init_from is not None:
         batch = batch._replace(start=start_params(cfgs[0], batch, elements, point.packs, dtype))
@@ -372,6 +391,13 @@ def start_params(cfg: Config, batch: Batch, elements, packs, dtype) -> dict[str,
     return out
 
 
+def trial_keys(cfg: Config) -> np.ndarray:
+    """(trials, 2) uint32: trial i's key, fold_in(data key, i), from which ``make_data`` draws its
+    data (synthetic models) and the engine its SGD batches (``engine.minibatch_key``)."""
+    k_data, _ = rng.split(rng.seed(cfg.sweep.seed))
+    return np.stack([rng.fold_in(k_data, i) for i in range(cfg.sweep.trials)])
+
+
 def _prepare(cfg: Config):
     # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
     # integers and floats), so the data are drawn as without x64 and simulated in float64.
@@ -405,6 +431,7 @@ def _run_points(
     placer = BatchPlacer(devices)
     with phase("data"):
         data, shared, init_keys = _prepare(base)
+        data_keys = trial_keys(base)
         placed = placer.data(data)
     steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
@@ -415,7 +442,7 @@ def _run_points(
     try:
         for point in points:
             bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
-            batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype())
+            batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)
             on_devices = placer.batch(batch)
             with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
                 metrics, div_at = train_batch(
