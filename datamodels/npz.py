@@ -1,6 +1,8 @@
-"""User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,).
+"""User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,),
+and optionally mask_train (n, T) and mask_test (m, T), the relevant tokens (bool, or 0/1).
 
-Labels are +-1; 0/1 labels are accepted and mapped (0 -> -1). Every problem is a
+Targets all +-1, or all 0/1 (mapped 0 -> -1), are labels: a classification task. Any other
+finite targets are kept as they are: a regression task (``UserData.task``). Every problem is a
 one-line DataError naming the file and the offending key.
 """
 
@@ -16,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 REQUIRED_KEYS = ("X_train", "y_train", "X_test", "y_test")
+MASK_KEYS = ("mask_train", "mask_test")  # optional: the relevant tokens of each set
 
 
 class UserData(NamedTuple):
@@ -25,6 +28,9 @@ class UserData(NamedTuple):
     y_train: np.ndarray  # (n,)
     X_test: np.ndarray  # (m, T, d)
     y_test: np.ndarray  # (m,)
+    mask_train: np.ndarray | None = None  # (n, T) bool relevant tokens, None if not in the file
+    mask_test: np.ndarray | None = None  # (m, T) bool
+    task: str = "classification"  # "regression" when the targets are not labels
 
 
 class DataError(ValueError):
@@ -65,18 +71,38 @@ def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
     return X32
 
 
-def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
+def _targets(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
     if y.ndim != 1:
         raise _fail(path, key, f"must be 1-D (n,), got shape {y.shape}")
     if y.shape[0] != n:
         raise _fail(path, key, f"has {y.shape[0]} labels but {x_key} has n={n} examples")
-    values = np.unique(y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y32 = y.astype(np.float32)
+    if not np.all(np.isfinite(y32)):
+        raise _fail(path, key, "labels must be finite: ±1 or 0/1 labels, or real regression targets")
+    return y32
+
+
+def _task(y_train: np.ndarray, y_test: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """(task, y_train, y_test): all targets ±1 or all 0/1 (mapped to ±1) are labels; else regression."""
+    values = np.unique(np.concatenate([y_train, y_test]))
     if np.all(np.isin(values, (-1, 1))):
-        return y.astype(np.float32)
+        return "classification", y_train, y_test
     if np.all(np.isin(values, (0, 1))):
-        return np.where(y == 1, 1.0, -1.0).astype(np.float32)
-    shown = ", ".join(str(v) for v in values[:6]) + (", ..." if values.size > 6 else "")
-    raise _fail(path, key, f"labels must be all in {{-1, +1}} or all in {{0, 1}}; got {shown}")
+        return (
+            "classification",
+            np.where(y_train == 1, 1.0, -1.0).astype(np.float32),
+            np.where(y_test == 1, 1.0, -1.0).astype(np.float32),
+        )
+    return "regression", y_train, y_test
+
+
+def _mask(path: Path, key: str, mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    if mask.shape != shape:
+        raise _fail(path, key, f"must have shape (n, T) = {shape}, got {mask.shape}")
+    if mask.dtype != bool and not np.all(np.isin(mask, (0, 1))):
+        raise _fail(path, key, "must be bool (or 0/1): True on the relevant tokens")
+    return mask.astype(bool)
 
 
 def load_npz(path: str | os.PathLike) -> UserData:
@@ -100,7 +126,7 @@ def load_npz(path: str | os.PathLike) -> UserData:
                 f"is missing (missing: {', '.join(missing)}; required: "
                 f"{', '.join(REQUIRED_KEYS)}; found: {', '.join(archive.files) or 'none'})",
             )
-        raw = {k: _read(archive, path, k) for k in REQUIRED_KEYS}
+        raw = {k: _read(archive, path, k) for k in (*REQUIRED_KEYS, *MASK_KEYS) if k in archive.files}
     X_train = _tokens(path, "X_train", raw["X_train"])
     X_test = _tokens(path, "X_test", raw["X_test"])
     if X_test.shape[1:] != X_train.shape[1:]:
@@ -109,9 +135,14 @@ def load_npz(path: str | os.PathLike) -> UserData:
             "X_test",
             f"has tokens (T, d) = {X_test.shape[1:]} but X_train has {X_train.shape[1:]}",
         )
-    y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
-    y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
-    return UserData(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
+    y_train = _targets(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
+    y_test = _targets(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    task, y_train, y_test = _task(y_train, y_test)
+    masks = {
+        k: _mask(path, k, raw[k], X.shape[:2]) if k in raw else None
+        for k, X in (("mask_train", X_train), ("mask_test", X_test))
+    }
+    return UserData(X_train, y_train, X_test, y_test, masks["mask_train"], masks["mask_test"], task)
 
 
 class NpzHeader(NamedTuple):

@@ -23,13 +23,14 @@ import re
 import sys
 from pathlib import Path
 
-from datamodels.defaults import GEOMETRIES
+from datamodels.defaults import GEOMETRIES, ICL_BASES
 from dynamics import parts
 from dynamics.cli.common import (
     OneLineParser,
     add_cpu_devices,
     apply_cpu_devices,
     float_arg,
+    floats_arg,
     head_size_arg,
     import_plotting_meanwhile,
     int_arg,
@@ -50,7 +51,9 @@ from dynamics.config.schema import (
     Config,
     ConfigError,
     Experiment,
+    IdenticalTrialsWarning,
     apply_overrides,
+    identical_trials,
     parse_heads,
     resolve,
 )
@@ -122,7 +125,14 @@ KNOBS = [
         "the logged steps, each run replayed: it costs several times the sweep's own time "
         "(docs/theory.md)",
     ),
-    ("--data-model", "data", "model", str, parts.DATA_MODELS, parts.DATA_MODELS.help()),
+    (
+        "--data-model",
+        "data",
+        "model",
+        str,
+        parts.DATA_MODELS,
+        parts.DATA_MODELS.help() + "; or your own, package.module:name (setup and sample)",
+    ),
     ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
     ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),
     ("--tokens", "data", "T", int_arg, None, "tokens per example T"),
@@ -136,6 +146,18 @@ KNOBS = [
     ("--teacher-heads", "data", "teacher_heads", int_arg, None, "planted: teacher heads H*"),
     ("--teacher-scale", "data", "teacher_scale", float_arg, None, "planted: teacher scale β"),
     ("--label-noise", "data", "label_noise", float_arg, None, "planted: label flip probability p"),
+    (
+        "--positive-rate",
+        "data",
+        "positive_rate",
+        float_arg,
+        None,
+        "sparse-token: probability π of a positive",
+    ),
+    ("--gamma", "data", "gamma", float_arg, None, "single/multi-location: spread γ of a relevant token"),
+    ("--epsilon", "data", "epsilon", float_arg, None, "single/multi-location: target noise ε (floor ε²)"),
+    ("--strengths", "data", "strengths", floats_arg, None, "multi-location: strengths c_f, e.g. 1,0.7,0.5"),
+    ("--basis", "data", "basis", str, ICL_BASES, "icl-linreg: Λ's eigenvectors, random or identity"),
 ]
 
 
@@ -330,6 +352,17 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path):
         return run_checkpointed(exp, out, resume=args.resume, progress=not args.quiet, devices=devices)
 
 
+def _warn_identical(cfg: Config) -> None:
+    """Print why the trials would be identical copies (file data, an init that draws nothing), once:
+    the sweep's own Python warning is silenced."""
+    why = identical_trials(cfg)
+    if why is not None:
+        import warnings
+
+        print(f"warning: {why}", file=sys.stderr)
+        warnings.filterwarnings("ignore", category=IdenticalTrialsWarning)
+
+
 def _is_main_process() -> bool:
     import jax
 
@@ -378,6 +411,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         base = exp.base if isinstance(exp, GridExperiment) else exp
         check_sweep(base, x64=args.x64)  # and the memory it needs, before anything is allocated
         cfg = base.config
+        _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)

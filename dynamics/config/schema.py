@@ -105,6 +105,7 @@ class DataConfig:
         except (TypeError, ValueError):
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
         merged.update(named)
+        merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
         if isinstance(path, os.PathLike):
             path = os.fspath(path)  # a pathlib.Path is its string (the hash and results.json see that)
         values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
@@ -215,6 +216,9 @@ class Config:
                     del doc[section][name]
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
+        sources = user_sources(self)
+        if sources:  # only with a user's part ("module:attribute"): every other config keeps its hash
+            doc["sources"] = sources
         return doc
 
     def hash(self) -> str:
@@ -225,6 +229,27 @@ class Config:
         if model is not None and model.from_file and self.data.path:
             doc["data"]["content_sha256"] = _file_digest(self.data.path)
         return digest(doc)
+
+
+def user_sources(cfg: Config) -> dict[str, dict[str, str | None]]:
+    """{"section.field": {"path", "sha256"}} of every user part (``"module:attribute"``) the config
+    names: where its code is, so results.json records it and the config hash covers it."""
+    fields = {
+        "data.model": parts.DATA_MODELS,
+        "optim.loss": parts.LOSSES,
+        "optim.optimizer": parts.OPTIMIZERS,
+        "model.attention": parts.ACTIVATIONS,
+    }
+    found = {}
+    for name, registry in fields.items():
+        section, field_name = name.split(".")
+        value = getattr(getattr(cfg, section), field_name)
+        if parts.registry.is_user_name(value) and value not in registry.names:
+            try:
+                found[name] = registry.get(value, name).source()
+            except ConfigError:
+                found[name] = {"path": None, "sha256": "unavailable"}
+    return found
 
 
 def _file_digest(path: str) -> str:
@@ -379,6 +404,7 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     """The Config that ``Config.to_dict`` (a results.json's ``config``) describes; its values are
     the file's, not a user's (``explicit=False``)."""
     doc = dict(doc)
+    doc.pop("sources", None)  # where a user part's code was: recorded, not a setting
     name = doc.pop("name", "default")
     return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
@@ -721,6 +747,23 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
                 f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
                 f"posed for the first token as query); got model.query={model.query!r}"
             )
+
+
+class IdenticalTrialsWarning(UserWarning):
+    """Every trial of the sweep is the same run (``identical_trials``)."""
+
+
+def identical_trials(cfg: Config) -> str | None:
+    """Why the trials of ``cfg`` would be identical copies (None: they differ): data from a file
+    are shared by every trial, and an init that draws nothing gives every trial the same start."""
+    if cfg.sweep.trials < 2 or not parts.DATA_MODELS.get(cfg.data.model).from_file:
+        return None
+    if parts.INITS.get(cfg.model.init).random:
+        return None
+    return (
+        f"data from a file ({cfg.data.path}) are shared by every trial and model.init={cfg.model.init!r} "
+        f"draws nothing: the {cfg.sweep.trials} trials repeat the same run (use --trials 1, or --init normal)"
+    )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,48 +18,43 @@ from dynamics.infra import executables
 
 class Data(NamedTuple):
     X_train: jax.Array  # ([trials,] n, T, d)
-    y_train: jax.Array  # ([trials,] n) in {−1, +1}
+    y_train: jax.Array  # ([trials,] n): ±1 labels (classification) or real targets (regression)
     X_test: jax.Array  # ([trials,] n_test, T, d)
     y_test: jax.Array  # ([trials,] n_test)
     mask_test: jax.Array | None  # ([trials,] n_test, T) relevant tokens, None if unknown
+    mask_train: jax.Array | None = None  # ([trials,] n, T) relevant tokens, None if unknown
+    world: Any = None  # each trial's world (datamodels.protocol), leading trial axis; None for a file
+    noise_floor: jax.Array | None = None  # ([trials,]) float32 Bayes risk of the square loss, NaN if unknown
+
+
+def data_model(cfg: DataConfig):
+    """The data model object of ``cfg.model`` (``setup`` and ``sample``: ``datamodels.protocol``)."""
+    return parts.DATA_MODELS.get(cfg.model).load()
+
+
+def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
+    """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
+    training and test sets sampled from that world with the second and third."""
+    k_setup, k_train, k_test = jax.random.split(key, 3)
+    world = model.setup(k_setup, cfg)
+    X, y, mask = model.sample(world, k_train, cfg.n_train)
+    X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
+    floor = datamodels.noise_floor(model, world)
+    return Data(X, y, X_test, y_test, mask_test, mask, world, floor)
 
 
 def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
     """One trial's data: the data model's draw (``dynamics.parts.DATA_MODELS``)."""
-    return parts.DATA_MODELS[cfg.model].load()(cfg, key)
-
-
-def draw_planted(cfg: DataConfig, key: jax.Array) -> Data:
-    """The planted teacher's data: the teacher, then train and test sets from three subkeys."""
-    k_teacher, k_train, k_test = jax.random.split(key, 3)
-    teacher = datamodels.planted_teacher(k_teacher, d=cfg.d, heads=cfg.teacher_heads, scale=cfg.teacher_scale)
-    kw = dict(T=cfg.T, label_noise=cfg.label_noise)
-    X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
-    X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
-    return Data(X, y, X_test, y_test, None)
-
-
-def draw_mixture(cfg: DataConfig, key: jax.Array) -> Data:
-    """DM1 and the tokenized mixture: train and test sets (the first subkey is unused, as the
-    planted model's teacher key, so both models split a trial's key alike)."""
-    _, k_train, k_test = jax.random.split(key, 3)
-    kw = _mixture_kw(cfg)
-    X, y, _ = datamodels.tokenized_mixture(k_train, cfg.n_train, **kw)
-    X_test, y_test, mask_test = datamodels.tokenized_mixture(k_test, cfg.n_test, **kw)
-    return Data(X, y, X_test, y_test, mask_test)
-
-
-def _mixture_kw(cfg: DataConfig) -> dict:
-    names = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry", "first_relevant")
-    return {name: getattr(cfg, name) for name in names}
+    return draw_trial(data_model(cfg), cfg, key)
 
 
 def train_relevant_tokens(
     cfg: DataConfig, key: np.ndarray, trials: int
 ) -> tuple[jax.Array, jax.Array] | None:
-    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of DM1 and the mixture, drawn
-    exactly as ``make_data`` draws the training set (same keys and draws; the caller can compare
-    X), or None for data without known relevant tokens. For the max-margin diagnostic."""
+    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of a data model that knows its
+    relevant tokens, drawn exactly as ``make_data`` draws the training set (same keys and draws;
+    the caller can compare X), or None for data without known relevant tokens. For the
+    max-margin diagnostic."""
     cfg = cfg.resolved()
     if not parts.DATA_MODELS[cfg.model].relevant_tokens:
         return None
@@ -70,8 +65,9 @@ def train_relevant_tokens(
 @partial(jax.jit, static_argnames="cfg")
 def _train_draws(cfg: DataConfig, raw: jax.Array):
     def one(key):
-        _, k_train, _ = jax.random.split(key, 3)
-        X, _, mask = datamodels.tokenized_mixture(k_train, cfg.n_train, **_mixture_kw(cfg))
+        k_setup, k_train, _ = jax.random.split(key, 3)
+        model = data_model(cfg)
+        X, _, mask = model.sample(model.setup(k_setup, cfg), k_train, cfg.n_train)
         return X, mask
 
     return jax.vmap(one)(rng.wrap(raw))
@@ -86,9 +82,9 @@ def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tupl
     cfg = cfg.resolved()
     if parts.DATA_MODELS[cfg.model].from_file:
         u = datamodels.load_npz(cfg.path)
-        return Data(
-            jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None
-        ), True
+        masks = [None if m is None else jnp.asarray(m) for m in (u.mask_test, u.mask_train)]
+        arrays = [jnp.asarray(a) for a in (u.X_train, u.y_train, u.X_test, u.y_test)]
+        return Data(*arrays, *masks, None, jnp.asarray(np.nan, jnp.float32)), True
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)

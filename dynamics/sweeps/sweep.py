@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,17 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
-from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, no_effect, resolve, validate
+from dynamics.config.schema import (
+    LR_SCALINGS,
+    Config,
+    ConfigError,
+    Experiment,
+    IdenticalTrialsWarning,
+    identical_trials,
+    no_effect,
+    resolve,
+    validate,
+)
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import METRICS, Batch, Program, float_dtype, train_batch
@@ -357,7 +368,9 @@ def _run_points(
     placer = BatchPlacer(devices)
     with phase("data"):
         data, shared, init_keys = _prepare(base)
-        placed = placer.data(data)
+        # The worlds stay out of the engine: their pytree carries the data config (static), so
+        # every data setting would compile its own engine program.
+        placed = placer.data(data._replace(world=None))
     steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
@@ -477,9 +490,28 @@ def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
     return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
 
 
+def with_data(cfg: Config | Experiment, data: Any) -> Config | Experiment:
+    """``cfg`` running the data model ``data`` (``run_sweep(cfg, data=...)``): an object with
+    ``setup`` and ``sample`` (``datamodels.protocol``; it runs as the user part
+    ``DATA_MODELS.adopt`` names) or a data model's name; None leaves ``cfg`` as it is."""
+    if data is None:
+        return cfg
+    name = data if isinstance(data, str) else parts.DATA_MODELS.adopt(data)
+    parts.DATA_MODELS.get(name, "data")  # a one-line error for a name that is none
+    base = cfg.config if isinstance(cfg, Experiment) else cfg
+    return dataclasses.replace(base, data=dataclasses.replace(base.data, model=name))
+
+
+def _warn_identical(cfg: Config) -> None:
+    why = identical_trials(cfg)
+    if why is not None:
+        warnings.warn(why, IdenticalTrialsWarning, stacklevel=3)
+
+
 def run_sweep(
     cfg: Config | Experiment,
     *,
+    data: Any = None,
     progress: bool = True,
     on_point: PointCallback | None = None,
     skip_heads: Mapping[int, HeadResult] | None = None,
@@ -491,6 +523,8 @@ def run_sweep(
     """Build the data, run every H (a loop over points), collect curves.
 
     cfg: a Config, an Experiment, a preset's name or None (the defaults).
+    data: a data model object of your own (``setup`` and ``sample``: ``datamodels.protocol``) to
+      run instead of ``cfg.data.model``, or None. Each trial sets up its own world.
     on_point: called after each point as ``on_point(heads, metrics_by_head, diverged_at)``:
       ``heads`` the H values it finished (ascending), ``metrics_by_head[name]`` of shape
       (len(heads), trials, L) and ``diverged_at`` (len(heads), trials), exactly as they will
@@ -506,8 +540,9 @@ def run_sweep(
     """
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
-    exp = resolve(as_config(cfg, "run_sweep"))
+    exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
     cfg, steps = exp.config, np.array(exp.steps)
+    _warn_identical(cfg)
     start = time.perf_counter()
     _check_skipped(cfg, {} if skip_heads is None else skip_heads, len(steps))
     heads = list(cfg.sweep.heads)
@@ -596,6 +631,7 @@ def _values(name: str, values, default: float) -> list[float]:
 def run_grid(
     cfg: Config | str | None = None,
     *,
+    data: Any = None,
     lrs: Sequence[float] | None = None,
     init_scales: Sequence[float] | None = None,
     progress: bool = True,
@@ -608,7 +644,8 @@ def run_grid(
     ``init_scales`` (default: the config's), batched into the same compiled calls (with
     random init, runs of different η₀, σ₀ and H share packs).
 
-    ``cfg``: a Config, a preset's name or None (the defaults); ``lrs`` and ``init_scales``: a
+    ``cfg``: a Config, a preset's name or None (the defaults); ``data``: a data model object
+    (as for ``run_sweep``) or None; ``lrs`` and ``init_scales``: a
     list of numbers, one number, a string as on the command line ('0.1,1', '1e-2:1e2:5') or
     None (the config's value).
 
@@ -616,8 +653,9 @@ def run_grid(
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
-    exp = resolve(as_config(cfg, "run_grid"))
+    exp = resolve(with_data(as_config(cfg, "run_grid"), data))
     cfg, steps = exp.config, np.array(exp.steps)
+    _warn_identical(cfg)
     start = time.perf_counter()
     lrs = _values("lrs", lrs, cfg.optim.lr)
     scales = _scales(cfg, init_scales)
