@@ -45,7 +45,7 @@ class IclLinregModel:
         k_w, k_x = jax.random.split(key)
         w = jax.random.normal(k_w, (n, D), jnp.float32)
         z = jax.random.normal(k_x, (n, T, D), jnp.float32)
-        x = (z * jnp.sqrt(world.latents["eigenvalues"])) @ world.latents["basis"]  # (n, T, D) ~ N(0, Λ)
+        x = (z * jnp.sqrt(world.latents["eigenvalues"])[None, None, :]) @ world.latents["basis"]  # ~ N(0, Λ)
         y_all = jnp.einsum("ntk,nk->nt", x, w)  # (n, T)
         X = jnp.concatenate([x, y_all[:, :, None]], axis=-1).at[:, -1, D].set(0.0)  # query's y hidden
         return X.astype(jnp.float32), y_all[:, -1].astype(jnp.float32), None

@@ -602,6 +602,12 @@ def _check_data(data: DataConfig) -> None:
             f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
         )
     for name in ("n_train", "n_test", "T", "d"):
+        if getattr(data, name) is None:
+            flag = {"T": "--tokens", "d": "--width"}[name]
+            raise ConfigError(
+                f"data.{name}=None: data model {data.model!r} has no default {name}; "
+                f"give data.{name} ({flag})"
+            )
         _positive_int(f"data.{name}", getattr(data, name))
     wrong = [name for name, _ in data.params if name not in model.parameters]
     if wrong:

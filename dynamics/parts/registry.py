@@ -51,7 +51,7 @@ class Part:
         """The implementation ``impl`` points at (imported on first use; Python caches modules)."""
         if not self.impl:
             raise ConfigError(f"{type(self).__name__.lower()} {self.name!r} has no implementation")
-        return import_object(self.impl, self.name)
+        return import_object(self.impl, f"{self.name!r}: its implementation {self.impl!r}")
 
     @classmethod
     def from_object(cls, name: str, obj: Any) -> Part:
@@ -85,10 +85,9 @@ class Part:
             return cached[2]
         digest = hashlib.sha256(type(self).__qualname__.encode())
         values = [getattr(self, f.name) for f in dataclasses.fields(self)]
-        for value in [*values, obj]:
-            text = (
-                _object_source(value) if value is obj else _source(value) if callable(value) else repr(value)
-            )
+        texts = [_source(v) if callable(v) else repr(v) for v in values]
+        texts.append(repr(obj) if obj is None else _object_source(obj))
+        for text in texts:
             if text is None:
                 digest = None
                 break
@@ -103,9 +102,9 @@ _FINGERPRINTS: dict[int, tuple[Part, Any, str | None]] = {}
 _ADOPTED: dict[str, Any] = {}
 
 
-def import_object(path: str, name: str | None = None) -> Any:
+def import_object(path: str, where: str | None = None) -> Any:
     """The object ``"module:attribute"`` names (an adopted object first); a one-line ConfigError
-    naming ``name`` (default: the path) when it cannot be imported."""
+    ``"<where> cannot be loaded (...)"`` (default: the quoted path) when it cannot be imported."""
     if path in _ADOPTED:
         return _ADOPTED[path]
     module, _, attr = path.partition(":")
@@ -114,9 +113,7 @@ def import_object(path: str, name: str | None = None) -> Any:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as err:  # noqa: BLE001 -- a user's module may raise anything on import
-        raise ConfigError(
-            f"{name or path!r}: {path!r} cannot be loaded ({type(err).__name__}: {err})"
-        ) from None
+        raise ConfigError(f"{where or repr(path)} cannot be loaded ({type(err).__name__}: {err})") from None
     return obj
 
 
@@ -128,8 +125,8 @@ def first_line(obj: Any) -> str:
 def _object_source(obj: Any) -> str | None:
     """The source of a part's implementation: a function's or class's (``_source``); for an
     instance, its class's and its state (a dataclass's repr, or its attributes)."""
-    if obj is None or inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
-        return None if obj is None else _source(obj)
+    if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
+        return _source(obj)
     if inspect.ismethod(obj) or inspect.isbuiltin(obj) or not hasattr(obj, "__dict__"):
         return _source(obj) if callable(obj) else repr(obj)
     own = _source(type(obj))
@@ -220,7 +217,7 @@ class Registry(Mapping[str, P], Generic[P]):
     def user_part(self, path: str, field: str | None = None) -> P:
         """The user part of the object ``path`` (``"module:attribute"``) names, imported now (again
         when the object changed: a notebook redefined it); a one-line ConfigError otherwise."""
-        obj = import_object(path, f"{field or self.field}={path}")
+        obj = import_object(path, f"{field or self.field}={path!r}")
         cached = self._users.get(path)
         if cached is not None and cached[0] is obj:
             return cached[1]
