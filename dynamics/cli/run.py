@@ -225,9 +225,25 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     for flag, section, name, typ, choices, help_ in KNOBS:
         if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
             typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+        elif isinstance(choices, parts.Registry):
+            typ = _part_arg(choices, f"{section}.{name}")
         groups[section].add_argument(
             flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
         )
+
+
+def _part_arg(registry: parts.Registry, field: str):
+    """A part's name; a user part's ("module:attribute") that does not import is refused with why."""
+
+    def part(text: str) -> str:
+        if parts.registry.is_user_name(text) and text not in registry.names:
+            try:
+                registry.get(text, field)
+            except ConfigError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+
+    return part
 
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:

@@ -628,6 +628,14 @@ def _values(name: str, values, default: float) -> list[float]:
     return [float(v) for v in values]
 
 
+def _variant(cfg: Config, lr: float, init_scale: float) -> Config:
+    """``cfg`` at base step size ``lr`` and init scale ``init_scale``, validated."""
+    optim = dataclasses.replace(cfg.optim, lr=lr)
+    return validate(
+        dataclasses.replace(cfg, optim=optim, model=dataclasses.replace(cfg.model, init_scale=init_scale))
+    )
+
+
 def run_grid(
     cfg: Config | str | None = None,
     *,
@@ -644,10 +652,9 @@ def run_grid(
     ``init_scales`` (default: the config's), batched into the same compiled calls (with
     random init, runs of different η₀, σ₀ and H share packs).
 
-    ``cfg``: a Config, a preset's name or None (the defaults); ``data``: a data model object
-    (as for ``run_sweep``) or None; ``lrs`` and ``init_scales``: a
-    list of numbers, one number, a string as on the command line ('0.1,1', '1e-2:1e2:5') or
-    None (the config's value).
+    ``cfg``: a Config, a preset's name or None (the defaults); ``data``: as for ``run_sweep``;
+    ``lrs`` and ``init_scales``: a list of numbers, one number, a string as on the command line
+    ('0.1,1', '1e-2:1e2:5') or None (the config's value).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
@@ -659,16 +666,7 @@ def run_grid(
     start = time.perf_counter()
     lrs = _values("lrs", lrs, cfg.optim.lr)
     scales = _scales(cfg, init_scales)
-    cfgs = [
-        validate(
-            dataclasses.replace(
-                cfg,
-                optim=dataclasses.replace(cfg.optim, lr=lr),
-                model=dataclasses.replace(cfg.model, init_scale=s),
-            )
-        )
-        for lr, s in itertools.product(lrs, scales)
-    ]
+    cfgs = [_variant(cfg, lr, s) for lr, s in itertools.product(lrs, scales)]
     n_h, V = len(cfg.sweep.heads), len(cfgs)
     curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in METRICS}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)

@@ -62,3 +62,4 @@ def relu_attention(scores):
 
 
 relu_attention.normalises = False
+relu_attention.saddle_at_zero = True  # σ(0) = 0: a zero init never moves
