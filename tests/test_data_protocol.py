@@ -357,3 +357,25 @@ def test_npz_identical_trials_warn(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", IdenticalTrialsWarning)
         run_sweep(one, progress=False)
+
+
+def test_a_redefined_object_under_the_same_name_is_drawn_anew():
+    class Const:
+        sizes = {"T": 2, "d": 2}
+
+        def __init__(self, value):
+            self.value = value
+
+        def setup(self, key, params):
+            return {}
+
+        def sample(self, world, key, n):
+            X = jax.numpy.full((n, 2, 2), self.value, jax.numpy.float32)
+            return X, jax.numpy.ones((n,), jax.numpy.float32), None
+
+    draws = []
+    for value in (1.0, 2.0):
+        name = parts.DATA_MODELS.adopt(Const(value))
+        data, _ = make_data(DataConfig(model=name, n_train=3, n_test=3), rng.seed(0), 1)
+        draws.append(float(np.asarray(data.X_train).max()))
+    assert draws == [1.0, 2.0]

@@ -43,9 +43,26 @@ def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
     return Data(X, y, X_test, y_test, mask_test, mask, world, floor)
 
 
-def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
-    """One trial's data: the data model's draw (``dynamics.parts.DATA_MODELS``)."""
-    return draw_trial(data_model(cfg), cfg, key)
+class ModelRef:
+    """A data model object as a static argument of a compiled draw: equal only to itself, so a
+    redefined object (a notebook cell run again) is traced anew under the same name; its repr
+    is the name (the disk cache's key covers its source through the part's fingerprint)."""
+
+    def __init__(self, obj, name: str):
+        self.obj, self.name = obj, name
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelRef) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"ModelRef({self.name!r})"
+
+
+def _static(cfg: DataConfig) -> dict:
+    return {"cfg": cfg, "model": ModelRef(data_model(cfg), cfg.model)}
 
 
 def train_relevant_tokens(
@@ -59,15 +76,14 @@ def train_relevant_tokens(
     if not parts.DATA_MODELS[cfg.model].relevant_tokens:
         return None
     raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
-    return executables.call(_train_draws, "data.train_draws", {"cfg": cfg}, {"raw": raw})
+    return executables.call(_train_draws, "data.train_draws", _static(cfg), {"raw": raw})
 
 
-@partial(jax.jit, static_argnames="cfg")
-def _train_draws(cfg: DataConfig, raw: jax.Array):
+@partial(jax.jit, static_argnames=("cfg", "model"))
+def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
     def one(key):
         k_setup, k_train, _ = jax.random.split(key, 3)
-        model = data_model(cfg)
-        X, _, mask = model.sample(model.setup(k_setup, cfg), k_train, cfg.n_train)
+        X, _, mask = model.obj.sample(model.obj.setup(k_setup, cfg), k_train, cfg.n_train)
         return X, mask
 
     return jax.vmap(one)(rng.wrap(raw))
@@ -89,15 +105,15 @@ def make_data(cfg: DataConfig, key: jax.Array | np.ndarray, trials: int) -> tupl
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
-    return executables.call(_synthetic_trials, "data.synthetic_trials", {"cfg": cfg}, {"raw": raw}), False
+    return executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw}), False
 
 
-@partial(jax.jit, static_argnames="cfg")
-def _synthetic_trials(cfg: DataConfig, raw: jax.Array) -> Data:
+@partial(jax.jit, static_argnames=("cfg", "model"))
+def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
     # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
     # with dynamics.core.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
     # which XLA:CPU takes seconds to compile per draw.
-    return jax.vmap(lambda k: _synthetic_trial(cfg, k))(rng.wrap(raw))  # raw (trials, 2)
+    return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 
 
 def token_width(data: Data) -> int:
