@@ -16,9 +16,13 @@ from typing import TYPE_CHECKING
 
 _EXPORTS = {
     "datamodels.defaults": ("DM1_DEFAULTS", "GEOMETRIES"),
-    "datamodels.mixture": ("class_means", "dm1", "tokenized_mixture"),
+    "datamodels.mixture": ("MIXTURE", "class_means", "dm1", "tokenized_mixture"),
     "datamodels.npz": ("DataError", "UserData", "load_npz"),
-    "datamodels.planted": ("Teacher", "planted", "planted_teacher", "teacher_logits"),
+    "datamodels.planted": ("PLANTED", "Teacher", "planted", "planted_teacher", "teacher_logits"),
+    "datamodels.protocol": ("DataModel", "World", "noise_floor", "task_of"),
+    "datamodels.sparse_token": ("SPARSE_TOKEN",),
+    "datamodels.locations": ("MULTI_LOCATION", "SINGLE_LOCATION"),
+    "datamodels.icl": ("ICL_LINREG",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -52,6 +56,10 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES  # noqa: F401
-    from datamodels.mixture import class_means, dm1, tokenized_mixture  # noqa: F401
+    from datamodels.icl import ICL_LINREG  # noqa: F401
+    from datamodels.locations import MULTI_LOCATION, SINGLE_LOCATION  # noqa: F401
+    from datamodels.mixture import MIXTURE, class_means, dm1, tokenized_mixture  # noqa: F401
     from datamodels.npz import DataError, UserData, load_npz  # noqa: F401
-    from datamodels.planted import Teacher, planted, planted_teacher, teacher_logits  # noqa: F401
+    from datamodels.planted import PLANTED, Teacher, planted, planted_teacher, teacher_logits  # noqa: F401
+    from datamodels.protocol import DataModel, World, noise_floor, task_of  # noqa: F401
+    from datamodels.sparse_token import SPARSE_TOKEN  # noqa: F401

@@ -25,3 +25,5 @@ DM1_DEFAULTS = types.MappingProxyType(
         "first_relevant": False,
     }
 )
+
+ICL_BASES = ("random", "identity")  # icl-linreg: Λ's eigenvectors, a random orthonormal basis or e_1..e_D

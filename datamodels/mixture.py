@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES
+from datamodels.protocol import UNKNOWN, World, floor
 
 
 def _check_int(name: str, value: object, *, lo: int, hi: int | None = None) -> int:
@@ -189,3 +190,29 @@ def dm1(key: jax.Array, n: int, **overrides) -> tuple[jax.Array, jax.Array, jax.
     """DM1: `tokenized_mixture` with `DM1_DEFAULTS` (T=10, zeta=0.1, d=32, S=1,
     sigma=1, M=4, antipodal); keyword `overrides` replace any of them."""
     return tokenized_mixture(key, n, **{**DM1_DEFAULTS, **overrides})
+
+
+MIXTURE_KNOBS = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry", "first_relevant")
+
+
+class MixtureModel:
+    """DM1 and the tokenized mixture as a data model (``datamodels.protocol``): the world holds
+    the class and irrelevant means (they draw nothing: the setup key is unused); ``sample`` is
+    ``tokenized_mixture`` with the world's parameters."""
+
+    task = "classification"
+    relevant_tokens = True
+
+    def setup(self, key: jax.Array, params):
+        kw = {k: getattr(params, k) for k in ("signal", "n_irrelevant", "geometry")}
+        mu_plus, mu_minus, nu = class_means(params.d, **kw)
+        unit_plus, unit_minus, _ = class_means(params.d, **{**kw, "signal": 1.0})
+        latents = {"mu_plus": mu_plus, "mu_minus": mu_minus, "nu": nu}
+        planted = {"mu_plus": unit_plus, "mu_minus": unit_minus}
+        return World(latents, planted, floor(UNKNOWN), params)
+
+    def sample(self, world, key: jax.Array, n: int):
+        return tokenized_mixture(key, n, **{k: getattr(world.params, k) for k in MIXTURE_KNOBS})
+
+
+MIXTURE = MixtureModel()

@@ -1,9 +1,11 @@
-"""User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,).
+"""User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,),
+and optionally mask_train (n, T) and mask_test (m, T), the relevant tokens (bool, or 0/1).
 
-Targets in {-1, +1} are classification labels (kept as they are), as are 0/1 labels (mapped
-0 -> -1, unless the task is regression); any other real targets are regression targets
-(``infer_task``), kept as they are. Every problem is a one-line DataError naming the file and
-the offending key.
+Targets are labels, a classification task, when y_train and y_test are each all +-1 or all 0/1
+(0/1 mapped 0 -> -1, array by array). Any other finite targets are kept as they are: a
+regression task (``UserData.task``, ``infer_task``); asked for as regression
+(``load_npz(path, "regression")``), every target is kept as it is, ±1 and 0/1 included.
+Every problem is a one-line DataError naming the file and the offending key.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 REQUIRED_KEYS = ("X_train", "y_train", "X_test", "y_test")
+MASK_KEYS = ("mask_train", "mask_test")  # optional: the relevant tokens of each set
 
 
 class UserData(NamedTuple):
@@ -27,6 +30,9 @@ class UserData(NamedTuple):
     y_train: np.ndarray  # (n,)
     X_test: np.ndarray  # (m, T, d)
     y_test: np.ndarray  # (m,)
+    mask_train: np.ndarray | None = None  # (n, T) bool relevant tokens, None if not in the file
+    mask_test: np.ndarray | None = None  # (m, T) bool
+    task: str = "classification"  # "regression" when the targets are not labels
 
 
 class DataError(ValueError):
@@ -67,7 +73,7 @@ def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
     return X32
 
 
-def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str, task: str | None = None) -> np.ndarray:
+def _targets(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
     if y.ndim != 1:
         raise _fail(path, key, f"must be 1-D (n,), got shape {y.shape}")
     if y.shape[0] != n:
@@ -75,38 +81,50 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int, x_key: str, task: str |
     with np.errstate(over="ignore", invalid="ignore"):
         y32 = y.astype(np.float32)
     if not np.all(np.isfinite(y32)):
-        raise _fail(path, key, "has non-finite targets (NaN/inf, after float32)")
-    values = np.unique(y)
-    if task == "regression" or (task is None and _target_task(values) == "regression"):
-        return y32  # regression targets as they are (±1 included: never remapped)
-    if np.all(np.isin(values, (-1, 1))):
-        return y32
-    if np.all(np.isin(values, (0, 1))):
-        return np.where(y == 1, 1.0, -1.0).astype(np.float32)
-    shown = ", ".join(str(v) for v in values[:6]) + (", ..." if values.size > 6 else "")
-    raise _fail(path, key, f"classification labels must be all in {{-1, +1}} or all in {{0, 1}}; got {shown}")
+        detail = "labels must be finite ±1 or 0/1, or real regression targets"
+        raise _fail(path, key, f"has non-finite targets: {detail}")
+    return y32
 
 
-def _target_task(values: np.ndarray) -> str:
-    """classification for targets all in {-1, +1} or all in {0, 1}; regression otherwise."""
-    two = np.all(np.isin(values, (-1, 1))) or np.all(np.isin(values, (0, 1)))
-    return "classification" if two else "regression"
+def _task(y_train: np.ndarray, y_test: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """(task, y_train, y_test): labels when each target array is all ±1 or all 0/1 (0/1 mapped to
+    ±1, array by array); regression otherwise, the targets as they are."""
+    if _target_task(y_train, y_test) == "regression":
+        return "regression", y_train, y_test
+    return "classification", *(_pm1(y) for y in (y_train, y_test))
+
+
+def _pm1(y: np.ndarray) -> np.ndarray:
+    return y if np.all(np.isin(y, (-1, 1))) else np.where(y == 1, 1.0, -1.0).astype(np.float32)
+
+
+def _mask(path: Path, key: str, mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    if mask.shape != shape:
+        raise _fail(path, key, f"must have shape (n, T) = {shape}, got {mask.shape}")
+    if mask.dtype != bool and not np.all(np.isin(mask, (0, 1))):
+        raise _fail(path, key, "must be bool (or 0/1): True on the relevant tokens")
+    return mask.astype(bool)
+
+
+def _target_task(*targets: np.ndarray) -> str:
+    """classification when every target array is all in {-1, +1} or all in {0, 1}; else regression."""
+    labels = all(np.all(np.isin(y, (-1, 1))) or np.all(np.isin(y, (0, 1))) for y in targets)
+    return "classification" if labels else "regression"
 
 
 def infer_task(path: str | os.PathLike) -> str:
-    """The task a data file's targets imply: "classification" when y_train and y_test are all ±1
-    (or all 0/1), "regression" otherwise. Reads the two target arrays only; raises DataError."""
+    """The task a data file's targets imply: "classification" when y_train and y_test are each all
+    ±1 or all 0/1, "regression" otherwise. Reads the two target arrays only; raises DataError."""
     path = Path(path)
     read_header(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             targets = [_read(archive, path, k).ravel() for k in ("y_train", "y_test")]
-            values = np.unique(np.concatenate(targets))
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         if isinstance(e, DataError):
             raise
         raise _fail(path, None, f"is not a valid .npz (zip) file ({_short(e)})") from None
-    return _target_task(values)
+    return _target_task(*targets)
 
 
 def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
@@ -132,7 +150,7 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
                 f"is missing (missing: {', '.join(missing)}; required: "
                 f"{', '.join(REQUIRED_KEYS)}; found: {', '.join(archive.files) or 'none'})",
             )
-        raw = {k: _read(archive, path, k) for k in REQUIRED_KEYS}
+        raw = {k: _read(archive, path, k) for k in (*REQUIRED_KEYS, *MASK_KEYS) if k in archive.files}
     X_train = _tokens(path, "X_train", raw["X_train"])
     X_test = _tokens(path, "X_test", raw["X_test"])
     if X_test.shape[1:] != X_train.shape[1:]:
@@ -141,12 +159,17 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
             "X_test",
             f"has tokens (T, d) = {X_test.shape[1:]} but X_train has {X_train.shape[1:]}",
         )
-    if task is None:
-        both = np.concatenate([raw["y_train"].ravel(), raw["y_test"].ravel()])
-        task = _target_task(np.unique(both))
-    y_train = _labels(path, "y_train", raw["y_train"], X_train.shape[0], "X_train", task)
-    y_test = _labels(path, "y_test", raw["y_test"], X_test.shape[0], "X_test", task)
-    return UserData(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
+    y_train = _targets(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
+    y_test = _targets(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    if task == "regression":  # targets as they are: never remapped
+        pass
+    else:
+        task, y_train, y_test = _task(y_train, y_test)
+    masks = {
+        k: _mask(path, k, raw[k], X.shape[:2]) if k in raw else None
+        for k, X in (("mask_train", X_train), ("mask_test", X_test))
+    }
+    return UserData(X_train, y_train, X_test, y_test, masks["mask_train"], masks["mask_test"], task)
 
 
 class NpzHeader(NamedTuple):

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from datamodels.mixture import _check_float, _check_int, _check_key, _check_size
+from datamodels.protocol import UNKNOWN, World, floor
 
 
 class Teacher(NamedTuple):
@@ -91,3 +92,23 @@ def planted(
     flip = jax.random.bernoulli(key_flip, label_noise, (n,))  # (n,)
     y = jnp.where(flip, -clean, clean).astype(jnp.float32)  # (n,)
     return X, y, None
+
+
+class PlantedModel:
+    """The planted teacher as a data model (``datamodels.protocol``): the world holds the teacher
+    (``planted_teacher`` from the setup key) and its unit readouts; ``sample`` is ``planted``."""
+
+    task = "classification"
+    relevant_tokens = False
+
+    def setup(self, key: jax.Array, params):
+        teacher = planted_teacher(key, d=params.d, heads=params.teacher_heads, scale=params.teacher_scale)
+        unit = teacher.U / jnp.linalg.norm(teacher.U, axis=-1, keepdims=True)  # (H*, d)
+        return World({"U": teacher.U, "W": teacher.W}, {"readouts": unit}, floor(UNKNOWN), params)
+
+    def sample(self, world, key: jax.Array, n: int):
+        teacher = Teacher(U=world.latents["U"], W=world.latents["W"])
+        return planted(key, n, teacher, T=world.params.T, label_noise=world.params.label_noise)
+
+
+PLANTED = PlantedModel()

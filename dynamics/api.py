@@ -18,7 +18,16 @@ from typing import Any
 from dynamics.config.schema import Config, ConfigError, apply_overrides, config_from_dict, preset  # noqa: F401
 from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
-ENGINE_KEYWORDS = ("progress", "on_point", "skip_heads", "devices", "packs_per_call", "chunk", "slots")
+ENGINE_KEYWORDS = (
+    "data",
+    "progress",
+    "on_point",
+    "skip_heads",
+    "devices",
+    "packs_per_call",
+    "chunk",
+    "slots",
+)
 
 
 def _knobs() -> dict[str, tuple[str, str, Any]]:
@@ -65,8 +74,8 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
 
 def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
-    keywords (``progress``, ``on_point``, ``devices``, …) pass through to
-    ``dynamics.sweeps.sweep.run_sweep``."""
+    keywords (``data``, a data model object of your own; ``progress``, ``on_point``, ``devices``, …)
+    pass through to ``dynamics.sweeps.sweep.run_sweep``."""
     from dynamics.sweeps.sweep import as_config
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 

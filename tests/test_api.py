@@ -42,13 +42,31 @@ def test_to_dataframe_is_tidy_and_holds_every_curve_value(result):
     df = result.to_dataframe()
     n_h, trials, L = result.curves["train_loss"].shape
     assert len(df) == n_h * trials * L
-    assert {"heads", "trial", "step", "lr", *result.curves} <= set(df.columns)
+    per_run = {k: v for k, v in result.curves.items() if not k.startswith("head_")}
+    assert {"heads", "trial", "step", "lr", *per_run} <= set(df.columns)
     for i, h in enumerate(result.heads):  # every value at its (H, trial, step), looked up by label
         for t in range(trials):
             rows = df[(df.heads == h) & (df.trial == t)].sort_values("step")
             np.testing.assert_array_equal(rows.step.to_numpy(), result.steps)
-            for name, values in result.curves.items():
+            for name, values in per_run.items():
                 np.testing.assert_array_equal(rows[name].to_numpy(), values[i, t])
+
+
+def test_head_frame_holds_every_existing_heads_value(result):
+    df = result.head_frame()
+    n_h, trials, L, h_max = result.curves["head_u_norm"].shape
+    assert len(df) == trials * L * int(np.sum(result.heads))  # a row per head that exists
+    assert df["head"].max() == h_max - 1 and not (df["head"] >= df.heads).any()
+    for i, h in enumerate(result.heads):
+        for t in range(trials):
+            for j in range(h):
+                rows = df[(df.heads == h) & (df.trial == t) & (df["head"] == j)].sort_values("step")
+                np.testing.assert_array_equal(rows.step.to_numpy(), result.steps)
+                norms = result.curves["head_u_norm"][i, t, :, j]
+                np.testing.assert_array_equal(rows.u_norm.to_numpy(), norms)
+                for k in range(h_max):  # a head-head matrix becomes one column per other head
+                    want = result.curves["head_u_sim"][i, t, :, j, k]
+                    np.testing.assert_array_equal(rows[f"u_sim_{k}"].to_numpy(), want)
 
 
 def test_summary_frame_is_the_summary(result):

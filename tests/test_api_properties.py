@@ -79,6 +79,7 @@ def _loss_prop(loss):
         Loss.EXP: np.exp(-z),
         Loss.HINGE2: np.maximum(0.0, 1.0 - z) ** 2,
         Loss.SQUARE: (1.0 - z) ** 2,
+        Loss.MSE: z**2,  # z are residuals for a regression loss
     }[member].mean()
     assert got == pytest.approx(want, rel=1e-6)
 

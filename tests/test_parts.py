@@ -86,7 +86,9 @@ def test_every_part_has_help_and_loads():
         for part in registry.values():
             assert part.help, (kind, part.name)
             if part.impl:
-                assert callable(part.load()), (kind, part.name)
+                obj = part.load()  # a function, or a data model object (setup and sample)
+                methods = [getattr(obj, m, None) for m in ("setup", "sample")]
+                assert callable(obj) or all(map(callable, methods)), (kind, part.name)
 
 
 def test_metadata_loads_without_jax():

@@ -154,7 +154,8 @@ def _explicit_kernel(p, X, cfg) -> np.ndarray:
 def test_diagnostics_off_leaves_curves_unchanged():
     on = swept(case_config("gd", "zero", True))
     off = swept(dataclasses.replace(on.config, sweep=dataclasses.replace(on.config.sweep, diagnostics=())))
-    assert set(off.curves) == set(METRICS)  # no new keys
+    per_head = {k for k in on.curves if k.startswith("head_")}
+    assert set(off.curves) == set(METRICS) | per_head  # no new keys
     for k in METRICS:
         np.testing.assert_array_equal(off.curves[k], on.curves[k])  # same numbers, bit for bit
     doc = results_dict(off)

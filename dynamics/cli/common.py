@@ -42,6 +42,14 @@ def float_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+def floats_arg(text: str) -> tuple[float, ...]:
+    """A comma list of reals ('1,0.7,0.5'); the error names the text."""
+    try:
+        return tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers") from None
+
+
 def head_size_arg(text: str) -> str | int:
     """``--head-size``: 'split' (d // H) or an integer."""
     return text if text == "split" else int_arg(text)

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from datamodels.defaults import GEOMETRIES
+from datamodels.defaults import GEOMETRIES, ICL_BASES
 from dynamics import parts
 from dynamics.cli.common import (
     OneLineParser,
     add_cpu_devices,
     apply_cpu_devices,
     float_arg,
+    floats_arg,
     head_size_arg,
     import_plotting_meanwhile,
     int_arg,
@@ -53,7 +54,9 @@ from dynamics.config.schema import (
     Config,
     ConfigError,
     Experiment,
+    IdenticalTrialsWarning,
     apply_overrides,
+    identical_trials,
     parse_heads,
     resolve,
 )
@@ -239,7 +242,14 @@ KNOBS = [
         None,
         "keep θ at every logged step in params.npz (its size is estimated and refused if too large)",
     ),
-    ("--data-model", "data", "model", str, parts.DATA_MODELS, parts.DATA_MODELS.help()),
+    (
+        "--data-model",
+        "data",
+        "model",
+        str,
+        parts.DATA_MODELS,
+        parts.DATA_MODELS.help() + "; or your own, package.module:name (setup and sample)",
+    ),
     ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
     ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),
     ("--tokens", "data", "T", int_arg, None, "tokens per example T"),
@@ -253,6 +263,18 @@ KNOBS = [
     ("--teacher-heads", "data", "teacher_heads", int_arg, None, "planted: teacher heads H*"),
     ("--teacher-scale", "data", "teacher_scale", float_arg, None, "planted: teacher scale β"),
     ("--label-noise", "data", "label_noise", float_arg, None, "planted: label flip probability p"),
+    (
+        "--positive-rate",
+        "data",
+        "positive_rate",
+        float_arg,
+        None,
+        "sparse-token: probability π of a positive",
+    ),
+    ("--gamma", "data", "gamma", float_arg, None, "single/multi-location: spread γ of a relevant token"),
+    ("--epsilon", "data", "epsilon", float_arg, None, "single/multi-location: target noise ε (floor ε²)"),
+    ("--strengths", "data", "strengths", floats_arg, None, "multi-location: strengths c_f, e.g. 1,0.7,0.5"),
+    ("--basis", "data", "basis", str, ICL_BASES, "icl-linreg: Λ's eigenvectors, random or identity"),
 ]
 
 
@@ -320,6 +342,8 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     for flag, section, name, typ, choices, help_ in KNOBS:
         if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
             typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+        elif isinstance(choices, parts.Registry):
+            typ = _part_arg(choices, f"{section}.{name}")
         if typ is bool:  # a switch: present sets True
             groups[section].add_argument(
                 flag, dest=f"{section}.{name}", action="store_const", const=True, help=help_
@@ -328,6 +352,20 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         groups[section].add_argument(
             flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
         )
+
+
+def _part_arg(registry: parts.Registry, field: str):
+    """A part's name; a user part's ("module:attribute") that does not import is refused with why."""
+
+    def part(text: str) -> str:
+        if parts.registry.is_user_name(text) and text not in registry.names:
+            try:
+                registry.get(text, field)
+            except ConfigError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+
+    return part
 
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
@@ -452,6 +490,17 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path):
         return run_checkpointed(exp, out, resume=args.resume, progress=not args.quiet, devices=devices)
 
 
+def _warn_identical(cfg: Config) -> None:
+    """Print why the trials would be identical copies (file data, an init that draws nothing), once:
+    the sweep's own Python warning is silenced."""
+    why = identical_trials(cfg)
+    if why is not None:
+        import warnings
+
+        print(f"warning: {why}", file=sys.stderr)
+        warnings.filterwarnings("ignore", category=IdenticalTrialsWarning)
+
+
 def _is_main_process() -> bool:
     import jax
 
@@ -500,6 +549,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         base = exp.base if isinstance(exp, GridExperiment) else exp
         check_sweep(base, x64=args.x64)  # and the memory it needs, before anything is allocated
         cfg = base.config
+        _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
         out = Path(args.out or Path("runs") / cfg.name)
         _imports(args, timings)

@@ -105,6 +105,7 @@ class DataConfig:
         except (TypeError, ValueError):
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
         merged.update(named)
+        merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
         if isinstance(path, os.PathLike):
             path = os.fspath(path)  # a pathlib.Path is its string (the hash and results.json see that)
         values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
@@ -244,7 +245,7 @@ class Config:
         where the loss was not chosen (``given``) and is logistic, the task's first loss (mse for
         regression data)."""
         cfg = dataclasses.replace(self, data=self.data.resolved())
-        task = cfg.optim.task or data_task(cfg.data)
+        task = cfg.optim.task or parts.data.data_task(cfg.data)
         if task is None:
             return cfg
         loss = cfg.optim.loss
@@ -262,6 +263,9 @@ class Config:
                     del doc[section][name]
         if not self.sweep.diagnostics:
             del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
+        sources = user_sources(self)
+        if sources:  # only with a user's part ("module:attribute"): every other config keeps its hash
+            doc["sources"] = sources
         return doc
 
     def hash(self) -> str:
@@ -276,29 +280,25 @@ class Config:
         return digest(doc)
 
 
-def data_task(data: DataConfig) -> str | None:
-    """The task the data imply: the data model's own, or a file's targets' (None when the file
-    cannot be read: validation reports it)."""
-    model = parts.DATA_MODELS[data.model] if data.model in parts.DATA_MODELS else None
-    if model is None:
-        return None
-    if not model.from_file:
-        return getattr(model, "task", "classification")
-    try:
-        stat = Path(data.path).stat()
-    except (OSError, TypeError):
-        return None
-    return _cached_task(str(data.path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_task(path: str, size: int, mtime_ns: int) -> str | None:  # size and mtime key the cache
-    from datamodels.npz import DataError, infer_task
-
-    try:
-        return infer_task(path)
-    except (DataError, OSError):
-        return None
+def user_sources(cfg: Config) -> dict[str, dict[str, str | None]]:
+    """{"section.field": {"path", "sha256"}} of every user part (``"module:attribute"``) the config
+    names: where its code is, so results.json records it and the config hash covers it."""
+    fields = {
+        "data.model": parts.DATA_MODELS,
+        "optim.loss": parts.LOSSES,
+        "optim.optimizer": parts.OPTIMIZERS,
+        "model.attention": parts.ACTIVATIONS,
+    }
+    found = {}
+    for name, registry in fields.items():
+        section, field_name = name.split(".")
+        value = getattr(getattr(cfg, section), field_name)
+        if parts.registry.is_user_name(value) and value not in registry.names:
+            try:
+                found[name] = registry.get(value, name).source()
+            except ConfigError:
+                found[name] = {"path": None, "sha256": "unavailable"}
+    return found
 
 
 def _file_digest(path: str) -> str:
@@ -457,7 +457,11 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     """The Config that ``Config.to_dict`` (a results.json's ``config``) describes; its values are
     the file's, not a user's (``explicit=False``)."""
     doc = dict(doc)
+    doc.pop("sources", None)  # where a user part's code was: recorded, not a setting
     name = doc.pop("name", "default")
+    optim = doc.get("optim")
+    if isinstance(optim, dict) and "task" not in optim:  # written resolved: left out, it was the default
+        doc["optim"] = {**optim, "task": _NEW_FIELDS["optim"]["task"]}
     return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
 
@@ -688,6 +692,12 @@ def _check_data(data: DataConfig) -> None:
             f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
         )
     for name in ("n_train", "n_test", "T", "d"):
+        if getattr(data, name) is None:
+            flag = {"T": "--tokens", "d": "--width"}[name]
+            raise ConfigError(
+                f"data.{name}=None: data model {data.model!r} has no default {name}; "
+                f"give data.{name} ({flag})"
+            )
         _positive_int(f"data.{name}", getattr(data, name))
     wrong = [name for name, _ in data.params if name not in model.parameters]
     if wrong:
@@ -864,7 +874,7 @@ def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:
     ±1 targets may also be regression targets, never remapped); the loss one of the task's."""
     if optim.task is not None:
         _choice("optim.task", optim.task, parts.training.TASKS)
-    implied = data_task(data)
+    implied = parts.data.data_task(data)
     from_file = parts.DATA_MODELS[data.model].from_file
     if optim.task is not None and implied is not None and optim.task != implied:
         if not (from_file and optim.task == "regression"):
@@ -947,6 +957,23 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
                 f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
                 f"posed for the first token as query); got model.query={model.query!r}"
             )
+
+
+class IdenticalTrialsWarning(UserWarning):
+    """Every trial of the sweep is the same run (``identical_trials``)."""
+
+
+def identical_trials(cfg: Config) -> str | None:
+    """Why the trials of ``cfg`` would be identical copies (None: they differ): data from a file
+    are shared by every trial, and an init that draws nothing gives every trial the same start."""
+    if cfg.sweep.trials < 2 or not parts.DATA_MODELS.get(cfg.data.model).from_file:
+        return None
+    if parts.INITS.get(cfg.model.init).random:
+        return None
+    return (
+        f"data from a file ({cfg.data.path}) are shared by every trial and model.init={cfg.model.init!r} "
+        f"draws nothing: the {cfg.sweep.trials} trials repeat the same run (use --trials 1, or --init normal)"
+    )
 
 
 @dataclass(frozen=True)

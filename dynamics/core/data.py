@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,60 +18,72 @@ from dynamics.infra import executables
 
 class Data(NamedTuple):
     X_train: jax.Array  # ([trials,] n, T, d)
-    y_train: jax.Array  # ([trials,] n) in {−1, +1}
+    y_train: jax.Array  # ([trials,] n): ±1 labels (classification) or real targets (regression)
     X_test: jax.Array  # ([trials,] n_test, T, d)
     y_test: jax.Array  # ([trials,] n_test)
     mask_test: jax.Array | None  # ([trials,] n_test, T) relevant tokens, None if unknown
+    mask_train: jax.Array | None = None  # ([trials,] n, T) relevant tokens, None if unknown
+    world: Any = None  # each trial's world (datamodels.protocol), leading trial axis; None for a file
+    noise_floor: jax.Array | None = None  # ([trials,]) float32 Bayes risk of the square loss, NaN if unknown
 
 
-def _synthetic_trial(cfg: DataConfig, key: jax.Array) -> Data:
-    """One trial's data: the data model's draw (``dynamics.parts.DATA_MODELS``)."""
-    return parts.DATA_MODELS[cfg.model].load()(cfg, key)
+def data_model(cfg: DataConfig):
+    """The data model object of ``cfg.model`` (``setup`` and ``sample``: ``datamodels.protocol``)."""
+    return parts.DATA_MODELS.get(cfg.model).load()
 
 
-def draw_planted(cfg: DataConfig, key: jax.Array) -> Data:
-    """The planted teacher's data: the teacher, then train and test sets from three subkeys."""
-    k_teacher, k_train, k_test = jax.random.split(key, 3)
-    teacher = datamodels.planted_teacher(k_teacher, d=cfg.d, heads=cfg.teacher_heads, scale=cfg.teacher_scale)
-    kw = dict(T=cfg.T, label_noise=cfg.label_noise)
-    X, y, _ = datamodels.planted(k_train, cfg.n_train, teacher, **kw)
-    X_test, y_test, _ = datamodels.planted(k_test, cfg.n_test, teacher, **kw)
-    return Data(X, y, X_test, y_test, None)
+def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
+    """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
+    training and test sets sampled from that world with the second and third."""
+    k_setup, k_train, k_test = jax.random.split(key, 3)
+    world = model.setup(k_setup, cfg)
+    X, y, mask = model.sample(world, k_train, cfg.n_train)
+    X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
+    floor = datamodels.noise_floor(model, world)
+    return Data(X, y, X_test, y_test, mask_test, mask, world, floor)
 
 
-def draw_mixture(cfg: DataConfig, key: jax.Array) -> Data:
-    """DM1 and the tokenized mixture: train and test sets (the first subkey is unused, as the
-    planted model's teacher key, so both models split a trial's key alike)."""
-    _, k_train, k_test = jax.random.split(key, 3)
-    kw = _mixture_kw(cfg)
-    X, y, _ = datamodels.tokenized_mixture(k_train, cfg.n_train, **kw)
-    X_test, y_test, mask_test = datamodels.tokenized_mixture(k_test, cfg.n_test, **kw)
-    return Data(X, y, X_test, y_test, mask_test)
+class ModelRef:
+    """A data model object as a static argument of a compiled draw: equal only to itself, so a
+    redefined object (a notebook cell run again) is traced anew under the same name; its repr
+    is the name (the disk cache's key covers its source through the part's fingerprint)."""
+
+    def __init__(self, obj, name: str):
+        self.obj, self.name = obj, name
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelRef) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"ModelRef({self.name!r})"
 
 
-def _mixture_kw(cfg: DataConfig) -> dict:
-    names = ("T", "d", "zeta", "r", "signal", "noise", "n_irrelevant", "geometry", "first_relevant")
-    return {name: getattr(cfg, name) for name in names}
+def _static(cfg: DataConfig) -> dict:
+    return {"cfg": cfg, "model": ModelRef(data_model(cfg), cfg.model)}
 
 
 def train_relevant_tokens(
     cfg: DataConfig, key: np.ndarray, trials: int
 ) -> tuple[jax.Array, jax.Array] | None:
-    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of DM1 and the mixture, drawn
-    exactly as ``make_data`` draws the training set (same keys and draws; the caller can compare
-    X), or None for data without known relevant tokens. For the max-margin diagnostic."""
+    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of a data model that knows its
+    relevant tokens, drawn exactly as ``make_data`` draws the training set (same keys and draws;
+    the caller can compare X), or None for data without known relevant tokens. For the
+    max-margin diagnostic."""
     cfg = cfg.resolved()
     if not parts.DATA_MODELS[cfg.model].relevant_tokens:
         return None
     raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
-    return executables.call(_train_draws, "data.train_draws", {"cfg": cfg}, {"raw": raw})
+    return executables.call(_train_draws, "data.train_draws", _static(cfg), {"raw": raw})
 
 
-@partial(jax.jit, static_argnames="cfg")
-def _train_draws(cfg: DataConfig, raw: jax.Array):
+@partial(jax.jit, static_argnames=("cfg", "model"))
+def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
     def one(key):
-        _, k_train, _ = jax.random.split(key, 3)
-        X, _, mask = datamodels.tokenized_mixture(k_train, cfg.n_train, **_mixture_kw(cfg))
+        k_setup, k_train, _ = jax.random.split(key, 3)
+        X, _, mask = model.obj.sample(model.obj.setup(k_setup, cfg), k_train, cfg.n_train)
         return X, mask
 
     return jax.vmap(one)(rng.wrap(raw))
@@ -89,22 +101,22 @@ def make_data(
     cfg = cfg.resolved()
     if parts.DATA_MODELS[cfg.model].from_file:
         u = datamodels.load_npz(cfg.path, task)
-        return Data(
-            jnp.asarray(u.X_train), jnp.asarray(u.y_train), jnp.asarray(u.X_test), jnp.asarray(u.y_test), None
-        ), True
+        masks = [None if m is None else jnp.asarray(m) for m in (u.mask_test, u.mask_train)]
+        arrays = [jnp.asarray(a) for a in (u.X_train, u.y_train, u.X_test, u.y_test)]
+        return Data(*arrays, *masks, None, jnp.asarray(np.nan, jnp.float32)), True
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
-    return executables.call(_synthetic_trials, "data.synthetic_trials", {"cfg": cfg}, {"raw": raw}), False
+    return executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw}), False
 
 
-@partial(jax.jit, static_argnames="cfg")
-def _synthetic_trials(cfg: DataConfig, raw: jax.Array) -> Data:
+@partial(jax.jit, static_argnames=("cfg", "model"))
+def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
     # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
     # with dynamics.core.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
     # which XLA:CPU takes seconds to compile per draw.
-    return jax.vmap(lambda k: _synthetic_trial(cfg, k))(rng.wrap(raw))  # raw (trials, 2)
+    return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 
 
 def token_width(data: Data) -> int:

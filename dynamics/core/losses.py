@@ -69,7 +69,8 @@ def squared_error(r: jax.Array) -> jax.Array:
 
 
 def margin_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
-    """ℓ(z) elementwise; ``loss`` a name of ``dynamics.parts.LOSSES`` (or a ``Loss`` member)."""
+    """ℓ(z) elementwise; ``loss`` a name of ``dynamics.parts.LOSSES`` (or a ``Loss`` member). ``z``
+    is the margins yΦ for a classification loss, the residuals Φ − y for a regression loss (mse)."""
     part = parse_loss(loss)
     z = jnp.asarray(check_margins(z))
     if not jnp.issubdtype(z.dtype, jnp.floating):
@@ -78,7 +79,8 @@ def margin_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
 
 
 def mean_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
-    """Empirical risk (1/n) Σ_i ℓ(y_i Φ(X_i)) from margins z (n,)."""
+    """Empirical risk (1/n) Σ_i ℓ(z_i): z the margins y_i Φ(X_i) (n,) for a classification loss, the
+    residuals Φ(X_i) − y_i for a regression loss (mse: the mean squared error)."""
     return jnp.mean(margin_loss(check_margins(z, mean=True), loss))
 
 

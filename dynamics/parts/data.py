@@ -1,24 +1,28 @@
 """The data models: each a part with its own parameters (their defaults), their check, whether
-it knows the relevant tokens, and its per-trial draw (``impl``: ``draw(cfg, key) -> Data``, in
-``dynamics.core.data``). Metadata and checks import no JAX.
+it knows the relevant tokens, its task, and ``impl``, the data model object it stands for
+(``setup(key, params) -> world`` and ``sample(world, key, n)``: ``datamodels.protocol``).
+Metadata and checks import no JAX.
 
-A new data model is one module (its generator, its parameters' defaults and check, its draw) and
-one line in ``DATA_MODELS``.
+A new data model is one module (its object, its parameters' defaults and check) and one line in
+``DATA_MODELS``; a user's object is found by its ``"module:attribute"`` name (``Registry.get``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+import os
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite, positive_int
-from dynamics.parts.registry import Part, Registry
+from dynamics.parts.registry import Part, Registry, first_line
 
-_DATA = "dynamics.core.data"
+TASKS = ("classification", "regression")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,13 +31,39 @@ class DataModel(Part):
     field types, checked strictly, and defaults); ``sizes``: its default T and d; ``check``:
     validates the resolved values (a ``DataConfig``) with one-line errors; ``relevant_tokens``: the
     test set's relevant-token mask is known (attention metrics, the max-margin diagnostic);
-    ``from_file``: the data come from ``data.path`` (the file fixes n, T and d)."""
+    ``from_file``: the data come from ``data.path`` (the file fixes n, T and d; the task is
+    inferred from its targets, ``data_task``); ``task``: classification (±1 labels) or regression
+    (real targets)."""
 
     schema: type | None = None
     sizes: Mapping[str, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     check: Callable[[Any], None] | None = None
     relevant_tokens: bool = False
     from_file: bool = False
+    task: str = "classification"
+
+    @classmethod
+    def from_object(cls, name: str, obj: Any) -> DataModel:  # type: ignore[override]
+        """A user's data model object (``setup`` and ``sample``; optional ``task``, ``sizes`` or
+        ``T`` and ``d``, ``relevant_tokens``) as a part; its parameters are T, d and the sizes."""
+        missing = [m for m in ("setup", "sample") if not callable(getattr(obj, m, None))]
+        if missing:
+            raise ConfigError(
+                f"data.model={name!r} has no {' or '.join(missing)}: a data model needs setup and sample"
+            )
+        task = getattr(obj, "task", "classification")
+        if task not in TASKS:
+            raise ConfigError(f"data.model={name!r} has task={task!r}; allowed: {', '.join(TASKS)}")
+        sizes = dict(getattr(obj, "sizes", None) or {})
+        sizes.update({k: getattr(obj, k) for k in ("T", "d") if isinstance(getattr(obj, k, None), int)})
+        return cls(
+            name,
+            first_line(obj),
+            name,
+            sizes=types.MappingProxyType(sizes),
+            relevant_tokens=bool(getattr(obj, "relevant_tokens", False)),
+            task=task,
+        )
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -69,6 +99,37 @@ class PlantedParams:
     label_noise: float = 0.0  # probability p of flipping a label
 
 
+@dataclasses.dataclass(frozen=True)
+class SparseTokenParams:
+    """The sparse-token model's own parameters (Barnfield, Cui, Lu 2025)."""
+
+    r: int = 3  # R marked positions of a positive example
+    positive_rate: float = 0.2  # π, the probability of the label +1
+    signal: float = 6.0  # θ, the signal's strength on a marked token
+
+
+@dataclasses.dataclass(frozen=True)
+class LocationParams:
+    """Single-location regression's own parameters (Marion, Berthier, Biau, Boyer 2025)."""
+
+    gamma: float = math.sqrt(0.5)  # γ, the relevant token's spread around √(d/2)·k*
+    epsilon: float = 0.1  # ε, the target noise's std (noise floor ε²)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiLocationParams(LocationParams):
+    """Multi-location regression's own parameters: F = len(strengths) features."""
+
+    strengths: tuple[float, ...] = (1.0, 0.7, 0.5)  # c_f, one per feature
+
+
+@dataclasses.dataclass(frozen=True)
+class IclParams:
+    """In-context linear regression's own parameters (Zhang, Singh, Latham, Saxe 2025)."""
+
+    basis: str = "random"  # Λ's eigenvectors: a random orthonormal basis per trial, or identity
+
+
 def parameter_names() -> tuple[str, ...]:
     """Every registered data model's own parameter names, each once, in registration order."""
     return tuple(dict.fromkeys(n for m in DATA_MODELS.values() for n in m.parameters))
@@ -97,8 +158,50 @@ def check_planted(data) -> None:
     finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
 
 
+def check_sparse_token(data) -> None:
+    positive_int("data.r", data.r)
+    if data.r > data.T:
+        raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
+    finite("data.positive_rate", data.positive_rate, lo=0.0, hi=1.0)
+    finite("data.signal", data.signal, lo=0.0)
+
+
+def check_location(data) -> None:
+    finite("data.gamma", data.gamma, lo=0.0)
+    finite("data.epsilon", data.epsilon, lo=0.0)
+    if data.d < 2:
+        raise ConfigError(f"data.d={data.d} must be >= 2: k* and v* are orthonormal")
+
+
+def check_multi_location(data) -> None:
+    finite("data.gamma", data.gamma, lo=0.0)
+    finite("data.epsilon", data.epsilon, lo=0.0)
+    F = len(data.strengths)
+    if F == 0:
+        raise ConfigError("data.strengths=() is empty: give one strength c_f per feature, e.g. 1,0.7,0.5")
+    for c in data.strengths:
+        finite("data.strengths", c)
+    if F > data.T:
+        raise ConfigError(f"data.strengths has F={F} features but data.T={data.T}: F <= T distinct positions")
+    if data.d < 2 * F:
+        raise ConfigError(f"data.d={data.d} must be >= 2F = {2 * F}: the F keys and F values are orthonormal")
+
+
+def check_icl(data) -> None:
+    choice("data.basis", data.basis, ICL_BASES)
+    if data.d < 2 or data.T < 2:
+        raise ConfigError(
+            f"data.T={data.T}, data.d={data.d}: icl-linreg needs d = D + 1 >= 2 and T = N + 1 >= 2"
+        )
+
+
 MIXTURE_SIZES = types.MappingProxyType({"T": DM1_DEFAULTS["T"], "d": DM1_DEFAULTS["d"]})
 PLANTED_SIZES = types.MappingProxyType({"T": 10, "d": 16})
+
+
+def _sizes(T: int, d: int) -> Mapping[str, int]:
+    return types.MappingProxyType({"T": T, "d": d})
+
 
 DATA_MODELS: Registry[DataModel] = Registry(
     "data model",
@@ -107,7 +210,7 @@ DATA_MODELS: Registry[DataModel] = Registry(
         DataModel(
             "dm1",
             "DM1: one relevant token carries the class",
-            f"{_DATA}:draw_mixture",
+            "datamodels.mixture:MIXTURE",
             label="DM1",
             schema=MixtureParams,
             sizes=MIXTURE_SIZES,
@@ -117,7 +220,7 @@ DATA_MODELS: Registry[DataModel] = Registry(
         DataModel(
             "planted",
             "labels of a planted multi-head teacher",
-            f"{_DATA}:draw_planted",
+            "datamodels.planted:PLANTED",
             label="planted teacher-student",
             schema=PlantedParams,
             sizes=PLANTED_SIZES,
@@ -126,7 +229,7 @@ DATA_MODELS: Registry[DataModel] = Registry(
         DataModel(
             "mixture",
             "DM1 with every knob free",
-            f"{_DATA}:draw_mixture",
+            "datamodels.mixture:MIXTURE",
             label="tokenized mixture",
             schema=MixtureParams,
             sizes=MIXTURE_SIZES,
@@ -134,5 +237,73 @@ DATA_MODELS: Registry[DataModel] = Registry(
             relevant_tokens=True,
         ),
         DataModel("npz", "your own data from --data FILE.npz", label="user data", from_file=True),
+        DataModel(
+            "sparse-token",
+            "positives carry θ·ξ on R random tokens, iid N(0,1) noise",
+            "datamodels.sparse_token:SPARSE_TOKEN",
+            label="sparse token",
+            schema=SparseTokenParams,
+            sizes=_sizes(10, 1000),
+            check=check_sparse_token,
+            relevant_tokens=True,
+        ),
+        DataModel(
+            "single-location",
+            "regression y = xᵀv* on one token x ~ N(√(d/2)k*, γ²I) at a random position",
+            "datamodels.locations:SINGLE_LOCATION",
+            label="single-location regression",
+            schema=LocationParams,
+            sizes=_sizes(10, 80),
+            check=check_location,
+            relevant_tokens=True,
+            task="regression",
+        ),
+        DataModel(
+            "multi-location",
+            "regression y = Σ_f c_f x_fᵀv*_f on F tokens at distinct random positions",
+            "datamodels.locations:MULTI_LOCATION",
+            label="multi-location regression",
+            schema=MultiLocationParams,
+            sizes=_sizes(10, 64),
+            check=check_multi_location,
+            relevant_tokens=True,
+            task="regression",
+        ),
+        DataModel(
+            "icl-linreg",
+            "in-context linear regression: N = T-1 pairs [x; wᵀx], query [x_q; 0] last, D = d-1",
+            "datamodels.icl:ICL_LINREG",
+            label="in-context linear regression",
+            schema=IclParams,
+            sizes=_sizes(32, 5),
+            check=check_icl,
+            task="regression",
+        ),
     ),
 )
+
+
+def data_task(data) -> str | None:
+    """The task of a DataConfig's data: its model's, or for a file, inferred from its targets (all
+    ±1 or all 0/1: classification; anything else: regression), None when the file cannot be read
+    (validation reports it). A file's task is read once per size and modification time."""
+    model = DATA_MODELS[data.model] if data.model in DATA_MODELS else None
+    if model is None:
+        return None
+    if not model.from_file:
+        return getattr(model, "task", "classification")
+    try:
+        stat = os.stat(data.path)
+    except (OSError, TypeError):
+        return None
+    return _cached_task(str(data.path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_task(path: str, size: int, mtime_ns: int) -> str | None:  # size and mtime key the cache
+    from datamodels.npz import DataError, infer_task
+
+    try:
+        return infer_task(path)
+    except (DataError, OSError):
+        return None

@@ -13,6 +13,14 @@ it available everywhere at once::
     from dynamics.parts import OPTIMIZERS, Optimizer
     OPTIMIZERS.register(Optimizer("rmsprop", "optax's RMSProp", impl="mypkg.opt:rmsprop_direction",
                                   per_coordinate=True))
+
+A *user part* needs no registration: a name ``"package.module:attribute"`` that no part has is
+imported (``Registry.get``) and wrapped in a part of the registry's type (``Part.from_object``:
+the object's attributes named as the part type's rules set them, e.g. a loss function's ``task``,
+an activation's ``normalises``, a data model's ``task`` and ``sizes``). Its ``fingerprint`` covers
+its source (the object's and its module file's), so compiled programs are keyed by it; one whose
+source cannot be read is never kept on disk. ``Registry.adopt(obj)`` names an object handed over
+from Python (``run_sweep(cfg, data=model)``) the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import difflib
 import hashlib
 import importlib
 import inspect
+import re
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -41,16 +51,24 @@ class Part:
         """The implementation ``impl`` points at (imported on first use; Python caches modules)."""
         if not self.impl:
             raise ConfigError(f"{type(self).__name__.lower()} {self.name!r} has no implementation")
-        module, _, attr = self.impl.partition(":")
-        try:
-            obj = importlib.import_module(module)
-            for name in attr.split("."):
-                obj = getattr(obj, name)
-        except (ImportError, AttributeError) as err:
-            raise ConfigError(
-                f"{self.name!r}: its implementation {self.impl!r} cannot be loaded ({err})"
-            ) from None
-        return obj
+        return import_object(self.impl, f"{self.name!r}: its implementation {self.impl!r}")
+
+    @classmethod
+    def from_object(cls, name: str, obj: Any) -> Part:
+        """A user part named ``name`` (``"module:attribute"``) for ``obj``: help from its docstring,
+        each rule of this part type from the object's attribute of the same name, where it has one."""
+        own = ("name", "help", "impl", "label")
+        rules = {
+            f.name: getattr(obj, f.name)
+            for f in dataclasses.fields(cls)
+            if f.name not in own and hasattr(obj, f.name)
+        }
+        return cls(name, first_line(obj), name, **rules)
+
+    def source(self) -> dict[str, str | None]:
+        """Where the implementation's code is: its file and the file's sha256 (16 hex digits),
+        None where it cannot be read (an object defined at a prompt)."""
+        return source_record(self.load()) if self.impl else {"path": None, "sha256": None}
 
     @property
     def title(self) -> str:
@@ -67,8 +85,9 @@ class Part:
             return cached[2]
         digest = hashlib.sha256(type(self).__qualname__.encode())
         values = [getattr(self, f.name) for f in dataclasses.fields(self)]
-        for value in [*values, obj]:
-            text = _source(value) if callable(value) else repr(value)
+        texts = [_source(v) if callable(v) else repr(v) for v in values]
+        texts.append(repr(obj) if obj is None else _object_source(obj))
+        for text in texts:
             if text is None:
                 digest = None
                 break
@@ -79,6 +98,53 @@ class Part:
 
 
 _FINGERPRINTS: dict[int, tuple[Part, Any, str | None]] = {}
+# Objects handed over from Python (``Registry.adopt``), by the "module:attribute" name they run as.
+_ADOPTED: dict[str, Any] = {}
+
+
+def import_object(path: str, where: str | None = None) -> Any:
+    """The object ``"module:attribute"`` names (an adopted object first); a one-line ConfigError
+    ``"<where> cannot be loaded (...)"`` (default: the quoted path) when it cannot be imported."""
+    if path in _ADOPTED:
+        return _ADOPTED[path]
+    module, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as err:  # noqa: BLE001 -- a user's module may raise anything on import
+        raise ConfigError(f"{where or repr(path)} cannot be loaded ({type(err).__name__}: {err})") from None
+    return obj
+
+
+def first_line(obj: Any) -> str:
+    doc = (inspect.getdoc(obj) or "").strip()
+    return doc.splitlines()[0] if doc else "a user's part"
+
+
+def _object_source(obj: Any) -> str | None:
+    """The source of a part's implementation: a function's or class's (``_source``); for an
+    instance, its class's and its state (a dataclass's repr, or its attributes)."""
+    if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
+        return _source(obj)
+    if inspect.ismethod(obj) or inspect.isbuiltin(obj) or not hasattr(obj, "__dict__"):
+        return _source(obj) if callable(obj) else repr(obj)
+    own = _source(type(obj))
+    if own is None:
+        return None
+    state = repr(obj) if type(obj).__repr__ is not object.__repr__ else repr(sorted(vars(obj).items()))
+    return own + state
+
+
+def source_record(obj: Any) -> dict[str, str | None]:
+    """{"path", "sha256"} of the file defining ``obj`` (or its class), None where unreadable."""
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
+    try:
+        path = inspect.getsourcefile(target)
+        with open(path, "rb") as f:  # type: ignore[arg-type]
+            return {"path": str(path), "sha256": hashlib.sha256(f.read()).hexdigest()[:16]}
+    except (OSError, TypeError):
+        return {"path": None, "sha256": None}
 
 
 def _source(fn: Any) -> str | None:
@@ -96,6 +162,16 @@ def _source(fn: Any) -> str | None:
 P = TypeVar("P", bound=Part)
 
 
+def is_user_name(name: object) -> bool:
+    """``"package.module:attribute"``: the name of a user part (no built-in part has a colon)."""
+    if not isinstance(name, str) or name.count(":") != 1:
+        return False
+    module, attr = name.split(":")
+    return (
+        bool(module) and bool(attr) and all(p.isidentifier() for p in [*module.split("."), *attr.split(".")])
+    )
+
+
 class Registry(Mapping[str, P], Generic[P]):
     """Parts of one kind by name, in registration order (the first is listed first in ``--help``).
 
@@ -106,6 +182,7 @@ class Registry(Mapping[str, P], Generic[P]):
         self.kind, self.field = kind, field
         self.part_type = part_type or (type(parts[0]) if parts else Part)  # what register takes
         self._parts: dict[str, P] = {}
+        self._users: dict[str, tuple[Any, P]] = {}  # "module:attribute" -> (its object, its part)
         for part in parts:
             self.register(part)
 
@@ -130,12 +207,39 @@ class Registry(Mapping[str, P], Generic[P]):
         key = getattr(name, "value", name)
         if isinstance(key, str) and key in self._parts:
             return self._parts[key]
+        if is_user_name(key):
+            return self.user_part(key, field)
         allowed = ", ".join(map(repr, self._parts))
         close = difflib.get_close_matches(str(key), list(self._parts), n=1) if isinstance(key, str) else []
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"{field or self.field}={key!r} is not one of {allowed}{hint}")
 
+    def user_part(self, path: str, field: str | None = None) -> P:
+        """The user part of the object ``path`` (``"module:attribute"``) names, imported now (again
+        when the object changed: a notebook redefined it); a one-line ConfigError otherwise."""
+        obj = import_object(path, f"{field or self.field}={path!r}")
+        cached = self._users.get(path)
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        part = self.part_type.from_object(path, obj)
+        self._users[path] = (obj, part)
+        return part
+
+    def adopt(self, obj: Any) -> str:
+        """The name a Python object runs under as a user part: ``"module:attribute"`` where its module
+        holds it under that attribute, else ``"module:<its qualified name>"``; the object is kept
+        under that name, so ``get`` finds this very object (until another is adopted as it)."""
+        module = getattr(obj, "__module__", None) or type(obj).__module__
+        attrs = [k for k, v in vars(sys.modules.get(module, object)).items() if v is obj] if module else []
+        qual = re.sub(r"\W", "_", getattr(obj, "__qualname__", type(obj).__qualname__))
+        path = f"{module}:{attrs[0] if attrs else qual}"
+        _ADOPTED[path] = obj
+        self.user_part(path)
+        return path
+
     def __getitem__(self, name: str) -> P:
+        if name not in self._parts and is_user_name(name):
+            return self.user_part(name)
         return self._parts[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -145,7 +249,16 @@ class Registry(Mapping[str, P], Generic[P]):
         return len(self._parts)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._parts
+        """A registered name, or a ``"module:attribute"`` that imports (a user part)."""
+        if isinstance(name, str) and name in self._parts:
+            return True
+        if not is_user_name(name):
+            return False
+        try:
+            self.user_part(name)  # type: ignore[arg-type]
+        except ConfigError:
+            return False
+        return True
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -101,7 +101,7 @@ class BatchPlacer:
             x = np.asarray(x)
             return x.astype(float_dtype()) if np.issubdtype(x.dtype, np.floating) else x
 
-        return Data(*(None if x is None else self._put(host(x), self.replicated) for x in data))
+        return jax.tree_util.tree_map(lambda x: self._put(host(x), self.replicated), data)
 
     def fetch(self, tree):
         """Device arrays -> numpy on this process (all-gathered when several processes share them)."""

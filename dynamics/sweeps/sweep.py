@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,17 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
-from dynamics.config.schema import LR_SCALINGS, Config, ConfigError, Experiment, no_effect, resolve, validate
+from dynamics.config.schema import (
+    LR_SCALINGS,
+    Config,
+    ConfigError,
+    Experiment,
+    IdenticalTrialsWarning,
+    identical_trials,
+    no_effect,
+    resolve,
+    validate,
+)
 from dynamics.core import rng
 from dynamics.core.data import make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
@@ -160,7 +171,8 @@ class SweepResult:
         """A tidy pandas DataFrame: one row per H × trial × logged step, one column per metric
         (NaN after a trial's divergence), with ``lr`` (η₀) and ``init_scale`` to tell apart the
         results of ``run_grid`` once concatenated. Theory diagnostics are columns too (NaN at
-        the steps they were not computed); their step list ``diagnostic_steps`` is not."""
+        the steps they were not computed); their step list ``diagnostic_steps`` is not. The
+        per-head curves are in ``head_frame()``, the parameter snapshots in ``params``."""
         import pandas as pd
 
         n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
@@ -174,6 +186,34 @@ class SweepResult:
             "step": self.steps[s.ravel()],
         }
         frame.update({k: np.asarray(v).reshape(-1) for k, v in per_step.items()})  # (H, trials, L) C order
+        return pd.DataFrame(frame)
+
+    def head_frame(self):
+        """The per-head curves (``head_*``) as a tidy pandas DataFrame: one row per H × trial ×
+        logged step × head h < H, columns ``heads``, ``lr``, ``init_scale``, ``trial``, ``step``,
+        ``head`` and one per metric (the name without ``head_``). Empty when none were logged."""
+        import pandas as pd
+
+        per_head = {k[len("head_") :]: np.asarray(v) for k, v in self.curves.items() if k.startswith("head_")}
+        if not per_head:
+            return pd.DataFrame(columns=["heads", "lr", "init_scale", "trial", "step", "head"])
+        n_h, trials, L, h_max = next(iter(per_head.values())).shape[:4]
+        i, t, s, h = np.meshgrid(*(np.arange(n) for n in (n_h, trials, L, h_max)), indexing="ij")
+        keep = (h < self.heads[i]).ravel()  # head h of a run with H ≤ h does not exist
+        frame = {
+            "heads": self.heads[i.ravel()][keep],
+            "lr": self.config.optim.lr,
+            "init_scale": self.config.model.init_scale,
+            "trial": t.ravel()[keep],
+            "step": self.steps[s.ravel()][keep],
+            "head": h.ravel()[keep],
+        }
+        for name, v in per_head.items():  # (n_h, trials, L, H_max[, ...]): trailing axes become columns
+            flat = v.reshape(n_h * trials * L * h_max, -1)[keep]
+            if flat.shape[1] == 1:
+                frame[name] = flat[:, 0]
+            else:
+                frame.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
         return pd.DataFrame(frame)
 
     def summary_frame(self):
@@ -432,7 +472,9 @@ def _run_points(
     with phase("data"):
         data, shared, init_keys = _prepare(base)
         data_keys = trial_keys(base)
-        placed = placer.data(data)
+        # The worlds stay out of the engine: their pytree carries the data config (static), so
+        # every data setting would compile its own engine program.
+        placed = placer.data(data._replace(world=None))
     steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
@@ -595,9 +637,28 @@ def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
     return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
 
 
+def with_data(cfg: Config | Experiment, data: Any) -> Config | Experiment:
+    """``cfg`` running the data model ``data`` (``run_sweep(cfg, data=...)``): an object with
+    ``setup`` and ``sample`` (``datamodels.protocol``; it runs as the user part
+    ``DATA_MODELS.adopt`` names) or a data model's name; None leaves ``cfg`` as it is."""
+    if data is None:
+        return cfg
+    name = data if isinstance(data, str) else parts.DATA_MODELS.adopt(data)
+    parts.DATA_MODELS.get(name, "data")  # a one-line error for a name that is none
+    base = cfg.config if isinstance(cfg, Experiment) else cfg
+    return dataclasses.replace(base, data=dataclasses.replace(base.data, model=name))
+
+
+def _warn_identical(cfg: Config) -> None:
+    why = identical_trials(cfg)
+    if why is not None:
+        warnings.warn(why, IdenticalTrialsWarning, stacklevel=3)
+
+
 def run_sweep(
     cfg: Config | Experiment,
     *,
+    data: Any = None,
     progress: bool = True,
     on_point: PointCallback | None = None,
     skip_heads: Mapping[int, HeadResult] | None = None,
@@ -609,6 +670,8 @@ def run_sweep(
     """Build the data, run every H (a loop over points), collect curves.
 
     cfg: a Config, an Experiment, a preset's name or None (the defaults).
+    data: a data model object of your own (``setup`` and ``sample``: ``datamodels.protocol``) to
+      run instead of ``cfg.data.model``, or None. Each trial sets up its own world.
     on_point: called after each point as ``on_point(heads, metrics_by_head, diverged_at)``:
       ``heads`` the H values it finished (ascending), ``metrics_by_head[name]`` of shape
       (len(heads), trials, L) and ``diverged_at`` (len(heads), trials), exactly as they will
@@ -624,8 +687,9 @@ def run_sweep(
     """
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
-    exp = resolve(as_config(cfg, "run_sweep"))
+    exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
     cfg, steps = exp.config, np.array(exp.steps)
+    _warn_identical(cfg)
     start = time.perf_counter()
     _check_skipped(cfg, {} if skip_heads is None else skip_heads, len(steps))
     heads = list(cfg.sweep.heads)
@@ -714,9 +778,18 @@ def _values(name: str, values, default: float) -> list[float]:
     return [float(v) for v in values]
 
 
+def _variant(cfg: Config, lr: float, init_scale: float) -> Config:
+    """``cfg`` at base step size ``lr`` and init scale ``init_scale``, validated."""
+    optim = dataclasses.replace(cfg.optim, lr=lr)
+    return validate(
+        dataclasses.replace(cfg, optim=optim, model=dataclasses.replace(cfg.model, init_scale=init_scale))
+    )
+
+
 def run_grid(
     cfg: Config | str | None = None,
     *,
+    data: Any = None,
     lrs: Sequence[float] | None = None,
     init_scales: Sequence[float] | None = None,
     progress: bool = True,
@@ -729,29 +802,21 @@ def run_grid(
     ``init_scales`` (default: the config's), batched into the same compiled calls (with
     random init, runs of different η₀, σ₀ and H share packs).
 
-    ``cfg``: a Config, a preset's name or None (the defaults); ``lrs`` and ``init_scales``: a
-    list of numbers, one number, a string as on the command line ('0.1,1', '1e-2:1e2:5') or
-    None (the config's value).
+    ``cfg``: a Config, a preset's name or None (the defaults); ``data``: as for ``run_sweep``;
+    ``lrs`` and ``init_scales``: a list of numbers, one number, a string as on the command line
+    ('0.1,1', '1e-2:1e2:5') or None (the config's value).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
-    exp = resolve(as_config(cfg, "run_grid"))
+    exp = resolve(with_data(as_config(cfg, "run_grid"), data))
     cfg, steps = exp.config, np.array(exp.steps)
+    _warn_identical(cfg)
     start = time.perf_counter()
     lrs = _values("lrs", lrs, cfg.optim.lr)
     scales = _scales(cfg, init_scales)
-    cfgs = [
-        validate(
-            dataclasses.replace(
-                cfg,
-                optim=dataclasses.replace(cfg.optim, lr=lr),
-                model=dataclasses.replace(cfg.model, init_scale=s),
-            )
-        )
-        for lr, s in itertools.product(lrs, scales)
-    ]
+    cfgs = [_variant(cfg, lr, s) for lr, s in itertools.product(lrs, scales)]
     n_h, V = len(cfg.sweep.heads), len(cfgs)
     curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in metrics_of(cfg)}
     diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)

@@ -1,0 +1,54 @@
+"""In-context linear regression (Zhang, Singh, Latham, Saxe 2025).
+
+Inputs x ∈ R^D with covariance Λ whose eigenvalues are ∝ 1, 2, …, D, normalised to trace 1, in
+an orthonormal basis drawn once per trial (``basis="random"``) or the standard one
+(``basis="identity"``). Per sequence a task vector w ~ N(0, I_D); N context tokens [x_n; y_n]
+with y_n = wᵀx_n, then the query token [x_q; 0] last (position T = N + 1); the target is
+y_q = wᵀx_q (no noise: noise floor 0). Token width d = D + 1, so D = d − 1 and N = T − 1.
+
+The authors also whiten the finite set of task vectors (zero mean, identity covariance) and
+centre the inputs over the set; this model does not: every sequence is a fresh draw of the
+world, so the training set, the test set and online batches are samples of one distribution
+(whitening a finite set would couple its examples and make the training set a different one).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from datamodels.defaults import ICL_BASES
+from datamodels.protocol import World, floor, orthonormal
+
+
+def eigenvalues(D: int) -> jax.Array:
+    """Λ's eigenvalues (D,): i / Σ_j j for i = 1..D (trace 1), ascending."""
+    i = jnp.arange(1, D + 1, dtype=jnp.float32)
+    return i / jnp.sum(i)
+
+
+class IclLinregModel:
+    """``datamodels.protocol`` data model; params: T (N + 1), d (D + 1), basis."""
+
+    task = "regression"
+    relevant_tokens = False
+
+    def setup(self, key: jax.Array, params) -> World:
+        D = params.d - 1
+        basis = orthonormal(key, D, D) if params.basis == ICL_BASES[0] else jnp.eye(D, dtype=jnp.float32)
+        lam = eigenvalues(D)
+        eigvecs = jnp.pad(basis, ((0, 0), (0, 1)))  # (D, d): eigenvector i of λ_i, y channel 0
+        return World({"basis": basis, "eigenvalues": lam}, {"eigvecs": eigvecs}, floor(0.0), params)
+
+    def sample(self, world: World, key: jax.Array, n: int):
+        T, D = world.params.T, world.params.d - 1
+        k_w, k_x = jax.random.split(key)
+        w = jax.random.normal(k_w, (n, D), jnp.float32)
+        z = jax.random.normal(k_x, (n, T, D), jnp.float32)
+        x = (z * jnp.sqrt(world.latents["eigenvalues"])[None, None, :]) @ world.latents["basis"]  # ~ N(0, Λ)
+        y_all = jnp.einsum("ntk,nk->nt", x, w)  # (n, T)
+        X = jnp.concatenate([x, y_all[:, :, None]], axis=-1).at[:, -1, D].set(0.0)  # query's y hidden
+        return X.astype(jnp.float32), y_all[:, -1].astype(jnp.float32), None
+
+
+ICL_LINREG = IclLinregModel()

@@ -1,0 +1,100 @@
+"""The data-model protocol: a *world* drawn once per trial, examples sampled from it.
+
+A data model is any object with two functions::
+
+    setup(key, params) -> world
+    sample(world, key, n) -> (X (n, T, d), y (n,), mask (n, T) bool or None)
+
+``setup`` draws what a trial keeps fixed — its latents (a signal ξ, a teacher, k* and v*, a
+covariance's basis), its planted directions and its noise floor — from the trial's key and the
+model's parameters (``params``: an object whose attributes are T, d, n_train, n_test and the
+model's own parameters; the simulator passes its resolved ``DataConfig``). ``sample`` draws ``n``
+examples of that world: tokens ``X``, targets ``y`` (±1 labels for classification, real numbers
+for regression) and the relevant-token ``mask`` (None when the model has none). A trial's training
+set, its test set and any further batch all sample the same world, so ``sample`` must be traceable
+by ``jax.jit`` and ``jax.vmap`` with ``n`` a Python int (static).
+
+Optional attributes of a data model: ``task`` ("classification" or "regression"; default
+classification), ``noise_floor`` (a number, or a function of the world; the Bayes risk of the
+square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d``, and
+``relevant_tokens`` (True when ``sample`` returns a mask).
+
+The built-in models return a ``World``: its ``latents`` and ``planted`` directions (a dict of
+name -> unit vectors (P, d) or (d,)), its ``noise_floor`` (a float32 scalar, NaN where unknown)
+and, as static data of the pytree, the ``params`` it was set up with, which ``sample`` reads its
+shapes from. A world of your own may be any pytree of arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+TASKS = ("classification", "regression")
+
+
+@runtime_checkable
+class DataModel(Protocol):
+    """What the simulator calls of a data model (see the module docstring)."""
+
+    def setup(self, key: jax.Array, params: Any) -> Any: ...
+
+    def sample(self, world: Any, key: jax.Array, n: int) -> tuple[jax.Array, jax.Array, jax.Array | None]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    """A built-in model's world: arrays (``latents``, ``planted``, ``noise_floor``) and, static, the
+    ``params`` it was drawn with (hashable: the pytree's structure carries it)."""
+
+    latents: dict[str, jax.Array]
+    planted: dict[str, jax.Array]
+    noise_floor: jax.Array  # () float32, NaN when unknown
+    params: Any = None
+
+
+jax.tree_util.register_dataclass(
+    World, data_fields=["latents", "planted", "noise_floor"], meta_fields=["params"]
+)
+
+
+def floor(value: float) -> jax.Array:
+    """A noise floor as the float32 scalar a World holds (NaN: unknown)."""
+    return jnp.asarray(value, jnp.float32)
+
+
+UNKNOWN = math.nan
+
+
+def task_of(model: Any) -> str:
+    """A data model's task: its ``task`` attribute, or classification."""
+    task = getattr(model, "task", "classification")
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} of data model {model!r:.60} is not one of {', '.join(TASKS)}")
+    return task
+
+
+def noise_floor(model: Any, world: Any) -> jax.Array:
+    """The world's noise floor as a float32 scalar: a World's own, else the model's ``noise_floor``
+    (a number, or a function of the world), else NaN."""
+    if isinstance(world, World):
+        return world.noise_floor
+    if isinstance(world, dict) and "noise_floor" in world:
+        return jnp.asarray(world["noise_floor"], jnp.float32)
+    value = getattr(model, "noise_floor", UNKNOWN)
+    if callable(value):
+        value = value(world)
+    return jnp.asarray(UNKNOWN if value is None else value, jnp.float32)
+
+
+def orthonormal(key: jax.Array, d: int, k: int) -> jax.Array:
+    """k orthonormal vectors of R^d, (k, d) float32, uniformly rotated (QR of a Gaussian, signs
+    fixed so the draw is a function of the key alone)."""
+    if k > d:
+        raise ValueError(f"{k} orthonormal vectors need d >= {k}, got d={d}")
+    q, r = jnp.linalg.qr(jax.random.normal(key, (d, k), jnp.float32))
+    return (q * jnp.sign(jnp.diagonal(r))[None, :]).T  # (k, d)
