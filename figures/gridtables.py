@@ -169,8 +169,7 @@ def color_norm(tables, log: bool):
 def heatmap(ax, table: np.ndarray, n_div: np.ndarray, trials: int, norm, cmap=None):
     """``table`` (rows bottom to top, columns left to right) in ``norm``; cells where every trial
     diverged hatched, where some did marked ×. Returns the image (for a colorbar)."""
-    cmap = (cmap or flare()).copy()
-    cmap.set_bad(MISSING_COLOR)
+    cmap = (cmap or flare()).with_extremes(bad=MISSING_COLOR)
     im = ax.imshow(np.ma.masked_invalid(table), origin="lower", aspect="auto", cmap=cmap, norm=norm)
     for r, c in zip(*np.nonzero(n_div >= trials), strict=True):
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///", ec=DIVERGED_COLOR, lw=0))
