@@ -89,7 +89,9 @@ def load_results(folder: str | Path):
     """What a run folder holds (``results.json`` and its ``.npz``; a path to its results.json works too):
 
     - a sweep (``python -m dynamics.run``, ``write_results``): a ``SweepResult`` equal to the one
-      ``run_sweep`` returned, theory diagnostics included (curves and ``extra["diagnostics"]``);
+      ``run_sweep`` returned, theory diagnostics included (curves and ``extra["diagnostics"]``):
+      every curve of ``curves.npz`` and every field of results.json that its writer does not
+      derive from the result (``WRITER_FIELDS``) is in ``extra`` (``device``, ``timings``, …);
       an interrupted run's partial results have ``result.complete`` False and the H values still
       to run in ``result.extra["heads_todo"]``;
     - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid.GridResult`` (every grid point, ``.point(k)``);
@@ -107,7 +109,7 @@ def load_results(folder: str | Path):
         return {"results": meta, "arrays": arrays}
     if kind == "grid":
         return _grid_result(meta, arrays)
-    extra = {k: meta[k] for k in ("complete", "heads_todo", "diagnostics") if k in meta}
+    extra = _extra(meta)
     skip = ("heads", "steps", "diverged_at")
     config = config_from_dict(meta["config"])
     check_sweep_files(meta, arrays, config, path)
@@ -125,21 +127,44 @@ def load_results(folder: str | Path):
     )
 
 
+# The fields of results.json that its writer derives from the result itself (``results_dict``,
+# ``grid_results_dict``); every other field is the result's ``extra`` (``complete``, ``heads_todo``,
+# ``device``, the theory ``diagnostics`` summary, a grid's ``resumed_points``, the command line's
+# ``timings``), which loading gives back whole.
+WRITER_FIELDS = (
+    "schema_version",
+    "config",
+    "config_hash",
+    "versions",
+    "run",
+    "wall_time_s",
+    "heads",
+    "steps",
+    "summary",
+    "grid",
+)
+
+
+def _extra(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if k not in WRITER_FIELDS}
+
+
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
     from dynamics.config.grid import resolve_grid
-    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
     from dynamics.sweeps.grid import GridResult
 
-    axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in meta["grid"]["axes"])
+    names = list(meta["grid"]["axes"])
+    axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in names)
     grid = resolve_grid(config_from_dict(meta["config"]), axes)
+    own = {"heads", "steps", "diverged_at", "grid_axes", *names}  # the grid's coordinates, not curves
     return GridResult(
         grid=grid,
         heads=np.asarray(arrays["heads"]),
         steps=np.asarray(arrays["steps"]),
-        curves={m: arrays[m] for m in dict.fromkeys(METRICS + REGRESSION_METRICS) if m in arrays},
+        curves={k: v for k, v in arrays.items() if k not in own},
         diverged_at=np.asarray(arrays["diverged_at"]),
         wall_time_s=float(meta.get("wall_time_s", 0.0)),
-        extra={k: meta[k] for k in ("complete",) if k in meta},
+        extra=_extra(meta),
     )

@@ -6,6 +6,8 @@ Examples:
   python -m figures --out paper/ --force  # re-run even when cached results match
   python -m figures --list                # the known figures
   python -m figures --gallery docs        # also write 1200 px PNGs for the README gallery
+  python -m figures --results runs/g --axes lr,n_train   # redraw a run folder's grid figure
+  python -m figures heads-vs-samples --axes n_train --at H=4  # a grid figure's knobs chosen
 
 For each NAME, the results live in OUT/NAME/ (results.json, curves.npz) and are reused
 when their config_hash matches the figure's resolved config; otherwise the experiment
@@ -20,6 +22,7 @@ import io
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from dynamics.cli.common import (
@@ -54,6 +57,23 @@ def build_parser(names) -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the known figures and exit")
     p.add_argument("--gallery", type=Path, metavar="DIR", help=f"also write {GALLERY_WIDTH} px PNGs into DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="redraw the figure of a saved run folder (python -m dynamics.run --out DIR) into DIR/figure",
+    )
+    p.add_argument(
+        "--axes",
+        metavar="X[,Y]",
+        help="a grid's plotted knobs, horizontal first (lr,n_train; lr,H; noise); one panel per H "
+        "when H is not one of them",
+    )
+    p.add_argument(
+        "--at",
+        metavar="KNOB=V[,…]",
+        help="a grid's values of knobs not plotted (n_train=100; H=4: that H alone); default their first",
+    )
     add_cpu_devices(p)
     add_cache_flag(p)
     p.add_argument(
@@ -115,6 +135,8 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.results is not None:
+        return _redraw(args)
     if args.list:
         for name, entry in FIGURES.items():
             print(f"{name:24s} {entry.description}")
@@ -126,17 +148,23 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             print(f"error: unknown figure {name!r}{hint}; known: {', '.join(FIGURES)}", file=sys.stderr)
             return 2
+    grid_options = _grid_options(args)
+    if isinstance(grid_options, str):
+        print(f"error: {grid_options}", file=sys.stderr)
+        return 2
     apply_cache(args)
     timings.listen()
     import_plotting_meanwhile()  # while the first experiment runs
-    _make_figures(list(dict.fromkeys(names)), args, timings, where)
+    _make_figures(list(dict.fromkeys(names)), args, timings, where, grid_options)
     timings.stop()
     if args.timings:
         print(timings.report())
     return 0
 
 
-def _make_figures(names: list[str], args: argparse.Namespace, timings, where: dict[str, str]) -> None:
+def _make_figures(
+    names: list[str], args: argparse.Namespace, timings, where: dict[str, str], grid_options: dict
+) -> None:
     """Each figure's results (reused or produced), then the figure, drawn in a thread while the
     next experiment runs (which waits in compiled code, without the GIL); one figure at a time,
     its paths printed once it is written."""
@@ -165,11 +193,71 @@ def _make_figures(names: list[str], args: argparse.Namespace, timings, where: di
                 _drawn(in_flight, args, timings)
             with timings.phase("imports"):
                 import figures.sweep  # noqa: F401  (matplotlib; a no-op after the first figure)
-            in_flight = drawing.submit(entry.plot, results_dir, out / name)
+            plot = partial(entry.plot, **grid_options) if grid_options else entry.plot
+            in_flight = drawing.submit(plot, results_dir, out / name)
         if in_flight is not None:
             _drawn(in_flight, args, timings)
     finally:
         drawing.shutdown(wait=True)
+
+
+def _at(text: str | None) -> dict[str, float] | None:
+    """'n_train=100,H=4' -> {"n_train": 100.0, "H": 4.0} (a ValueError names a bad item)."""
+    if text is None:
+        return None
+    at = {}
+    for item in (i for i in text.split(",") if i.strip()):
+        name, eq, value = item.partition("=")
+        try:
+            at[name.strip()] = float(value) if eq else float("nan")
+        except ValueError:
+            raise ValueError(f"--at {text!r}: {item!r} must be KNOB=NUMBER") from None
+        if not eq:
+            raise ValueError(f"--at {text!r}: {item!r} must be KNOB=NUMBER")
+    return at
+
+
+def _grid_options(args: argparse.Namespace) -> dict | str:
+    """{axes, at} for the grid figures (empty without --axes and --at), or the error's line: they
+    apply to grid figures only."""
+    from figures.registry import FIGURES, GRID_FIGURES
+
+    if args.axes is None and args.at is None:
+        return {}
+    others = [n for n in (args.names or list(FIGURES)) if n not in GRID_FIGURES]
+    if others:
+        return f"--axes and --at apply to grid figures ({', '.join(GRID_FIGURES)}), not {', '.join(others)}"
+    try:
+        return {"axes": args.axes, "at": _at(args.at)}
+    except ValueError as err:
+        return str(err)
+
+
+def _redraw(args: argparse.Namespace) -> int:
+    """--results DIR: the figure of the run folder DIR (a sweep or a grid) into DIR/figure."""
+    from dynamics.config.schema import ConfigError
+    from dynamics.sweeps.results import read_folder
+
+    try:
+        path, _, kind = read_folder(args.results)
+        if kind == "grid":
+            from figures.phase import plot_grid
+
+            paths = plot_grid(path, path / "figure", axes=args.axes, at=_at(args.at))
+        elif args.axes is not None or args.at is not None:
+            raise ConfigError(f"--axes and --at apply to a grid; {path} holds a {kind} result")
+        elif kind == "sweep":
+            from figures.sweep import plot_sweep
+
+            paths = plot_sweep(path, path / "figure")
+        else:
+            raise ConfigError(f"{path} holds a {kind} result: python -m figures {kind} draws it")
+    except (ConfigError, ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
 
 
 def _drawn(figure: Future, args: argparse.Namespace, timings) -> None:

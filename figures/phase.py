@@ -1,13 +1,20 @@
-"""Figures of a grid (``dynamics.config.grid``), drawn from its saved result files only.
+"""Figures of a grid (``dynamics.config.grid``), drawn from its saved result files (or a GridResult).
 
-- Two varying knobs (e.g. H × η₀): a *phase diagram*, heatmaps of the final train and test
-  loss and error over the two knobs (mean over the trials that did not diverge). A cell
-  with diverged trials is marked × (all of them: a grey cell); with H as a knob, the best
-  step size per H (lowest final test loss among cells where no trial diverged) is drawn as
-  a line when the other knob is η₀. More than two varying knobs: the last two, the others
-  at their first value.
-- One varying knob other than H: the final metrics against that knob, a line per H
-  (also drawn, as ``<stem>-lines``, next to an H × knob phase diagram).
+The plotted knobs are ``axes`` (horizontal first; ``"heads"`` or ``"H"`` is H), the other knobs
+each at one value (``at={"noise": 1.0}``, else their first), every fixed value named in the title:
+
+- Two knobs, neither H, with several H: one heatmap per H and metric, a colour scale shared by
+  the panels of a metric, the *gain from heads* (final test loss at the largest H over that at the
+  smallest, log colour centred at 1: < 1 = heads help) and, with η₀ as a plotted knob, the best η₀
+  per H as a small line plot (``figures.facets``).
+- Two knobs, one of them H (or one H value): a heatmap per metric; with η₀ horizontal the best η₀
+  per row (lowest final test loss among cells where no trial diverged) is a white line.
+- One knob: the final metrics against it, a line per H.
+
+Cells where every trial diverged are hatched, cells where some did carry ×; both are named in the
+legend with their counts. Without ``axes``: η₀ (when it varies) and the last other varying knob, H
+as the rows when it is the only other one (then also the lines, as ``<stem>-lines``). Only the
+metrics the run logged are drawn (a regression run has no error).
 """
 
 from __future__ import annotations
@@ -16,119 +23,74 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.colors import LogNorm, Normalize
 from matplotlib.ticker import NullLocator
 
 from dynamics.sweeps.results import load_results
-from figures.sweep import DIVERGED_COLOR, describe, head_colors, save_figure
-from figures.theme import flare, set_theme
-
-PANELS = (
-    ("train_loss", "final train loss"),
-    ("test_loss", "final test loss"),
-    ("train_error", "final train error"),
-    ("test_error", "final test error"),
+from figures.facets import plot_facets
+from figures.gridtables import (  # noqa: F401  (best_columns, grid_tables: figures.phase's since the start)
+    OUTLINE,
+    PANELS,
+    TITLES,
+    GridTables,
+    best_columns,
+    cell_legend,
+    choose_axes,
+    color_norm,
+    describe_grid,
+    fixed_indices,
+    fixed_text,
+    grid_tables,
+    heatmap,
+    knob,
+    label,
+    runs_text,
+    set_cell_ticks,
+    ticks,
 )
-LABELS = {"heads": "H", "lr": "η₀", "init_scale": "σ₀", "n_train": "n (train)", "noise": "σ", "zeta": "ζ"}
+from figures.sweep import DIVERGED_COLOR, head_colors, save_figure
+from figures.theme import set_theme
 
 
-def grid_tables(meta: dict, curves: dict) -> tuple[list[str], list[np.ndarray], dict, np.ndarray]:
-    """(axis names, axis values, metric -> final mean (H, *grid), number diverged (H, *grid))."""
-    names = ["heads", *meta["grid"]["axes"]]
-    values = [np.asarray(curves["heads"])] + [np.asarray(curves[n]) for n in meta["grid"]["axes"]]
-    ok = np.asarray(curves["diverged_at"]) < 0  # (H, *grid, trials)
-    final = {}
-    for metric, _ in PANELS:
-        v = np.asarray(curves[metric])[..., -1]  # (H, *grid, trials)
-        keep = ok & np.isfinite(v)
-        n = keep.sum(axis=-1)
-        final[metric] = np.where(n > 0, np.where(keep, v, 0.0).sum(axis=-1) / np.maximum(n, 1), np.nan)
-    return names, values, final, (~ok).sum(axis=-1)
-
-
-def _reduce(names, values, final, n_div, keep: list[int]):
-    """Keep the axes ``keep`` (in order), the others at their first value."""
-    idx = tuple(slice(None) if a in keep else 0 for a in range(len(names)))
-    return (
-        [names[a] for a in keep],
-        [values[a] for a in keep],
-        {k: v[idx] for k, v in final.items()},
-        n_div[idx],
-    )
-
-
-def _describe(meta: dict) -> str:
-    """The sweep's description, with the step size named as a knob when it is one."""
-    text = describe(meta["config"])
-    if "lr" in meta["grid"]["axes"]:
-        text = text.replace(f"η = {meta['config']['optim']['lr']:g}", "η = η₀")
-    if "n_train" in meta["grid"]["axes"]:
-        text = text.replace(f"n = {meta['config']['data']['n_train']} train", "n = grid train")
-    return text
-
-
-def _ticks(vals: np.ndarray) -> list[str]:
-    return [f"{v:.3g}" for v in vals]
-
-
-def best_columns(test_loss: np.ndarray, n_div: np.ndarray) -> np.ndarray:
-    """Per row, the column of the lowest final test loss among cells without divergence (-1: none)."""
-    masked = np.where((n_div == 0) & np.isfinite(test_loss), test_loss, np.inf)
-    best = np.argmin(masked, axis=1)
-    return np.where(np.isfinite(masked.min(axis=1)), best, -1)
-
-
-def _heatmap(ax, fig, table: np.ndarray, n_div: np.ndarray, log: bool, title: str) -> None:
-    """One panel: rows = first knob (bottom to top), columns = second; diverged cells marked."""
-    finite = table[np.isfinite(table)]
-    positive = finite[finite > 0]
-    if log and positive.size:
-        norm = LogNorm(positive.min(), max(positive.max(), positive.min() * 1.001))
-    else:
-        lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
-        norm = Normalize(lo, max(hi, lo + 0.01))  # a constant panel (no errors anywhere) still maps
-    cmap = flare().copy()
-    cmap.set_bad("0.8")
-    shown = np.where(np.isfinite(table) & ((table > 0) | (not log)), table, np.nan)
-    im = ax.imshow(np.ma.masked_invalid(shown), origin="lower", aspect="auto", cmap=cmap, norm=norm)
-    rows, cols = np.nonzero(n_div > 0)
-    ax.scatter(cols, rows, marker="x", s=28, color=DIVERGED_COLOR, linewidths=1.2, label="diverged trials")
-    fig.colorbar(im, ax=ax, shrink=0.85)
-    ax.set_title(title)
-
-
-def plot_phase(meta, names, values, final, n_div, stem) -> list[Path]:
-    """The 2×2 phase diagram over two knobs (rows: names[0], columns: names[1])."""
+def plot_phase(meta, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], stem) -> list[Path]:
+    """A heatmap per logged metric over two knobs (columns: axes[0], rows: axes[1])."""
     set_theme()
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
-    step_knob = names[0] == "heads" and names[1] == "lr"  # the best step size per H, as a line
-    best = best_columns(final["test_loss"], n_div) if step_knob else None
-    for ax, (metric, title) in zip(axes.flat, PANELS, strict=True):
-        _heatmap(ax, fig, final[metric], n_div, metric.endswith("loss"), title)
-        ax.set_xticks(range(len(values[1])), _ticks(values[1]), rotation=60, fontsize=7)
-        ax.set_yticks(range(len(values[0])), _ticks(values[0]), fontsize=8)
-        ax.set_xlabel(LABELS.get(names[1], names[1]))
-        ax.set_ylabel(LABELS.get(names[0], names[0]))
-        ax.grid(False)
+    x, y = axes
+    final, n_div = t.take([y, x], fixed)
+    metrics = [m for m, _ in PANELS if m in final]
+    rows = (len(metrics) + 1) // 2
+    fig, grid = plt.subplots(rows, 2, figsize=(11, 4 * rows), constrained_layout=True, squeeze=False)
+    best = best_columns(final["test_loss"], n_div) if x == "lr" and "test_loss" in final else None
+    for ax, metric in zip(grid.flat, metrics, strict=False):
+        im = heatmap(
+            ax, final[metric], n_div, t.trials, color_norm([final[metric]], not metric.endswith("error"))
+        )
+        fig.colorbar(im, ax=ax, shrink=0.85)
+        ax.set_title(TITLES[metric])
+        set_cell_ticks(ax, t.values_of(x), t.values_of(y), x, y)
         if best is not None and (best >= 0).any():
-            rows = np.nonzero(best >= 0)[0]
-            ax.plot(
-                best[rows], rows, "-o", color="white", lw=1.8, ms=4, mec="k", label="best per H (test loss)"
-            )
-    axes.flat[0].legend(loc="upper left", fontsize=7, framealpha=0.8)
+            r = np.nonzero(best >= 0)[0]
+            ax.plot(best[r], r, "-o", color="white", lw=1.8, ms=4, mec="k", path_effects=OUTLINE)
+    for ax in grid.flat[len(metrics) :]:
+        ax.set_axis_off()
+    handles = cell_legend(n_div, t.trials, best is not None)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fixed_note = fixed_text(t, fixed)
     fig.suptitle(
-        f"{_describe(meta)}; grid {' × '.join(LABELS.get(n, n) for n in names)}, "
-        f"{meta['config']['sweep']['trials']} trials, {meta['config']['optim']['steps']} steps"
+        f"{describe_grid(meta, t, fixed)}; grid {label(y)} × {label(x)}"
+        f"{'; fixed: ' + fixed_note if fixed_note else ''}; {runs_text(meta, t)}"
     )
     return save_figure(fig, stem)
 
 
-def plot_lines(meta, knob: str, heads: np.ndarray, x: np.ndarray, final, n_div, stem) -> list[Path]:
-    """Final metrics against one knob, a line per H (rows of the tables: H), diverged × on the axis."""
+def plot_lines(meta, t: GridTables, along: str, fixed: dict[str, int], stem) -> list[Path]:
+    """Final metrics against one knob, a line per H, diverged × at the bottom of the panel."""
     set_theme()
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), constrained_layout=True)
+    final, n_div = t.take(["heads", along], fixed)
+    heads, x = t.values_of("heads"), t.values_of(along)
+    metrics = [m for m, _ in PANELS if m in final]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 3.8), constrained_layout=True)
     cmap, norm = head_colors(heads)
-    for ax, (metric, title) in zip(axes, PANELS, strict=True):
+    for ax, metric in zip(np.atleast_1d(axes), metrics, strict=True):
         for i, h in enumerate(heads):
             ax.plot(x, final[metric][i], "-o", ms=3, color=cmap(norm(h)), label=f"H = {h}")
             bad = n_div[i] > 0
@@ -138,29 +100,59 @@ def plot_lines(meta, knob: str, heads: np.ndarray, x: np.ndarray, final, n_div, 
         if np.all(x > 0) and x.max() / x.min() >= 10:
             ax.set_xscale("log")
         if len(x) <= 8:  # few values: label each one, no log minor labels over them
-            ax.set_xticks(x, _ticks(x))
+            ax.set_xticks(x, ticks(x))
             ax.xaxis.set_minor_locator(NullLocator())
         if metric.endswith("loss") and np.nanmin(final[metric], initial=np.inf) > 0:
             ax.set_yscale("log")
-        ax.set_xlabel(LABELS.get(knob, knob))
-        ax.set_title(title)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{_describe(meta)}; × = diverged trials")
+        ax.set_xlabel(label(along))
+        ax.set_title(TITLES[metric])
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fixed_note = fixed_text(t, {k: v for k, v in fixed.items() if k != "heads"})
+    fig.suptitle(
+        f"{describe_grid(meta, t, fixed)}{'; fixed: ' + fixed_note if fixed_note else ''}; "
+        f"{runs_text(meta, t)}; × = diverged trials"
+    )
     return save_figure(fig, stem)
 
 
-def plot_grid(results_dir: str | Path, stem: str | Path) -> list[Path]:
-    """The grid's figures: a phase diagram for two varying knobs, lines for one knob but H."""
-    meta, curves = load_results(Path(results_dir))
-    names, values, final, n_div = grid_tables(meta, curves)
-    varying = [a for a in range(len(names)) if len(values[a]) > 1]
+def grid_data(source) -> tuple[dict, dict]:
+    """(meta, curves) of a grid: a results folder (or its results.json) or a ``GridResult``."""
+    if hasattr(source, "grid") and hasattr(source, "curves") and hasattr(source, "diverged_at"):
+        names = [n for n, _ in source.grid.axes]
+        meta = {"config": source.config.to_dict(), "grid": {"axes": names}, **source.extra}
+        coords = {"heads": source.heads, "steps": source.steps, "diverged_at": source.diverged_at}
+        return meta, {**coords, **{n: np.array(v) for n, v in source.grid.axes}, **source.curves}
+    from dynamics.sweeps.results import read_folder
+
+    path, _, kind = read_folder(source)
+    if kind != "grid":
+        raise ValueError(f"{str(path)!r} holds a {kind} result, not a grid")
+    return load_results(path)
+
+
+def plot_grid(results_dir, stem, *, axes=None, at=None) -> list[Path]:
+    """The grid's figures as ``stem``.png/.pdf (module docstring); returns the written paths.
+
+    ``axes``: the plotted knobs, horizontal first (``("lr", "n_train")``, ``"lr,n_train"``,
+    ``("lr", "H")``, ``("noise",)``); ``at``: values of knobs not plotted (``{"noise": 1.0}``;
+    ``{"H": 4}`` draws that H alone instead of one panel per H).
+    """
+    meta, curves = grid_data(results_dir)
+    t = grid_tables(meta, curves)
+    default = axes is None
+    shown = choose_axes(t, axes)
+    heads = t.values_of("heads")
+    one_h = any(knob(k, t.names, f"at={at!r}") == "heads" for k in dict(at or {}))  # at={"H": 4}
+    facet = len(shown) == 2 and "heads" not in shown and len(heads) > 1 and not one_h
+    fixed = fixed_indices(t, (*shown, "heads") if facet or len(shown) == 1 else shown, at)
     stem = Path(stem)
-    paths: list[Path] = []
-    if len(varying) >= 2:
-        paths += plot_phase(meta, *_reduce(names, values, final, n_div, varying[-2:]), stem)
-    knobs = [a for a in varying if a != 0]
-    if len(knobs) == 1:
-        n, v, f, d = _reduce(names, values, final, n_div, [0, knobs[0]])
-        lines = stem if len(varying) == 1 else stem.with_name(stem.name + "-lines")
-        paths += plot_lines(meta, n[1], v[0], v[1], f, d, lines)
+    if facet:
+        return plot_facets(meta, t, shown, fixed, stem)
+    if len(shown) == 1:
+        return plot_lines(meta, t, shown[0], fixed, stem)
+    paths = plot_phase(meta, t, shown, fixed, stem)
+    if default and "heads" in shown:  # H × one knob: the lines too
+        along = shown[0] if shown[1] == "heads" else shown[1]
+        lines = fixed_indices(t, (along, "heads"), at)
+        paths += plot_lines(meta, t, along, lines, stem.with_name(stem.name + "-lines"))
     return paths

@@ -115,10 +115,11 @@ def sweep_entry(
     )
 
 
-def plot_grid(results_dir: Path, stem: Path) -> list[Path]:
+def plot_grid(results_dir: Path, stem: Path, **options) -> list[Path]:
+    """The grid's figures; ``options``: ``axes`` and ``at`` of ``figures.phase.plot_grid``."""
     from figures.phase import plot_grid
 
-    return plot_grid(results_dir, stem)
+    return plot_grid(results_dir, stem, **options)
 
 
 def grid_entry(name: str) -> Entry:

@@ -20,6 +20,7 @@ import io
 import os
 from pathlib import Path
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
@@ -30,7 +31,12 @@ from matplotlib.ticker import NullLocator
 from dynamics import parts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps.results import load_results
-from figures.theme import drop_invisible_minor_ticks, flare, set_theme  # seaborn's look, without seaborn
+from figures.theme import (  # seaborn's look, without seaborn
+    EMBEDDED_FONTS,
+    drop_invisible_minor_ticks,
+    flare,
+    set_theme,
+)
 
 
 class _Labels:
@@ -420,7 +426,8 @@ def save_figure(fig, stem: str | Path, *, dpi: int = 130, close: bool = True) ->
     try:
         for path in paths:
             buf = io.BytesIO()
-            fig.savefig(buf, format=path.suffix[1:], dpi=dpi)
+            with mpl.rc_context(EMBEDDED_FONTS):  # TrueType in the PDF, whatever theme drew the figure
+                fig.savefig(buf, format=path.suffix[1:], dpi=dpi)
             atomic_write_bytes(path, buf.getvalue())
             # The layout (constrained: text extents of every tick label) is the same in every
             # format: computed once, for the first, and kept (it was half of a PDF's time).

@@ -64,9 +64,17 @@ WHITEGRID_NOTEBOOK = {
 }
 
 
+# Fonts embedded in PDF (and PostScript) as TrueType (Type 42), never Type 3 (matplotlib's
+# default), which several venues reject. ``set_theme`` sets them, and ``figures.sweep.save_figure``
+# writes every PDF under them whatever theme the figure was drawn with.
+EMBEDDED_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
+
+
 def set_theme() -> None:
-    """``seaborn.set_theme(context="notebook", style="whitegrid")``, as far as these figures see it."""
+    """``seaborn.set_theme(context="notebook", style="whitegrid")``, as far as these figures see it,
+    and TrueType fonts in PDFs (``EMBEDDED_FONTS``)."""
     mpl.rcParams.update(WHITEGRID_NOTEBOOK)
+    mpl.rcParams.update(EMBEDDED_FONTS)
     for code, rgb in COLOR_CODES.items():
         mpl.colors.colorConverter.colors[code] = rgb
         mpl.colors.colorConverter.cache.clear()

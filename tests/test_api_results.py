@@ -151,6 +151,27 @@ def test_diagnostics_survive_loading_and_the_dataframe(result, tmp_path):
     assert len(back.to_dataframe()) == len(df)
 
 
+def test_a_diagnostics_run_loads_back_whole(tmp_path):
+    """``--diagnostics all`` as the command line runs it (run_checkpointed, then the timings added
+    to results.json): load_results gives every curve, the diagnostics' included, equal to
+    run_sweep's (NaN-aware), its diagnostics summary, and every field the run put in results.json."""
+    from dynamics.sweeps.checkpoint import run_checkpointed
+    from dynamics.sweeps.results import add_to_results
+
+    tiny = dict(heads=[2], steps=4, trials=1, n_train=12, n_test=8, tokens=4, width=4, irrelevant_means=2)
+    cfg = dynamics.with_overrides(None, data_model="mixture", log_every=1, diagnostics="all", **tiny)
+    ran = run_checkpointed(cfg, tmp_path, progress=False)  # run_sweep's result, with complete and device
+    add_to_results(tmp_path, timings={"total": 1.0})
+    back = load_results(tmp_path)
+    assert {"sharpness", "kernel_distance", "maxmargin_cos", "diagnostic_steps"} <= set(back.curves)
+    assert set(back.curves) == set(ran.curves)
+    for name, curve in ran.curves.items():
+        np.testing.assert_array_equal(back.curves[name], curve, err_msg=name)  # NaN == NaN here
+    np.testing.assert_array_equal(back.diverged_at, ran.diverged_at)
+    assert back.extra == {**ran.extra, "timings": {"total": 1.0}}  # complete, device, diagnostics
+    assert back.extra["diagnostics"]["svm_status"] == ["optimal"]
+
+
 def test_a_grid_folder_loads_as_the_grid(tmp_path):
     from dynamics.config.grid import resolve_grid
     from dynamics.sweeps.grid import GridResult, run_grid_checkpointed

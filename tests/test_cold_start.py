@@ -191,7 +191,9 @@ def test_theme_is_seaborns(monkeypatch):
         got = dict(mpl.rcParams)
         assert {c: mpl.colors.colorConverter.colors[c] for c in "bgrmyck"} == codes
     differ = {k for k in want if want[k] != got[k]}
-    assert differ == {"image.cmap"}  # seaborn's "rocket": registered by seaborn only, unused here
+    # seaborn's "rocket" (registered by seaborn only, unused here), and TrueType fonts in PDFs
+    assert differ == {"image.cmap", *theme.EMBEDDED_FONTS}
+    assert {k: got[k] for k in theme.EMBEDDED_FONTS} == {"pdf.fonttype": 42, "ps.fonttype": 42}
     grid = np.linspace(0, 1, 97)
     np.testing.assert_array_equal(theme.flare()(grid), sns.color_palette("flare", as_cmap=True)(grid))
 

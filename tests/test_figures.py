@@ -4,6 +4,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,9 +51,18 @@ def check_png(path: Path) -> None:
         assert im.format == "PNG" and im.width > 100 and im.height > 100
 
 
+def pdf_font_types(data: bytes) -> set[str]:
+    """The font subtypes a PDF declares (matplotlib writes its font objects uncompressed):
+    Type3 for matplotlib's default, Type0/CIDFontType2 (or TrueType) for Type 42 embedding."""
+    found = re.findall(rb"/Subtype\s*/(Type3|Type1|TrueType|Type0|CIDFontType0|CIDFontType2)\b", data)
+    return {f.decode() for f in found}
+
+
 def check_pdf(path: Path) -> None:
     data = path.read_bytes()
     assert len(data) > 1000 and data.startswith(b"%PDF") and b"%%EOF" in data[-64:]
+    fonts = pdf_font_types(data)  # TrueType (Type 42) fonts only: venues reject Type 3
+    assert "Type3" not in fonts and fonts & {"TrueType", "CIDFontType2"}, fonts
 
 
 def rewrite(src: Path, dst: Path, edit) -> Path:
@@ -247,6 +257,34 @@ def test_bottleneck_figure_is_written_through_the_atomic_save(tmp_path, monkeypa
     assert written == paths == [tmp_path / "figure.png", tmp_path / "figure.pdf"]
     check_png(paths[0])
     check_pdf(paths[1])
+
+
+def test_every_pdf_embeds_truetype_fonts_whatever_the_theme(saved, tmp_path):
+    """matplotlib's default writes Type 3 fonts (the check below sees them); save_figure writes
+    Type 42 for a figure drawn under matplotlib's defaults too, and the theme sets it for
+    anyone's savefig."""
+    from figures.sweep import save_figure
+    from figures.theme import set_theme
+
+    def text_figure():
+        fig = plt.figure(figsize=(3, 2))
+        fig.text(0.1, 0.5, "η₀ = 0.5, H = 4: test loss")
+        return fig
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        buf = io.BytesIO()
+        fig = text_figure()
+        fig.savefig(buf, format="pdf")
+        plt.close(fig)
+        assert "Type3" in pdf_font_types(buf.getvalue())  # what save_figure must not write
+        check_pdf(save_figure(text_figure(), tmp_path / "defaults")[1])
+        set_theme()
+        fig = text_figure()
+        fig.savefig(tmp_path / "themed.pdf")
+        plt.close(fig)
+        check_pdf(tmp_path / "themed.pdf")
+    check_pdf(plot_sweep(saved, tmp_path / "sweep")[1])
 
 
 def test_figures_are_drawn_beside_the_next_experiment(tmp_path, monkeypatch, capsys):

@@ -228,3 +228,110 @@ def test_best_step_per_row_skips_diverged_cells():
     loss = np.array([[0.5, 0.2, 0.1], [0.4, 0.3, np.nan], [np.nan, np.nan, np.nan]])
     n_div = np.array([[0, 0, 1], [0, 0, 2], [2, 2, 2]])
     assert best_columns(loss, n_div).tolist() == [1, 1, -1]
+
+
+def fake_grid_folder(out: Path) -> Path:
+    """A saved grid of H ∈ {1, 4} × η₀ × σ × n, written directly (no simulation): a regression-like
+    run (losses only, no error curves); at η₀ = 10 every trial diverged, at (H = 4, η₀ = 1, σ = 0.5,
+    n = 24) one of two trials did. Test loss = η₀-independent base / H at σ = 0.5 (heads help)."""
+    import json
+
+    from dynamics.config.schema import resolve
+    from dynamics.sweeps.results import versions
+
+    heads, lrs, noises, ns, trials, L = [1, 4], [0.1, 1.0, 10.0], [0.5, 1.0], [24, 30], 2, 3
+    shape = (2, 3, 2, 2, trials, L)
+    rng = np.random.default_rng(0)
+    test = np.broadcast_to(rng.uniform(0.2, 0.4, shape[1:]), shape).copy()
+    test[1, :, 0] /= 4  # H = 4 at σ = 0.5: four times lower
+    div = np.full(shape[:-1], -1)
+    div[:, 2] = 1
+    div[1, 1, 0, 0, 0] = 2
+    curves = {"train_loss": test / 2, "test_loss": test}
+    for v in curves.values():
+        v[(div[..., None] >= 0) & (np.arange(L) >= np.maximum(div, 0)[..., None])] = np.nan
+    arrays = {"heads": np.array(heads), "steps": np.arange(L), "diverged_at": div, "lr": np.array(lrs)}
+    names = ["lr", "noise", "n_train"]
+    arrays.update(noise=np.array(noises), n_train=np.array(ns), grid_axes=np.array(names))
+    out.mkdir()
+    np.savez(out / "curves.npz", **arrays, **curves)
+    meta = {"config": resolve(small()).config.to_dict(), "grid": {"axes": names}, "versions": versions()}
+    (out / "results.json").write_text(json.dumps(meta))
+    return out
+
+
+def drawn_figures(monkeypatch) -> list:
+    """The figures plot_grid draws, kept open (save_figure with close=False)."""
+    import figures.facets
+    import figures.phase
+    from figures.sweep import save_figure
+
+    figs = []
+
+    def keep(fig, stem):
+        figs.append(fig)
+        return save_figure(fig, stem, close=False)
+
+    monkeypatch.setattr(figures.phase, "save_figure", keep)
+    monkeypatch.setattr(figures.facets, "save_figure", keep)
+    return figs
+
+
+def test_a_grid_over_knobs_draws_a_panel_per_h_the_gain_and_names_each_fixed_value(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from figures.phase import plot_grid
+
+    folder, figs = fake_grid_folder(tmp_path / "g"), drawn_figures(monkeypatch)
+    paths = plot_grid(folder, tmp_path / "f")
+    fig = figs[-1]
+    title = fig._suptitle.get_text()
+    assert "one panel per H" in title and "fixed: σ = 0.5" in title and "η = η₀" in title, title
+    axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert {"H = 1: test loss", "H = 4: test loss", "H = 1: train loss", "H = 4: train loss"} <= set(axes)
+    assert not any("error" in t for t in axes)  # a run without error curves: none drawn
+    norms = [axes[f"H = {h}: test loss"].images[0].norm for h in (1, 4)]
+    assert norms[0].vmin == norms[1].vmin and norms[0].vmax == norms[1].vmax  # one scale across H
+    gain = next(ax for t, ax in axes.items() if t.startswith("gain from heads"))
+    ratio = gain.images[0].get_array()  # (n, η₀) at σ = 0.5: H = 4 four times lower
+    np.testing.assert_allclose(ratio[:, 0], 0.25)
+    assert ratio.mask[:, 2].all()  # η₀ = 10: every trial diverged, no ratio
+    assert gain.images[0].norm.vmin * gain.images[0].norm.vmax == pytest.approx(1.0)  # centred at 1
+    hatched = [p for p in axes["H = 1: test loss"].patches if p.get_hatch()]
+    assert len(hatched) == 2  # η₀ = 10 at both n
+    best = next(ax for t, ax in axes.items() if t.startswith("best η₀"))
+    assert len(best.lines) == 2  # a line per n
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "all trials diverged (4)" in legend and "some diverged (1)" in legend, legend
+    for fig in figs:
+        plt.close(fig)
+    data = paths[1].read_bytes()
+    assert b"/Type3" not in data and b"/CIDFontType2" in data  # TrueType fonts in the PDF
+
+
+def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from figures.__main__ import main
+    from figures.phase import plot_grid
+
+    folder, figs = fake_grid_folder(tmp_path / "g"), drawn_figures(monkeypatch)
+    plot_grid(folder, tmp_path / "a", axes=("lr", "noise"), at={"n_train": 30})
+    assert "fixed: n (train) = 30" in figs[-1]._suptitle.get_text()
+    plot_grid(folder, tmp_path / "b", axes="lr,n-train", at={"H": 4, "noise": 1.0})
+    title = figs[-1]._suptitle.get_text()  # one H: its heatmaps alone, H named
+    assert "H = 4" in title and "σ = 1" in title and "one panel per H" not in title, title
+    plot_grid(folder, tmp_path / "c", axes=("noise",))
+    assert "η = 0.1" in figs[-1]._suptitle.get_text()  # lines per H; η₀ at its first value
+    for fig in figs:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="'bogus' is not an axis of this grid; its axes: heads, lr"):
+        plot_grid(folder, tmp_path / "d", axes=("lr", "bogus"))
+    with pytest.raises(ValueError, match=r"noise=0.7 is not one of its values \['0.5', '1'\]"):
+        plot_grid(folder, tmp_path / "d", at={"noise": 0.7})
+    with pytest.raises(ValueError, match="'lr' is plotted"):
+        plot_grid(folder, tmp_path / "d", axes=("lr", "noise"), at={"lr": 1.0})
+    assert main(["--results", str(folder), "--axes", "lr,noise", "--at", "n_train=30"]) == 0
+    assert (folder / "figure.png").stat().st_size > 10_000 and (folder / "figure.pdf").exists()
+    assert main(["--results", str(folder), "--axes", "lr,sigma"]) == 2
+    assert main(["fig2", "--axes", "lr"]) == 2  # not a grid figure
