@@ -19,7 +19,15 @@ _EXPORTS = {
     "datamodels.mixture": ("MIXTURE", "class_means", "dm1", "tokenized_mixture"),
     "datamodels.npz": ("DataError", "UserData", "load_npz"),
     "datamodels.planted": ("PLANTED", "Teacher", "planted", "planted_teacher", "teacher_logits"),
-    "datamodels.protocol": ("DataModel", "World", "noise_floor", "task_of"),
+    "datamodels.protocol": (
+        "DataModel",
+        "World",
+        "direction_matrix",
+        "direction_names",
+        "noise_floor",
+        "planted_of",
+        "task_of",
+    ),
     "datamodels.sparse_token": ("SPARSE_TOKEN",),
     "datamodels.locations": ("MULTI_LOCATION", "SINGLE_LOCATION"),
     "datamodels.icl": ("ICL_LINREG",),
@@ -61,5 +69,13 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from datamodels.mixture import MIXTURE, class_means, dm1, tokenized_mixture  # noqa: F401
     from datamodels.npz import DataError, UserData, load_npz  # noqa: F401
     from datamodels.planted import PLANTED, Teacher, planted, planted_teacher, teacher_logits  # noqa: F401
-    from datamodels.protocol import DataModel, World, noise_floor, task_of  # noqa: F401
+    from datamodels.protocol import (  # noqa: F401
+        DataModel,
+        World,
+        direction_matrix,
+        direction_names,
+        noise_floor,
+        planted_of,
+        task_of,
+    )
     from datamodels.sparse_token import SPARSE_TOKEN  # noqa: F401

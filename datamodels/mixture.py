@@ -206,9 +206,9 @@ class MixtureModel:
     def setup(self, key: jax.Array, params):
         kw = {k: getattr(params, k) for k in ("signal", "n_irrelevant", "geometry")}
         mu_plus, mu_minus, nu = class_means(params.d, **kw)
-        unit_plus, unit_minus, _ = class_means(params.d, **{**kw, "signal": 1.0})
+        unit_plus, unit_minus, unit_nu = class_means(params.d, **{**kw, "signal": 1.0})
         latents = {"mu_plus": mu_plus, "mu_minus": mu_minus, "nu": nu}
-        planted = {"mu_plus": unit_plus, "mu_minus": unit_minus}
+        planted = {"mu_plus": unit_plus, "mu_minus": unit_minus, "nu": unit_nu}  # nu: (M, d)
         return World(latents, planted, floor(UNKNOWN), params)
 
     def sample(self, world, key: jax.Array, n: int):

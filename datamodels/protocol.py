@@ -22,7 +22,9 @@ square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d
 The built-in models return a ``World``: its ``latents`` and ``planted`` directions (a dict of
 name -> unit vectors (P, d) or (d,)), its ``noise_floor`` (a float32 scalar, NaN where unknown)
 and, as static data of the pytree, the ``params`` it was set up with, which ``sample`` reads its
-shapes from. A world of your own may be any pytree of arrays.
+shapes from. A world of your own may be any pytree of arrays; a dict world may name its planted
+directions under ``"planted"`` (name -> (d,) or (P, d)). The per-head metrics report each head's
+|cos| with every planted direction (``planted_of``, ``direction_matrix``, ``direction_names``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,35 @@ def noise_floor(model: Any, world: Any) -> jax.Array:
     if callable(value):
         value = value(world)
     return jnp.asarray(UNKNOWN if value is None else value, jnp.float32)
+
+
+def planted_of(world: Any) -> dict[str, jax.Array]:
+    """A world's planted directions, name -> (d,) or (P, d) (a leading trial axis allowed): a
+    World's ``planted``, a dict world's ``"planted"`` entry, else none."""
+    planted = world.planted if isinstance(world, World) else None
+    if isinstance(world, dict):
+        planted = world.get("planted")
+    return dict(planted) if isinstance(planted, dict) else {}
+
+
+def direction_matrix(planted: dict[str, jax.Array]) -> jax.Array | None:
+    """One trial's planted directions as rows, (P, d) float32, by name in sorted order (a pytree's
+    order for a dict; a (P_i, d) entry gives P_i rows), or None when there are none."""
+    rows = [
+        jnp.reshape(jnp.asarray(planted[k], jnp.float32), (-1, jnp.shape(planted[k])[-1]))
+        for k in sorted(planted)
+    ]
+    return jnp.concatenate(rows) if rows else None
+
+
+def direction_names(planted: dict[str, Any], batched: bool = False) -> list[str]:
+    """The names of ``direction_matrix``'s rows: ``name`` for a (d,) entry, ``name_i`` for row i
+    of a (P_i, d) one (``batched``: every entry has a leading trial axis)."""
+    names = []
+    for name in sorted(planted):
+        shape = jnp.shape(planted[name])[1:] if batched else jnp.shape(planted[name])
+        names += [name] if len(shape) == 1 else [f"{name}_{i}" for i in range(shape[0])]
+    return names
 
 
 def orthonormal(key: jax.Array, d: int, k: int) -> jax.Array:

@@ -111,6 +111,7 @@ def load_results(folder: str | Path):
         return _grid_result(meta, arrays)
     extra = _extra(meta)
     skip = ("heads", "steps", "diverged_at")
+    planted = {k[len("planted_") :]: v for k, v in arrays.items() if k.startswith("planted_")}
     config = config_from_dict(meta["config"])
     check_sweep_files(meta, arrays, config, path)
     if extra.get("complete") is False and "heads_todo" not in extra:
@@ -120,11 +121,23 @@ def load_results(folder: str | Path):
         config=config,
         heads=np.asarray(arrays["heads"]),
         steps=np.asarray(arrays["steps"]),
-        curves={k: v for k, v in arrays.items() if k not in skip},
+        curves={k: v for k, v in arrays.items() if k not in skip and not k.startswith("planted_")},
         diverged_at=np.asarray(arrays["diverged_at"]),
         wall_time_s=float(wall) if isinstance(wall, int | float) and not isinstance(wall, bool) else 0.0,
         extra=extra,
+        planted=_planted(meta, planted, path),
     )
+
+
+def _planted(meta: dict[str, Any], planted: dict[str, Any], path) -> dict[str, Any]:
+    """The directions results.json names, in its order, from directions.npz; a one-line
+    ConfigError when the two disagree (a damaged or replaced file)."""
+    names = meta.get("directions", [])
+    if not isinstance(names, list) or sorted(map(str, names)) != sorted(planted):
+        raise ConfigError(
+            f"{path}: directions.npz holds {sorted(planted)}, results.json names {names!r:.200}"
+        )
+    return {name: planted[name] for name in names}
 
 
 # The fields of results.json that its writer derives from the result itself (``results_dict``,

@@ -29,8 +29,11 @@ def abs_cos(a, b):
     return abs(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
 
 
-def reference(params_h: dict, X: np.ndarray, mask: np.ndarray, query: str, attention: str) -> dict:
-    """One run's per-head metrics at one step, in float64 numpy, head by head."""
+def reference(
+    params_h: dict, X: np.ndarray, mask: np.ndarray, query: str, attention: str, dirs: np.ndarray
+) -> dict:
+    """One run's per-head metrics at one step, in float64 numpy, head by head (``dirs`` (P, d):
+    the planted directions)."""
     H = params_h["U"].shape[0]
     out = {"head_u_norm": [], "head_key_norm": [], "head_attn_relevant": [], "keys": [], "A": []}
     for h in range(H):
@@ -62,6 +65,8 @@ def reference(params_h: dict, X: np.ndarray, mask: np.ndarray, query: str, atten
     }
     for name, rows in pairs.items():
         out[name] = np.array([[abs_cos(a, b) for b in rows] for a in rows])
+    out["head_u_cos"] = np.array([[abs_cos(u, v) for v in dirs] for u in params_h["U"]])
+    out["head_key_cos"] = np.array([[abs_cos(k, v) for v in dirs] for k in pairs["head_key_sim"]])
     out["head_uk_cos"] = np.diag(
         np.array([[abs_cos(a, b) for b in params_h["U"]] for a in np.array(pairs["head_key_sim"])])
     )
@@ -77,10 +82,16 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
         result = sweep.run_sweep(cfg, progress=False)
         data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
     X_test, mask = np.asarray(data.X_test, np.float64), np.asarray(data.mask_test, np.float64)
+    # DM1's planted directions, named in sorted order: the unit class means ±e_0, the irrelevant e_2, e_3
+    assert result.extra["directions"] == ["mu_minus", "mu_plus", "nu_0", "nu_1"]
+    eye = np.eye(cfg.data.d)
+    dirs = np.stack([-eye[0], eye[0], eye[2], eye[3]])
+    for p, name in enumerate(result.extra["directions"]):
+        np.testing.assert_array_equal(result.planted[name], np.broadcast_to(dirs[p], (cfg.sweep.trials, 6)))
     for i, H in enumerate(cfg.sweep.heads):
         for t, step in itertools.product(range(cfg.sweep.trials), range(len(result.steps))):
             theta = {k: v[i, t, step, :H] for k, v in result.params.items()}
-            want = reference(theta, X_test[t], mask[t], query, attention)
+            want = reference(theta, X_test[t], mask[t], query, attention, dirs)
             for name, value in want.items():
                 got = result.curves[name][i, t, step]
                 got = got[:H, :H] if name.endswith("_sim") else got[:H]
@@ -107,3 +118,35 @@ def test_the_fast_path_stands_for_identical_heads():
 def test_a_zero_vectors_cosine_is_nan():
     got = np.asarray(heads.abs_cos(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])))
     assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)
+
+
+def test_planted_directions_are_named_saved_and_loaded(tmp_path):
+    from dynamics import load_results
+    from dynamics.config.schema import ConfigError
+    from dynamics.sweeps.results import write_results
+
+    cfg = Config(
+        data=DataConfig(model="multi-location", n_train=16, n_test=8, T=5, d=8),
+        model=ModelConfig(query="learned", init="normal", init_scale=0.1),
+        optim=OptimConfig(steps=4, lr=0.05),
+        sweep=SweepConfig(heads=(2,), trials=2, log_every=2, head_metrics="on"),
+    )
+    result = sweep.run_sweep(cfg, progress=False)
+    names = [f"k_star_{f}" for f in range(3)] + [f"v_star_{f}" for f in range(3)]
+    assert result.extra["directions"] == names
+    assert result.curves["head_u_cos"].shape[-1] == result.curves["head_key_cos"].shape[-1] == 6
+    for t in range(2):  # the 2F directions of a trial are orthonormal; the trials' worlds differ
+        rows = np.stack([result.planted[n][t] for n in names])
+        np.testing.assert_allclose(rows @ rows.T, np.eye(6), atol=1e-5)
+    assert not np.allclose(result.planted["k_star_0"][0], result.planted["k_star_0"][1])
+    write_results(result, tmp_path)
+    back = load_results(tmp_path)
+    assert back.extra["directions"] == names and list(back.planted) == names
+    for n in names:
+        np.testing.assert_array_equal(back.planted[n], result.planted[n])
+    (tmp_path / "directions.npz").unlink()
+    with pytest.raises(ConfigError, match=r"directions.npz is missing or damaged"):
+        load_results(tmp_path)
+    np.savez(tmp_path / "directions.npz", k_star_0=result.planted["k_star_0"])
+    with pytest.raises(ConfigError, match=r"directions.npz holds \['k_star_0'\], results.json names"):
+        load_results(tmp_path)

@@ -25,6 +25,7 @@ class Data(NamedTuple):
     mask_train: jax.Array | None = None  # ([trials,] n, T) relevant tokens, None if unknown
     world: Any = None  # each trial's world (datamodels.protocol), leading trial axis; None for a file
     noise_floor: jax.Array | None = None  # ([trials,]) float32 Bayes risk of the square loss, NaN if unknown
+    directions: jax.Array | None = None  # ([trials,] P, d) the world's planted directions, None if none
 
 
 def data_model(cfg: DataConfig):
@@ -40,7 +41,8 @@ def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
     X, y, mask = model.sample(world, k_train, cfg.n_train)
     X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
     floor = datamodels.noise_floor(model, world)
-    return Data(X, y, X_test, y_test, mask_test, mask, world, floor)
+    directions = datamodels.direction_matrix(datamodels.planted_of(world))
+    return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions)
 
 
 class ModelRef:
@@ -117,6 +119,12 @@ def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
     # with dynamics.core.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
     # which XLA:CPU takes seconds to compile per draw.
     return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
+
+
+def direction_names(data: Data) -> list[str]:
+    """The names of the rows of ``data.directions`` (``datamodels.direction_names``), from the
+    trials' worlds; none for data from a file."""
+    return datamodels.direction_names(datamodels.planted_of(data.world), batched=True)
 
 
 def token_width(data: Data) -> int:

@@ -105,15 +105,18 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     with phase("writing"):
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
         curves = {k: v for k, v in result.curves.items() if not k.startswith("param_")}
-        if result.params:  # the snapshots first: results.json, written last, marks all complete
-            buf = io.BytesIO()
-            np.savez(buf, **result.params)
-            with interrupts.shielded():
-                atomic_write_bytes(Path(out) / PARAMS_NPZ, buf.getvalue())
+        # the snapshots and directions first: results.json, written last, marks all complete
+        for name, side in ((PARAMS_NPZ, result.params), (DIRECTIONS_NPZ, result.planted)):
+            if side:
+                buf = io.BytesIO()
+                np.savez(buf, **side)
+                with interrupts.shielded():
+                    atomic_write_bytes(Path(out) / name, buf.getvalue())
         return write_files(out, "curves.npz", {**arrays, **curves}, results_dict(result))
 
 
 PARAMS_NPZ = "params.npz"  # θ at the logged steps (``sweep.save_params``), one array per name
+DIRECTIONS_NPZ = "directions.npz"  # the planted directions, one (trials, d) array per name
 
 
 def write_files(
@@ -180,6 +183,8 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     arrays = _read_npz(out / npz_name)
     if npz_name == "curves.npz" and meta.get("config", {}).get("sweep", {}).get("save_params"):
         arrays.update({f"param_{k}": v for k, v in _read_npz(out / PARAMS_NPZ).items()})
+    if npz_name == "curves.npz" and meta.get("directions"):
+        arrays.update({f"planted_{k}": v for k, v in _read_npz(out / DIRECTIONS_NPZ).items()})
     return meta, arrays
 
 

@@ -43,7 +43,7 @@ from dynamics.config.schema import (
     validate,
 )
 from dynamics.core import rng
-from dynamics.core.data import make_data, token_width
+from dynamics.core.data import direction_names, make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
 from dynamics.core.update import GroupRule
 from dynamics.infra.timings import phase
@@ -127,6 +127,9 @@ class SweepResult:
     diverged_at: np.ndarray  # (n_heads, trials): step of the first non-finite loss, -1 = never
     wall_time_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # the data model's planted directions, name -> (trials, d) unit vectors, in the order of the
+    # per-head |cos| curves' last axis (``extra["directions"]`` names it); empty when none
+    planted: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -712,10 +715,26 @@ def run_sweep(
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
+    if any(k.startswith("head_") and k.endswith("_cos") and k != "head_uk_cos" for k in curves):
+        result.planted = planted_directions(cfg)
+        result.extra["directions"] = list(result.planted)
     if cfg.sweep.diagnostics:  # off: nothing below runs, the curves are the engine's alone
         _add_diagnostics(exp, result, progress)
     result.wall_time_s = time.perf_counter() - start
     return result
+
+
+def planted_directions(cfg: Config) -> dict[str, np.ndarray]:
+    """The planted directions of every trial's world, name -> (trials, d) float32, the rows of the
+    per-head |cos| curves' last axis in order (``dynamics.core.data.direction_names``)."""
+    with jax.enable_x64(False):  # drawn as ``_prepare`` draws them
+        data, _ = make_data(
+            cfg.data, rng.split(rng.seed(cfg.sweep.seed))[0], cfg.sweep.trials, cfg.optim.task
+        )
+    if data.directions is None:
+        return {}
+    rows = np.asarray(data.directions, np.float32)  # (trials, P, d)
+    return {name: rows[:, p] for p, name in enumerate(direction_names(data))}
 
 
 def _add_diagnostics(exp: Experiment, result: SweepResult, progress: bool) -> None:
