@@ -181,6 +181,7 @@ def test_theme_is_seaborns(monkeypatch):
     from figures import theme
 
     with mpl.rc_context():
+        mpl.rcdefaults()  # from matplotlib's defaults, whatever an earlier test in this process set
         sns.set_theme(context="notebook", style="whitegrid")
         want = dict(mpl.rcParams)
         codes = {c: mpl.colors.colorConverter.colors[c] for c in "bgrmyck"}

@@ -289,7 +289,7 @@ REFUSED = [
     (dict(optimizer="sgd", batch_size=25), r"optim.batch_size=25 is more than the data.n_train=24"),
     (dict(optimizer="sgd", batch_size=7), r"optim.batch_size=7 does not divide data.n_train=24"),
     (dict(optimizer="sgd", batch_size=0), r"optim.batch_size=0 must be"),
-    (dict(optimizer="sgd", batch_size=8, sampling="online"), r"optim.sampling='online' is not one of"),
+    (dict(optimizer="sgd", batch_size=8, sampling="fresh"), r"optim.sampling='fresh' is not one of"),
     (dict(readout_lr_factor=-1.0), r"optim.readout_lr_factor=-1.0"),
     (dict(attention_weight_decay=float("nan")), r"optim.attention_weight_decay=nan"),
     (dict(attention_steps=(5, 2)), r"optim.attention_steps=\[5, 2\] is empty"),
@@ -347,3 +347,79 @@ def test_the_flags_read_well_and_old_hashes_stay():
     assert set(doc) == {"optimizer", "lr", "lr_scaling", "loss", "steps"}  # new fields left out at default
     changed = apply_overrides(Config(), {"optim": {"readout_lr_factor": 2.0}}, "test")
     assert changed.hash() != Config().hash() and changed.to_dict()["optim"]["readout_lr_factor"] == 2.0
+
+
+# Online SGD: fresh examples of the trial's world at every update.
+
+
+def online(**kw) -> Config:
+    cfg = config(**{"optimizer": "sgd", "batch_size": 5, "sampling": "online", **kw})
+    return dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, save_params=True, log_every=4))
+
+
+def test_online_batches_are_the_data_models_samples_of_the_trials_world():
+    import datamodels
+    from dynamics.sweeps.sweep import program_for
+
+    cfg = online()
+    data, _, _ = _prepare(cfg)
+    prog = program_for(cfg, 1, 6, [0, STEPS])
+    one = jax.tree_util.tree_map(lambda a: a[1], data)  # trial 1, its world included
+    key = engine.minibatch_key(trial_keys(cfg)[1])
+    X3, y3 = engine.fresh_batch(prog, one, key, 3)
+    # the same draw through jax.random's own typed keys and the data model object itself
+    typed = jax.random.fold_in(
+        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[1])), engine.MINIBATCH_STREAM
+    )
+    X_ref, y_ref, _ = datamodels.MIXTURE.sample(one.world, jax.random.fold_in(typed, 3), 5)
+    np.testing.assert_array_equal(X3, X_ref)
+    np.testing.assert_array_equal(y3, y_ref)
+    X4, _ = engine.fresh_batch(prog, one, key, 4)
+    assert not np.allclose(X3, X4)  # another update, other examples
+    assert not any(np.allclose(X3[0], x) for x in np.asarray(one.X_train))  # not the training set
+
+
+def test_online_sgd_learns_and_a_run_in_a_pack_sees_the_batches_it_sees_alone():
+    cfg = online(heads=(1, 3), steps=60, lr=0.5)
+    with jax.enable_x64(True):
+        packed = run_sweep(cfg, progress=False, slots=4)  # H = 1 and 3 in one pack
+        alone = run_sweep(
+            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(1,))), progress=False
+        )
+    np.testing.assert_allclose(packed.curves["train_loss"][0], alone.curves["train_loss"][0], rtol=1e-10)
+    test = packed.curves["test_loss"]
+    assert np.all(test[:, :, -1] < 0.75 * test[:, :, 0])  # it learns: from log 2 at θ = 0... to below
+
+
+def test_online_logs_the_training_loss_of_the_next_updates_batch():
+    from dynamics.sweeps.sweep import program_for
+
+    cfg = online(heads=(3,), steps=8)
+    with jax.enable_x64(True):
+        result = run_sweep(cfg, progress=False)
+        data, _, _ = _prepare(cfg)
+    prog = program_for(cfg, 1, 6, [0, 8])
+    for t in range(2):
+        one = jax.tree_util.tree_map(lambda a, t=t: a[t], data)
+        key = engine.minibatch_key(trial_keys(cfg)[t])
+        for j, step in enumerate(result.steps):
+            X, y = (np.asarray(a, np.float64) for a in engine.fresh_batch(prog, one, key, int(step)))
+            theta = {k: jnp.asarray(v[0, t, j, :3]) for k, v in result.params.items()}
+            with jax.enable_x64(True):
+                want = float(ref_loss(theta, jnp.asarray(X), jnp.asarray(y), 3))
+            assert result.curves["train_loss"][0, t, j] == pytest.approx(want, rel=1e-5)
+
+
+def test_online_sampling_needs_a_data_model_with_a_world(tmp_path):
+    g = np.random.default_rng(0)
+    arrays = {"X_train": g.normal(size=(6, 4, 3)), "y_train": g.choice([-1.0, 1.0], 6)}
+    np.savez(tmp_path / "d.npz", **arrays, X_test=arrays["X_train"], y_test=arrays["y_train"])
+    cfg = Config(
+        data=DataConfig(model="npz", path=str(tmp_path / "d.npz")),
+        optim=OptimConfig(optimizer="sgd", batch_size=2, sampling="online"),
+    )
+    with pytest.raises(
+        ConfigError, match=r"optim.sampling='online' draws fresh examples.*'epoch' or 'replace'"
+    ):
+        validate(cfg)
+    assert validate(online(batch_size=50)).optim.batch_size == 50  # B may exceed n: nothing is taken from it

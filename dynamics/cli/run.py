@@ -95,7 +95,7 @@ KNOBS = [
         None,
         "sgd only (and needed there): B training examples per update, chosen from the trial's own "
         "random stream and the update number, so the same whatever the packing, devices or --resume; "
-        "the logged train loss is still the full training set's",
+        "the logged train loss is still the full training set's (online: the batch of the next update)",
     ),
     (
         "--sampling",

@@ -194,7 +194,9 @@ class OptimConfig:
     # than ±1 or 0/1 is regression). Resolved by ``Config.resolved``, with a loss of that task.
     task: str | None = None
     batch_size: int | None = None  # sgd: B training examples per update (sgd needs it; others: none)
-    sampling: str = "epoch"  # sgd: epoch (a permutation per epoch) or replace (dynamics.parts.SAMPLINGS)
+    sampling: str = (
+        "epoch"  # sgd: epoch (a permutation per epoch), replace or online (dynamics.parts.SAMPLINGS)
+    )
     # Per parameter group (readout U, b; attention W, Q, K, k): the step η(H)·factor, the updates
     # [start, stop) it moves in (None: all; stop None: to the end), the weight decay λ >= 0.
     readout_lr_factor: float = 1.0
@@ -818,13 +820,21 @@ def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> No
 
 
 def _check_batch(optim: OptimConfig, data: DataConfig) -> None:
-    """SGD's batch size: given, at most n, and (epoch sampling) a divisor of n."""
+    """SGD's batch size: given, at most n, and (epoch sampling) a divisor of n; online sampling
+    needs a data model with a world (not a file), and any B."""
     if optim.batch_size is None:
         raise ConfigError(
             f"optim.optimizer={optim.optimizer!r} needs optim.batch_size (--batch-size B), the training "
             f"examples per update"
         )
     _positive_int("optim.batch_size", optim.batch_size)
+    if parts.SAMPLINGS.get(optim.sampling).fresh:
+        if parts.DATA_MODELS.get(data.model).from_file:
+            raise ConfigError(
+                f"optim.sampling={optim.sampling!r} draws fresh examples from a data model at every "
+                f"update; data from a file ({data.path}) has a fixed training set: use 'epoch' or 'replace'"
+            )
+        return  # any B: the batches are not taken from the n training examples
     n = data.n_train
     if optim.batch_size > n:
         raise ConfigError(f"optim.batch_size={optim.batch_size} is more than the data.n_train={n} examples")

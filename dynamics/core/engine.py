@@ -42,8 +42,11 @@ padding (``sweep.pack_runs`` packs them first-fit decreasing).
   key, t)``, B examples chosen by the sampling part from the trial's batch key (from
   ``Batch.data_key``, the key its data were drawn from) and t alone: the same batch for every
   run and head of a pack, in any pack, on any device, after any resume. The logged metrics
-  are the full sets'. The step's other rules (parameter groups, normalisation per run, the
-  sphere) are ``Program.rules()``, applied by ``update.update`` (``pack.member`` gives the runs).
+  are the full sets'. Online sampling (``fresh_batch``) draws update t's B examples anew from the
+  trial's world (``Data.world``) with the data model's ``sample`` and fold_in(batch key, t); its
+  logged training metrics are those of update t's batch (``logged_train_set``). The step's other
+  rules (parameter groups, normalisation per run, the sphere) are ``Program.rules()``, applied
+  by ``update.update`` (``pack.member`` gives the runs).
 - Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
   read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
   so a run starts the same whatever shares its pack.
@@ -59,7 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -127,6 +130,9 @@ class Program:
     temperature_decay: float = 0.0  # c
     batch_size: int = 0  # B examples per update (SGD); 0: the full training set
     sampling: str = "epoch"  # how SGD picks its B examples (dynamics.parts.SAMPLINGS)
+    # online sampling: the data model whose ``sample`` draws each batch from ``Data.world``, as a
+    # static reference equal only to the same object (``dynamics.core.data.ModelRef``); else None
+    sampler: Any = None
     groups: tuple[tuple[str, upd.GroupRule], ...] = dataclasses.field(default_factory=upd.default_groups)
     constraint: str = "none"  # dynamics.parts.CONSTRAINTS
 
@@ -297,7 +303,32 @@ def minibatch(prog: Program, data: Data, key: jax.Array | None, t) -> tuple[jax.
     so every run of a pack (one trial) and every packing, device count or resume gets the same."""
     if not prog.batch_size:
         return data.X_train, data.y_train
+    if parts.SAMPLINGS[prog.sampling].fresh:
+        return fresh_batch(prog, data, key, t)
     return parts.SAMPLINGS[prog.sampling].load()(data, key, t, prog.batch_size)
+
+
+def fresh_batch(prog: Program, data: Data, key: jax.Array, t) -> tuple[jax.Array, jax.Array]:
+    """``online``: B new examples of the trial's world (``data.world``), sampled by the data model
+    (``prog.sampler``) from fold_in(key, t): update t's batch, whatever the packing or resume."""
+    # drawn as the training set is, without x64 (x64 draws other numbers: 64-bit integers, floats)
+    world = jax.tree_util.tree_map(_as_float32, data.world)
+    with jax.enable_x64(False):
+        X, y, _ = prog.sampler.obj.sample(world, jax.random.fold_in(key, t), prog.batch_size)
+    return jnp.asarray(X, data.X_train.dtype), jnp.asarray(y, data.y_train.dtype)
+
+
+def _as_float32(a):
+    return a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+
+def logged_train_set(prog: Program, data: Data, key: jax.Array | None, t) -> Data:
+    """The data the metrics at logged step t read: the training set, or with online sampling the
+    batch of update t (the next one: examples no update has seen) in its place."""
+    if not (prog.batch_size and parts.SAMPLINGS[prog.sampling].fresh):
+        return data
+    X, y = fresh_batch(prog, data, key, t)
+    return data._replace(X_train=X, y_train=y, mask_train=None)
 
 
 def epoch_batch(data: Data, key: jax.Array, t, size: int) -> tuple[jax.Array, jax.Array]:
@@ -356,7 +387,8 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         p, state, div_at, t = carry
         p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
         beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, data, beta)
+        logged = logged_train_set(prog, data, batch_key, t + n_steps)
+        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, logged, beta)
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))

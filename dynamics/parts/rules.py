@@ -44,6 +44,7 @@ _FIELDS = {
     "model": DATA_MODELS,
     "sampling": SAMPLINGS,
     "constraint": CONSTRAINTS,
+    "sampler": DATA_MODELS,  # the engine's online sampler: a reference with the data model's name
 }
 
 
@@ -55,6 +56,7 @@ def parts_of(obj) -> list:
     for field in dataclasses.fields(obj):
         registry = _FIELDS.get(field.name)
         value = getattr(obj, field.name)
+        value = value if isinstance(value, str) else getattr(value, "name", value)
         if registry is not None and isinstance(value, str) and value in registry:
             found.append(registry[value])
     return found

@@ -67,8 +67,11 @@ class Optimizer(Part):
 class Sampling(Part):
     """Which B training examples an SGD update uses: ``impl`` maps (data, key, t, B) to the
     batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.engine``).
-    It returns examples, not indices, so a sampling that draws fresh examples from the data
-    model at every update (online) fits the same signature."""
+    ``fresh``: the B examples are drawn anew from the trial's world by its data model's ``sample``
+    at every update (online SGD; the engine calls it, ``impl`` is unused): the data model must have
+    a world (not a file), and the logged training metrics are those of the next update's batch."""
+
+    fresh: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +145,11 @@ SAMPLINGS: Registry[Sampling] = Registry(
             f"{_ENGINE}:epoch_batch",
         ),
         Sampling("replace", "B examples drawn with replacement at every update", f"{_ENGINE}:replace_batch"),
+        Sampling(
+            "online",
+            "B fresh examples from the data model at every update (no training set is reused)",
+            fresh=True,
+        ),
     ),
 )
 CONSTRAINTS: Registry[Constraint] = Registry(

@@ -43,7 +43,7 @@ from dynamics.config.schema import (
     validate,
 )
 from dynamics.core import rng
-from dynamics.core.data import direction_names, make_data, token_width
+from dynamics.core.data import ModelRef, data_model, direction_names, make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
 from dynamics.core.update import GroupRule
 from dynamics.infra.timings import phase
@@ -87,9 +87,17 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         temperature_decay=float(cfg.model.temperature_decay),
         batch_size=int(cfg.optim.batch_size or 0) if parts.OPTIMIZERS[cfg.optim.optimizer].minibatch else 0,
         sampling=cfg.optim.sampling,
+        sampler=online_sampler(cfg),
         groups=group_rules(cfg),
         constraint=cfg.optim.constraint,
     )
+
+
+def online_sampler(cfg: Config) -> ModelRef | None:
+    """The data model that draws online SGD's batches (a static reference), or None."""
+    if not (parts.OPTIMIZERS[cfg.optim.optimizer].minibatch and parts.SAMPLINGS[cfg.optim.sampling].fresh):
+        return None
+    return ModelRef(data_model(cfg.data), cfg.data.model)
 
 
 def group_rules(cfg: Config) -> tuple[tuple[str, GroupRule], ...]:
@@ -475,9 +483,10 @@ def _run_points(
     with phase("data"):
         data, shared, init_keys = _prepare(base)
         data_keys = trial_keys(base)
-        # The worlds stay out of the engine: their pytree carries the data config (static), so
-        # every data setting would compile its own engine program.
-        placed = placer.data(data._replace(world=None))
+        # The worlds stay out of the engine, but for online sampling: their pytree carries the data
+        # config (static), so every data setting compiles its own engine program.
+        online = online_sampler(base) is not None
+        placed = placer.data(data if online else data._replace(world=None))
     steps = np.array(schedule)
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
