@@ -117,7 +117,9 @@ def choose_steps(run: HeadRun, steps=None) -> list[int]:
                 if len(logged) <= 12
                 else (f"{', '.join(map(str, logged[:5]))}, …, {', '.join(map(str, logged[-3:]))}")
             )
-            raise ValueError(f"steps has {s!r}, which is not a logged step; logged ({len(logged)}): {shown}")
+            raise ValueError(
+                f"steps: {s!r} is not a logged step of this run; logged ({len(logged)}): {shown}"
+            )
     if not 1 <= len(set(chosen)) <= MAX_STEPS:
         raise ValueError(f"steps={chosen!r} must name 1 to {MAX_STEPS} logged steps")
     return sorted({int(s) for s in chosen})
