@@ -101,10 +101,11 @@ def choose_steps(run: HeadRun, steps=None) -> list[int]:
     first logged step after t = 0, the middle one and the last, all before a divergence."""
     logged = [int(s) for s in run.steps]
     if steps is None:
-        ok = np.flatnonzero(run.usable & (run.steps > 0))
-        if not ok.size:
+        ok = np.flatnonzero(run.usable)  # the middle of the run's logged steps, t = 0 counted
+        later = ok[run.steps[ok] > 0]
+        if not later.size:
             return [logged[0]]
-        return sorted({logged[ok[j]] for j in (0, len(ok) // 2, -1)})
+        return sorted({logged[later[0]], logged[ok[len(ok) // 2]], logged[later[-1]]})
     if isinstance(steps, int | np.integer) and not isinstance(steps, bool):
         steps = [steps]
     if isinstance(steps, str | bytes) or not hasattr(steps, "__iter__"):
