@@ -171,8 +171,9 @@ def _panels(run: HeadRun) -> tuple[list[tuple[str, str]], list[str]]:
     return panels, notes
 
 
-def _heatmap(ax, values: np.ndarray, colors: list, show_values: bool):
-    """One head × direction heatmap on [0, 1]; NaN cells grey, a diverged step says so."""
+def _heatmap(ax, values: np.ndarray, colors: list, show_values: bool, diverged: bool):
+    """One head × direction heatmap on [0, 1]; NaN cells grey (a zero vector has no direction),
+    an empty one says why."""
     cmap = flare().with_extremes(bad="0.88")
     im = ax.imshow(values, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto", interpolation="nearest")
     H, P = values.shape
@@ -180,11 +181,11 @@ def _heatmap(ax, values: np.ndarray, colors: list, show_values: bool):
         ax.text(
             0.5,
             0.5,
-            "no value\n(diverged)",
+            "no value\n(diverged)" if diverged else "no value\n(zero vectors: no direction)",
             transform=ax.transAxes,
             ha="center",
             va="center",
-            color=DIVERGED_COLOR,
+            color=DIVERGED_COLOR if diverged else "0.3",
             fontsize="small",
         )
     elif show_values:
@@ -221,7 +222,8 @@ def _draw_heatmaps(sub, run: HeadRun, steps: list[int], colors: list) -> None:
     for r, (name, label) in enumerate(rows):
         for c, step in enumerate(steps):
             ax = axes[r, c]
-            im = _heatmap(ax, run.curves[name][at[step]], colors, show_values)
+            diverged = not run.usable[at[step]]
+            im = _heatmap(ax, run.curves[name][at[step]], colors, show_values, diverged)
             ax.set_xticks(
                 range(P),
                 run.directions,
@@ -321,6 +323,13 @@ def _draw_curves(sub, run: HeadRun, panels, steps: list[int] | None, colors: lis
     sub.suptitle(title, x=0.01, ha="left", fontsize="medium", fontweight="bold")
 
 
+def _identical(run: HeadRun) -> bool:
+    """Every head's curves the same (a symmetric θ(0): the engine simulates one head for all H)."""
+    return run.H > 1 and all(
+        np.array_equal(v, np.broadcast_to(v[:, :1], v.shape), equal_nan=True) for v in run.curves.values()
+    )
+
+
 def _title(run: HeadRun) -> str:
     config = run.meta["config"]
     model = config["model"]
@@ -330,7 +339,12 @@ def _title(run: HeadRun) -> str:
     what = f"{prefix}per-head specialisation, H = {run.H}, trial {run.trial}"
     how = f"{describe(config)}, {attention} attention, query: {model.get('query', 'first')}"
     diverged = f" — DIVERGED at t = {run.diverged_at}" if run.diverged_at >= 0 else ""
-    return f"{what}{diverged}{partial_note(run.meta)}\n{how}"
+    same = (
+        f" — the {run.H} heads are identical (symmetric θ(0)): their lines coincide"
+        if _identical(run)
+        else ""
+    )
+    return f"{what}{diverged}{partial_note(run.meta)}{same}\n{how}"
 
 
 def heads_figure(source, H=None, trial=0, steps=None) -> Figure:

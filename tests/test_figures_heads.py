@@ -212,3 +212,17 @@ def test_saved_as_png_and_pdf_and_from_the_command_line(real, tmp_path, capsys):
         assert message in err and err.count("\n") == 1, err
     assert main(["--heads"]) == 2
     assert "give its folder with --results DIR" in capsys.readouterr().err
+
+
+def test_identical_heads_and_zero_vectors_are_named_not_hidden(real):
+    result = with_directions(real)
+    for v in result.curves.values():  # a symmetric θ(0): head 0 stands for every head
+        if v.ndim >= 4:
+            v[1, :, :, :3] = v[1, :, :, :1]
+    result.curves["head_u_cos"][1, :, 0] = np.nan  # U = 0 at t = 0: no direction
+    fig = heads_figure(result, H=3, steps=[0, STEPS])
+    assert "the 3 heads are identical" in fig._suptitle.get_text()
+    first = images(fig)[0].axes
+    assert [t.get_text() for t in first.texts] == ["no value\n(zero vectors: no direction)"]
+    assert "identical" not in heads_figure(with_directions(real), H=3)._suptitle.get_text()
+    plt.close("all")
