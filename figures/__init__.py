@@ -1,7 +1,8 @@
 """mhsim's figures: one function per figure, reading saved result files only.
 
 ``figures.sweep`` draws a sweep's figure and holds what every figure shares (the data
-labels, the atomic ``save_figure``); ``figures.bottleneck`` draws the bottleneck experiments;
+labels, the atomic ``save_figure``); ``figures.heads`` draws what each head of one run of a sweep
+specialises in; ``figures.bottleneck`` draws the bottleneck experiments;
 ``python -m figures`` regenerates every registered figure (see ``figures.registry``). The
 names below are imported on first use (PEP 562): matplotlib loads when a figure is drawn.
 """
@@ -24,6 +25,7 @@ _EXPORTS = {
         "plot_bottleneck_heads",
         "plot_expressivity",
     ),
+    "figures.heads": ("heads_figure", "plot_heads"),
     "figures.registry": ("FIGURES", "Entry", "ensure_results", "sweep_entry"),
     "figures.sweep": ("plot_final_vs_heads", "plot_loss_curves", "plot_sweep", "save_figure", "sweep_figure"),
 }
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         plot_bottleneck_heads,
         plot_expressivity,
     )
+    from figures.heads import heads_figure, plot_heads  # noqa: F401
     from figures.registry import FIGURES, Entry, ensure_results, sweep_entry  # noqa: F401
     from figures.sweep import (  # noqa: F401
         plot_final_vs_heads,

@@ -8,10 +8,17 @@ Examples:
   python -m figures --gallery docs        # also write 1200 px PNGs for the README gallery
   python -m figures --results runs/g --axes lr,n_train   # redraw a run folder's grid figure
   python -m figures heads-vs-samples --axes n_train --at H=4  # a grid figure's knobs chosen
+  python -m figures --results runs/s --heads                 # what each head of the largest H does
+  python -m figures --results runs/s --heads --at H=4,trial=1 --steps 0,100,1000
 
 For each NAME, the results live in OUT/NAME/ (results.json, curves.npz) and are reused
 when their config_hash matches the figure's resolved config; otherwise the experiment
 runs and writes them there. The figure is OUT/NAME.png and OUT/NAME.pdf.
+
+--heads draws one run (one H, one trial) of a saved sweep that logged per-head metrics
+(python -m dynamics.run --head-metrics on): heatmaps head × planted direction of |cos| at
+--steps (default: the first logged step after 0, the middle one and the last) and per-head curves,
+into DIR/heads-H<H>-trial<k>.png and .pdf.
 """
 
 from __future__ import annotations
@@ -72,7 +79,19 @@ def build_parser(names) -> argparse.ArgumentParser:
     p.add_argument(
         "--at",
         metavar="KNOB=V[,…]",
-        help="a grid's values of knobs not plotted (n_train=100; H=4: that H alone); default their first",
+        help="a grid's values of knobs not plotted (n_train=100; H=4: that H alone); default their first; "
+        "with --heads: the run, H=4,trial=1 (default the largest H, trial 0)",
+    )
+    p.add_argument(
+        "--heads",
+        action="store_true",
+        help="with --results: the per-head figure of one run of the sweep (--at H=…,trial=…, --steps) "
+        "into DIR/heads-H<H>-trial<k>",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="T[,T…]",
+        help="with --heads: the logged steps of its heatmaps (default first after 0, middle, last)",
     )
     add_cpu_devices(p)
     add_cache_flag(p)
@@ -134,6 +153,12 @@ def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
         apply_cpu_devices(args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    if (args.heads or args.steps is not None) and args.results is None:
+        print(
+            "error: --heads and --steps draw one run of a saved sweep: give its folder with --results DIR",
+            file=sys.stderr,
+        )
         return 2
     if args.results is not None:
         return _redraw(args)
@@ -234,13 +259,16 @@ def _grid_options(args: argparse.Namespace) -> dict | str:
 
 
 def _redraw(args: argparse.Namespace) -> int:
-    """--results DIR: the figure of the run folder DIR (a sweep or a grid) into DIR/figure."""
+    """--results DIR: the figure of the run folder DIR (a sweep or a grid) into DIR/figure; with
+    --heads, the per-head figure of one of its runs (``_redraw_heads``)."""
     from dynamics.config.schema import ConfigError
     from dynamics.sweeps.results import read_folder
 
     try:
         path, _, kind = read_folder(args.results)
-        if kind == "grid":
+        if args.heads or args.steps is not None:
+            paths = _redraw_heads(path, kind, args)
+        elif kind == "grid":
             from figures.phase import plot_grid
 
             paths = plot_grid(path, path / "figure", axes=args.axes, at=_at(args.at))
@@ -258,6 +286,42 @@ def _redraw(args: argparse.Namespace) -> int:
     for p in paths:
         print(f"wrote {p}")
     return 0
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    """'0,100,1000' -> [0, 100, 1000] (a ValueError names a bad item)."""
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    for item in items:
+        if not item.lstrip("-").isdigit():
+            raise ValueError(f"{flag} {text!r}: {item!r} must be an integer")
+    if not items:
+        raise ValueError(f"{flag} {text!r} names no value")
+    return [int(i) for i in items]
+
+
+def _redraw_heads(path: Path, kind: str, args: argparse.Namespace) -> list[Path]:
+    """--heads: the per-head figure of the run --at H=…,trial=… of the sweep in ``path``."""
+    from dynamics.config.schema import ConfigError
+    from figures.heads import choose_steps, draw_heads, head_run
+    from figures.sweep import save_figure
+
+    if not args.heads:
+        raise ConfigError("--steps chooses the heatmaps of --heads: add --heads")
+    if kind != "sweep":
+        raise ConfigError(f"--heads draws one run of a sweep; {path} holds a {kind} result")
+    if args.axes is not None:
+        raise ConfigError("--axes chooses a grid's knobs; --heads takes --at H=…,trial=… and --steps")
+    at = _at(args.at) or {}
+    unknown = [k for k in at if k not in ("H", "trial")]
+    if unknown:
+        raise ConfigError(f"--at {args.at!r}: with --heads it takes H= and trial=, not {unknown[0]}")
+    for name, value in at.items():
+        if not float(value).is_integer():
+            raise ConfigError(f"--at {args.at!r}: {name}={value:g} must be an integer")
+    run = head_run(path, None if "H" not in at else int(at["H"]), int(at.get("trial", 0)))
+    steps = None if args.steps is None else _int_list("--steps", args.steps)
+    fig = draw_heads(run, choose_steps(run, steps))
+    return save_figure(fig, path / f"heads-H{run.H}-trial{run.trial}")
 
 
 def _drawn(figure: Future, args: argparse.Namespace, timings) -> None:

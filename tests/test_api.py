@@ -114,7 +114,7 @@ def test_figures_come_back_from_memory_unclosed(result, tmp_path):
 def test_no_module_switches_the_matplotlib_backend_at_import():
     code = (
         "import matplotlib; matplotlib.use('svg')\n"
-        "import figures.sweep, figures.bottleneck, figures.phase, figures.theory\n"
+        "import figures.sweep, figures.bottleneck, figures.phase, figures.theory, figures.heads\n"
         "import dynamics.demo, dynamics.api\n"
         "print(matplotlib.get_backend())"
     )
