@@ -106,14 +106,19 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
         curves = {k: v for k, v in result.curves.items() if not k.startswith("param_")}
         if result.params:  # the snapshots first: results.json, written last, marks all complete
-            buf = io.BytesIO()
-            np.savez(buf, **result.params)
-            with interrupts.shielded():
-                atomic_write_bytes(Path(out) / PARAMS_NPZ, buf.getvalue())
+            write_params(out, result.params)
         return write_files(out, "curves.npz", {**arrays, **curves}, results_dict(result))
 
 
 PARAMS_NPZ = "params.npz"  # θ at the logged steps (``sweep.save_params``), one array per name
+
+
+def write_params(out: Path, params: dict[str, np.ndarray]) -> None:
+    """``params.npz``: the snapshots by name (a sweep's or a grid's), written atomically."""
+    buf = io.BytesIO()
+    np.savez(buf, **params)
+    with interrupts.shielded():
+        atomic_write_bytes(Path(out) / PARAMS_NPZ, buf.getvalue())
 
 
 def write_files(
