@@ -455,3 +455,15 @@ def test_diagnostics_on_a_grid_equal_each_points_sweep_and_survive_a_resume(tmp_
         assert "kernel_distance" in alone.curves and "diagnostic_steps" in alone.curves
         assert_same_point(resumed.point(k), alone)
         assert_same_point(back.point(k), alone)
+
+
+def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
+    import dataclasses
+
+    from dynamics.sweeps.sweep import run_grid as run_lrs
+
+    cfg = tiny(diagnostics=("kernel",))
+    (point,) = run_lrs(cfg, lrs=[0.5], progress=False)
+    alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)
+    assert "head_u_norm" in alone.curves and "kernel_distance" in alone.curves
+    assert_same_point(point, alone)

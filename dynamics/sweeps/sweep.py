@@ -807,7 +807,8 @@ def run_grid(
     ('0.1,1', '1e-2:1e2:5') or None (the config's value).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
-    ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
+    ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``: its metrics, its
+    per-head curves and snapshots, and its theory diagnostics (``sweep.diagnostics``).
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
     exp = resolve(with_data(as_config(cfg, "run_grid"), data))
@@ -823,18 +824,24 @@ def run_grid(
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     for items, metrics, div_at in _run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, **layout):
         for j, (i, v) in enumerate(items):
-            for k in curves:
-                curves[k][i, v] = metrics[k][j]
+            for k, values in metrics.items():  # per-head curves and snapshots: allocated as they first come
+                if k not in curves:
+                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan)
+                curves[k][i, v] = values[j]
             diverged_at[i, v] = div_at[j]
-    wall = time.perf_counter() - start
-    return [
+    results = [
         SweepResult(
             config=c,
             heads=np.array(cfg.sweep.heads),
             steps=steps,
             curves={k: v[:, j] for k, v in curves.items()},
             diverged_at=diverged_at[:, j],
-            wall_time_s=wall,
         )
         for j, c in enumerate(cfgs)
     ]
+    for result in results if cfg.sweep.diagnostics else []:  # each variant's, as run_sweep's
+        _add_diagnostics(Experiment(result.config, exp.steps), result, progress)
+    wall = time.perf_counter() - start
+    for result in results:
+        result.wall_time_s = wall
+    return results
