@@ -9,12 +9,18 @@ the noise σ, the sparsity ζ, …) reuse the same compiled program (JAX's cache
 the static ``Program`` and the shapes, not the values); a knob that changes shapes (n, T,
 d) gives one program per shape.
 
+A grid point logs what its sweep logs: the metrics, the per-head curves and snapshots (the
+sweep's trailing axes after (H, *grid shape, trials, L)) and, with ``sweep.diagnostics``, the
+theory diagnostics, computed per grid point by the sweep's own replay as the point finishes.
+
 Files (``write_grid``): ``curves.npz`` with every metric of shape (H, *grid shape, trials,
-L), ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis
-named after its knob and ``grid_axes`` (their names in order); ``results.json`` with
-``"grid": {"axes": […], "values": {…}}`` and one summary row per (H, grid point);
-``summary.csv`` (pandas), the same rows, tidy. Checkpoints: ``points/G<k>.npz`` per
-finished grid point k (all its H and trials), for ``--resume``.
+L), the per-head curves (…, L, H_max[, …]), the diagnostics and ``diagnostic_steps``,
+``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
+after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
+``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
+grid point) and the diagnostics' summary per grid point; ``summary.csv`` (pandas), the
+same rows, tidy. Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and
+trials, every curve, the diagnostics' summary), for ``--resume``.
 """
 
 from __future__ import annotations
