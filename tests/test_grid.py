@@ -467,3 +467,15 @@ def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
     alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)
     assert "head_u_norm" in alone.curves and "kernel_distance" in alone.curves
     assert_same_point(point, alone)
+
+
+def test_the_command_line_runs_diagnostics_on_a_grid(tmp_path):
+    r = cli(["--heads", "1,2", "--lr", "0.5,1", "--steps", "6", "--trials", "2", "--n-train", "12",
+             "--n-test", "8", "--tokens", "4", "--width", "8", "--diagnostics", "kernel", "--quiet",
+             "--out", str(tmp_path / "o")], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [d["lr"] for d in meta["diagnostics"]] == [[0.5, 0.5], [1.0, 1.0]]  # one per grid point
+    assert (tmp_path / "o" / "figure.png").exists() and not (tmp_path / "o" / "diagnostics.png").exists()
+    with np.load(tmp_path / "o" / "curves.npz") as z:
+        assert z["kernel_distance"].shape[:2] == (2, 2) and "head_u_norm" in z.files
