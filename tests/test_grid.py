@@ -479,3 +479,17 @@ def test_the_command_line_runs_diagnostics_on_a_grid(tmp_path):
     assert (tmp_path / "o" / "figure.png").exists() and not (tmp_path / "o" / "diagnostics.png").exists()
     with np.load(tmp_path / "o" / "curves.npz") as z:
         assert z["kernel_distance"].shape[:2] == (2, 2) and "head_u_norm" in z.files
+
+
+def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
+    from dynamics import load_results
+
+    grid = resolve_grid(tiny(save_params=True, head_metrics="off"), {"noise": [0.5, 1.5]})
+    run_grid_checkpointed(grid, tmp_path, progress=False)
+    with np.load(tmp_path / "curves.npz") as z:
+        assert not any(f.startswith("param_") for f in z.files)
+    with np.load(tmp_path / "params.npz") as z:
+        assert z["U"].shape[:3] == (2, 2, 2)  # (H, noise, trials, L, H_max, d)
+    alone = run_sweep(grid.points[1], progress=False)
+    assert alone.params and set(load_results(tmp_path).point(1).params) == set(alone.params)
+    assert_same_point(load_results(tmp_path).point(1), alone)
