@@ -72,11 +72,21 @@ def rewrite(src: Path, dst: Path, edit) -> Path:
     meta, curves = load_results(src)
     edit(meta, curves)
     meta["config_hash"] = config_from_dict(meta["config"]).hash()  # an edit the figures must draw, not damage
-    buf = io.BytesIO()
-    np.savez(buf, **curves)
-    atomic_write_bytes(dst / "curves.npz", buf.getvalue())
+    side = {k: v for k, v in curves.items() if k.startswith(("planted_", "param_"))}
+    curves = {k: v for k, v in curves.items() if k not in side}
+    for name, prefix in (("directions.npz", "planted_"), ("params.npz", "param_")):
+        arrays = {k.removeprefix(prefix): v for k, v in side.items() if k.startswith(prefix)}
+        if arrays:  # the side files the run wrote travel with it
+            write_npz(dst / name, arrays)
+    write_npz(dst / "curves.npz", curves)
     atomic_write_bytes(dst / "results.json", json.dumps(meta).encode())
     return dst
+
+
+def write_npz(path: Path, arrays: dict) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 @pytest.fixture(scope="module")

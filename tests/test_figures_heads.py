@@ -61,6 +61,8 @@ def with_directions(result, *, key=True, attention=True, diverge=None):
     curves["head_u_cos"] = u
     if key:
         curves["head_key_cos"] = 0.9 * u[..., ::-1]
+    else:
+        curves.pop("head_key_cos", None)  # the real run's own, for the planted directions it has
     if not attention:
         curves["head_attn_relevant"][:] = np.nan
     div = np.array(result.diverged_at)
@@ -71,6 +73,13 @@ def with_directions(result, *, key=True, attention=True, diverge=None):
             v[i, j, result.steps >= step] = np.nan
     extra = {**result.extra, "directions": list(DIRECTIONS)}
     return dataclasses.replace(result, curves=curves, diverged_at=div, extra=extra)
+
+
+def without_directions(result):
+    """``result`` as a data model without planted directions logs it: no direction cosines."""
+    curves = {k: v for k, v in result.curves.items() if k not in ("head_u_cos", "head_key_cos")}
+    extra = {k: v for k, v in result.extra.items() if k != "directions"}
+    return dataclasses.replace(result, curves=curves, extra=extra, planted={})
 
 
 def titles(fig) -> list[str]:
@@ -107,7 +116,7 @@ def test_memory_and_folder_draw_the_same(real, tmp_path):
 
 
 def test_panels_are_drawn_only_where_there_are_data(real):
-    fig = heads_figure(real)  # today's DM1 results: no planted directions
+    fig = heads_figure(without_directions(real))  # a data model that plants no direction
     assert not images(fig)
     assert set(curve_axes(fig)) == {"attention on relevant tokens", "‖U_h‖", "‖W_h‖_F"}
     assert "planted directions" in fig._supxlabel.get_text()

@@ -73,7 +73,6 @@ def cli(args, cwd):
         (["--noise=-1,1"], "grid point noise=-1.0: data.noise=-1.0 must be >= 0.0"),
         (["--lr", "1,1"], "repeated values"),
         (["--n-train", "1e6,2e6", "--steps", "100000", "--trials", "50"], "h of CPU simulation"),
-        (["--lr", "0.1,1", "--diagnostics", "sharpness"], "are not computed on grids yet"),
     ],
 )
 def test_a_bad_grid_exits_2_in_one_line_and_writes_nothing(tmp_path, args, says):
@@ -335,3 +334,162 @@ def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch
     assert (folder / "figure.png").stat().st_size > 10_000 and (folder / "figure.pdf").exists()
     assert main(["--results", str(folder), "--axes", "lr,sigma"]) == 2
     assert main(["fig2", "--axes", "lr"]) == 2  # not a grid figure
+
+
+# Per-head curves and theory diagnostics: a grid point logs what its sweep logs
+
+TINY = {
+    "data": {"n_train": 12, "n_test": 8, "T": 4, "d": 8},
+    "optim": {"steps": 6},
+    "sweep": {"heads": (1, 2), "trials": 2, "log_every": 2},
+}
+
+
+def tiny(**sweep) -> Config:
+    cfg = apply_overrides(Config(name="g"), TINY, "test")
+    return apply_overrides(cfg, {"sweep": sweep}, "test")
+
+
+def assert_same_point(point, alone, exact_seconds=False):
+    """A grid point's SweepResult is its config's sweep: every curve bit for bit (NaN == NaN), the
+    diagnostics' summary but for the seconds they took."""
+    assert set(point.curves) == set(alone.curves)
+    for m, v in alone.curves.items():
+        np.testing.assert_array_equal(point.curves[m], v, err_msg=m)
+    np.testing.assert_array_equal(point.diverged_at, alone.diverged_at)
+    if "diagnostics" in alone.extra:
+        mine, theirs = dict(point.extra["diagnostics"]), dict(alone.extra["diagnostics"])
+        assert mine.pop("seconds") >= 0 and theirs.pop("seconds") >= 0
+        assert mine == theirs
+
+
+def interrupted_then_resumed(grid, out: Path, monkeypatch):
+    """``run_grid_checkpointed`` interrupted after its first saved grid point, then resumed."""
+    import dynamics.sweeps.grid as gr
+
+    real, saved = gr.save_point, []
+
+    def interrupt_after_one(out, h, k, result):
+        if saved:
+            raise KeyboardInterrupt
+        real(out, h, k, result)
+        saved.append(k)
+
+    monkeypatch.setattr(gr, "save_point", interrupt_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run_grid_checkpointed(grid, out, progress=False)
+    monkeypatch.setattr(gr, "save_point", real)
+    assert list(load_points(out, grid)) == saved
+    resumed = run_grid_checkpointed(grid, out, resume=True, progress=False)
+    assert resumed.extra["resumed_points"] == 1
+    return resumed
+
+
+def test_a_grid_keeps_the_per_head_curves_of_each_points_sweep(tmp_path, monkeypatch):
+    from dynamics import load_results
+
+    grid = resolve_grid(tiny(), {"noise": [0.5, 1.5]})
+    whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
+    L = len(grid.base.steps)
+    assert whole.curves["head_u_norm"].shape == (2, 2, 2, L, 2)  # (H, noise, trials, L, H_max)
+    assert whole.curves["head_u_sim"].shape == (2, 2, 2, L, 2, 2)  # head–head: H_max twice
+    assert np.isnan(whole.curves["head_u_norm"][0, ..., 1]).all()  # H = 1 has no head 1
+    back = load_results(tmp_path / "whole")
+    meta = json.loads((tmp_path / "whole" / "results.json").read_text())
+    assert meta["grid"]["head_curves_axes"] == ["heads", "noise", "trial", "step", "head"]
+    for k, point_cfg in enumerate(grid.points):
+        alone = run_sweep(point_cfg, progress=False)
+        assert any(m.startswith("head_") for m in alone.curves)
+        assert_same_point(whole.point(k), alone)
+        assert_same_point(back.point(k), alone)
+    assert len(whole.point(1).head_frame()) == len(alone.head_frame())
+    resumed = interrupted_then_resumed(grid, tmp_path / "cut", monkeypatch)
+    with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
+        assert a.files == b.files and "head_key_sim" in a.files
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    for m, v in whole.curves.items():
+        np.testing.assert_array_equal(resumed.curves[m], v, err_msg=m)
+    again = run_grid_checkpointed(
+        grid, tmp_path / "cut", resume=True, progress=False
+    )  # from complete results
+    assert again.extra["resumed_points"] == 2
+    for m, v in whole.curves.items():
+        np.testing.assert_array_equal(again.curves[m], v, err_msg=m)
+
+
+def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from figures.phase import plot_grid
+
+    grid = resolve_grid(
+        tiny(head_metrics="on", diagnostics=("kernel",)), {"noise": [0.5, 1.5], "lr": [0.5, 1.0]}
+    )
+    result = run_grid(grid, progress=False)
+    assert "head_attn_sim" in result.curves and "kernel_distance" in result.curves
+    result.extra["complete"] = True
+    write_grid(result, tmp_path / "g")
+    figs = drawn_figures(monkeypatch)
+    for source in (tmp_path / "g", result):
+        assert plot_grid(source, tmp_path / "f")
+    titles = {ax.get_title() for fig in figs for ax in fig.axes}
+    assert titles and not any("head_" in t or "kernel" in t for t in titles), titles
+    for fig in figs:
+        plt.close(fig)
+
+
+def test_diagnostics_on_a_grid_equal_each_points_sweep_and_survive_a_resume(tmp_path, monkeypatch):
+    from dynamics import load_results
+
+    cfg = tiny(diagnostics=("sharpness", "kernel", "maxmargin"), head_metrics="off")
+    grid = resolve_grid(cfg, {"noise": [0.5, 1.5]})
+    resumed = interrupted_then_resumed(grid, tmp_path / "cut", monkeypatch)
+    assert resumed.curves["sharpness"].shape == (2, 2, 2, len(grid.base.steps))
+    assert len(resumed.extra["diagnostics"]) == 2  # one summary per grid point
+    back = load_results(tmp_path / "cut")
+    meta = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert [d["names"] for d in meta["diagnostics"]] == [list(cfg.sweep.diagnostics)] * 2
+    for k, point_cfg in enumerate(grid.points):
+        alone = run_sweep(point_cfg, progress=False)
+        assert "kernel_distance" in alone.curves and "diagnostic_steps" in alone.curves
+        assert_same_point(resumed.point(k), alone)
+        assert_same_point(back.point(k), alone)
+
+
+def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
+    import dataclasses
+
+    from dynamics.sweeps.sweep import run_grid as run_lrs
+
+    cfg = tiny(diagnostics=("kernel",))
+    (point,) = run_lrs(cfg, lrs=[0.5], progress=False)
+    alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)
+    assert "head_u_norm" in alone.curves and "kernel_distance" in alone.curves
+    assert_same_point(point, alone)
+
+
+def test_the_command_line_runs_diagnostics_on_a_grid(tmp_path):
+    r = cli(["--heads", "1,2", "--lr", "0.5,1", "--steps", "6", "--trials", "2", "--n-train", "12",
+             "--n-test", "8", "--tokens", "4", "--width", "8", "--diagnostics", "kernel", "--quiet",
+             "--out", str(tmp_path / "o")], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [d["lr"] for d in meta["diagnostics"]] == [[0.5, 0.5], [1.0, 1.0]]  # one per grid point
+    assert (tmp_path / "o" / "figure.png").exists() and not (tmp_path / "o" / "diagnostics.png").exists()
+    with np.load(tmp_path / "o" / "curves.npz") as z:
+        assert z["kernel_distance"].shape[:2] == (2, 2) and "head_u_norm" in z.files
+
+
+def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
+    from dynamics import load_results
+
+    grid = resolve_grid(tiny(save_params=True, head_metrics="off"), {"noise": [0.5, 1.5]})
+    run_grid_checkpointed(grid, tmp_path, progress=False)
+    with np.load(tmp_path / "curves.npz") as z:
+        assert not any(f.startswith("param_") for f in z.files)
+    with np.load(tmp_path / "params.npz") as z:
+        assert z["U"].shape[:3] == (2, 2, 2)  # (H, noise, trials, L, H_max, d)
+    alone = run_sweep(grid.points[1], progress=False)
+    assert alone.params and set(load_results(tmp_path).point(1).params) == set(alone.params)
+    assert_same_point(load_results(tmp_path).point(1), alone)

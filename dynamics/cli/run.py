@@ -572,7 +572,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         with timings.phase("plotting"):
             plot = plot_grid if isinstance(exp, GridExperiment) else plot_sweep
             paths = plot(out, out / "figure")
-            if cfg.sweep.diagnostics:
+            if cfg.sweep.diagnostics and not isinstance(exp, GridExperiment):  # a grid's: per point
                 from figures.theory import plot_diagnostics
 
                 paths += plot_diagnostics(out, out / "diagnostics")

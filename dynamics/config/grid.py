@@ -39,6 +39,7 @@ from dynamics.config.schema import (
     resolve,
     unknown_preset,
 )
+from dynamics.parts.metrics import head_metrics_on
 
 # knob name -> (section, field, int or float): the numeric knobs that take several values.
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
@@ -170,11 +171,6 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
     ``axes``: {knob: values} with knob a GRID_KNOBS name (or 'optim.lr', …) and values a
     list or a string ('0.1,1,10', '1e-2:1e2:17').
     """
-    if cfg.sweep.diagnostics:
-        raise ConfigError(
-            f"diagnostics={list(cfg.sweep.diagnostics)} are not computed on grids yet: "
-            "run them on one grid point (a sweep over H) instead"
-        )
     items = axes.items() if isinstance(axes, dict) else axes
     norm: dict[str, tuple] = {}
     for name, values in items:
@@ -208,12 +204,18 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
 def estimate(grid: GridExperiment) -> tuple[float, float]:
     """(GiB of result curves, hours of CPU simulation) the grid would take, roughly.
 
-    Curves: 9 metrics × L logged steps × 8 bytes per run. Time: ~6·n·(d² + 3·T·d) flop per
-    head and step (forward and backward of one head's attention over n examples), one head
-    per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
+    Curves: 9 metrics × L logged steps × 8 bytes per run, and with the per-head metrics
+    (``sweep.head_metrics``) H_max·(8 + 2·d + 3·H_max) more per step (as
+    ``dynamics.infra.resources`` counts them, P planted directions bounded by d). Time:
+    ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
+    n examples), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
-    gib = grid.n_runs * L * 9 * 8 / 2**30
+    per_step = 9.0
+    if head_metrics_on(grid.base.config):
+        h_max, d = max(grid.base.config.sweep.heads), max(cfg.data.d or 32 for cfg in grid.points)
+        per_step += h_max * (8 + 2 * d + 3 * h_max)
+    gib = grid.n_runs * L * per_step * 8 / 2**30
     flop = 0.0
     for cfg in grid.points:
         data, heads = cfg.data, cfg.sweep.heads

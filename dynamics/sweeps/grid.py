@@ -9,18 +9,25 @@ the noise σ, the sparsity ζ, …) reuse the same compiled program (JAX's cache
 the static ``Program`` and the shapes, not the values); a knob that changes shapes (n, T,
 d) gives one program per shape.
 
+A grid point logs what its sweep logs: the metrics, the per-head curves and snapshots (the
+sweep's trailing axes after (H, *grid shape, trials, L)) and, with ``sweep.diagnostics``, the
+theory diagnostics, computed per grid point by the sweep's own replay as the point finishes.
+
 Files (``write_grid``): ``curves.npz`` with every metric of shape (H, *grid shape, trials,
-L), ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis
-named after its knob and ``grid_axes`` (their names in order); ``results.json`` with
-``"grid": {"axes": […], "values": {…}}`` and one summary row per (H, grid point);
-``summary.csv`` (pandas), the same rows, tidy. Checkpoints: ``points/G<k>.npz`` per
-finished grid point k (all its H and trials), for ``--resume``.
+L), the per-head curves (…, L, H_max[, …]), the diagnostics and ``diagnostic_steps``,
+``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
+after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
+``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
+grid point) and the diagnostics' summary per grid point; ``summary.csv`` (pandas), the
+same rows, tidy. Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and
+trials, every curve, the diagnostics' summary), for ``--resume``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,12 +41,22 @@ from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
-from dynamics.sweeps.results import results_dict, write_files
-from dynamics.sweeps.sweep import COLUMN_TITLES, SUMMARY_METRICS, SweepResult, _run_points, metrics_of
+from dynamics.sweeps.results import results_dict, write_files, write_params
+from dynamics.sweeps.sweep import (
+    COLUMN_TITLES,
+    SUMMARY_METRICS,
+    SweepResult,
+    _add_diagnostics,
+    _run_points,
+    metrics_of,
+)
 
 POINTS = "points"
-# A finished grid point: metric -> (H, trials, L) and diverged_at (H, trials).
-GridPointResult = tuple[dict[str, np.ndarray], np.ndarray]
+# A finished grid point: curve -> (H, trials, L[, H_max, …]) (the metrics, the per-head curves and
+# snapshots, the theory diagnostics; ``diagnostic_steps`` (Ld,) as it is), diverged_at (H, trials)
+# and the diagnostics' summary of results.json (None without diagnostics).
+GridPointResult = tuple[dict[str, np.ndarray], np.ndarray, dict[str, Any] | None]
+STEPLESS = ("diagnostic_steps",)  # curves without the (H, grid, trials) axes: one for the whole grid
 
 
 @dataclass
@@ -47,9 +64,13 @@ class GridResult:
     grid: GridExperiment
     heads: np.ndarray  # (n_heads,)
     steps: np.ndarray  # (L,)
-    curves: dict[str, np.ndarray]  # metric -> (n_heads, *grid.shape, trials, L); NaN after divergence
+    # metric -> (n_heads, *grid.shape, trials, L); per-head curves (head_*) and snapshots (param_*)
+    # (n_heads, *grid.shape, trials, L, H_max, …), NaN past a run's H; NaN after divergence;
+    # diagnostic_steps (Ld,) when the theory diagnostics ran
+    curves: dict[str, np.ndarray]
     diverged_at: np.ndarray  # (n_heads, *grid.shape, trials), -1 = never
     wall_time_s: float = 0.0
+    # complete, device, resumed_points, …; "diagnostics": one summary per grid point (C order)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -69,13 +90,15 @@ class GridResult:
         n = len(self.grid.points)
         if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or not 0 <= k < n:
             raise ValueError(f"k={k!r} must be a grid point's index, an integer in [0, {n})")
-        idx = np.unravel_index(k, self.grid.shape)
+        idx = (slice(None), *np.unravel_index(k, self.grid.shape))
+        diagnostics = self.extra.get("diagnostics")
         return SweepResult(
             config=self.grid.points[k],
             heads=self.heads,
             steps=self.steps,
-            curves={m: v[(slice(None), *idx)] for m, v in self.curves.items()},
-            diverged_at=self.diverged_at[(slice(None), *idx)],
+            curves={m: v if m in STEPLESS else v[idx] for m, v in self.curves.items()},
+            diverged_at=self.diverged_at[idx],
+            extra={} if diagnostics is None else {"diagnostics": diagnostics[k]},
         )
 
     def summary(self) -> list[dict[str, Any]]:
@@ -106,33 +129,70 @@ def run_grid(
     **layout,
 ) -> GridResult:
     """Run every point of ``grid`` not in ``skip`` (finished earlier: {k: result}); call
-    ``on_point(k, result)`` as each grid point finishes (all its H and trials)."""
+    ``on_point(k, result)`` as each grid point finishes (all its H and trials, and its theory
+    diagnostics when ``sweep.diagnostics`` names any)."""
     start = time.perf_counter()
     skip = dict(skip or {})
     cfg, steps = grid.base.config, np.array(grid.base.steps)
     n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(steps)
-    curves = {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)}
-    div = np.full((n_h, G, trials), -1, dtype=np.int32)
-    for k, (metrics, d) in skip.items():
-        for m in curves:
-            curves[m][:, k] = metrics[m]
-        div[:, k] = d
+    acc = _Curves(
+        {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)},
+        np.full((n_h, G, trials), -1, dtype=np.int32),
+    )
+    for k, done in skip.items():
+        acc.store(k, done)
     for group in _variant_groups(grid):
         todo = [k for k in group if k not in skip]
         if todo:
-            _run_group(grid, todo, curves, div, progress, on_point, dict(devices=devices, **layout))
-    shape = (n_h, *grid.shape, trials)
+            _run_group(grid, todo, acc, progress, on_point, dict(devices=devices, **layout))
+    lead = (n_h, *grid.shape)
+    extra = {"diagnostics": [acc.diagnostics[k] for k in range(G)]} if cfg.sweep.diagnostics else {}
     return GridResult(
         grid=grid,
         heads=np.array(cfg.sweep.heads),
         steps=steps,
-        curves={m: v.reshape(*shape, L) for m, v in curves.items()},
-        diverged_at=div.reshape(shape),
+        curves={m: v if m in STEPLESS else v.reshape(*lead, *v.shape[2:]) for m, v in acc.curves.items()},
+        diverged_at=acc.div.reshape(*lead, trials),
         wall_time_s=time.perf_counter() - start,
+        extra=extra,
     )
 
 
-def _run_group(grid, todo, curves, div, progress, on_point, layout) -> None:
+@dataclass
+class _Curves:
+    """A running grid's results with the grid points flattened: curve -> (H, G, trials, L[, …]),
+    diverged_at (H, G, trials), the diagnostics' summary of each finished grid point."""
+
+    curves: dict[str, np.ndarray]
+    div: np.ndarray
+    diagnostics: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def put(self, name: str, at: tuple, value: np.ndarray) -> None:
+        """Curve ``name`` at index ``at`` (head index or all, grid point): allocated, NaN, as it
+        first comes (the per-head curves, snapshots and diagnostics have their own trailing axes)."""
+        if name in STEPLESS:
+            self.curves[name] = np.asarray(value)
+            return
+        if name not in self.curves:
+            n_h, G = self.div.shape[:2]
+            tail = np.shape(value)[1:] if isinstance(at[0], slice) else np.shape(value)
+            self.curves[name] = np.full((n_h, G, *tail), np.nan)
+        self.curves[name][at] = value
+
+    def store(self, k: int, result: GridPointResult) -> None:
+        metrics, div, summary = result
+        for m, v in metrics.items():
+            self.put(m, (slice(None), k), v)
+        self.div[:, k] = div
+        if summary is not None:
+            self.diagnostics[k] = summary
+
+    def point(self, k: int) -> GridPointResult:
+        metrics = {m: v if m in STEPLESS else v[:, k] for m, v in self.curves.items()}
+        return metrics, self.div[:, k], self.diagnostics.get(k)
+
+
+def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
     """Grid points ``todo`` (one data section) as variants of one batched sweep."""
     cfgs = [grid.points[k] for k in todo]
     n_h = len(cfgs[0].sweep.heads)
@@ -142,18 +202,42 @@ def _run_group(grid, todo, curves, div, progress, on_point, layout) -> None:
     for items, metrics, div_at in runs:
         for j, (i, v) in enumerate(items):
             k = todo[v]
-            for m in curves:
-                curves[m][i, k] = metrics[m][j]
-            div[i, k] = div_at[j]
+            for m, values in metrics.items():
+                acc.put(m, (i, k), values[j])
+            acc.div[i, k] = div_at[j]
             left[k] -= 1
-            if left[k] == 0 and on_point is not None:
-                on_point(k, ({m: curves[m][:, k] for m in curves}, div[:, k]))
+            if left[k] == 0:
+                if grid.points[k].sweep.diagnostics:
+                    _diagnose(grid, k, acc, progress)
+                if on_point is not None:
+                    on_point(k, acc.point(k))
+
+
+def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool) -> None:
+    """Grid point k's theory diagnostics, computed as ``run_sweep`` computes them for its config
+    run alone (``sweep._add_diagnostics``: the same replay of the same data, init and step sizes)."""
+    from dynamics.config.schema import Experiment
+
+    cfg = grid.points[k]
+    alone = SweepResult(
+        config=cfg,
+        heads=np.array(cfg.sweep.heads),
+        steps=np.array(grid.base.steps),
+        curves={"train_loss": acc.curves["train_loss"][:, k]},
+        diverged_at=acc.div[:, k],
+    )
+    _add_diagnostics(Experiment(cfg, grid.base.steps), alone, progress)
+    for m, v in alone.curves.items():
+        if m != "train_loss":
+            acc.put(m, (slice(None), k), v)
+    acc.diagnostics[k] = alone.extra["diagnostics"]
 
 
 # Files
 
 
 def grid_results_dict(result: GridResult) -> dict[str, Any]:
+    axes = ["heads", *(n for n, _ in result.grid.axes), "trial", "step"]
     base = SweepResult(result.config, result.heads, result.steps, {}, result.diverged_at)
     meta = results_dict(_no_summary(base))
     meta.update(
@@ -163,12 +247,17 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
             "axes": [name for name, _ in result.grid.axes],
             "values": {name: list(v) for name, v in result.grid.axes},
             "shape": list(result.grid.shape),
-            "curves_axes": ["heads", *(n for n, _ in result.grid.axes), "trial", "step"],
+            "curves_axes": axes,
+            **({"head_curves_axes": [*axes, "head"]} if any(map(_is_head, result.curves)) else {}),
         },
         summary=result.summary(),
         **result.extra,
     )
     return meta
+
+
+def _is_head(name: str) -> bool:
+    return name.startswith("head_")
 
 
 class _no_summary(SweepResult):  # results_dict's fields without the per-H summary (the grid's own)
@@ -195,18 +284,22 @@ def summary_frame(result: GridResult):
 
 
 def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
-    """``curves.npz``, ``summary.csv``, then ``results.json`` (last: it marks complete results)."""
+    """``curves.npz`` (and ``params.npz`` with ``sweep.save_params``, as a sweep), ``summary.csv``,
+    then ``results.json`` (last: it marks complete results)."""
     out = Path(out)
     with phase("writing"):
         csv_path = out / "summary.csv"
         atomic_write_bytes(csv_path, summary_frame(result).to_csv(index=False).encode())
+        params = {m[len("param_") :]: v for m, v in result.curves.items() if m.startswith("param_")}
+        if params:
+            write_params(out, params)
         arrays = {
             "heads": result.heads,
             "steps": result.steps,
             "diverged_at": result.diverged_at,
             "grid_axes": np.array([n for n, _ in result.grid.axes]),
             **{name: np.array(v) for name, v in result.grid.axes},
-            **result.curves,
+            **{m: v for m, v in result.curves.items() if not m.startswith("param_")},
         }
         json_path, npz_path = write_files(out, "curves.npz", arrays, grid_results_dict(result))
     return json_path, npz_path, csv_path
@@ -220,29 +313,34 @@ def point_file(out: Path, k: int) -> Path:
 
 
 def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> None:
-    metrics, div = result
-    checkpoint.write_point(point_file(out, k), grid_hash, metrics, div)
+    metrics, div, summary = result
+    extra = {} if summary is None else {"diagnostics": np.array(json.dumps(summary))}
+    checkpoint.write_point(point_file(out, k), grid_hash, metrics, div, **extra)
 
 
 def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     """The grid points finished in ``out`` for this grid (same hash, right shapes): all of them
     from complete results of this grid, else the saved points."""
-    from dynamics.sweeps.results import complete_results_hash, load_results
+    from dynamics.sweeps.results import complete_results_hash
 
-    cfg = grid.base.config
     if complete_results_hash(out) == grid.hash():
-        _, curves = load_results(out)
-        G, flat = len(grid.points), (len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials)
-        metrics = {m: curves[m].reshape(*flat, -1) for m in metrics_of(cfg)}
-        div = curves["diverged_at"].reshape(flat)
-        return {k: ({m: v[:, k] for m, v in metrics.items()}, div[:, k]) for k in range(G)}
+        return _complete_points(out, grid)
+    cfg = grid.base.config
     want = (len(cfg.sweep.heads), cfg.sweep.trials)
 
     def read(k):
         def one(z):
+            curves = {m: z[f"curve_{m}"] for m in metrics_of(cfg)}  # KeyError: another version's file
+            curves.update({f[len("curve_") :]: z[f] for f in z.files if f.startswith("curve_")})
+            for m, v in curves.items():
+                if m not in STEPLESS and v.shape[:2] != want:
+                    raise ValueError(f"curve {m} has shape {v.shape}, expected {want} first")
             if z["diverged_at"].shape != want:
                 raise ValueError(f"diverged_at has shape {z['diverged_at'].shape}, expected {want}")
-            return {k: ({m: z[f"curve_{m}"] for m in metrics_of(cfg)}, z["diverged_at"])}
+            summary = json.loads(str(z["diagnostics"])) if "diagnostics" in z.files else None
+            if cfg.sweep.diagnostics and summary is None:
+                raise ValueError("the point has no diagnostics")
+            return {k: (curves, z["diverged_at"], summary)}
 
         return one
 
@@ -250,6 +348,24 @@ def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     for k in range(len(grid.points)):  # the sweeps' reader: another hash skipped, damage warned
         done.update(checkpoint.read_points([point_file(out, k)], grid.hash(), read(k), "this grid point"))
     return done
+
+
+def _complete_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
+    """Every grid point of the complete results of this grid in ``out``."""
+    from dynamics.sweeps.results import load_results
+
+    meta, arrays = load_results(out)
+    n_h, G = len(grid.base.config.sweep.heads), len(grid.points)
+    own = {"heads", "steps", "diverged_at", "grid_axes", *(n for n, _ in grid.axes)}  # not curves
+    lead = 1 + len(grid.shape)
+    curves = {m: v for m, v in arrays.items() if m not in own}
+    curves = {m: v if m in STEPLESS else v.reshape(n_h, G, *v.shape[lead:]) for m, v in curves.items()}
+    div = arrays["diverged_at"].reshape(n_h, G, -1)
+    summaries = meta.get("diagnostics") or [None] * G
+    return {
+        k: ({m: v if m in STEPLESS else v[:, k] for m, v in curves.items()}, div[:, k], summaries[k])
+        for k in range(G)
+    }
 
 
 def clear_points(out: Path) -> None:

@@ -106,17 +106,24 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
         curves = {k: v for k, v in result.curves.items() if not k.startswith("param_")}
         # the snapshots and directions first: results.json, written last, marks all complete
-        for name, side in ((PARAMS_NPZ, result.params), (DIRECTIONS_NPZ, result.planted)):
-            if side:
-                buf = io.BytesIO()
-                np.savez(buf, **side)
-                with interrupts.shielded():
-                    atomic_write_bytes(Path(out) / name, buf.getvalue())
+        if result.params:
+            write_params(out, result.params)
+        if result.planted:
+            write_params(out, result.planted, DIRECTIONS_NPZ)
         return write_files(out, "curves.npz", {**arrays, **curves}, results_dict(result))
 
 
 PARAMS_NPZ = "params.npz"  # θ at the logged steps (``sweep.save_params``), one array per name
 DIRECTIONS_NPZ = "directions.npz"  # the planted directions, one (trials, d) array per name
+
+
+def write_params(out: Path, params: dict[str, np.ndarray], name: str = PARAMS_NPZ) -> None:
+    """``params.npz``: the snapshots by name (a sweep's or a grid's), written atomically (``name``:
+    another file of arrays by name, ``directions.npz``)."""
+    buf = io.BytesIO()
+    np.savez(buf, **params)
+    with interrupts.shielded():
+        atomic_write_bytes(Path(out) / name, buf.getvalue())
 
 
 def write_files(

@@ -709,18 +709,8 @@ def run_sweep(
         cfg, {int(h): v for h, v in (skip_heads or {}).items()}, len(steps)
     )
     if todo:
-        for items, metrics, div_at in _run_points([cfg], exp.steps, todo, progress=progress, **layout):
-            keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
-            indices = [items[j][0] for j in keep]
-            by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
-            for k, v in by_head.items():  # per-head curves and snapshots: allocated as they first come
-                if k.startswith(EXTRA_PREFIXES) and k not in curves:
-                    curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
-            for k in curves:
-                curves[k][indices] = by_head[k]
-            diverged_at[indices] = div_at[keep]
-            if on_point is not None and indices:
-                on_point([heads[i] for i in indices], by_head, div_at[keep])
+        runs = _run_points([cfg], exp.steps, todo, progress=progress, **layout)
+        _collect(runs, todo, heads, curves, diverged_at, on_point)
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
@@ -731,6 +721,23 @@ def run_sweep(
         _add_diagnostics(exp, result, progress)
     result.wall_time_s = time.perf_counter() - start
     return result
+
+
+def _collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | None) -> None:
+    """Each point's results from ``_run_points`` into ``curves`` and ``diverged_at`` (in place),
+    per-head curves and snapshots allocated as they first come; ``on_point`` told of each."""
+    for items, metrics, div_at in runs:
+        keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
+        indices = [items[j][0] for j in keep]
+        by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
+        for k, v in by_head.items():
+            if k.startswith(EXTRA_PREFIXES) and k not in curves:
+                curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
+        for k in curves:
+            curves[k][indices] = by_head[k]
+        diverged_at[indices] = div_at[keep]
+        if on_point is not None and indices:
+            on_point([heads[i] for i in indices], by_head, div_at[keep])
 
 
 def planted_directions(cfg: Config) -> dict[str, np.ndarray]:
@@ -835,7 +842,8 @@ def run_grid(
     ('0.1,1', '1e-2:1e2:5') or None (the config's value).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
-    ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``.
+    ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``: its metrics, its
+    per-head curves and snapshots, and its theory diagnostics (``sweep.diagnostics``).
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
     exp = resolve(with_data(as_config(cfg, "run_grid"), data))
@@ -851,18 +859,24 @@ def run_grid(
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     for items, metrics, div_at in _run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, **layout):
         for j, (i, v) in enumerate(items):
-            for k in curves:
-                curves[k][i, v] = metrics[k][j]
+            for k, values in metrics.items():  # per-head curves and snapshots: allocated as they first come
+                if k not in curves:
+                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan)
+                curves[k][i, v] = values[j]
             diverged_at[i, v] = div_at[j]
-    wall = time.perf_counter() - start
-    return [
+    results = [
         SweepResult(
             config=c,
             heads=np.array(cfg.sweep.heads),
             steps=steps,
             curves={k: v[:, j] for k, v in curves.items()},
             diverged_at=diverged_at[:, j],
-            wall_time_s=wall,
         )
         for j, c in enumerate(cfgs)
     ]
+    for result in results if cfg.sweep.diagnostics else []:  # each variant's, as run_sweep's
+        _add_diagnostics(Experiment(result.config, exp.steps), result, progress)
+    wall = time.perf_counter() - start
+    for result in results:
+        result.wall_time_s = wall
+    return results
