@@ -231,7 +231,8 @@ def evaluate(
     if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
         normalises = parts.ACTIVATIONS[prog.attention].normalises
         directions = getattr(data, "directions", None)
-        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises))
+        features = getattr(data, "features_test", None)
+        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
         test = hooks.TestSet(
             data.X_test, data.y_test, data.mask_test, getattr(data, "directions", None), beta,
