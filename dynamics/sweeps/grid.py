@@ -412,7 +412,7 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in sorted(result.summary(), key=lambda r: r["heads"]):
-        knobs = "  ".join(f"{row[n]:>10.4g}" for n in names)
+        knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
         lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
