@@ -2,8 +2,9 @@
 
 - ``plot_specialisation``: one row per activation (erf, softmax, softmax1) of one trial: a panel
   per feature f with |cos(k_h, k*_f)| over the logged steps, one colour per head (the threshold
-  dashed); ‖U_h‖ per head; the test loss with the step at which each feature was taken marked (a
-  dotted line in that feature's panel and in the loss panel, labelled f0, f1, …). Each row's
+  dashed); ‖U_h‖ per head; the test loss. The step at which each feature was taken is marked
+  in its panel: dotted from the onset (|cos| ≥ 0.5 to the end), dashed once held (≥ 0.9); the
+  loss panel marks the onsets, labelled f0, f1, …. Each row's
   title says how many trials ended with every feature held by a head of its own.
 - ``plot_specialisation_grid``: a ``specialisation-grid`` result as heatmaps over H − F (rows) ×
   activation (columns), one pair per step η₀: the share of trials whose F features are each held
@@ -53,7 +54,8 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
             ax.plot(steps, cos[:, h, f], color=colors[h], lw=1.4, label=f"head {h}")
         ax.axhline(threshold, color="0.6", ls="--", lw=0.8)
         if taken[f]["step"] is not None:
-            ax.axvline(taken[f]["step"], color=FEATURE_MARK, ls=":", lw=1.2)
+            ax.axvline(taken[f]["onset"], color=FEATURE_MARK, ls=":", lw=1.2)
+            ax.axvline(taken[f]["step"], color=FEATURE_MARK, ls="--", lw=0.9)
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"{act}: |cos(k_h, k*_{f})|, c = {meta['config']['data']['strengths'][f]:g}", fontsize=9)
         _time(ax, steps)
@@ -67,8 +69,8 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
     axes[F + 1].set_yscale("log")
     for f, t in taken.items():
         if t["step"] is not None:
-            axes[F + 1].axvline(t["step"], color=FEATURE_MARK, ls=":", lw=1.2)
-            axes[F + 1].annotate(f"f{f}", (t["step"], 1.0), xycoords=("data", "axes fraction"),
+            axes[F + 1].axvline(t["onset"], color=FEATURE_MARK, ls=":", lw=1.2)
+            axes[F + 1].annotate(f"f{f}", (t["onset"], 1.0), xycoords=("data", "axes fraction"),
                                  ha="left", va="top", fontsize=8)  # fmt: skip
     axes[F + 1].set_title(
         f"{act}: test MSE (floor ε² = {meta['config']['data']['epsilon'] ** 2:g})", fontsize=9
@@ -98,8 +100,9 @@ def specialisation_figure(results_dir, trial: int | None = None):
     fig.suptitle(
         f"head specialisation, multi-location (F = {F}, d = {c['data']['d']}, T = {c['data']['T']}), "
         f"H = {c['sweep']['heads'][0]} learned queries, online SGD B = {c['optim']['batch_size']}, "
-        f"β = {c['model']['temperature']:g}, σ₀ = {c['model']['init_scale']:g}; trial {trial}; "
-        f"dotted: the step a feature was taken (|cos| ≥ {meta['threshold']:g} from then on)"
+        f"β = {c['model'].get('temperature', 1.0):g}, σ₀ = {c['model']['init_scale']:g}; trial {trial}\n"
+        f"feature f taken: dotted at |cos| ≥ {meta['onset']:g}, dashed at |cos| ≥ {meta['threshold']:g} "
+        f"(held), each from then on; dashed grey: {meta['threshold']:g}"
     )
     return fig
 
@@ -153,3 +156,24 @@ def plot_specialisation_grid(results_dir, stem) -> list[Path]:
         f"{trials} trials per cell"
     )
     return save_figure(fig, stem)
+
+
+def result_figure(result, trial: int = 0):
+    """One run of a ``SweepResult`` of the preset (any activation, F, H): the row of panels of
+    ``plot_specialisation`` and its summary (``spec.summarise``'s row: takeovers, idle heads)."""
+    set_theme()
+    cfg = result.config.to_dict()
+    meta = {"config": cfg, "directions": result.extra.get("directions") or []}
+    run = next(r for r in spec.summarise(result)["runs"] if r["trial"] == trial)
+    F = spec.feature_count(cfg)
+    fig, axes = plt.subplots(1, F + 2, figsize=(3.3 * (F + 2), 3.1), constrained_layout=True)
+    _row(
+        axes,
+        cfg["model"].get("attention", "softmax"),
+        meta,
+        {"steps": result.steps, **result.curves},
+        run,
+        spec.THRESHOLD,
+    )
+    axes[0].legend(fontsize=7, loc="center left")
+    return fig, run

@@ -44,12 +44,16 @@ def test_takeovers_on_synthetic_curves():
     cos = np.full((L, H, F), 0.05)
     cos[:, 2, 0] = _ramp(L, 2)  # head 2 takes feature 0 at step 20
     cos[:, 0, 1] = _ramp(L, 5, 0.95)  # head 0 takes feature 1 at step 50
-    cos[:, 0, 1][7] = 0.5  # ... loses it at step 70 and holds it again from step 80
+    cos[:, 0, 1][7] = 0.5  # ... drops below 0.9 (not below the onset) at 70, holds it again from 80
     cos[:, 3, 2] = _ramp(L, 9)  # head 3 takes feature 2 at step 90
     cos[:, 1, 0] = _ramp(L, 1, 0.92)  # head 1 also holds feature 0, but head 2 is closer at the end
     taken = spec.takeovers(cos, steps)
-    assert [(t["head"], t["step"]) for t in taken] == [(2, 20), (0, 80), (3, 90)]
+    assert [(t["head"], t["step"], t["onset"]) for t in taken] == [(2, 20, 20), (0, 80, 50), (3, 90, 90)]
     assert spec.holds_all(taken) and spec.in_strength_order(taken) is True
+    cos[2:10, 2, 0] = 0.6  # feature 0 led by head 2 from step 20, held (≥ 0.9) only from step 100
+    taken = spec.takeovers(cos, steps)
+    assert (taken[0]["onset"], taken[0]["step"]) == (20, 100)
+    assert spec.in_strength_order(taken) is True and spec.in_strength_order(taken, "step") is False
     cos[:, 3, 2] = _ramp(L, 1)  # the weakest feature first: not in order
     assert spec.in_strength_order(spec.takeovers(cos, steps)) is False
 

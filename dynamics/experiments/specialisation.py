@@ -41,6 +41,10 @@ ACTIVATIONS = ("erf", "softmax", "softmax1")
 # their full weight); erf gets the largest of 0.01, 0.005, 0.002 that did not diverge here.
 LR = {"erf": 0.002}
 THRESHOLD = 0.9  # |cos(k_h, k*_f)| at which head h holds feature f
+# The onset of a takeover: the holder's |cos| ≥ ONSET from then on. The strongest feature's holder
+# often lingers below 0.9 long after it has taken the feature, so the order is read at the onset.
+ONSET = 0.5
+SUMMARY_VERSION = 2  # part of the figure's key: a changed summary is recomputed, never reused
 MC_EXAMPLES = 2048  # fresh examples of the idle-head replay
 
 
@@ -58,7 +62,8 @@ def configs() -> dict[str, Config]:
 
 def key() -> str:
     """The figure's results key: every activation's resolved config."""
-    return digest({"experiment": NAME, **{a: c.resolved().to_dict() for a, c in configs().items()}})
+    doc = {a: c.resolved().to_dict() for a, c in configs().items()}
+    return digest({"experiment": NAME, "summary_version": SUMMARY_VERSION, **doc})
 
 
 def produce(results_dir: Path, progress: bool = True) -> None:
@@ -75,7 +80,7 @@ def produce(results_dir: Path, progress: bool = True) -> None:
         wall += result.wall_time_s
         summary[act] = summarise(result)
     meta = {"config_hash": key(), "experiment": NAME, "activations": list(ACTIVATIONS)}
-    meta.update(threshold=THRESHOLD, wall_time_s=wall, summary=summary, complete=True)
+    meta.update(threshold=THRESHOLD, onset=ONSET, wall_time_s=wall, summary=summary, complete=True)
     write_files(results_dir, "summary.npz", {"activations": np.array(ACTIVATIONS)}, meta)
 
 
@@ -93,7 +98,8 @@ def takeovers(cos: np.ndarray, steps: np.ndarray, threshold: float = THRESHOLD) 
     then with the largest summed |cos|. Per feature f: ``head`` (None when no head holds it at the
     end), ``cos`` (the holder's final |cos|, or the best head's when none holds it), ``step`` (the
     first logged step from which the holder's |cos| stays ≥ threshold to the end; None when not
-    held). NaN counts as 0 (a diverged run holds nothing)."""
+    held) and ``onset`` (likewise for |cos| ≥ ``ONSET``, at most ``step``). NaN counts as 0 (a
+    diverged run holds nothing)."""
     cos = np.nan_to_num(np.asarray(cos, float), nan=0.0)
     L, H, F = cos.shape
     final = cos[-1]
@@ -107,12 +113,21 @@ def takeovers(cos: np.ndarray, steps: np.ndarray, threshold: float = THRESHOLD) 
     for f in range(F):
         h = best[f] if best is not None and f < len(best) else None
         if h is None or final[h, f] < threshold:
-            out.append({"feature": f, "head": None, "cos": float(final[:, f].max()), "step": None})
+            out.append(
+                {"feature": f, "head": None, "cos": float(final[:, f].max()), "step": None, "onset": None}
+            )
             continue
-        below = np.nonzero(cos[:, h, f] < threshold)[0]
-        first = 0 if below.size == 0 else int(below[-1]) + 1
-        out.append({"feature": f, "head": int(h), "cos": float(final[h, f]), "step": int(steps[first])})
+        step, onset = (
+            int(steps[_stays_from(cos[:, h, f], level)]) for level in (threshold, min(ONSET, threshold))
+        )
+        out.append({"feature": f, "head": int(h), "cos": float(final[h, f]), "step": step, "onset": onset})
     return out
+
+
+def _stays_from(curve: np.ndarray, level: float) -> int:
+    """The first index from which ``curve`` stays ≥ ``level`` to its end (its last value is)."""
+    below = np.nonzero(curve < level)[0]
+    return 0 if below.size == 0 else int(below[-1]) + 1
 
 
 def holds_all(taken: list[dict[str, Any]]) -> bool:
@@ -120,12 +135,12 @@ def holds_all(taken: list[dict[str, Any]]) -> bool:
     return all(t["head"] is not None for t in taken)
 
 
-def in_strength_order(taken: list[dict[str, Any]]) -> bool | None:
-    """Whether the features (ordered by decreasing strength) were taken in that order (ties allowed);
-    None when not all were taken."""
+def in_strength_order(taken: list[dict[str, Any]], when: str = "onset") -> bool | None:
+    """Whether the features (ordered by decreasing strength) were taken in that order at their
+    ``when`` ("onset" or "step"; ties allowed); None when not all were taken."""
     if not holds_all(taken):
         return None
-    return all(a["step"] <= b["step"] for a, b in itertools.pairwise(taken))
+    return all(a[when] <= b[when] for a, b in itertools.pairwise(taken))
 
 
 def _cos_features(curves: dict, directions: list[str], F: int) -> np.ndarray:
