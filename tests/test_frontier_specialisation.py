@@ -114,20 +114,25 @@ def test_attention_is_a_categorical_grid_knob():
 
 def test_tiny_grid_over_activations(tmp_path):
     from dynamics.sweeps.grid import format_grid_table, run_grid, write_grid
+    from dynamics.sweeps.sweep import run_sweep
     from figures.specialisation import plot_specialisation_grid
 
     base = apply_overrides(
         preset("specialisation"),
-        {"data": {"d": 8, "n_test": 20}, "optim": {"steps": 6}, "sweep": {"heads": (2, 3), "trials": 2}},
+        {"data": {"d": 8, "n_test": 20}, "optim": {"steps": 6}, "sweep": {"heads": (2,), "trials": 2}},
         "test",
     )
     base = dataclasses.replace(base, sweep=dataclasses.replace(base.sweep, log_points=3, save_params=False))
-    result = run_grid(resolve_grid(base, {"attention": "softmax,softmax1"}), progress=False)
+    grid = resolve_grid(base, {"attention": "softmax,softmax1"})
+    result = run_grid(grid, progress=False)
     result.extra.update(complete=True)
+    alone = run_sweep(grid.points[1], progress=False)  # softmax1: its own program, not softmax's
+    np.testing.assert_array_equal(result.point(1).curves["test_loss"], alone.curves["test_loss"])
+    assert not np.array_equal(result.point(0).curves["test_loss"], alone.curves["test_loss"])
     write_grid(result, tmp_path)
     assert "softmax1" in format_grid_table(result, lambda s: f"{s['mean']:.3g}")
     from figures.phase import grid_data
 
     held, order = spec.held_fraction(*grid_data(tmp_path))
-    assert held.shape == (2, 2) and np.all(held == 0) and np.all(np.isnan(order))
+    assert held.shape == (1, 2) and np.all(held == 0) and np.all(np.isnan(order))
     assert all(p.exists() for p in plot_specialisation_grid(tmp_path, tmp_path / "grid"))
