@@ -78,10 +78,10 @@ def label(name: str) -> str:
 
 
 def ticks(vals: np.ndarray) -> list[str]:
-    return [_value(v, "3g") for v in vals]
+    return [_value(v, ".3g") for v in vals]
 
 
-def _value(v, form: str = "4g") -> str:
+def _value(v, form: str = ".4g") -> str:
     """A knob's value as text: a number in ``form``, a categorical knob's name as it is."""
     return format(v, form) if isinstance(v, int | float | np.number) else str(v)
 
