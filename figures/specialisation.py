@@ -125,7 +125,9 @@ def plot_specialisation_grid(results_dir, stem) -> list[Path]:
         held = held[..., None]
     if axes_names[0] != "attention":
         held = np.swapaxes(held, 1, 2)
-    risk = np.nanmean(np.asarray(curves["excess_risk"])[..., -1], axis=-1).reshape(held.shape)
+    final = np.asarray(curves["excess_risk"])[..., -1]
+    n = np.isfinite(final).sum(axis=-1)  # a cell whose trials all diverged: NaN, drawn "div."
+    risk = (np.where(n > 0, np.nansum(final, axis=-1) / np.maximum(n, 1), np.nan)).reshape(held.shape)
     F = spec.feature_count(meta["config"])
     heads = np.asarray(curves["heads"])
     fig, grid = plt.subplots(
@@ -144,6 +146,7 @@ def plot_specialisation_grid(results_dir, stem) -> list[Path]:
                 ax.text(
                     c, r, "div." if not np.isfinite(v) else f"{v:.2g}", ha="center", va="center", fontsize=8
                 )
+            ax.grid(False)
             ax.set_xticks(range(len(acts)), acts)
             ax.set_yticks(range(len(heads)), [f"{h - F:+d}" for h in heads])
             ax.set_ylabel("H − F")
