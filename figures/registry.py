@@ -139,6 +139,26 @@ def grid_entry(name: str) -> Entry:
     return Entry(description=GRID_PRESETS[name][0], key=grid.hash, produce=produce, plot=plot_grid)
 
 
+def specialisation_entries() -> dict[str, Entry]:
+    """The head-specialisation figure (erf, softmax, softmax1 runs of the preset) and its grid."""
+    from dataclasses import replace
+
+    from dynamics.experiments import specialisation as spec
+
+    def plot(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.specialisation import plot_specialisation
+
+        return plot_specialisation(results_dir, stem)
+
+    def plot_grid_heads(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.specialisation import plot_specialisation_grid
+
+        return plot_specialisation_grid(results_dir, stem)
+
+    figure = Entry(PRESETS[spec.NAME][0] + " (erf, softmax, softmax1)", spec.key, spec.produce, plot)
+    return {spec.NAME: figure, spec.GRID: replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
+
+
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
@@ -155,6 +175,7 @@ FIGURES[bottleneck.HEADS] = Entry(
 )
 GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
+FIGURES.update(specialisation_entries())
 
 
 def damaged_npz(results_dir: Path) -> Path | None:
