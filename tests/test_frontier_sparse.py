@@ -4,7 +4,7 @@ version (the gradient written by hand), and the signed cosines with ξ."""
 
 from __future__ import annotations
 
-import dataclasses
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -13,7 +13,7 @@ import pytest
 from dynamics.config.grid import grid_preset, resolve_grid
 from dynamics.config.schema import apply_overrides, resolve
 from dynamics.experiments import sparse_token as st
-from dynamics.sweeps.sweep import _prepare, run_sweep
+from dynamics.sweeps.sweep import _prepare, planted_directions, run_sweep
 
 
 def small(n_train=40, d=24, trials=2, **data):
@@ -29,7 +29,13 @@ def test_the_presets_are_the_papers_setting():
     assert (cfg.data.model, cfg.data.T, cfg.data.d, cfg.data.n_test) == ("sparse-token", 10, 1000, 1000)
     assert (cfg.data.r, cfg.data.positive_rate, cfg.data.signal) == (3, 0.2, 6.0)
     m, o = cfg.model, cfg.optim
-    assert (m.query, m.attention, m.bias, m.init, cfg.sweep.heads) == ("learned", "softmax", True, "zero", (1,))
+    assert (m.query, m.attention, m.bias, m.init, cfg.sweep.heads) == (
+        "learned",
+        "softmax",
+        True,
+        "zero",
+        (1,),
+    )
     assert (o.optimizer, o.lr, o.loss, o.steps, cfg.sweep.trials) == ("gd", 0.5, "logistic", 2, 10)
     assert grid.base.steps == (0, 1, 2) and cfg.sweep.save_params
     assert [p.data.n_train / p.data.d for p in grid.points] == [0.25, 0.5, 1.0, 2.0, 4.0]
@@ -40,9 +46,17 @@ def test_the_presets_are_the_papers_setting():
     assert FIGURES[st.NAME].key() == grid.hash() and st.THETA in FIGURES
 
 
-def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly():
-    result = run_sweep(resolve(small()), progress=False)
-    k, U, b = (result.curves[f"param_{n}"][0, :, :, 0] for n in ("k", "U", "b"))  # (trials, L, …)
+@pytest.fixture(scope="module")
+def two_steps():
+    """The preset's two steps at a small size, one trial, float32: (experiment, result)."""
+    exp = resolve(small(trials=1))
+    return exp, run_sweep(exp, progress=False)
+
+
+def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly(two_steps):
+    _, result = two_steps
+    k, U = (result.curves[f"param_{n}"][0, :, :, 0] for n in ("k", "U"))  # (trials, L, d)
+    b = result.curves["param_b"][0]  # (trials, L)
     assert np.all(k[:, 1] == 0.0)  # ∂Φ/∂q vanishes at w = 0: exactly, not to rounding
     assert np.all(np.linalg.norm(U[:, 1], axis=-1) > 0) and np.all(b[:, 1] != 0)
     assert np.all(np.linalg.norm(k[:, 2], axis=-1) > 0)  # the second step moves q
@@ -50,10 +64,11 @@ def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly():
 
 
 @pytest.mark.parametrize("x64", [False, True])
-def test_two_steps_agree_with_a_float64_numpy_reference(x64):
-    cfg = resolve(small(trials=1))
-    with jax.enable_x64(x64):
-        result = run_sweep(cfg, progress=False)
+def test_two_steps_agree_with_a_float64_numpy_reference(x64, two_steps):
+    cfg, result = two_steps
+    if x64:
+        with jax.enable_x64(True):
+            result = run_sweep(cfg, progress=False)
     data, _, _ = _prepare(cfg.config)
     X, y = np.asarray(data.X_train[0], np.float64), np.asarray(data.y_train[0], np.float64)
     ref = st.two_steps_reference(X, y, lr=0.5)
@@ -65,21 +80,23 @@ def test_two_steps_agree_with_a_float64_numpy_reference(x64):
         assert abs(float(got["b"]) - float(theta["b"])) <= 1e-5 * abs(float(theta["b"]))
 
 
-def test_the_signed_cosines_are_those_of_the_snapshots_with_each_trials_xi():
-    cfg, axes = grid_preset(st.NAME)
-    cfg = apply_overrides(cfg, {"data": {"d": 24, "n_test": 30}, "sweep": {"trials": 2}}, "test")
-    from dynamics.sweeps.grid import run_grid
-
-    result = run_grid(resolve_grid(cfg, {"n_train": (30, 60)}), progress=False)
+def test_the_signed_cosines_are_those_of_the_snapshots_with_each_trials_xi(two_steps):
+    exp, sweep = two_steps
+    cfg = exp.config  # the sweep as a one-point grid (its curves with a grid axis of length 1)
+    curves = {k: sweep.curves[k][:, None] for k in ("train_loss", "param_U", "param_k", "head_u_cos")}
+    result = SimpleNamespace(grid=SimpleNamespace(shape=(1,), points=[cfg]), curves=curves)
     cos = st.signed_cosines(result)
-    xi = st.signal_directions(result.grid.points[1])
-    q = result.curves["param_k"][0, 1, :, 2, 0]  # (trials, d): grid point 1, step 2
+    xi = st.signal_directions(cfg)  # drawn at n = 1
+    np.testing.assert_array_equal(xi, planted_directions(cfg)["xi"])  # as with its own n
+    q = curves["param_k"][0, 0, :, 2, 0]  # (trials, d) at step 2
     want = np.sum(q * xi, axis=1) / np.linalg.norm(q, axis=1)
-    np.testing.assert_allclose(cos[st.COS_Q][0, 1, :, 2], want, rtol=1e-6)
-    np.testing.assert_allclose(np.abs(cos[st.COS_W][0, ..., 1]), result.curves["head_u_cos"][0, ..., 1, 0, 0], atol=1e-6)
-    assert np.all(np.isnan(cos[st.COS_Q][0, :, :, :2]))  # q = 0 at steps 0 and 1
-    big = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, n_train=60, n_test=30))
-    np.testing.assert_array_equal(xi, st.signal_directions(big))  # ξ does not depend on n
+    np.testing.assert_allclose(cos[st.COS_Q][0, 0, :, 2], want, rtol=1e-6)
+    assert np.all(want > 0)  # q⁽²⁾ turns towards +ξ, not away
+    got = np.abs(cos[st.COS_W][0, ..., 1:])  # |signed| is the per-head |cos| (steps 1, 2)
+    np.testing.assert_allclose(got, curves["head_u_cos"][0, ..., 1:, 0, 0], atol=1e-6)
+    assert np.all(np.isnan(cos[st.COS_Q][0, 0, :, :2]))  # q = 0 at steps 0 and 1: no direction
+    with pytest.raises(ValueError, match="no parameter snapshots"):
+        st.signed_cosines(SimpleNamespace(grid=result.grid, curves={"train_loss": curves["train_loss"]}))
 
 
 def test_the_w1_limit_is_the_closed_form():

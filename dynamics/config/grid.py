@@ -288,8 +288,16 @@ def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, An
 _PHASE_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 100}
 _DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
 _SPARSE_TOKEN = {
-    "data": {"model": "sparse-token", "n_train": 1000, "n_test": 1000, "T": 10, "d": 1000, "r": 3,
-             "positive_rate": 0.2, "signal": 6.0},
+    "data": {
+        "model": "sparse-token",
+        "n_train": 1000,
+        "n_test": 1000,
+        "T": 10,
+        "d": 1000,
+        "r": 3,
+        "positive_rate": 0.2,
+        "signal": 6.0,
+    },
     "model": {"query": "learned", "attention": "softmax", "bias": True, "init": "zero", "norm": "sum"},
     "optim": {"optimizer": "gd", "lr": 0.5, "loss": "logistic", "steps": 2},
     "sweep": {"heads": (1,), "trials": 10, "log_every": 1, "save_params": True},
