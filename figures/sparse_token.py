@@ -90,7 +90,10 @@ def sparse_token_figure(result):
         ax.set_xlabel("α₀ = n / d")
         ax.axhline(0, color="0.6", lw=0.6)
     axes[0].set_ylabel(f"{cos} with ξ (mean ± std, {trials} trials)")
-    axes[-1].legend(fontsize=8, loc="lower right")
+    if len(names) == 1:
+        axes[-1].legend(fontsize=8, loc="lower right")
+    else:
+        axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.suptitle(
         f"sparse-token, 2 GD steps from 0 (η = {cfg.optim.lr:g}): d = {data.d}, T = {data.T}, "
         f"R = {data.r}, π = {data.positive_rate:g}, {title}",
