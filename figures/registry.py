@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck
+from dynamics.experiments import bottleneck, sparse_token
 from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -159,6 +159,22 @@ def specialisation_entries() -> dict[str, Entry]:
     return {spec.NAME: figure, spec.GRID: replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
 
 
+def sparse_token_entry(name: str) -> Entry:
+    """A sparse-token grid preset (``dynamics.experiments.sparse_token``): the grid with the signed
+    cosines with ξ, drawn against α₀ = n/d."""
+    from dynamics.config.grid import GRID_PRESETS
+
+    def plot(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.sparse_token import plot_sparse_token
+
+        return plot_sparse_token(results_dir, stem)
+
+    def produce(results_dir: Path, progress: bool) -> None:
+        sparse_token.produce(name, results_dir, progress)
+
+    return Entry(GRID_PRESETS[name][0], lambda: sparse_token.key(name), produce, plot)
+
+
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
@@ -176,6 +192,7 @@ FIGURES[bottleneck.HEADS] = Entry(
 GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 FIGURES.update(specialisation_entries())
+FIGURES.update({name: sparse_token_entry(name) for name in sparse_token.NAMES})
 
 
 def damaged_npz(results_dir: Path) -> Path | None:

@@ -296,6 +296,21 @@ def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, An
 
 _PHASE_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 100}
 _DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+_SPARSE_TOKEN = {
+    "data": {
+        "model": "sparse-token",
+        "n_train": 1000,
+        "n_test": 1000,
+        "T": 10,
+        "d": 1000,
+        "r": 3,
+        "positive_rate": 0.2,
+        "signal": 6.0,
+    },
+    "model": {"query": "learned", "attention": "softmax", "bias": True, "init": "zero", "norm": "sum"},
+    "optim": {"optimizer": "gd", "lr": 0.5, "loss": "logistic", "steps": 2},
+    "sweep": {"heads": (1,), "trials": 10, "log_every": 1, "save_params": True},
+}
 # name -> (one-line purpose, {section: {field: value}}, {knob: values})
 GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] = {
     "phase-gd": (
@@ -328,6 +343,20 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
             "sweep": {"heads": (2, 3, 4, 5), "trials": 4, "log_points": 60, "head_metrics": "on"},
         },
         {"attention": "erf,softmax,softmax1", "lr": "0.002,0.01"},
+    ),
+    # Barnfield, Cui, Lu (2025): the first two GD steps from zero init of one softmax head with a
+    # learned query q, readout w and bias b; α₀ = n/d over n_train at d = 1000
+    # (dynamics.experiments.sparse_token; its figure draws cos(w⁽¹⁾, ξ) and cos(q⁽²⁾, ξ)).
+    "sparse-token": (
+        "grid: sparse-token, one learned-query head, 2 GD steps η=0.5 from 0: cos(w⁽¹⁾, ξ), "
+        "cos(q⁽²⁾, ξ) against α₀ = n/d",
+        _SPARSE_TOKEN,
+        {"n_train": "250,500,1000,2000,4000"},
+    ),
+    "sparse-token-theta": (
+        "grid: sparse-token as above, α₀ ∈ {0.25, …, 4} × signal θ ∈ {1, 2, 3, 4, 6}",
+        _SPARSE_TOKEN,
+        {"n_train": "250,500,1000,2000,4000", "signal": "1,2,3,4,6"},
     ),
 }
 

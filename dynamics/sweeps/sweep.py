@@ -359,6 +359,32 @@ def default_layout(placer: BatchPlacer, trials: int, n_packs: int) -> tuple[int,
     return n_packs, math.ceil(n_packs * trials / placer.n_devices)
 
 
+def program_groups(
+    cfg: Config, d: int, schedule: list[int], variants: int, slots: int | None, metrics: tuple
+) -> list[tuple[Program, list[list[Item]]]]:
+    """Each program of a sweep with its packs, the (H index, variant) runs sharing a pack's slots
+    (the rules of ``plan_points``)."""
+    heads = cfg.sweep.heads
+    items = [(i, v) for i in range(len(heads)) for v in range(variants)]
+    groups: list[tuple[Program, list[list[Item]]]] = []
+    if metrics:
+        fast = uses_fast_path(cfg)
+        for i, h in enumerate(heads):
+            prog = program_for(cfg, 1 if fast else h, d, schedule, metrics=metrics, heads=h)
+            groups.append((prog, [[(i, v)] for v in range(variants)]))
+    elif uses_fast_path(cfg):
+        groups.append((program_for(cfg, 1, d, schedule), [[it] for it in items]))
+    elif can_pack_heads(cfg):
+        sizes = [heads[i] for i, _ in items]
+        capacity = slots or default_slots(sizes)
+        packs = [[items[j] for j in b] for b in pack_runs(sizes, capacity)]
+        groups.append((program_for(cfg, capacity, d, schedule, max(map(len, packs))), packs))
+    else:
+        for i, h in enumerate(heads):
+            groups.append((program_for(cfg, h, d, schedule), [[(i, v)] for v in range(variants)]))
+    return groups
+
+
 def plan_points(
     cfg: Config,
     todo: Sequence[int],
@@ -384,24 +410,7 @@ def plan_points(
     Packs, programs and batch sizes follow from all of ``cfg.sweep.heads``, not from ``todo``,
     so a resumed sweep runs every H in the pack of an uninterrupted one.
     """
-    heads = cfg.sweep.heads
-    items = [(i, v) for i in range(len(heads)) for v in range(variants)]
-    groups: list[tuple[Program, list[list[Item]]]] = []
-    if metrics:
-        fast = uses_fast_path(cfg)
-        for i, h in enumerate(heads):
-            prog = program_for(cfg, 1 if fast else h, d, schedule, metrics=metrics, heads=h)
-            groups.append((prog, [[(i, v)] for v in range(variants)]))
-    elif uses_fast_path(cfg):
-        groups.append((program_for(cfg, 1, d, schedule), [[it] for it in items]))
-    elif can_pack_heads(cfg):
-        sizes = [heads[i] for i, _ in items]
-        capacity = slots or default_slots(sizes)
-        packs = [[items[j] for j in b] for b in pack_runs(sizes, capacity)]
-        groups.append((program_for(cfg, capacity, d, schedule, max(map(len, packs))), packs))
-    else:
-        for i, h in enumerate(heads):
-            groups.append((program_for(cfg, h, d, schedule), [[(i, v)] for v in range(variants)]))
+    groups = program_groups(cfg, d, schedule, variants, slots, metrics)
     wanted = set(todo)
     trials = cfg.sweep.trials
     points = []
@@ -777,15 +786,21 @@ def run_sweep(
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
-    if any(k.startswith("head_") and k.endswith("_cos") and k != "head_uk_cos" for k in curves):
-        result.planted = planted_directions(cfg)
-        result.extra["directions"] = list(result.planted)
-    if refs:  # what each user curve is: its function, by module and name
-        result.extra["user_metrics"] = {r.name: metric_record(r.fn) for r in refs}
+    _add_records(result, refs)
     if cfg.sweep.diagnostics:  # off: nothing below runs, the curves are the engine's alone
         _add_diagnostics(exp, result, progress)
     result.wall_time_s = time.perf_counter() - start
     return result
+
+
+def _add_records(result: SweepResult, refs: tuple[MetricRef, ...]) -> None:
+    """What the curves need beside them: the planted directions that the per-head cosines are
+    with (names and vectors), and each user metric's function."""
+    if any(k.startswith("head_") and k.endswith("_cos") and k != "head_uk_cos" for k in result.curves):
+        result.planted = planted_directions(result.config)
+        result.extra["directions"] = list(result.planted)
+    if refs:  # what each user curve is: its function, by module and name
+        result.extra["user_metrics"] = {r.name: metric_record(r.fn) for r in refs}
 
 
 def _collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | None) -> None:
