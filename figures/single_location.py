@@ -83,11 +83,15 @@ def grid_figure(source) -> Figure:
         dd = np.geomspace(d.min(), 4 * d.max(), 60)
         beta, T, gamma = points[0][3:]
         axes[0].plot(dd, sl.floor(beta[0], dd, T, gamma), "--", color=color)
-        axes[1].plot(d, np.median(kappa, 1), marker="o", color=color, label=f"β₀ = {beta0:g}")
+        axes[1].plot(d, np.median(kappa, 1), color=color, label=f"β₀ = {beta0:g}")
+        jitter = d[:, None] * (1 + 0.03 * (i - 1)) * np.ones_like(kappa)
+        axes[1].scatter(jitter, kappa, color=color, marker="o", s=18)
     axes[0].set(xscale="log", yscale="log", xlabel="d", ylabel="final test MSE − ε²")
     axes[0].set_title("final excess risk (dashed: floor at (k*, v*), final β)")
     axes[1].set(xscale="log", xlabel="d", ylabel="median final |k·k*|", ylim=(0, 1.02))
-    axes[1].set_title("final alignment")
+    axes[1].set_title("final alignment (dots: trials, line: median)")
+    for ax in axes:
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
     axes[0].legend()
     return fig
 
@@ -95,7 +99,7 @@ def grid_figure(source) -> Figure:
 def _grid_rows(grid) -> dict[float, list]:
     """β₀ -> [(d, final excess risks, final |κ|s, final β (1,), T, γ)] sorted by d."""
     rows: dict[float, list] = {}
-    for k in range(int(np.prod(grid.shape))):
+    for k in range(len(grid.grid.points)):
         point = grid.point(k)
         cfg = point.config
         a = sl.alignments(point)

@@ -33,8 +33,13 @@ LABELS = {
 }
 
 
+# The planted directions' order in the per-head |cos| curves: by name (``datamodels.direction_matrix``);
+# a grid point's result does not carry the directions themselves.
+DIRECTIONS = ("k_star", "v_star")
+
+
 def _column(planted: dict[str, Any], name: str) -> int:
-    names = list(planted)
+    names = list(planted) or list(DIRECTIONS)
     if name not in names:
         raise ValueError(f"the result has no planted direction {name!r} (it has {names})")
     return names.index(name)
