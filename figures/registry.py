@@ -35,6 +35,7 @@ as "no results" and the next call produces them again.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -70,6 +71,18 @@ def plot_bottleneck_heads(results_dir: Path, stem: Path) -> list[Path]:
     from figures.bottleneck import plot_bottleneck_heads
 
     return plot_bottleneck_heads(results_dir, stem)
+
+
+def plot_single_location(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.single_location import plot_single_location
+
+    return plot_single_location(results_dir, stem)
+
+
+def plot_single_location_grid(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.single_location import plot_grid
+
+    return plot_grid(results_dir, stem)
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,10 @@ GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 FIGURES.update(specialisation_entries())
 FIGURES.update({name: sparse_token_entry(name) for name in sparse_token.NAMES})
+FIGURES["single-location"] = sweep_entry("single-location", plot=plot_single_location)
+FIGURES["single-location-grid"] = dataclasses.replace(
+    grid_entry("single-location-grid"), plot=plot_single_location_grid
+)
 
 
 def damaged_npz(results_dir: Path) -> Path | None:

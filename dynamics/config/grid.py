@@ -358,7 +358,15 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
         _SPARSE_TOKEN,
         {"n_train": "250,500,1000,2000,4000", "signal": "1,2,3,4,6"},
     ),
+    "single-location-grid": (
+        "grid: single-location (Marion et al.'s SGD setting), d ∈ {40, …, 320} × β₀ ∈ {1, 2, 4}, 2 trials",
+        {"sweep": {"trials": 2}},
+        {"d": "40,80,160,320", "temperature": "1,2,4"},
+    ),
 }
+
+# A grid preset that starts from a plain preset (then its overrides, then its axes).
+GRID_BASES = {"single-location-grid": "single-location"}
 
 
 def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
@@ -368,4 +376,7 @@ def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
             raise unknown_preset(name, [*PRESETS, *GRID_PRESETS])
         return preset(name), {}
     _, overrides, axes = GRID_PRESETS[name]
-    return apply_overrides(Config(name=name), overrides, f"preset {name}", explicit=False), dict(axes)
+    base = Config(name=name)
+    if name in GRID_BASES:  # a plain preset under it: its config, renamed
+        base = dataclasses.replace(preset(GRID_BASES[name]), name=name)
+    return apply_overrides(base, overrides, f"preset {name}", explicit=False), dict(axes)

@@ -441,6 +441,32 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             },
         },
     ),
+    # Marion, Berthier, Biau, Boyer (ICLR 2025), their SGD experiment (docs/frontier.md): one erf
+    # head with a learned query k and readout v on the sphere, β_t = 2/(1 + 10⁻⁴ t), online SGD.
+    "single-location": (
+        "single-location regression, one erf head on the sphere, online SGD (Marion et al. 2025)",
+        {
+            "data": {"model": "single-location", "d": 80, "T": 10, "n_train": 5, "n_test": 1000},
+            "model": {
+                "query": "learned",
+                "attention": "erf",
+                "temperature": 2.0,
+                "temperature_decay": 1e-4,
+                "norm": "sum",
+                "init": "sphere",
+            },
+            "optim": {
+                "optimizer": "sgd",
+                "loss": "mse",
+                "lr": 1e-3,
+                "batch_size": 5,
+                "sampling": "online",
+                "constraint": "sphere",
+                "steps": 200_000,
+            },
+            "sweep": {"heads": (1,), "trials": 30, "log_every": 500},
+        },
+    ),
 }
 
 

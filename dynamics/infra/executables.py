@@ -199,6 +199,8 @@ def _load(path: Path):
         digest, payload = blob[:32], blob[32:]
         if hashlib.sha256(payload).digest() != digest:
             raise ValueError(f"{path}: checksum mismatch")
+        if b"lapack_" in payload:  # it calls LAPACK (the data models' QR): bind it first
+            bind_lapack()
         serialized, in_tree, out_tree, ids = pickle.loads(payload)
         devices = {d.id: d for d in jax.devices()}
         compiled = deserialize_and_load(
@@ -213,6 +215,21 @@ def _load(path: Path):
         pass
     jax.monitoring.record_event_time_span(PROGRAM_LOAD_EVENT, start, time.time())
     return compiled
+
+
+def bind_lapack() -> None:
+    """Bind jaxlib's CPU LAPACK functions. jaxlib binds them when it lowers a LAPACK call (a QR, an
+    SVD); a program loaded here was never lowered in this process, and its LAPACK calls would jump
+    to unbound functions: a segfault (a second run on single-location data, jaxlib 0.10.2)."""
+    try:
+        import numpy as np
+        from jaxlib import lapack
+
+        lapack.prepare_lapack_call("geqrf_ffi", np.dtype(np.float32))  # binds every LAPACK function
+    except Exception:  # another jaxlib: lower a QR, which binds them the same way
+        import jax.numpy as jnp
+
+        jax.jit(jnp.linalg.qr).lower(jax.ShapeDtypeStruct((2, 2), jnp.float32))
 
 
 def _store(path: Path, compiled) -> None:

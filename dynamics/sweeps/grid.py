@@ -1,7 +1,8 @@
 """Run a grid (``dynamics.config.grid``) and write its result files.
 
-The grid's points are grouped by their data section and model settings: points that differ only
-in traced scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
+The grid's points are grouped by their data section and their other settings (a model
+knob such as the temperature is static in the program): points that differ only in traced
+scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
 same compiled calls (``sweep._run_points``, packed together with random init). Each group
 draws its own data with the sweep's seed, so a grid point gets exactly the data and init
 of the same configuration run alone. Groups whose data have the same shapes (a grid over
@@ -113,12 +114,14 @@ class GridResult:
 
 
 def _variant_groups(grid: GridExperiment) -> list[list[int]]:
-    """Grid point indices grouped by data section and model settings (each group: one data draw, one
-    batch). Of the model's settings only σ₀ is traced: the activation and the temperature are part
-    of the compiled program, which a group builds from its first point, so they split groups."""
+    """Grid point indices grouped by data section and every setting but the traced scalars η₀ and
+    σ₀ (each group: one data draw, one batch, one program). A model knob such as the temperature
+    is static in the program: its points are groups of their own (they once shared the first
+    point's program, and so its temperature)."""
     groups: dict[Any, list[int]] = {}
     for k, cfg in enumerate(grid.points):
-        groups.setdefault((cfg.data, dataclasses.replace(cfg.model, init_scale=0.0)), []).append(k)
+        rest = (dataclasses.replace(cfg.model, init_scale=1.0), dataclasses.replace(cfg.optim, lr=1.0))
+        groups.setdefault((cfg.data, *rest), []).append(k)
     return list(groups.values())
 
 
