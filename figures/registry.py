@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck
+from dynamics.experiments import bottleneck, icl
 from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -70,6 +70,12 @@ def plot_bottleneck_heads(results_dir: Path, stem: Path) -> list[Path]:
     from figures.bottleneck import plot_bottleneck_heads
 
     return plot_bottleneck_heads(results_dir, stem)
+
+
+def _plot_icl(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.icl import plot_icl
+
+    return plot_icl(results_dir, stem)
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,7 @@ FIGURES[bottleneck.EXPRESSIVITY] = Entry(
 FIGURES[bottleneck.HEADS] = Entry(
     PRESETS[bottleneck.HEADS][0], bottleneck.heads_key, bottleneck.produce_heads, plot_bottleneck_heads
 )
+FIGURES[icl.PRESET] = Entry(PRESETS[icl.PRESET][0], icl.key, icl.produce, _plot_icl)
 GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 
