@@ -33,20 +33,35 @@ def _levels(meta: dict) -> np.ndarray:
 
 
 def _panel(ax, meta: dict, curves: dict, color: str, title: str) -> None:
-    """One run's train loss, mean and min–max band over trials, with the closed-form levels."""
+    """One run's train loss, a thin line per trial (their drops come at different steps, so a
+    mean would blur the staircase), on a log step axis, with the closed-form levels."""
     steps = curves["steps"]
     loss = curves["train_loss"][0]  # (trials, L): the preset's one H
-    ax.fill_between(steps, np.nanmin(loss, 0), np.nanmax(loss, 0), color=color, alpha=0.25, lw=0)
-    ax.plot(steps, np.nanmean(loss, 0), color=color, lw=2, label=f"train mse, {loss.shape[0]} trials")
+    keep = steps > 0  # the log axis starts at step 1
+    for t, trial in enumerate(loss):
+        ax.plot(
+            steps[keep],
+            trial[keep],
+            color=color,
+            lw=1.4,
+            alpha=0.75,
+            label=f"{len(loss)} trials" if t == 0 else None,
+        )
     levels = _levels(meta)
     for m, level in enumerate(levels):
         ax.axhline(level, color=LEVEL_COLOR, ls="--", lw=1)
         ax.text(steps[-1], level, f" ℒ$_{m}$", va="center", ha="left", fontsize="small", color=LEVEL_COLOR)
-    ax.set_xlim(steps[0], steps[-1])
-    ax.set_ylim(0, 1.08 * max(levels[0], float(np.nanmax(loss))))
+    ax.set_xscale("log")
+    ax.set_xlim(1, steps[-1])
+    finite = loss[np.isfinite(loss)]
+    top = min(float(finite.max()), 1.5 * levels[0]) if finite.size else levels[0]
+    ax.set_ylim(0, 1.08 * max(levels[0], top))
     ax.set_xlabel("GD step")
     ax.set_title(title, fontsize="medium")
-    ax.legend(frameon=False, fontsize="small", loc="upper right", bbox_to_anchor=(0.93, 1.0))
+    ax.legend(frameon=False, fontsize="small", loc="lower left")
+    diverged = int(np.sum(curves["diverged_at"][0] >= 0))
+    if diverged:
+        ax.text(0.02, 0.12, f"{diverged} trial(s) diverged", transform=ax.transAxes, fontsize="small")
 
 
 def icl_figure(source) -> Figure:
@@ -61,16 +76,25 @@ def icl_figure(source) -> Figure:
     axes = np.atleast_1d(axes)
     model = meta["config"]["model"]
     H = int(curves["heads"][0])
-    _panel(axes[0], meta, curves, COLORS[0], f"{H} heads, key-query Q_h K_hᵀ of rank {model['head_size']}")
+    if model["key_query"] == "full":
+        _panel(axes[0], meta, curves, COLORS[1], f"{H} heads, full key-query W_h")
+    else:
+        _panel(
+            axes[0], meta, curves, COLORS[0], f"{H} heads, key-query Q_h K_hᵀ of rank {model['head_size']}"
+        )
     axes[0].set_ylabel("train mse")
     if full:
         _panel(axes[1], *full, COLORS[1], f"{H} heads, full key-query W_h")
     data = meta["config"]["data"]
     optim = meta["config"]["optim"]
+    setting = f"GD η = {optim['lr']:g}, init σ₀ = {model['init_scale']:g}"
+    if full:
+        f_model, f_optim = full[0]["config"]["model"], full[0]["config"]["optim"]
+        setting += f" (full W_h: η = {f_optim['lr']:g}, σ₀ = {f_model['init_scale']:g})"
     fig.suptitle(
         f"in-context linear regression, D = {data['d'] - 1}, N + 1 = {data['T']} tokens, "
-        f"{data['n_train']} sequences; linear attention, heads summed, GD η = {optim['lr']:g}, "
-        f"init σ₀ = {model['init_scale']:g}; dashed: closed-form plateaus ℒ_m",
+        f"{data['n_train']} sequences; linear attention, heads summed\n{setting}; "
+        "dashed: the closed-form plateaus ℒ_m",
         fontsize="medium",
     )
     return fig

@@ -359,7 +359,7 @@ _THEORY_DM1 = {
 
 # icl-linear: GD steps for all four drops of its staircase at σ₀ = 0.1 (ten times the authors'
 # 0.01, whose fourth drop comes after about 25 000 steps: docs/frontier.md)
-ICL_STEPS = 4000
+ICL_STEPS = 8000
 
 # name -> (one-line purpose, {section: {field: value}})
 PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {

@@ -68,11 +68,21 @@ def levels_of(cfg: Config) -> np.ndarray:
     return plateau_levels(eigenvalues(data.d - 1), data.T - 1)
 
 
+# The full key-query version's own step, init and length: at the preset's η = 0.02 its one fast
+# drop overshoots and diverges in 2 of 5 trials (σ₀ = 0.001) or 1 of 5 (σ₀ = 0.1); η = 0.01 from
+# σ₀ = 0.001 falls once, at about step 85, and is flat by step 1500 (docs/frontier.md).
+FULL_SETTING = {"lr": 0.01, "init_scale": 0.001, "steps": 1500}
+
+
 def full_config(cfg: Config | None = None) -> Config:
-    """``cfg`` (default: the preset) with a full key-query matrix W_h per head: the single drop."""
+    """``cfg`` (default: the preset) with a full key-query matrix W_h per head and
+    ``FULL_SETTING``'s step, init scale and steps: the single drop."""
     cfg = preset(PRESET) if cfg is None else cfg
-    model = dataclasses.replace(cfg.model, key_query="full", head_size="split")
-    cfg = dataclasses.replace(cfg, model=model)
+    model = dataclasses.replace(
+        cfg.model, key_query="full", head_size="split", init_scale=FULL_SETTING["init_scale"]
+    )
+    optim = dataclasses.replace(cfg.optim, lr=FULL_SETTING["lr"], steps=FULL_SETTING["steps"])
+    cfg = dataclasses.replace(cfg, model=model, optim=optim)
     return apply_overrides(cfg, {"name": f"{cfg.name}-full"}, "icl full", explicit=False)
 
 
