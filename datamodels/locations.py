@@ -7,7 +7,8 @@ y = xᵀv* + ε·g with g ~ N(0, 1). Noise floor (the square loss's Bayes risk) 
 
 Multi location: F orthonormal key directions k*_f and value directions v*_f (all 2F orthonormal);
 F relevant tokens at distinct random positions, token f ~ N(√(d/2)·k*_f, γ² I);
-y = Σ_f c_f · x_fᵀ v*_f + ε·g. Noise floor ε².
+y = Σ_f c_f · x_fᵀ v*_f + ε·g. Noise floor ε². Its mask is per feature, (n, F, T): token f's
+position for feature f (the simulator's relevant tokens are their union).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class MultiLocationModel:
         x = math.sqrt(p.d / 2) * world.latents["k_star"][None] + p.gamma * noise  # (n, F, d)
         rows = jnp.arange(n)[:, None]
         X = jax.random.normal(k_x, (n, p.T, p.d), jnp.float32).at[rows, pos].set(x)
-        mask = jnp.zeros((n, p.T), bool).at[rows, pos].set(True)
+        mask = jnp.zeros((n, F, p.T), bool).at[rows, jnp.arange(F)[None, :], pos].set(True)  # per feature
         signal = jnp.einsum("nfd,fd,f->n", x, world.latents["v_star"], world.latents["strengths"])
         y = signal + p.epsilon * jax.random.normal(k_eps, (n,), jnp.float32)
         return X, y.astype(jnp.float32), mask

@@ -3,14 +3,17 @@
 A data model is any object with two functions::
 
     setup(key, params) -> world
-    sample(world, key, n) -> (X (n, T, d), y (n,), mask (n, T) bool or None)
+    sample(world, key, n) -> (X (n, T, d), y (n,), mask (n, T) or (n, F, T) bool, or None)
 
 ``setup`` draws what a trial keeps fixed — its latents (a signal ξ, a teacher, k* and v*, a
 covariance's basis), its planted directions and its noise floor — from the trial's key and the
 model's parameters (``params``: an object whose attributes are T, d, n_train, n_test and the
 model's own parameters; the simulator passes its resolved ``DataConfig``). ``sample`` draws ``n``
 examples of that world: tokens ``X``, targets ``y`` (±1 labels for classification, real numbers
-for regression) and the relevant-token ``mask`` (None when the model has none). A trial's training
+for regression) and the relevant-token ``mask`` (None when the model has none; (n, F, T) when the
+relevant tokens are of F kinds, mask[i, f, t] true where token t of example i carries feature f:
+the simulator takes their union as the relevant tokens and logs each head's attention per
+feature, ``head_attn_feature``). A trial's training
 set, its test set and any further batch all sample the same world, so ``sample`` must be traceable
 by ``jax.jit`` and ``jax.vmap`` with ``n`` a Python int (static).
 

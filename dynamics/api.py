@@ -27,6 +27,7 @@ ENGINE_KEYWORDS = (
     "packs_per_call",
     "chunk",
     "slots",
+    "metrics",
 )
 
 

@@ -34,6 +34,7 @@ from figures.gridtables import (
     label,
     runs_text,
     set_cell_ticks,
+    ticks,
 )
 from figures.sweep import save_figure
 from figures.theme import flare, set_theme
@@ -149,7 +150,7 @@ def _best_lr(ax, loss: np.ndarray, n_div: np.ndarray, t: GridTables, axes) -> No
         ok = best >= 0
         shift = 2.0 ** (0.08 * (j - (len(values) - 1) / 2))
         ax.plot(heads[ok] * shift, lrs[best[ok]], "-", marker=markers[j % len(markers)], ms=4,
-                color=colors[j], label=f"{label(other)} = {value:.3g}")  # fmt: skip
+                color=colors[j], label=f"{label(other)} = {ticks([value])[0]}")  # fmt: skip
     if heads.min() > 0 and heads.max() / heads.min() >= 4:
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -78,7 +78,12 @@ def label(name: str) -> str:
 
 
 def ticks(vals: np.ndarray) -> list[str]:
-    return [f"{v:.3g}" for v in vals]
+    return [_value(v, ".3g") for v in vals]
+
+
+def _value(v, form: str = ".4g") -> str:
+    """A knob's value as text: a number in ``form``, a categorical knob's name as it is."""
+    return format(v, form) if isinstance(v, int | float | np.number) else str(v)
 
 
 def knob(name, names: list[str], what: str) -> str:
@@ -130,7 +135,7 @@ def fixed_indices(t: GridTables, shown: tuple[str, ...], at=None) -> dict[str, i
 def fixed_text(t: GridTables, fixed: dict[str, int]) -> str:
     """'σ = 1, H = 4' for every fixed axis that has several values, or for H; '' if none."""
     parts = [
-        f"{label(n)} = {t.values_of(n)[i]:.4g}"
+        f"{label(n)} = {_value(t.values_of(n)[i])}"
         for n, i in fixed.items()
         if len(t.values_of(n)) > 1 or n == "heads"
     ]

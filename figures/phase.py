@@ -87,6 +87,8 @@ def plot_lines(meta, t: GridTables, along: str, fixed: dict[str, int], stem) -> 
     set_theme()
     final, n_div = t.take(["heads", along], fixed)
     heads, x = t.values_of("heads"), t.values_of(along)
+    names = None if np.issubdtype(x.dtype, np.number) else x  # a categorical knob: one place per name
+    x = np.arange(len(x)) if names is not None else x
     metrics = [m for m, _ in PANELS if m in final]
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 3.8), constrained_layout=True)
     cmap, norm = head_colors(heads)
@@ -97,10 +99,10 @@ def plot_lines(meta, t: GridTables, along: str, fixed: dict[str, int], stem) -> 
             if bad.any():  # on the bottom of the panel, in the line's colour's place
                 low = np.nanmin(final[metric]) if np.isfinite(final[metric]).any() else 0.0
                 ax.scatter(x[bad], np.full(bad.sum(), low), marker="x", color=DIVERGED_COLOR, zorder=3)
-        if np.all(x > 0) and x.max() / x.min() >= 10:
+        if names is None and np.all(x > 0) and x.max() / x.min() >= 10:
             ax.set_xscale("log")
-        if len(x) <= 8:  # few values: label each one, no log minor labels over them
-            ax.set_xticks(x, ticks(x))
+        if len(x) <= 8 or names is not None:  # few values: label each one, no log minor labels
+            ax.set_xticks(x, ticks(x if names is None else names))
             ax.xaxis.set_minor_locator(NullLocator())
         if metric.endswith("loss") and np.nanmin(final[metric], initial=np.inf) > 0:
             ax.set_yscale("log")

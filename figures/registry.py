@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck, icl
+from dynamics.experiments import bottleneck, icl, sparse_token
 from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -145,6 +145,42 @@ def grid_entry(name: str) -> Entry:
     return Entry(description=GRID_PRESETS[name][0], key=grid.hash, produce=produce, plot=plot_grid)
 
 
+def specialisation_entries() -> dict[str, Entry]:
+    """The head-specialisation figure (erf, softmax, softmax1 runs of the preset) and its grid."""
+    from dataclasses import replace
+
+    from dynamics.experiments import specialisation as spec
+
+    def plot(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.specialisation import plot_specialisation
+
+        return plot_specialisation(results_dir, stem)
+
+    def plot_grid_heads(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.specialisation import plot_specialisation_grid
+
+        return plot_specialisation_grid(results_dir, stem)
+
+    figure = Entry(PRESETS[spec.NAME][0] + " (erf, softmax, softmax1)", spec.key, spec.produce, plot)
+    return {spec.NAME: figure, spec.GRID: replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
+
+
+def sparse_token_entry(name: str) -> Entry:
+    """A sparse-token grid preset (``dynamics.experiments.sparse_token``): the grid with the signed
+    cosines with ξ, drawn against α₀ = n/d."""
+    from dynamics.config.grid import GRID_PRESETS
+
+    def plot(results_dir: Path, stem: Path) -> list[Path]:
+        from figures.sparse_token import plot_sparse_token
+
+        return plot_sparse_token(results_dir, stem)
+
+    def produce(results_dir: Path, progress: bool) -> None:
+        sparse_token.produce(name, results_dir, progress)
+
+    return Entry(GRID_PRESETS[name][0], lambda: sparse_token.key(name), produce, plot)
+
+
 PRESET_FIGURES = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 
 FIGURES: dict[str, Entry] = {name: sweep_entry(name) for name in PRESET_FIGURES}
@@ -162,6 +198,8 @@ FIGURES[bottleneck.HEADS] = Entry(
 FIGURES[icl.PRESET] = Entry(PRESETS[icl.PRESET][0], icl.key, icl.produce, _plot_icl)
 GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
+FIGURES.update(specialisation_entries())
+FIGURES.update({name: sparse_token_entry(name) for name in sparse_token.NAMES})
 
 
 def damaged_npz(results_dir: Path) -> Path | None:

@@ -90,13 +90,15 @@ def test_multi_location_target_is_the_strength_weighted_sum():
     K, V = (np.asarray(world.planted[n], np.float64) for n in ("k_star", "v_star"))
     assert K.shape == V.shape == (3, 64)
     _orthonormal_rows(np.concatenate([K, V]))
-    np.testing.assert_array_equal(mask.sum(axis=1), 3)
+    assert mask.shape == (500, 3, 10)  # per feature: mask[i, f] marks the token carrying k*_f
+    np.testing.assert_array_equal(mask.sum(axis=2), 1)
+    np.testing.assert_array_equal(mask.any(axis=1).sum(axis=1), 3)  # at distinct positions
     expected = np.zeros(500)
     for i in range(500):
-        tokens = X[i, mask[i]]  # (F, d) the relevant tokens, in position order
+        tokens = np.stack([X[i, mask[i, f]][0] for f in range(3)])  # (F, d): feature f's token
         feature = np.argmax(tokens @ K.T, axis=1)  # which k*_f each is centred on (√32 vs γ = 0.3)
-        assert sorted(feature) == [0, 1, 2]
-        expected[i] = sum(c[f] * tokens[j] @ V[f] for j, f in enumerate(feature))
+        np.testing.assert_array_equal(feature, [0, 1, 2])  # the mask names each token's feature
+        expected[i] = sum(c[f] * tokens[f] @ V[f] for f in range(3))
     np.testing.assert_allclose(y, expected, atol=1e-4)
     assert float(world.noise_floor) == 0.0  # ε = 0
 

@@ -150,3 +150,43 @@ def test_planted_directions_are_named_saved_and_loaded(tmp_path):
     np.savez(tmp_path / "directions.npz", k_star_0=result.planted["k_star_0"])
     with pytest.raises(ConfigError, match=r"directions.npz holds \['k_star_0'\], results.json names"):
         load_results(tmp_path)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
+    # Multi-location's mask is per feature (n, F, T): each head's share on feature f's token, over the
+    # examples holding f (here all), from θ's snapshots in float64; the features' sum is the relevant mass.
+    cfg = Config(
+        data=DataConfig(
+            model="multi-location", n_train=16, n_test=12, T=5, d=8, params={"strengths": (1.0, 0.6)}
+        ),
+        model=ModelConfig(query="learned", attention=attention, init="normal", init_scale=0.5),
+        optim=OptimConfig(steps=4, lr=0.05, task="regression", loss="mse"),
+        sweep=SweepConfig(heads=(2,), trials=2, log_every=2, head_metrics="on", save_params=True),
+    )
+    with jax.enable_x64(True):
+        result = sweep.run_sweep(cfg, progress=False)
+        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+    feats = np.asarray(data.features_test, np.float64)  # (trials, n, F, T)
+    assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
+    np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union
+    got = result.curves["head_attn_feature"]  # (1, trials, L, H, F)
+    for t, step in itertools.product(range(2), range(len(result.steps))):
+        k = result.params["k"][0, t, step]  # (H, d)
+        s = np.einsum("ntd,hd->nht", np.asarray(data.X_test[t], np.float64), k)
+        if attention == "softmax":
+            e = np.exp(s - s.max(axis=-1, keepdims=True))
+            share = e / e.sum(axis=-1, keepdims=True)
+        else:
+            share = np.abs(s) / np.abs(s).sum(axis=-1, keepdims=True)
+        want = np.einsum("nht,nft->hf", share, feats[t]) / feats.shape[1]
+        np.testing.assert_allclose(got[0, t, step], want, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(got.sum(-1), result.curves["head_attn_relevant"], rtol=1e-6)
+
+
+def test_a_feature_no_example_holds_is_nan():
+    share = np.full((3, 1, 4), 0.25)
+    features = np.zeros((3, 2, 4), bool)
+    features[:, 0, 1] = True
+    got = np.asarray(heads.attention_per_feature(jax.numpy.asarray(share, "float32"), features))
+    assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])

@@ -350,6 +350,10 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     for flag, section, name, typ, choices, help_ in KNOBS:
         if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
             typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+            if GRID_KNOBS[name][2] is str:  # categorical: names, checked per grid point by validation
+                names = "{" + ",".join(choices.names) + "}" if isinstance(choices, parts.Registry) else ""
+                help_ = f"{names} {help_.split('; several')[0]}; several: a,b,c (a grid over them)"
+                choices = None
         elif isinstance(choices, parts.Registry):
             typ = _part_arg(choices, f"{section}.{name}")
         if typ is bool:  # a switch: present sets True

@@ -8,6 +8,8 @@ stays ``sweep.heads`` (a config without axes is a plain sweep, run as before).
 Values come as a comma-separated list (``0.01,0.1,1``) or a log-spaced shorthand
 ``a:b:k``: k values from a to b, equally spaced in log (``1e-2:1e2:17`` is 10^-2 … 10^2 in
 quarter decades; k = 1 gives a). Integer knobs round the log-spaced values and drop repeats.
+A categorical knob (type ``str``: the attention activation) takes a comma-separated list of
+names only (``erf,softmax,softmax1``); each grid point checks its name as a single run does.
 
 This module imports no JAX (the command line parses and validates with it before any
 heavy import); ``dynamics.sweeps.grid`` runs a grid and writes its files.
@@ -59,6 +61,7 @@ GRID_KNOBS: dict[str, tuple[str, str, type]] = {
     "teacher_heads": ("data", "teacher_heads", int),
     "teacher_scale": ("data", "teacher_scale", float),
     "label_noise": ("data", "label_noise", float),
+    "attention": ("model", "attention", str),  # categorical: names, no a:b:k
 }
 # Knobs the engine takes as traced scalars: a grid over them shares one batch (and program).
 TRACED = ("lr", "init_scale")
@@ -83,6 +86,11 @@ def parse_values(text: str, name: str, label: str | None = None) -> tuple:
     kind = GRID_KNOBS[knob_name(name)][2]
     name = label or name
     text = str(text).strip()
+    if kind is str:  # categorical: names (a user part's "module:attribute" keeps its colon)
+        names = tuple(p.strip() for p in text.split(",") if p.strip())
+        if not names:
+            raise ConfigError(f"{name}={text!r} is empty; give a comma-separated list of names")
+        return names
     form = "a comma-separated list or a:b:k (k log-spaced values from a to b)"
     if ":" in text:
         parts = text.split(":")
@@ -123,7 +131,8 @@ def list_arg(name: str, flag: str):
             values = parse_values(text, name, flag)
         except ConfigError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-        return values[0] if len(values) == 1 and ":" not in text else values
+        single = len(values) == 1 and (GRID_KNOBS[knob_name(name)][2] is str or ":" not in text)
+        return values[0] if single else values
 
     parse.__name__ = f"{name} list"
     return parse
@@ -287,6 +296,21 @@ def load_toml_grid(path: str | Path, base: Config) -> tuple[Config, dict[str, An
 
 _PHASE_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 100}
 _DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+_SPARSE_TOKEN = {
+    "data": {
+        "model": "sparse-token",
+        "n_train": 1000,
+        "n_test": 1000,
+        "T": 10,
+        "d": 1000,
+        "r": 3,
+        "positive_rate": 0.2,
+        "signal": 6.0,
+    },
+    "model": {"query": "learned", "attention": "softmax", "bias": True, "init": "zero", "norm": "sum"},
+    "optim": {"optimizer": "gd", "lr": 0.5, "loss": "logistic", "steps": 2},
+    "sweep": {"heads": (1,), "trials": 10, "log_every": 1, "save_params": True},
+}
 # name -> (one-line purpose, {section: {field: value}}, {knob: values})
 GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] = {
     "phase-gd": (
@@ -307,6 +331,32 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
             "sweep": _PHASE_SWEEP,
         },
         {"n_train": "25,50,100,200,400"},
+    ),
+    # dynamics.experiments.specialisation: F = 3 features, H − F = −1 … 2, the activation (a
+    # categorical knob) and the step (erf diverges at softmax's 0.01; it is stable at 0.002).
+    "specialisation-grid": (
+        "grid: multi-location F=3, H ∈ {2,…,5} × erf/softmax/softmax1 × η ∈ {0.002, 0.01}: "
+        "which heads hold the features",
+        {
+            **PRESETS["specialisation"][1],
+            "optim": {**PRESETS["specialisation"][1]["optim"], "steps": 10000},
+            "sweep": {"heads": (2, 3, 4, 5), "trials": 4, "log_points": 60, "head_metrics": "on"},
+        },
+        {"attention": "erf,softmax,softmax1", "lr": "0.002,0.01"},
+    ),
+    # Barnfield, Cui, Lu (2025): the first two GD steps from zero init of one softmax head with a
+    # learned query q, readout w and bias b; α₀ = n/d over n_train at d = 1000
+    # (dynamics.experiments.sparse_token; its figure draws cos(w⁽¹⁾, ξ) and cos(q⁽²⁾, ξ)).
+    "sparse-token": (
+        "grid: sparse-token, one learned-query head, 2 GD steps η=0.5 from 0: cos(w⁽¹⁾, ξ), "
+        "cos(q⁽²⁾, ξ) against α₀ = n/d",
+        _SPARSE_TOKEN,
+        {"n_train": "250,500,1000,2000,4000"},
+    ),
+    "sparse-token-theta": (
+        "grid: sparse-token as above, α₀ ∈ {0.25, …, 4} × signal θ ∈ {1, 2, 3, 4, 6}",
+        _SPARSE_TOKEN,
+        {"n_train": "250,500,1000,2000,4000", "signal": "1,2,3,4,6"},
     ),
 }
 

@@ -433,6 +433,39 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 5, "log_points": 100},
         },
     ),
+    # Head specialisation (dynamics.experiments.specialisation; its figure runs erf, softmax and
+    # softmax1). Tuned: η = 0.01 (0.02 oscillates), β = 2 (sharper competition), σ₀ = 0.5 (heads
+    # start apart enough that the extra head rarely duplicates a feature), 2·10⁴ steps.
+    "specialisation": (
+        "multi-location F=3 (c = 1, 0.7, 0.5), d=64, H=4 learned queries, online SGD: "
+        "which head takes which feature",
+        {
+            "data": {
+                "model": "multi-location",
+                "d": 64,
+                "T": 10,
+                "strengths": (1.0, 0.7, 0.5),
+                "n_train": 64,
+                "n_test": 1000,
+            },
+            "model": {
+                "query": "learned",
+                "norm": "sum",
+                "init": "normal",
+                "init_scale": 0.5,
+                "attention": "softmax",
+                "temperature": 2.0,
+            },
+            "optim": {"optimizer": "sgd", "lr": 0.01, "steps": 20000, "batch_size": 64, "sampling": "online"},
+            "sweep": {
+                "heads": (4,),
+                "trials": 5,
+                "log_points": 100,
+                "head_metrics": "on",
+                "save_params": True,
+            },
+        },
+    ),
 }
 
 

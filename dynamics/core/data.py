@@ -26,6 +26,8 @@ class Data(NamedTuple):
     world: Any = None  # each trial's world (datamodels.protocol), leading trial axis; None for a file
     noise_floor: jax.Array | None = None  # ([trials,]) float32 Bayes risk of the square loss, NaN if unknown
     directions: jax.Array | None = None  # ([trials,] P, d) the world's planted directions, None if none
+    # ([trials,] n_test, F, T) the test set's relevant tokens per feature (a per-feature mask), or None
+    features_test: jax.Array | None = None
 
 
 def data_model(cfg: DataConfig):
@@ -42,7 +44,16 @@ def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
     X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
     floor = datamodels.noise_floor(model, world)
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
-    return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions)
+    (mask, _), (mask_test, features) = relevant(mask), relevant(mask_test)
+    return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions, features)
+
+
+def relevant(mask: jax.Array | None) -> tuple[jax.Array | None, jax.Array | None]:
+    """(the relevant tokens (n, T), the per-feature mask (n, F, T) or None) of a sample's mask: a
+    per-feature mask's union over its features, or the (n, T) mask as it is."""
+    if mask is None or jnp.ndim(mask) != 3:
+        return mask, None
+    return jnp.any(mask, axis=1), mask
 
 
 class ModelRef:
@@ -86,7 +97,7 @@ def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
     def one(key):
         k_setup, k_train, _ = jax.random.split(key, 3)
         X, _, mask = model.obj.sample(model.obj.setup(k_setup, cfg), k_train, cfg.n_train)
-        return X, mask
+        return X, relevant(mask)[0]
 
     return jax.vmap(one)(rng.wrap(raw))
 

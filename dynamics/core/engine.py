@@ -70,7 +70,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
-from dynamics.core import heads, rng
+from dynamics.core import heads, hooks, rng
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
@@ -135,6 +135,10 @@ class Program:
     sampler: Any = None
     groups: tuple[tuple[str, upd.GroupRule], ...] = dataclasses.field(default_factory=upd.default_groups)
     constraint: str = "none"  # dynamics.parts.CONSTRAINTS
+    # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
+    # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
+    user_metrics: tuple = ()
+    metric_heads: int = 0
 
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
@@ -227,7 +231,15 @@ def evaluate(
     if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
         normalises = parts.ACTIVATIONS[prog.attention].normalises
         directions = getattr(data, "directions", None)
-        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises))
+        features = getattr(data, "features_test", None)
+        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
+    if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
+        test = hooks.TestSet(
+            data.X_test, data.y_test, data.mask_test, getattr(data, "directions", None), beta,
+            prog.query, prog.attention, prog.norm,
+        )  # fmt: skip
+        run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
+        out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
     if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
         out.update({f"param_{k}": v for k, v in params.items()})
     if parts.LOSSES[loss].task == "regression":
@@ -394,8 +406,9 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
     (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
-    # (R, L) per run, (S, L, …) per slot for the per-head metrics; (R,)
-    return {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) else v.T for k, v in metrics.items()}, div_at
+    # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
+    out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
+    return out, div_at
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

@@ -14,6 +14,8 @@ and not a divergence).
 - ``head_u_cos``, ``head_key_cos`` (S, P): |cos| of U_h and of the head's key direction with
   each of the data's P planted directions; the key direction is k_h for the learned query, else
   the top left singular vector of W_h (the side the keys x_t read in x_tᵀ W_h x_q);
+- ``head_attn_feature`` (S, F), for data with a per-feature mask: each head's attention on the
+  tokens of feature f, mean over the test examples that hold f (and queries), NaN where none does;
 - ``head_uk_cos`` (S,): |cos(key direction, U_h)| within a head;
 - ``head_u_sim``, ``head_key_sim``, ``head_attn_sim`` (S, S): head–head |cos| of the readouts,
   the key directions and the attention patterns on the test set (flattened over examples and
@@ -74,9 +76,10 @@ def head_metrics(
     mask_test: jax.Array | None,
     directions: jax.Array | None,
     normalises: bool,
+    features: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
     """The per-slot metrics above. ``A_test`` (n, S, T) or (n, S, T_q, T), ``mask_test`` (n, T) or
-    None, ``directions`` (P, d) unit rows or None."""
+    None, ``directions`` (P, d) unit rows or None, ``features`` (n, F, T) the per-feature mask or None."""
     U = params["U"]  # (S, d)
     keys = key_directions(params)
     out = {
@@ -95,4 +98,18 @@ def head_metrics(
         share = attention_share(A_test, normalises)
         mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))
         out["head_attn_relevant"] = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))
+    if features is not None:
+        out["head_attn_feature"] = attention_per_feature(attention_share(A_test, normalises), features)
     return out
+
+
+def attention_per_feature(share: jax.Array, features: jax.Array) -> jax.Array:
+    """(S, F): each head's attention share on feature f's tokens, mean over the examples holding f
+    (and over queries); NaN for a feature no example holds. ``share`` (n, S, [T_q,] T)."""
+    feats = features.astype(share.dtype)  # (n, F, T)
+    mass = jnp.einsum("nh...t,nft->nh...f", share, feats)
+    mass = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1, feats.shape[1]), axis=2)  # (n, S, F)
+    held = jnp.any(features, axis=-1).astype(share.dtype)  # (n, F)
+    count = jnp.sum(held, axis=0)[None, :]  # (1, F)
+    total = jnp.einsum("nhf,nf->hf", mass, held)
+    return jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), jnp.nan)

@@ -67,6 +67,8 @@ def parts_fingerprint(static: dict) -> str | None:
     them has no readable source (then its program is not kept on disk)."""
     prints = []
     for value in static.values():
+        if getattr(value, "user_metrics", ()):  # a user's functions: identified by object, not kept
+            return None
         for part in parts_of(value):
             fp = part.fingerprint()
             if fp is None:

@@ -1,7 +1,7 @@
 """Run a grid (``dynamics.config.grid``) and write its result files.
 
-The grid's points are grouped by their data section: points that differ only in traced
-scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
+The grid's points are grouped by their data section and model settings: points that differ only
+in traced scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
 same compiled calls (``sweep._run_points``, packed together with random init). Each group
 draws its own data with the sweep's seed, so a grid point gets exactly the data and init
 of the same configuration run alone. Groups whose data have the same shapes (a grid over
@@ -26,6 +26,7 @@ trials, every curve, the diagnostics' summary), for ``--resume``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import time
@@ -112,10 +113,12 @@ class GridResult:
 
 
 def _variant_groups(grid: GridExperiment) -> list[list[int]]:
-    """Grid point indices grouped by data section (each group: one data draw, one batch)."""
+    """Grid point indices grouped by data section and model settings (each group: one data draw, one
+    batch). Of the model's settings only σ₀ is traced: the activation and the temperature are part
+    of the compiled program, which a group builds from its first point, so they split groups."""
     groups: dict[Any, list[int]] = {}
     for k, cfg in enumerate(grid.points):
-        groups.setdefault(cfg.data, []).append(k)
+        groups.setdefault((cfg.data, dataclasses.replace(cfg.model, init_scale=0.0)), []).append(k)
     return list(groups.values())
 
 
@@ -412,7 +415,7 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in sorted(result.summary(), key=lambda r: r["heads"]):
-        knobs = "  ".join(f"{row[n]:>10.4g}" for n in names)
+        knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
         lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)

@@ -45,9 +45,17 @@ from dynamics.config.schema import (
 from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model, direction_names, make_data, token_width
 from dynamics.core.engine import Batch, Program, float_dtype, per_slot_key, train_batch
+from dynamics.core.hooks import MetricRef
 from dynamics.core.update import GroupRule
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, head_metrics_on, metrics_of  # noqa: F401
+from dynamics.parts.metrics import (  # noqa: F401
+    COLUMN_TITLES,
+    SUMMARY_METRICS,
+    head_metrics_on,
+    metric_names,
+    metrics_of,
+)
+from dynamics.parts.registry import source_record
 from dynamics.sweeps import plateaus
 from dynamics.sweeps.devices import BatchPlacer
 
@@ -63,8 +71,11 @@ uses_fast_path = parts.uses_fast_path  # the parts' rules (dynamics.parts.rules)
 can_pack_heads = parts.can_pack_heads
 
 
-def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1) -> Program:
-    """The program that runs ``cfg`` in packs of S = ``slots`` slots and R = ``runs`` runs."""
+def program_for(
+    cfg: Config, slots: int, d: int, schedule: list[int], runs: int = 1, metrics: tuple = (), heads: int = 0
+) -> Program:
+    """The program that runs ``cfg`` in packs of S = ``slots`` slots and R = ``runs`` runs; with the
+    user's ``metrics`` (``MetricRef``s), one run of H = ``heads`` per pack."""
     return Program(
         slots=slots,
         runs=runs,
@@ -90,6 +101,8 @@ def program_for(cfg: Config, slots: int, d: int, schedule: list[int], runs: int 
         sampler=online_sampler(cfg),
         groups=group_rules(cfg),
         constraint=cfg.optim.constraint,
+        user_metrics=tuple(metrics),
+        metric_heads=int(heads) if metrics else 0,
     )
 
 
@@ -111,6 +124,39 @@ def group_rules(cfg: Config) -> tuple[tuple[str, GroupRule], ...]:
 
 
 EXTRA_PREFIXES = ("head_", "param_")  # curves beyond the metrics: per head (H_max axis), snapshots of θ
+RESERVED_PREFIXES = (*EXTRA_PREFIXES, "planted_", "gridpoint_")  # not a user metric's name
+
+
+def metric_record(fn: Callable) -> dict[str, str | None]:
+    """What results.json says of a user metric: its function by module and name, and its file."""
+    name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+    return {"function": name, **source_record(fn)}
+
+
+def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[MetricRef, ...]:
+    """The user's ``metrics`` ({name: fn}) as static references, names checked: an identifier,
+    none of the curves the run logs itself (its metrics, per-head curves, snapshots, diagnostics)."""
+    if metrics is None:
+        return ()
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics={metrics!r:.80} must be a dict {{name: fn(params, data) -> array}} or None")
+    from dynamics.theory.replay import CURVES  # the diagnostics' curves
+
+    taken = {*metric_names("classification"), *metric_names("regression"), *metrics_of(cfg)}
+    taken |= {name for names in CURVES.values() for name in names}
+    refs = []
+    for name, fn in metrics.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"metric name {name!r} must be a Python identifier (letters, digits, _)")
+        if name in taken or name.startswith(RESERVED_PREFIXES):
+            raise ConfigError(
+                f"metric name {name!r} is taken by mhsim's own curves ({', '.join(sorted(taken))} and "
+                f"names starting {', '.join(RESERVED_PREFIXES)}); choose another"
+            )
+        if not callable(fn):
+            raise TypeError(f"metric {name!r}: {fn!r:.80} is not callable; give fn(params, data) -> array")
+        refs.append(MetricRef(fn, name))
+    return tuple(refs)
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -313,6 +359,32 @@ def default_layout(placer: BatchPlacer, trials: int, n_packs: int) -> tuple[int,
     return n_packs, math.ceil(n_packs * trials / placer.n_devices)
 
 
+def program_groups(
+    cfg: Config, d: int, schedule: list[int], variants: int, slots: int | None, metrics: tuple
+) -> list[tuple[Program, list[list[Item]]]]:
+    """Each program of a sweep with its packs, the (H index, variant) runs sharing a pack's slots
+    (the rules of ``plan_points``)."""
+    heads = cfg.sweep.heads
+    items = [(i, v) for i in range(len(heads)) for v in range(variants)]
+    groups: list[tuple[Program, list[list[Item]]]] = []
+    if metrics:
+        fast = uses_fast_path(cfg)
+        for i, h in enumerate(heads):
+            prog = program_for(cfg, 1 if fast else h, d, schedule, metrics=metrics, heads=h)
+            groups.append((prog, [[(i, v)] for v in range(variants)]))
+    elif uses_fast_path(cfg):
+        groups.append((program_for(cfg, 1, d, schedule), [[it] for it in items]))
+    elif can_pack_heads(cfg):
+        sizes = [heads[i] for i, _ in items]
+        capacity = slots or default_slots(sizes)
+        packs = [[items[j] for j in b] for b in pack_runs(sizes, capacity)]
+        groups.append((program_for(cfg, capacity, d, schedule, max(map(len, packs))), packs))
+    else:
+        for i, h in enumerate(heads):
+            groups.append((program_for(cfg, h, d, schedule), [[(i, v)] for v in range(variants)]))
+    return groups
+
+
 def plan_points(
     cfg: Config,
     todo: Sequence[int],
@@ -324,6 +396,7 @@ def plan_points(
     packs_per_call: int | None = None,
     chunk: int | None = None,
     slots: int | None = None,
+    metrics: tuple = (),
 ) -> list[Point]:
     """The compiled calls that run the heads ``todo`` (indices into ``cfg.sweep.heads``).
 
@@ -331,23 +404,13 @@ def plan_points(
     - zero init, full key-query (the fast path): one slot of weight H per run, one program;
     - random init: first-fit decreasing into S = ``slots`` slots (default: ``default_slots``),
       one program for every H (no padding of H, one compile);
-    - factored split heads (d_h = d // H differs per H): one program per H, one run per pack.
+    - factored split heads (d_h = d // H differs per H): one program per H, one run per pack;
+    - with the user's ``metrics``: one program per H, one run per pack (a metric sees the run's
+      H heads, so H is static), the fast path's one slot expanded to H heads for them.
     Packs, programs and batch sizes follow from all of ``cfg.sweep.heads``, not from ``todo``,
     so a resumed sweep runs every H in the pack of an uninterrupted one.
     """
-    heads = cfg.sweep.heads
-    items = [(i, v) for i in range(len(heads)) for v in range(variants)]
-    groups: list[tuple[Program, list[list[Item]]]] = []
-    if uses_fast_path(cfg):
-        groups.append((program_for(cfg, 1, d, schedule), [[it] for it in items]))
-    elif can_pack_heads(cfg):
-        sizes = [heads[i] for i, _ in items]
-        capacity = slots or default_slots(sizes)
-        packs = [[items[j] for j in b] for b in pack_runs(sizes, capacity)]
-        groups.append((program_for(cfg, capacity, d, schedule, max(map(len, packs))), packs))
-    else:
-        for i, h in enumerate(heads):
-            groups.append((program_for(cfg, h, d, schedule), [[(i, v)] for v in range(variants)]))
+    groups = program_groups(cfg, d, schedule, variants, slots, metrics)
     wanted = set(todo)
     trials = cfg.sweep.trials
     points = []
@@ -470,6 +533,7 @@ def _run_points(
     chunk: int | None,
     slots: int | None,
     progress: bool,
+    metrics: tuple = (),
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀).
 
@@ -488,7 +552,7 @@ def _run_points(
         online = online_sampler(base) is not None
         placed = placer.data(data if online else data._replace(world=None))
     steps = np.array(schedule)
-    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     unit = "H" if len(cfgs) == 1 else "run"
     hide = not progress or jax.process_index() != 0
@@ -520,7 +584,9 @@ def _run_points(
 def _finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarray):
     """A point's outputs (B, R, L) and (B, R) as (items, trials, L) and (items, trials): divergence
     from non-finite logged metrics too, points after it NaN, -1 = never diverged."""
-    metrics = {k: np.array(v[rows, cols], np.float64).reshape(*shape, -1) for k, v in metrics.items()}
+    metrics = {
+        k: np.array(v[rows, cols], np.float64).reshape(*shape, *v.shape[2:]) for k, v in metrics.items()
+    }
     div_at = np.array(div_at[rows, cols]).reshape(shape)
     # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step, after
     # the in-program check) also counts as divergence at that step.
@@ -642,7 +708,7 @@ def _start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
         if h in skip_heads:
             metrics, diverged_at[i] = skip_heads[h]
             for k, v in metrics.items():
-                if k.startswith(EXTRA_PREFIXES) and k not in curves:
+                if k not in curves:  # per-head curves, snapshots, the user's metrics
                     curves[k] = np.full((len(heads), *np.shape(v)), np.nan)
             for k in curves:
                 curves[k][i] = metrics[k]
@@ -678,6 +744,7 @@ def run_sweep(
     packs_per_call: int | None = None,
     chunk: int | None = None,
     slots: int | None = None,
+    metrics: Mapping[str, Callable] | None = None,
 ) -> SweepResult:
     """Build the data, run every H (a loop over points), collect curves.
 
@@ -696,11 +763,16 @@ def run_sweep(
     packs_per_call: packs per compiled call (default: CPU fills the devices, GPU all).
     chunk: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
     slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
+    metrics: {name: fn(params, data) -> array}, the user's metrics compiled into the run and
+      logged at every logged step as the curve ``name`` (n_heads, trials, L, …): ``fn`` gets one
+      run's parameters with every head and the trial's test set (``dynamics.core.hooks``). One
+      program per H then (H is static for them); such programs are not kept on disk.
     """
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
     exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
     cfg, steps = exp.config, np.array(exp.steps)
+    refs = metric_refs(cfg, metrics)
     _warn_identical(cfg)
     start = time.perf_counter()
     _check_skipped(cfg, {} if skip_heads is None else skip_heads, len(steps))
@@ -709,18 +781,26 @@ def run_sweep(
         cfg, {int(h): v for h, v in (skip_heads or {}).items()}, len(steps)
     )
     if todo:
-        runs = _run_points([cfg], exp.steps, todo, progress=progress, **layout)
+        runs = _run_points([cfg], exp.steps, todo, progress=progress, metrics=refs, **layout)
         _collect(runs, todo, heads, curves, diverged_at, on_point)
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
-    if any(k.startswith("head_") and k.endswith("_cos") and k != "head_uk_cos" for k in curves):
-        result.planted = planted_directions(cfg)
-        result.extra["directions"] = list(result.planted)
+    _add_records(result, refs)
     if cfg.sweep.diagnostics:  # off: nothing below runs, the curves are the engine's alone
         _add_diagnostics(exp, result, progress)
     result.wall_time_s = time.perf_counter() - start
     return result
+
+
+def _add_records(result: SweepResult, refs: tuple[MetricRef, ...]) -> None:
+    """What the curves need beside them: the planted directions that the per-head cosines are
+    with (names and vectors), and each user metric's function."""
+    if any(k.startswith("head_") and k.endswith("_cos") and k != "head_uk_cos" for k in result.curves):
+        result.planted = planted_directions(result.config)
+        result.extra["directions"] = list(result.planted)
+    if refs:  # what each user curve is: its function, by module and name
+        result.extra["user_metrics"] = {r.name: metric_record(r.fn) for r in refs}
 
 
 def _collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | None) -> None:
@@ -731,13 +811,25 @@ def _collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | N
         indices = [items[j][0] for j in keep]
         by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
         for k, v in by_head.items():
-            if k.startswith(EXTRA_PREFIXES) and k not in curves:
+            if k not in curves:  # per-head curves, snapshots, the user's metrics: as they first come
                 curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
         for k in curves:
-            curves[k][indices] = by_head[k]
+            curves[k] = put(curves[k], indices, by_head[k])
         diverged_at[indices] = div_at[keep]
         if on_point is not None and indices:
             on_point([heads[i] for i in indices], by_head, div_at[keep])
+
+
+def put(curve: np.ndarray, indices: list[int], value: np.ndarray) -> np.ndarray:
+    """``curve`` with ``value`` at ``indices`` of its first axis; a user metric whose shape depends
+    on H (one value per head) grows the curve to the largest shape, NaN-padded as the per-head curves."""
+    if curve.shape[1:] != value.shape[1:]:
+        shape = np.maximum(curve.shape[1:], value.shape[1:])
+        grown = np.full((curve.shape[0], *shape), np.nan)
+        grown[tuple(slice(0, n) for n in curve.shape)] = curve
+        curve = grown
+    curve[(indices, *(slice(0, n) for n in value.shape[1:]))] = value
+    return curve
 
 
 def planted_directions(cfg: Config) -> dict[str, np.ndarray]:
