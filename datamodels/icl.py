@@ -7,9 +7,10 @@ with y_n = wᵀx_n, then the query token [x_q; 0] last (position T = N + 1); the
 y_q = wᵀx_q (no noise: noise floor 0). Token width d = D + 1, so D = d − 1 and N = T − 1.
 
 The authors also whiten the finite set of task vectors (zero mean, identity covariance) and
-centre the inputs over the set; this model does not: every sequence is a fresh draw of the
-world, so the training set, the test set and online batches are samples of one distribution
-(whitening a finite set would couple its examples and make the training set a different one).
+centre the inputs over the set; by default this model does not: every sequence is a fresh draw
+of the world, so the training set, the test set and online batches are samples of one
+distribution (whitening a finite set couples its examples). ``whiten=True`` does what the
+authors do, to each drawn set (the training set, the test set, each online batch) on its own.
 """
 
 from __future__ import annotations
@@ -27,8 +28,17 @@ def eigenvalues(D: int) -> jax.Array:
     return i / jnp.sum(i)
 
 
+def whiten(w: jax.Array) -> jax.Array:
+    """The n task vectors (n, D) with mean 0 and sample covariance (1/(n − 1)) I exactly: centred,
+    then multiplied by C^{-1/2}, C their sample covariance (the authors' whitening; n > D)."""
+    w = w - jnp.mean(w, axis=0, keepdims=True)
+    cov = w.T @ w / (w.shape[0] - 1)
+    vals, vecs = jnp.linalg.eigh(cov)
+    return w @ (vecs * (1.0 / jnp.sqrt(vals))[None, :]) @ vecs.T
+
+
 class IclLinregModel:
-    """``datamodels.protocol`` data model; params: T (N + 1), d (D + 1), basis."""
+    """``datamodels.protocol`` data model; params: T (N + 1), d (D + 1), basis, whiten."""
 
     task = "regression"
     relevant_tokens = False
@@ -46,6 +56,8 @@ class IclLinregModel:
         w = jax.random.normal(k_w, (n, D), jnp.float32)
         z = jax.random.normal(k_x, (n, T, D), jnp.float32)
         x = (z * jnp.sqrt(world.latents["eigenvalues"])[None, None, :]) @ world.latents["basis"]  # ~ N(0, Λ)
+        if getattr(world.params, "whiten", False):
+            w, x = whiten(w), x - jnp.mean(x, axis=0, keepdims=True)
         y_all = jnp.einsum("ntk,nk->nt", x, w)  # (n, T)
         X = jnp.concatenate([x, y_all[:, :, None]], axis=-1).at[:, -1, D].set(0.0)  # query's y hidden
         return X.astype(jnp.float32), y_all[:, -1].astype(jnp.float32), None

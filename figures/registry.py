@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck, sparse_token
+from dynamics.experiments import bottleneck, icl, sparse_token
 from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -83,6 +83,12 @@ def plot_single_location_grid(results_dir: Path, stem: Path) -> list[Path]:
     from figures.single_location import plot_grid
 
     return plot_grid(results_dir, stem)
+
+
+def _plot_icl(results_dir: Path, stem: Path) -> list[Path]:
+    from figures.icl import plot_icl
+
+    return plot_icl(results_dir, stem)
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,7 @@ FIGURES[bottleneck.EXPRESSIVITY] = Entry(
 FIGURES[bottleneck.HEADS] = Entry(
     PRESETS[bottleneck.HEADS][0], bottleneck.heads_key, bottleneck.produce_heads, plot_bottleneck_heads
 )
+FIGURES[icl.PRESET] = Entry(PRESETS[icl.PRESET][0], icl.key, icl.produce, _plot_icl)
 GRID_FIGURES = ("phase-gd", "phase-adam", "heads-vs-samples")
 FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 FIGURES.update(specialisation_entries())

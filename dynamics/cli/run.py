@@ -275,6 +275,14 @@ KNOBS = [
     ("--epsilon", "data", "epsilon", float_arg, None, "single/multi-location: target noise ε (floor ε²)"),
     ("--strengths", "data", "strengths", floats_arg, None, "multi-location: strengths c_f, e.g. 1,0.7,0.5"),
     ("--basis", "data", "basis", str, ICL_BASES, "icl-linreg: Λ's eigenvectors, random or identity"),
+    (
+        "--whiten",
+        "data",
+        "whiten",
+        bool,
+        None,
+        "icl-linreg: whiten each drawn set's task vectors and centre its inputs (the authors' data)",
+    ),
 ]
 
 

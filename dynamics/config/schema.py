@@ -60,6 +60,9 @@ SYNTHETIC_FIELDS = (
     "label_noise",
 )
 _DATA_FIELDS = ("model", "path", "n_train", "n_test", "T", "d")
+# Data-model parameters added after results existed, left out of to_dict (and the hash) at their
+# default, so a config that does not use them keeps its hash.
+_NEW_DATA_PARAMS: dict[str, Any] = {"whiten": False}
 
 
 @dataclass(frozen=True, init=False)
@@ -136,7 +139,7 @@ class DataConfig:
         doc: dict[str, Any] = {k: getattr(self, k) for k in _DATA_FIELDS}
         own = dict(self.params)
         doc.update({k: own.pop(k, None) for k in SYNTHETIC_FIELDS if k not in ("T", "d")})
-        doc.update(own)
+        doc.update({k: v for k, v in own.items() if k not in _NEW_DATA_PARAMS or _NEW_DATA_PARAMS[k] != v})
         return doc
 
 
@@ -354,6 +357,10 @@ _THEORY_DM1 = {
     "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 3, "log_points": 100, "diagnostics": DIAGNOSTICS},
 }
 
+# icl-linear: GD steps for all four drops of its staircase at σ₀ = 0.1 (ten times the authors'
+# 0.01, whose fourth drop comes after about 25 000 steps: docs/frontier.md)
+ICL_STEPS = 8000
+
 # name -> (one-line purpose, {section: {field: value}})
 PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
@@ -392,6 +399,24 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "theory-dm1-constant": (
         "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
         {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
+    ),
+    "icl-linear": (
+        "in-context linear regression, 5 rank-one linear-attention heads summed: one loss drop per "
+        "eigenvalue of Λ (Zhang et al. 2025)",
+        {
+            "data": {"model": "icl-linreg", "n_train": 5000, "n_test": 1000},
+            "model": {
+                "query": "last",
+                "attention": "linear",
+                "norm": "sum",
+                "key_query": "factored",
+                "head_size": 1,
+                "init": "icl",
+                "init_scale": 0.1,
+            },
+            "optim": {"optimizer": "gd", "lr": 0.02, "loss": "mse", "steps": ICL_STEPS},
+            "sweep": {"heads": (5,), "trials": 5, "log_points": 400},
+        },
     ),
     # The two bottleneck presets run through dynamics.experiments.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
@@ -812,6 +837,7 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
         )
     if model.init_from is None:  # a file's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
+        parts.check_icl_init(model.query, model.init)
     parts.check_sphere(model.query, model.init)
 
 

@@ -291,7 +291,8 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
-        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned)
+        extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
+        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
     if prog.bias:  # one per run, 0 at the start

@@ -232,7 +232,8 @@ def init_params(
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-        params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned)
+        extra = {"n_heads": n_heads} if init.per_layer else {}
+        params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
@@ -273,6 +274,41 @@ def init_heads(
     draw = jax.vmap(one)(keys, index)
     std = jnp.asarray(scale, dtype) / math.sqrt(d)
     return {name: per_head(std, x) * x for name, x in draw.items()}
+
+
+def init_icl(
+    keys: jax.Array,
+    index: jax.Array,
+    d: int,
+    scale: float | jax.Array,
+    head_size: int | None = None,
+    learned: bool = False,
+    *,
+    n_heads: float | jax.Array,
+) -> Params:
+    """The in-context init of Zhang, Singh, Latham, Saxe (2025), in this model's layout: every
+    array N(0, σ₀²/m) with m the entries of its whole layer over the run's H heads (U: the value
+    layer's H·d² entries, of which U_h is the row that writes the output's y channel; Q and K:
+    H·d·d_h each; W: H·d²), then the last channel (y) masked: the context side of the scores
+    (Q_h's last row, W_h's last row: x_tᵀ W_h x_q never reads y_t) and U_h's first d − 1 entries
+    (the readout reads only the y channel) are 0. Head s is drawn from ``fold_in(keys[s],
+    index[s])`` as ``init_heads`` draws; ``scale`` and ``n_heads`` are scalars or (S,)."""
+    if learned:
+        raise ValueError("init 'icl' needs a key-query matrix (W, or Q and K), not a learned query")
+    unit = init_heads(keys, index, d, math.sqrt(d), head_size, learned)  # entries N(0, 1)
+    dtype = unit["U"].dtype
+    layer = {"U": d * d, "W": d * d, "Q": d * (head_size or 0), "K": d * (head_size or 0)}
+    y_row = jnp.arange(d) == d - 1  # the y channel
+    out = {}
+    for name, x in unit.items():
+        std = jnp.asarray(scale, dtype) / jnp.sqrt(jnp.asarray(n_heads, dtype) * layer[name])
+        x = per_head(std, x) * x
+        if name == "U":
+            x = jnp.where(y_row, x, 0.0)
+        elif name in ("Q", "W"):  # rows index the context token's channels
+            x = jnp.where(y_row[:, None], 0.0, x)
+        out[name] = x
+    return out
 
 
 # The parameters the sphere init and constraint keep at norm 1, one vector per head.

@@ -14,6 +14,7 @@ from dynamics.parts.model import (
     KeyQuery,
     Norm,
     Query,
+    check_icl_init,
     check_init,
     check_sphere,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "Query",
     "Registry",
     "can_pack_heads",
+    "check_icl_init",
     "check_init",
     "uses_fast_path",
 ]

@@ -128,6 +128,9 @@ class IclParams:
     """In-context linear regression's own parameters (Zhang, Singh, Latham, Saxe 2025)."""
 
     basis: str = "random"  # Λ's eigenvectors: a random orthonormal basis per trial, or identity
+    # the authors' data: each drawn set's task vectors whitened (mean 0, covariance I) and its
+    # inputs centred over the set; False (default): every sequence an independent draw
+    whiten: bool = False
 
 
 def parameter_names() -> tuple[str, ...]:

@@ -82,6 +82,7 @@ class Init(Part):
 
     symmetric: bool = False
     random: bool = True
+    per_layer: bool = False  # the draw's variance reads the run's H (``impl`` takes n_heads=)
 
 
 QUERIES: Registry[Query] = Registry(
@@ -149,6 +150,13 @@ INITS: Registry[Init] = Registry(
             "U_h and k_h uniform on the unit sphere, the rest as normal (needs --query learned)",
             f"{_MODEL}:init_sphere",
         ),
+        Init(
+            "icl",
+            "Zhang et al.'s in-context init: each array N(0, σ₀²/entries of its whole layer), "
+            "the last (y) channel unseen by the context side and read by U only",
+            f"{_MODEL}:init_icl",
+            per_layer=True,
+        ),
     ),
 )
 # The query whose heads have a sphere to live on: a learned query vector k_h (with a key-query
@@ -169,6 +177,15 @@ def check_sphere(query: str, init: str, constraint: str = "none") -> None:
         raise ConfigError(
             f"optim.constraint='sphere' needs model.init='sphere' (U_h, k_h start on the sphere); "
             f"got model.init={init!r}"
+        )
+
+
+def check_icl_init(query: str, init: str) -> None:
+    """The in-context init masks a key-query matrix's y row: the learned query has none."""
+    if init == "icl" and QUERIES.get(query).learned:
+        raise ConfigError(
+            "model.init='icl' needs a key-query matrix (W, or Q and K): model.query='learned' has "
+            "a vector k per head; use model.init='normal'"
         )
 
 
