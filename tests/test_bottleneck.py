@@ -179,6 +179,7 @@ def run_cli(args, cwd):
     )
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_expressivity_preset_end_to_end(tmp_path):
     proc = run_cli(
         ["--preset", "bottleneck-expressivity", "--quick", "--tokens", "3", "--quiet", "--out", "o"], tmp_path
@@ -204,6 +205,7 @@ def test_expressivity_preset_end_to_end(tmp_path):
     assert again["results"]["summary"][0]["best_tv_mean"] == row["best_tv_mean"]
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_heads_preset_end_to_end(tmp_path):
     proc = run_cli(
         ["--preset", "bottleneck-heads", "--quick", "--heads", "2", "--quiet", "--out", "o"], tmp_path

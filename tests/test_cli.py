@@ -174,6 +174,7 @@ def test_diverging_step_is_reported_not_plotted(tmp_path):
     assert (out / "figure.png").stat().st_size > 1000
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
     """python -m dynamics.run shards over max(2, cores) CPU devices by default; any count >= 2
     gives the same numbers bit for bit, --cpu-devices 1 differs in the last bits only."""

@@ -112,6 +112,7 @@ def test_attention_is_a_categorical_grid_knob():
         parse_values(" , ", "attention")
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_tiny_grid_over_activations(tmp_path):
     from dynamics.sweeps.grid import format_grid_table, run_grid, write_grid
     from dynamics.sweeps.sweep import run_sweep

@@ -115,6 +115,7 @@ def test_a_grid_point_equals_its_configuration_run_alone(init):
             np.testing.assert_allclose(point.curves[m], alone.curves[m], rtol=2e-5, atol=1e-6, err_msg=m)
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_a_mixed_grid_compiles_one_program_per_shape():
     # n changes the data's shapes, σ and η do not: 2 shapes -> 2 programs for 8 grid points
     cfg = small(optim={"steps": 11})  # a step count no other test compiles
