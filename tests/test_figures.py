@@ -254,6 +254,7 @@ def test_registry_docstring_example_is_the_registration_code():
     assert namespace["FIGURES"] and namespace["FIGURES"] == {k: FIGURES[k] for k in namespace["FIGURES"]}
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_bottleneck_figure_is_written_through_the_atomic_save(tmp_path, monkeypatch):
     import figures.sweep
     from dynamics.experiments import bottleneck

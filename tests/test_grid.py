@@ -470,6 +470,7 @@ def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
     assert_same_point(point, alone)
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_the_command_line_runs_diagnostics_on_a_grid(tmp_path):
     r = cli(["--heads", "1,2", "--lr", "0.5,1", "--steps", "6", "--trials", "2", "--n-train", "12",
              "--n-test", "8", "--tokens", "4", "--width", "8", "--diagnostics", "kernel", "--quiet",

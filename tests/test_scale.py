@@ -213,6 +213,7 @@ SHARD_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.stress  # long: `make stress` and CI run it
 def test_sharded_over_8_devices_equals_unsharded(tmp_path):
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": flags}
