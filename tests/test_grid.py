@@ -157,9 +157,8 @@ def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
     assert len(summary_frame(result)) == len(frame)
 
 
-def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch):
-    grid = resolve_grid(small(), {"lr": [0.2, 1.0, 5.0]})
-    whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
+def interrupted_then_resumed(grid, out: Path, monkeypatch):
+    """``run_grid_checkpointed`` interrupted after its first saved grid point, then resumed."""
     import dynamics.sweeps.grid as gr
 
     real, saved = gr.save_point, []
@@ -172,11 +171,18 @@ def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch
 
     monkeypatch.setattr(gr, "save_point", interrupt_after_one)
     with pytest.raises(KeyboardInterrupt):
-        run_grid_checkpointed(grid, tmp_path / "cut", progress=False)
+        run_grid_checkpointed(grid, out, progress=False)
     monkeypatch.setattr(gr, "save_point", real)
-    assert list(load_points(tmp_path / "cut", grid)) == saved
-    resumed = run_grid_checkpointed(grid, tmp_path / "cut", resume=True, progress=False)
+    assert list(load_points(out, grid)) == saved
+    resumed = run_grid_checkpointed(grid, out, resume=True, progress=False)
     assert resumed.extra["resumed_points"] == 1
+    return resumed
+
+
+def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch):
+    grid = resolve_grid(small(), {"lr": [0.2, 1.0, 5.0]})
+    whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
+    resumed = interrupted_then_resumed(grid, tmp_path / "cut", monkeypatch)
     with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
         assert a.files == b.files
         for key in a.files:
@@ -362,28 +368,6 @@ def assert_same_point(point, alone, exact_seconds=False):
         mine, theirs = dict(point.extra["diagnostics"]), dict(alone.extra["diagnostics"])
         assert mine.pop("seconds") >= 0 and theirs.pop("seconds") >= 0
         assert mine == theirs
-
-
-def interrupted_then_resumed(grid, out: Path, monkeypatch):
-    """``run_grid_checkpointed`` interrupted after its first saved grid point, then resumed."""
-    import dynamics.sweeps.grid as gr
-
-    real, saved = gr.save_point, []
-
-    def interrupt_after_one(out, h, k, result):
-        if saved:
-            raise KeyboardInterrupt
-        real(out, h, k, result)
-        saved.append(k)
-
-    monkeypatch.setattr(gr, "save_point", interrupt_after_one)
-    with pytest.raises(KeyboardInterrupt):
-        run_grid_checkpointed(grid, out, progress=False)
-    monkeypatch.setattr(gr, "save_point", real)
-    assert list(load_points(out, grid)) == saved
-    resumed = run_grid_checkpointed(grid, out, resume=True, progress=False)
-    assert resumed.extra["resumed_points"] == 1
-    return resumed
 
 
 def test_a_grid_keeps_the_per_head_curves_of_each_points_sweep(tmp_path, monkeypatch):
