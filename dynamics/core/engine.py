@@ -228,14 +228,14 @@ def evaluate(
         "diversity": mdl.head_diversity(params, pack.member),
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
     }
+    directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
     if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
         normalises = parts.ACTIVATIONS[prog.attention].normalises
-        directions = getattr(data, "directions", None)
         features = getattr(data, "features_test", None)
         out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
         test = hooks.TestSet(
-            data.X_test, data.y_test, data.mask_test, getattr(data, "directions", None), beta,
+            data.X_test, data.y_test, data.mask_test, directions, beta,
             prog.query, prog.attention, prog.norm,
         )  # fmt: skip
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)

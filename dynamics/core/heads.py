@@ -94,12 +94,12 @@ def head_metrics(
     if directions is not None:
         out["head_u_cos"] = abs_cos(U, directions)
         out["head_key_cos"] = abs_cos(keys, directions)
+    share = attention_share(A_test, normalises)  # read by the two below (traced once; unused: dropped)
     if mask_test is not None:
-        share = attention_share(A_test, normalises)
         mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))
         out["head_attn_relevant"] = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))
     if features is not None:
-        out["head_attn_feature"] = attention_per_feature(attention_share(A_test, normalises), features)
+        out["head_attn_feature"] = attention_per_feature(share, features)
     return out
 
 
