@@ -93,3 +93,16 @@ def test_pages_describe_the_code_not_its_history(page):
     for what, pattern in HISTORY.items():
         found = pattern.search(text)
         assert found is None, f"{page.relative_to(ROOT)} cites {what}: {found.group(0)!r}"
+
+
+def test_the_tests_a_page_names_exist():
+    """A page that says which test checks a guarantee names a test that is there (a test file, or
+    a test function: a name of three words or more, so that metrics such as test_loss are not read
+    as tests)."""
+    defined = set()
+    for file in (ROOT / "tests").glob("*.py"):
+        defined.update(re.findall(r"^(?:async )?def (test_\w+)", file.read_text(), re.M))
+        defined.add(file.name)
+    for page in PAGES:
+        for name in re.findall(r"\b(test_\w+\.py|test_[A-Za-z0-9]+_\w+)", page.read_text()):
+            assert name in defined, f"{page.relative_to(ROOT)} names {name}, which tests/ does not define"
