@@ -106,3 +106,10 @@ def test_the_tests_a_page_names_exist():
     for page in PAGES:
         for name in re.findall(r"\b(test_\w+\.py|test_[A-Za-z0-9]+_\w+)", page.read_text()):
             assert name in defined, f"{page.relative_to(ROOT)} names {name}, which tests/ does not define"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_a_page_does_not_repeat_its_title(page):
+    text = FENCE.sub("", page.read_text())
+    title, *sections = re.findall(r"^#+ (.+)$", text, re.M)
+    assert _slug(title) not in {_slug(s) for s in sections}, f"{page.relative_to(ROOT)} repeats its title"
