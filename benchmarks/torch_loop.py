@@ -128,7 +128,7 @@ def train_one(U, W, lr: float, c_H: float, train, test, mask, directions, per_he
 
 def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every configuration of ``inputs`` one after the other: {metric: (C, L[, H, …])}."""
-    tensor = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in inputs.items() if v.dtype.kind in "fb"}
+    tensor = {k: torch.from_numpy(np.array(v)) for k, v in inputs.items() if v.dtype.kind in "fb"}  # copies
     mask = tensor["mask_test"].float()
     directions = tensor.get("directions")
     per_head, norm = bool(inputs["head_metrics"]), str(inputs["norm"])
