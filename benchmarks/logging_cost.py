@@ -63,7 +63,6 @@ RANDOM_INIT = (
 ).split()
 ZERO_INIT = "--data-model dm1 --heads 1,2,4,8,16,32,64 --lr 1 --lr-scaling linear --trials 5 --steps 1000"
 SWEEPS = {"random-init": RANDOM_INIT, "zero-init": ZERO_INIT.split()}
-SWEEPS.update({name: ["--preset", name] for name in PRESETS})
 PHASES = ("imports", "data", "compile", "simulation", "writing", "plotting", "other", "total")
 COARSE = 100  # the sparse logging the every-step logging is compared with
 
@@ -153,10 +152,26 @@ def mhsim(args: list[str], out: Path, cache: Path) -> dict:
     return r
 
 
+def preset_args(name: str) -> list[str]:
+    """A paper preset as flags, without its logging schedule: ``--preset`` with ``--log-every`` is
+    refused (the preset's ``log_points`` and the flag's ``log_every`` would both be set)."""
+    from dynamics.cli.run import KNOBS
+    from dynamics.config.schema import PRESETS as ALL
+
+    flags = {(section, field): flag for flag, section, field, *_ in KNOBS}
+    args = []
+    for section, fields in ALL[name][1].items():
+        for field, value in fields.items():
+            if field in ("log_points", "log_every"):
+                continue
+            text = ",".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
+            args += [flags[(section, field)], text]
+    return args
+
+
 def sweep_args(name: str, steps: int | None, trials: int | None) -> list[str]:
-    """The sweep's arguments, with the steps and trials overridden where given (flags come last:
-    they override a preset's)."""
-    args = list(SWEEPS[name])
+    """The sweep's arguments, with the steps and trials overridden where given."""
+    args = preset_args(name) if name in PRESETS else list(SWEEPS[name])
     if steps is not None:
         args += ["--steps", str(steps)]
     if trials is not None:
@@ -361,3 +376,7 @@ def report(results: dict) -> None:
         for r in results["torch"]:
             cells = "  ".join(f"{k} {v:.2f}" for k, v in r.items() if k not in ("sweep", "load"))
             print(f"  {r['sweep']:<12} {cells}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
