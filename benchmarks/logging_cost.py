@@ -284,6 +284,7 @@ def part_torch(names, steps, trials, pairs, threads, tmp: Path) -> list[dict]:
             wall, cpu = median(runs[f"torch {n}t"], "wall"), median(runs[f"torch {n}t"], "cpu")
             row[f"torch {n}t wall"], row[f"torch {n}t cpu"] = wall, cpu
             row[f"torch {n}t / mhsim wall"] = wall / row["mhsim wall"]
+            row[f"torch {n}t / mhsim cpu"] = cpu / row["mhsim cpu"]
         row["train_loss max rel diff"] = curve_difference(
             out / "mhsim" / "curves.npz", out / f"torch-{threads[0]}.npz"
         )
@@ -375,7 +376,7 @@ def report(results: dict) -> None:
     if "torch" in results:
         print("\nwhole processes, the PyTorch loop / mhsim (every step logged, default per-head metrics)")
         for r in results["torch"]:
-            cells = "  ".join(f"{k} {v:.2f}" for k, v in r.items() if k not in ("sweep", "load"))
+            cells = "  ".join(f"{k} {v:.3g}" for k, v in r.items() if k not in ("sweep", "load"))
             print(f"  {r['sweep']:<12} {cells}")
 
 
