@@ -229,6 +229,7 @@ def part_logging(names, steps, trials, pairs, tmp: Path) -> list[dict]:
         rows.append({
             "sweep": name, "steps": s["steps"], "every 1 s": dense, f"every {COARSE} s": sparse,
             "ratio": dense / sparse,
+            "cpu ratio": median(runs["every 1"], "cpu") / median(runs[f"every {COARSE}"], "cpu"),
             "floor (own forward)": floor_ratio(s["n_train"], s["n_test"], s["T"], s["d"], s["steps"], False),
             "floor (fused)": floor_ratio(s["n_train"], s["n_test"], s["T"], s["d"], s["steps"], True),
             "MFLOP step/test/train per head": [
@@ -359,10 +360,11 @@ def report(results: dict) -> None:
             f"\nlogging every step / every {COARSE} steps (simulation phase, medians; per-head metrics off)"
         )
         print(f"{'sweep':<13} {'steps':>6} {'every 1 s':>9} {f'every {COARSE} s':>11} {'ratio':>6} "
-              f"{'floor':>6} {'fused':>6}  MFLOP/head step, test, train fwd")  # fmt: skip
+              f"{'floor':>6} {'fused':>6} {'cpu':>6}  MFLOP/head step, test, train fwd")  # fmt: skip
         for r in results["logging"]:
             print(f"{r['sweep']:<13} {r['steps']:>6} {r['every 1 s']:>9.2f} {r[f'every {COARSE} s']:>11.2f} "
-                  f"{r['ratio']:>6.2f} {r['floor (own forward)']:>6.2f} {r['floor (fused)']:>6.2f}  "
+                  f"{r['ratio']:>6.2f} {r['floor (own forward)']:>6.2f} {r['floor (fused)']:>6.2f} "
+                  f"{r['cpu ratio']:>6.2f}  "
                   f"{r['MFLOP step/test/train per head']}")  # fmt: skip
     if "heads" in results:
         print(
