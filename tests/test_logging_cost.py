@@ -1,0 +1,28 @@
+"""The arithmetic floor of ``benchmarks.logging_cost``: its count of logged steps is mhsim's schedule,
+and its FLOP totals add up from the three formulas (no torch needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.logging_cost import floor_ratio, forward_flops, logged_steps, run_flops, step_flops
+
+
+@pytest.mark.parametrize("steps, every", [(1000, 1), (1000, 100), (250, 100), (7, 3), (5, 10)])
+def test_logged_steps_is_mhsims_schedule(steps, every):
+    from dynamics.cli.run import build_parser, config_from_args
+
+    argv = ["--steps", str(steps), "--log-every", str(every)]
+    assert logged_steps(steps, every) == len(config_from_args(build_parser().parse_args(argv)).steps)
+
+
+def test_floor_is_the_ratio_of_run_totals():
+    n, m, T, d, S = 100, 300, 10, 32, 1000
+    step, test, train = step_flops(n, T, d, 1), forward_flops(m, T, d, 1), forward_flops(n, T, d, 1)
+    dense, sparse = S + 1, logged_steps(S, 100)
+    today = (S * step + dense * (test + train)) / (S * step + sparse * (test + train))
+    fused = (S * step + dense * test + 2 * train) / (S * step + sparse * test + 2 * train)
+    assert floor_ratio(n, m, T, d, S, fused=False) == pytest.approx(today, rel=1e-12)
+    assert floor_ratio(n, m, T, d, S, fused=True) == pytest.approx(fused, rel=1e-12)
+    assert run_flops(n, m, T, d, 4, S, dense, False) == 4 * run_flops(n, m, T, d, 1, S, dense, False)
+    assert 1 < floor_ratio(n, m, T, d, S, fused=True) < floor_ratio(n, m, T, d, S, fused=False)
