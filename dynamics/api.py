@@ -77,7 +77,7 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
     keywords (``data``, a data model object of your own; ``progress``, ``on_point``, ``devices``, …)
     pass through to ``dynamics.sweeps.sweep.run_sweep``."""
-    from dynamics.sweeps.sweep import as_config
+    from dynamics.sweeps.checks import as_config
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
@@ -101,8 +101,8 @@ def load_results(folder: str | Path):
     """
     import numpy as np
 
+    from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import load_results as load_files
-    from dynamics.sweeps.sweep import SweepResult
 
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))

@@ -10,8 +10,8 @@ import pytest
 
 import dynamics
 from dynamics import ConfigError, load_results, run_grid, run_sweep
+from dynamics.sweeps.result import SweepResult
 from dynamics.sweeps.results import write_results
-from dynamics.sweeps.sweep import SweepResult
 
 # The shapes of tests/test_api.py's sweep: its compiled program is reused where a worker ran it.
 SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, width=8, irrelevant_means=2)

@@ -13,7 +13,13 @@ from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
 from dynamics.core import engine
 from dynamics.infra import executables
-from dynamics.sweeps.grid import load_points, run_grid, run_grid_checkpointed, summary_frame, write_grid
+from dynamics.sweeps.grid import (
+    load_points,
+    run_grid_checkpointed,
+    run_grid_experiment,
+    summary_frame,
+    write_grid,
+)
 from dynamics.sweeps.sweep import run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +112,7 @@ def test_a_grid_point_equals_its_configuration_run_alone(init):
     if init == "normal":
         axes["init_scale"] = [0.5, 1.0]
     grid = resolve_grid(cfg, axes)
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     assert result.curves["train_loss"].shape == (2, *grid.shape, 2, len(grid.base.steps))
     for k, point_cfg in enumerate(grid.points):
         alone, point = run_sweep(point_cfg, progress=False), result.point(k)
@@ -126,13 +132,13 @@ def test_a_mixed_grid_compiles_one_program_per_shape():
         return jitted._cache_size() + sum(key.startswith("engine.") for key in executables._loaded)
 
     before = programs()
-    run_grid(grid, progress=False)
+    run_grid_experiment(grid, progress=False)
     assert programs() - before == 2
 
 
 def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
     grid = resolve_grid(small(optim={"loss": "exp"}), {"lr": [0.5, 1e5], "noise": [1.0, 2.0]})
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     result.extra["complete"] = True
     write_grid(result, tmp_path)
     import pandas as pd
@@ -411,7 +417,7 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
     grid = resolve_grid(
         tiny(head_metrics="on", diagnostics=("kernel",)), {"noise": [0.5, 1.5], "lr": [0.5, 1.0]}
     )
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     assert "head_attn_sim" in result.curves and "kernel_distance" in result.curves
     result.extra["complete"] = True
     write_grid(result, tmp_path / "g")

@@ -11,8 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, resolve
 from dynamics.core import heads
+from dynamics.parts import uses_fast_path
 from dynamics.sweeps import sweep
 
 
@@ -80,7 +81,7 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
     cfg = tiny(query, attention)
     with jax.enable_x64(True):
         result = sweep.run_sweep(cfg, progress=False)
-        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+        data, _, _ = sweep.prepare_data(resolve(cfg).config)
     X_test, mask = np.asarray(data.X_test, np.float64), np.asarray(data.mask_test, np.float64)
     # DM1's planted directions, named in sorted order: the unit class means ±e_0, the irrelevant e_2, e_3
     assert result.extra["directions"] == ["mu_minus", "mu_plus", "nu_0", "nu_1"]
@@ -101,7 +102,7 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
 
 def test_the_fast_path_stands_for_identical_heads():
     cfg = tiny("first", "softmax", init="zero")
-    assert sweep.uses_fast_path(cfg)
+    assert uses_fast_path(cfg)
     fast = sweep.run_sweep(cfg, progress=False)
     full = sweep.run_sweep(
         Config(**{**cfg.__dict__, "sweep": SweepConfig(**{**cfg.sweep.__dict__, "fast_path": False})}),
@@ -166,7 +167,7 @@ def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
     )
     with jax.enable_x64(True):
         result = sweep.run_sweep(cfg, progress=False)
-        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+        data, _, _ = sweep.prepare_data(resolve(cfg).config)
     feats = np.asarray(data.features_test, np.float64)  # (trials, n, F, T)
     assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
     np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union

@@ -62,9 +62,9 @@ from dynamics.config.schema import (
 )
 from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
-from dynamics.infra.resources import check_sweep
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
+from dynamics.sweeps.memory import check_sweep
 
 # flag, section, field, type, choices, help. A part's choices are its live registry (argparse lists
 # and checks them through iteration and ``in``), its help the registry's: a registered part is a

@@ -21,7 +21,7 @@ import numpy as np
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.sweeps.sweep import HeadResult
+from dynamics.sweeps.result import HeadResult
 
 POINTS = "points"
 

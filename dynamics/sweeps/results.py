@@ -32,7 +32,7 @@ from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.sweep import SweepResult
+from dynamics.sweeps.result import SweepResult
 
 SCHEMA_VERSION = 1
 
