@@ -324,7 +324,7 @@ def test_a_grid_over_knobs_draws_a_panel_per_h_the_gain_and_names_each_fixed_val
 def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from figures.__main__ import main
+    from dynamics.cli.figures import main
     from figures.phase import plot_grid
 
     folder, figs = fake_grid_folder(tmp_path / "g"), drawn_figures(monkeypatch)

@@ -35,10 +35,12 @@ PER_HEAD_KINDS = ("head", "head_head", "planted", "feature")  # the per-head met
 
 @dataclass(frozen=True)
 class Metric:
-    """One logged curve. ``tasks``: the tasks whose runs log it (a run metric); ``title``: its column
-    in the result tables (a summary metric's); ``panel``: the per-head figure draws it, under this
-    title ({key_dir} and {key_norm} name the model's key direction and key-query norm), ``absent``
-    the figure's note when the results lack it; ``unit``: its values lie in [0, 1]."""
+    """One logged curve. ``label``: what it is, in words ({key_dir} and {key_norm} name the model's
+    key direction and key-query norm; a per-planted-direction metric's labels its heatmaps, "·" the
+    direction); ``tasks``: the tasks whose runs log it (a run metric); ``title``: its column in the
+    result tables (a summary metric's); ``panel``: the per-head figure draws it, under this title,
+    ``absent`` the figure's note when the results lack it, ``tag`` its name in the figure's legend;
+    ``unit``: its values lie in [0, 1]."""
 
     name: str
     kind: str
@@ -47,6 +49,7 @@ class Metric:
     title: str | None = None
     panel: str | None = None
     absent: str | None = None
+    tag: str | None = None
     unit: bool = False
 
     def __post_init__(self):
@@ -132,17 +135,19 @@ for _m in (
     Metric(
         "head_u_cos",
         "planted",
-        "|cos(U_h, direction)|",
+        "|cos(U_h, ·)|",
         panel="|cos(U_h, best direction)|",
-        absent="|cos| with planted directions (these results name none)",
+        absent="|cos(U_h, ·)| with planted directions (not in these results)",
+        tag="U",
         unit=True,
     ),
     Metric(
         "head_key_cos",
         "planted",
-        "|cos(key direction, direction)|",
+        "|cos({key_dir}, ·)|",
         panel="|cos({key_dir}, best dir.)|",
         absent="the key direction's |cos| with planted directions (not in these results)",
+        tag="key",
         unit=True,
     ),
     Metric("head_u_norm", "head", "‖U_h‖", panel="‖U_h‖"),
@@ -174,6 +179,11 @@ def is_per_slot(name: str) -> bool:
 
 def is_per_head(name: str) -> bool:
     return name in REGISTRY and REGISTRY[name].per_head
+
+
+def has_head_axes(name: str) -> bool:
+    """A registered curve with axes after (…, L): a per-head metric or a snapshot of θ."""
+    return name in REGISTRY and REGISTRY[name].kind != "run"
 
 
 def is_snapshot(name: str) -> bool:

@@ -377,10 +377,11 @@ def clear_points(out: Path) -> None:
 
 
 def run_grid_checkpointed(
-    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None
+    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None, finish=None
 ) -> GridResult:
-    """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``, skips
-    the points saved there for the same grid; at the end writes the grid's files."""
+    """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
+    skips the points saved there for the same grid; at the end writes the grid's files once, after
+    ``finish(result)`` has run on the result in memory (written even when it raises)."""
     import jax
 
     from dynamics.sweeps.devices import device_name
@@ -388,10 +389,12 @@ def run_grid_checkpointed(
     out = Path(out)
     writer = jax.process_index() == 0
     with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
-        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices))
+        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
 
 
-def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str):
+def _run_grid_locked(
+    grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str, finish
+):
     done = load_points(out, grid) if resume else {}
     if not resume and writer:
         clear_points(out)
@@ -403,8 +406,12 @@ def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, wri
     result = run_grid_experiment(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
     result.extra.update(complete=True, device=device, resumed_points=len(done))
     if writer:
-        write_grid(result, out)
-        clear_points(out)
+        try:
+            if finish is not None:
+                finish(result)
+        finally:
+            write_grid(result, out)
+            clear_points(out)
     return result
 
 
