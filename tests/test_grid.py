@@ -485,3 +485,23 @@ def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
     alone = run_sweep(grid.points[1], progress=False)
     assert alone.params and set(load_results(tmp_path).point(1).params) == set(alone.params)
     assert_same_point(load_results(tmp_path).point(1), alone)
+
+
+def test_a_grid_over_the_width_keeps_snapshots_of_every_width(tmp_path):
+    """A grid over d with snapshots: each point's θ has its own shapes (W is d × d). They are kept,
+    NaN-padded to the largest d, and each point's equals its configuration run alone (the grid
+    once ran every point, then failed to store the second width and lost them all)."""
+    from dynamics import load_results
+
+    grid = resolve_grid(tiny(save_params=True, head_metrics="off"), {"d": [4, 6]})
+    run_grid_checkpointed(grid, tmp_path, progress=False)
+    with np.load(tmp_path / "params.npz") as z:
+        assert z["W"].shape[-2:] == (6, 6) and z["U"].shape[-1] == 6  # (H, d, trials, L, H_max, d, d)
+    back = load_results(tmp_path)
+    for k, d in enumerate((4, 6)):
+        alone = run_sweep(grid.points[k], progress=False)
+        for name, theta in alone.params.items():
+            got = back.point(k).params[name]
+            cut = got[(..., *(slice(0, n) for n in theta.shape[4:]))] if theta.ndim > 4 else got
+            np.testing.assert_array_equal(cut, theta, err_msg=f"d={d} {name}")
+            assert np.isnan(got).sum() == got.size - theta.size  # the padding, and only it, is NaN
