@@ -3,7 +3,7 @@
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
 is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword; an
 enum member (``dynamics.Loss.EXP``) stands for its name. ``run_sweep`` returns a
-``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
 """

@@ -191,3 +191,25 @@ def test_a_feature_no_example_holds_is_nan():
     features[:, 0, 1] = True
     got = np.asarray(heads.attention_per_feature(jax.numpy.asarray(share, "float32"), features))
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
+
+
+def test_every_per_head_metric_is_declared_with_the_kind_its_shape_has():
+    """What ``head_metrics`` computes is what the registry declares: each name registered, each
+    array's shape the one its kind says (S slots, P planted directions, F features), and every
+    declared per-head metric computed."""
+    from dynamics.core.model import init_params
+    from dynamics.parts.metrics import REGISTRY, per_head_metrics
+
+    S, P, F, n, T, d = 3, 2, 4, 5, 6, 7
+    params = init_params(jax.random.key(0), S, d, init="normal", scale=1.0)
+    rng = np.random.default_rng(0)
+    A = jax.nn.softmax(rng.normal(size=(n, S, T)), axis=-1)
+    mask = rng.random((n, T)) < 0.5
+    directions = rng.normal(size=(P, d))
+    features = rng.random((n, F, T)) < 0.3
+    out = heads.head_metrics(params, A, mask, directions, True, features)
+    assert set(out) == {m.name for m in per_head_metrics()}
+    for name, value in out.items():
+        want = REGISTRY[name].trailing(S, P, F)
+        assert value.shape == want, (name, REGISTRY[name].kind)
+        assert REGISTRY[name].numbers(S, P, F) == value.size

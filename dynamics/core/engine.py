@@ -392,7 +392,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite (SGD: on its batch). Its heads are not frozen: they only touch their own run's
         # numbers, which are masked from that step on; the last update's parameters are checked
-        # by the final evaluation (sweep._run_points).
+        # by the final evaluation (sweeps.execute.run_points).
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
         return p, state, div_at
 
