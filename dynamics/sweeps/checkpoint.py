@@ -193,8 +193,8 @@ def run_checkpointed(
 def _run_locked(
     exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
 ):
-    from dynamics.sweeps.results import complete_results_hash, provenance, write_results
     from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.results import complete_results_hash, provenance, write_results
     from dynamics.sweeps.sweep import run_sweep
 
     provenance()  # looked up now, not between a point's file and its results.json
