@@ -163,30 +163,11 @@ def run_grid(
     scales = init_scale_values(cfg, init_scales)
     cfgs = [variant(cfg, lr, s) for lr, s in itertools.product(lrs, scales)]
     check_memory(cfgs, len(steps))
-    n_h, V = len(cfg.sweep.heads), len(cfgs)
-    curves = {k: np.full((n_h, V, cfg.sweep.trials, len(steps)), np.nan) for k in metrics_of(cfg)}
-    diverged_at = np.full((n_h, V, cfg.sweep.trials), -1, dtype=np.int32)
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     drawn = prepare_data(cfg)  # the variants differ in η₀ and σ₀ only: one draw for all
-    for items, metrics, div_at in run_points(
-        cfgs, exp.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout
-    ):
-        for j, (i, v) in enumerate(items):
-            for k, values in metrics.items():  # per-head curves and snapshots: allocated as they first come
-                if k not in curves:
-                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan)
-                curves[k][i, v] = values[j]
-            diverged_at[i, v] = div_at[j]
-    results = [
-        SweepResult(
-            config=c,
-            heads=np.array(cfg.sweep.heads),
-            steps=steps,
-            curves={k: v[:, j] for k, v in curves.items()},
-            diverged_at=diverged_at[:, j],
-        )
-        for j, c in enumerate(cfgs)
-    ]
+    n_h = len(cfg.sweep.heads)
+    runs = run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
+    results = _variant_results(cfgs, steps, runs)
     for result in results:  # each variant's records and diagnostics, as run_sweep's
         add_records(result, (), drawn)
         if cfg.sweep.diagnostics:
@@ -195,3 +176,30 @@ def run_grid(
     for result in results:
         result.wall_time_s = wall
     return results
+
+
+def _variant_results(cfgs: list[Config], steps: np.ndarray, runs) -> list[SweepResult]:
+    """One SweepResult per variant config from ``run_points``' points (every H of every variant):
+    per-head curves and snapshots allocated as they first come."""
+    base = cfgs[0]
+    n_h, V, trials = len(base.sweep.heads), len(cfgs), base.sweep.trials
+    curves = {k: np.full((n_h, V, trials, len(steps)), np.nan) for k in metrics_of(base)}
+    diverged_at = np.full((n_h, V, trials), -1, dtype=np.int32)
+    for items, metrics, div_at in runs:
+        for j, (i, v) in enumerate(items):
+            for k, values in metrics.items():
+                if k not in curves:
+                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan)
+                curves[k][i, v] = values[j]
+            diverged_at[i, v] = div_at[j]
+    heads = np.array(base.sweep.heads)
+    return [
+        SweepResult(
+            config=c,
+            heads=heads,
+            steps=steps,
+            curves={k: v[:, j] for k, v in curves.items()},
+            diverged_at=diverged_at[:, j],
+        )
+        for j, c in enumerate(cfgs)
+    ]
