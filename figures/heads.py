@@ -76,8 +76,8 @@ def head_run(source, H=None, trial=0) -> HeadRun:
     names = [m.name for m in per_head_metrics() if m.name in curves and not m.pairwise]
     if not names:
         raise ValueError(
-            "these results hold no per-head curves: run the sweep with "
-            "sweep.head_metrics = 'on' (--head-metrics on)"
+            "these results hold no per-head curves (their metrics were not logged): run the sweep "
+            "with sweep.head_metrics = 'on' (--head-metrics on)"
         )
     heads = [int(h) for h in np.atleast_1d(curves["heads"])]
     H = max(heads) if H is None else _check_int("H", H)
