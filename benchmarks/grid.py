@@ -3,9 +3,9 @@
 For each grid preset (``dynamics.config.grid.GRID_PRESETS``), in this process, with the CPU split
 into one JAX device per core as the command lines do:
 
-- cold: ``grid_run.run_grid`` the first time: its compiles (JAX's compile events) and the
+- cold: ``grid_run.run_grid_experiment`` the first time: its compiles (JAX's compile events) and the
   simulation apart from them (``dynamics.infra.timings``);
-- warm: ``run_grid`` again, everything compiled: the simulation time after compile;
+- warm: ``run_grid_experiment`` again, everything compiled: the simulation time after compile;
 - loop (``--loop``): what a shell loop over ``python -m dynamics.run`` computes, in one
   process and warm: ``sweep.run_sweep`` of each grid point's configuration alone, summed
   (each grid point then fills the devices by itself, one compiled call after the other).
@@ -29,17 +29,17 @@ import time
 def _bench(name: str, loop: bool) -> dict:
     from dynamics.config.grid import grid_preset, resolve_grid
     from dynamics.infra.timings import Timings
-    from dynamics.sweeps.grid import run_grid
+    from dynamics.sweeps.grid import run_grid_experiment
     from dynamics.sweeps.sweep import run_sweep
 
     grid = resolve_grid(*grid_preset(name))
     timings = Timings().start()
     timings.listen()
-    run_grid(grid, progress=False)
+    run_grid_experiment(grid, progress=False)
     timings.stop()
     cold = timings.seconds()
     t0 = time.perf_counter()
-    run_grid(grid, progress=False)
+    run_grid_experiment(grid, progress=False)
     warm = time.perf_counter() - t0
     head_steps = sum(sum(c.sweep.heads) * c.sweep.trials * c.optim.steps for c in grid.points)
     row = {

@@ -18,7 +18,8 @@ if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C
 _EXPORTS = {
     "dynamics.api": ("load_results", "run_sweep", "with_overrides"),
     "dynamics.experiments.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
-    "dynamics.sweeps.sweep": ("SweepResult", "run_grid"),
+    "dynamics.sweeps.result": ("SweepResult",),
+    "dynamics.sweeps.sweep": ("run_grid",),
     "dynamics.config.schema": (
         "PRESETS",
         "Config",
@@ -94,4 +95,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         param_count,
     )
     from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
-    from dynamics.sweeps.sweep import SweepResult, run_grid  # noqa: F401
+    from dynamics.sweeps.result import SweepResult  # noqa: F401
+    from dynamics.sweeps.sweep import run_grid  # noqa: F401

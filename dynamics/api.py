@@ -3,7 +3,7 @@
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
 is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword; an
 enum member (``dynamics.Loss.EXP``) stands for its name. ``run_sweep`` returns a
-``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
 """
@@ -77,7 +77,7 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
     keywords (``data``, a data model object of your own; ``progress``, ``on_point``, ``devices``, …)
     pass through to ``dynamics.sweeps.sweep.run_sweep``."""
-    from dynamics.sweeps.sweep import as_config
+    from dynamics.sweeps.checks import as_config
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
@@ -101,8 +101,8 @@ def load_results(folder: str | Path):
     """
     import numpy as np
 
+    from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import load_results as load_files
-    from dynamics.sweeps.sweep import SweepResult
 
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))

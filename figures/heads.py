@@ -1,7 +1,9 @@
 """The per-head figure of one run of a sweep: what each head specialises in, from its results.
 
-For one run (one H, one trial) of a sweep that logged per-head curves (``head_*``,
-``sweep.head_metrics``; definitions in ``dynamics.core.heads``):
+For one run (one H, one trial) of a sweep that logged per-head curves (``sweep.head_metrics``;
+definitions in ``dynamics.core.heads``). What it draws is what the per-head metrics declare
+(``dynamics.parts.metrics``): a curve panel for each that names a ``panel``, a heatmap row for
+each of those per planted direction:
 
 - (a) heatmaps head × planted direction of |cos(U_h, direction)| (top row) and |cos(key
   direction of head h, direction)| (bottom row) at a few logged steps (default: the first after
@@ -27,6 +29,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from dynamics.parts.metrics import REGISTRY, per_head_metrics
 from figures.sweep import (
     DIVERGED_COLOR,
     describe,
@@ -43,8 +46,8 @@ STEP_MARK = "0.45"
 
 @dataclass(frozen=True)
 class HeadRun:
-    """One run's per-head curves: ``curves[name]`` (L, H[, P]) by the name without ``head_``
-    (head–head ``*_sim`` matrices left out), ``directions`` the P planted directions' names."""
+    """One run's per-head curves: ``curves[name]`` (L, H[, P or F]) by metric name (head–head
+    matrices left out), ``directions`` the P planted directions' names."""
 
     meta: dict
     H: int
@@ -70,11 +73,11 @@ def head_run(source, H=None, trial=0) -> HeadRun:
     """The run (H, trial) of a sweep (a ``SweepResult`` or a sweep's folder), its per-head curves
     checked; H=None: the sweep's largest H. A bad argument is a one-line ValueError/TypeError."""
     meta, curves = sweep_data(source)
-    names = [k for k in curves if k.startswith("head_") and not k.endswith("_sim")]
+    names = [m.name for m in per_head_metrics() if m.name in curves and not m.pairwise]
     if not names:
         raise ValueError(
-            "these results hold no per-head curves (head_*): run the sweep with "
-            "sweep.head_metrics = 'on' (--head-metrics on)"
+            "these results hold no per-head curves (their metrics were not logged): run the sweep "
+            "with sweep.head_metrics = 'on' (--head-metrics on)"
         )
     heads = [int(h) for h in np.atleast_1d(curves["heads"])]
     H = max(heads) if H is None else _check_int("H", H)
@@ -87,11 +90,12 @@ def head_run(source, H=None, trial=0) -> HeadRun:
             f"trial={trial} is out of range: this sweep ran {div.shape[1]} trials (0 to {div.shape[1] - 1})"
         )
     i = heads.index(H)
-    per = {k[len("head_") :]: np.asarray(curves[k], float)[i, trial, :, :H] for k in names}
-    P = per["u_cos"].shape[-1] if "u_cos" in per else 0
+    per = {k: np.asarray(curves[k], float)[i, trial, :, :H] for k in names}
+    planted = [k for k in names if REGISTRY[k].kind == "planted"]
+    P = per[planted[0]].shape[-1] if planted else 0
     directions = [str(d) for d in meta.get("directions") or [f"direction {p}" for p in range(P)]]
     if P and len(directions) != P:
-        raise ValueError(f"the results name {len(directions)} planted directions but head_u_cos has {P}")
+        raise ValueError(f"the results name {len(directions)} planted directions but {planted[0]} has {P}")
     steps = np.asarray(curves["steps"])
     return HeadRun(meta, H, trial, steps, per, directions if P else [], int(div[i, trial]))
 
@@ -149,26 +153,36 @@ def _key_labels(config: dict) -> tuple[str, str]:
 
 
 def _panels(run: HeadRun) -> tuple[list[tuple[str, str]], list[str]]:
-    """The curve panels with data, (curve name, y label), and the notes on those left out."""
-    key_dir, key_norm = _key_labels(run.meta["config"])
+    """The curve panels with data, (curve name, y label), and the notes on those left out: each
+    per-head metric that declares a ``panel``, in the registry's order."""
+    labels = _labels(run)
     panels, notes = [], []
-    if _finite(run.curves.get("attn_relevant")):
-        panels.append(("attn_relevant", "attention on relevant tokens"))
-    else:
-        notes.append("attention on relevant tokens (this data model marks none)")
-    cos = [
-        (n, label)
-        for n, label in (("u_cos", "|cos(U_h, best direction)|"), ("key_cos", f"|cos({key_dir}, best dir.)|"))
-    ]
-    panels += [(n, label) for n, label in cos if _finite(run.curves.get(n))]
-    if not _finite(run.curves.get("u_cos")):
+    planted = _planted(run)
+    if not planted:
         notes.append("|cos| with planted directions (these results name none)")
-    elif not _finite(run.curves.get("key_cos")):
-        notes.append("the key direction's |cos| with planted directions (not in these results)")
-    for name, label in (("u_norm", "‖U_h‖"), ("key_norm", key_norm)):
-        if _finite(run.curves.get(name)):
-            panels.append((name, label))
+    for m in per_head_metrics():
+        if m.panel is None:
+            continue
+        if _finite(run.curves.get(m.name)):
+            panels.append((m.name, m.panel.format(**labels)))
+        elif m.absent is not None and (planted or m.kind != "planted"):
+            notes.append(m.absent)
     return panels, notes
+
+
+def _labels(run: HeadRun) -> dict[str, str]:
+    """The words a metric's label names by key: this run's key direction and key-query norm."""
+    key_dir, key_norm = _key_labels(run.meta["config"])
+    return {"key_dir": key_dir, "key_norm": key_norm}
+
+
+def _planted(run: HeadRun) -> list[str]:
+    """The per-planted-direction metrics drawn (a heatmap row each), with data in this run."""
+    return [
+        m.name
+        for m in per_head_metrics()
+        if m.kind == "planted" and m.panel is not None and _finite(run.curves.get(m.name))
+    ]
 
 
 def _heatmap(ax, values: np.ndarray, colors: list, show_values: bool, diverged: bool):
@@ -209,11 +223,10 @@ def _heatmap(ax, values: np.ndarray, colors: list, show_values: bool, diverged: 
 
 
 def _draw_heatmaps(sub, run: HeadRun, steps: list[int], colors: list) -> None:
-    """(a): |cos| of U_h (and of the key direction) with each planted direction at ``steps``."""
-    key_dir, _ = _key_labels(run.meta["config"])
-    rows = [("u_cos", "|cos(U_h, ·)|")]
-    if _finite(run.curves.get("key_cos")):
-        rows.append(("key_cos", f"|cos({key_dir}, ·)|"))
+    """(a): |cos| of U_h (and of the key direction) with each planted direction at ``steps``: a
+    row per per-planted-direction metric with data."""
+    labels = _labels(run)
+    rows = [(name, REGISTRY[name].label.format(**labels)) for name in _planted(run)]
     axes = sub.subplots(len(rows), len(steps), squeeze=False)
     at = {int(s): j for j, s in enumerate(run.steps)}
     P = len(run.directions)
@@ -273,13 +286,13 @@ def _best(run: HeadRun, name: str) -> np.ndarray | None:
 def _curve(ax, run: HeadRun, name: str, colors: list) -> None:
     """One curve panel: a line per head; for a |cos| the one with the head's best direction."""
     values = run.curves[name]
-    best = _best(run, name) if values.ndim == 3 else None
+    best = _best(run, name) if REGISTRY[name].kind == "planted" else None
     for h in range(run.H):
         if best is not None and best[h] < 0:
             continue
         y = values[:, h, best[h]] if best is not None else values[:, h]
         ax.plot(run.steps, y, color=colors[h], lw=1.6)
-    if name.endswith("cos") or name == "attn_relevant":
+    if REGISTRY[name].unit:
         ax.set_ylim(-0.02, 1.02)
     _time_axis(ax, run.steps)
 
@@ -287,8 +300,8 @@ def _curve(ax, run: HeadRun, name: str, colors: list) -> None:
 def _head_label(run: HeadRun, h: int, best: dict[str, np.ndarray | None]) -> str:
     """'head 0: U → mu_plus, key → mu_minus' (the directions its |cos| curves follow)."""
     parts = [
-        f"{what} → {run.directions[b[h]] if b[h] >= 0 else '–'}"
-        for what, b in (("U", best["u_cos"]), ("key", best["key_cos"]))
+        f"{REGISTRY[name].tag} → {run.directions[b[h]] if b[h] >= 0 else '–'}"
+        for name, b in best.items()
         if b is not None
     ]
     return f"head {h}" + (f": {', '.join(parts)}" if parts else "")
@@ -304,7 +317,7 @@ def _draw_curves(sub, run: HeadRun, panels, steps: list[int] | None, colors: lis
             ax.axvline(s, color=STEP_MARK, lw=0.9, ls=":", zorder=1)
         if run.diverged_at >= 0:
             ax.axvline(run.diverged_at, color=DIVERGED_COLOR, lw=1.4, ls="--", zorder=4)
-    best = {name: _best(run, name) for name in ("u_cos", "key_cos")}
+    best = {name: _best(run, name) for name in _planted(run)}
     handles = [Line2D([], [], color=c, lw=2, label=_head_label(run, h, best)) for h, c in enumerate(colors)]
     if steps:
         handles.append(Line2D([], [], color=STEP_MARK, lw=0.9, ls=":", label="heatmap steps"))
@@ -365,11 +378,11 @@ def heads_figure(source, H=None, trial=0, steps=None) -> Figure:
 def draw_heads(run: HeadRun, steps: list[int]) -> Figure:
     """The figure of ``heads_figure`` from a checked ``HeadRun`` and its heatmaps' steps."""
     panels, notes = _panels(run)
-    has_maps = _finite(run.curves.get("u_cos"))
+    has_maps = bool(_planted(run))
     colors = head_palette(run.H)
     set_theme()
     width = max(3.6 * len(panels) + 1.6, 3.0 * len(steps) + 2.0 if has_maps else 0.0, 9.0)
-    map_rows = 1 + _finite(run.curves.get("key_cos")) if has_maps else 0
+    map_rows = len(_planted(run))
     map_height = map_rows * (0.28 * run.H + 1.3) + 0.6
     curve_height = 3.6
     fig = plt.figure(figsize=(width, map_height * has_maps + curve_height + 1.0), layout="constrained")

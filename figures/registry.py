@@ -112,7 +112,7 @@ def sweep_entry(
     if not callable(plot):
         raise TypeError(f"plot={plot!r:.60} must be callable as plot(results_dir, stem)")
     if isinstance(config, str):
-        from dynamics.sweeps.sweep import as_config
+        from dynamics.sweeps.checks import as_config
 
         as_config(config, "sweep_entry")  # a bottleneck preset is not a sweep
         if description is None:
@@ -149,9 +149,9 @@ def grid_entry(name: str) -> Entry:
     grid = resolve_grid(*grid_preset(name))
 
     def produce(results_dir: Path, progress: bool) -> None:
-        from dynamics.sweeps.grid import run_grid, write_grid  # JAX: only when the grid runs
+        from dynamics.sweeps.grid import run_grid_experiment, write_grid  # JAX: only when the grid runs
 
-        result = run_grid(grid, progress=progress)
+        result = run_grid_experiment(grid, progress=progress)
         result.extra.update(complete=True)
         write_grid(result, results_dir)
 

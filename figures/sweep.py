@@ -135,7 +135,7 @@ def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -
 def _check_curves(ax, curves, metrics) -> dict:
     """The arrays of a sweep, ``curves`` as ``sweep_data`` gives them (a SweepResult is taken as
     its arrays), checked: heads (n,), steps (L,), diverged_at (n, trials), each metric (n, trials, L)."""
-    from dynamics.sweeps.sweep import SweepResult
+    from dynamics.sweeps.result import SweepResult
 
     if not hasattr(ax, "plot"):
         raise TypeError(f"ax={ax!r:.60} must be a matplotlib Axes")
@@ -311,8 +311,8 @@ def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
 def sweep_data(source) -> tuple[dict, dict]:
     """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder
     (or its results.json); a grid, a bottleneck run or anything else is refused (ValueError/TypeError)."""
+    from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import read_folder
-    from dynamics.sweeps.sweep import SweepResult
 
     if isinstance(source, SweepResult):
         meta = {"config": source.config.resolved().to_dict(), **source.extra}

@@ -10,8 +10,8 @@ import pytest
 
 import dynamics
 from dynamics import ConfigError, load_results, run_grid, run_sweep
+from dynamics.sweeps.result import SweepResult
 from dynamics.sweeps.results import write_results
-from dynamics.sweeps.sweep import SweepResult
 
 # The shapes of tests/test_api.py's sweep: its compiled program is reused where a worker ran it.
 SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, width=8, irrelevant_means=2)
@@ -152,23 +152,26 @@ def test_diagnostics_survive_loading_and_the_dataframe(result, tmp_path):
 
 
 def test_a_diagnostics_run_loads_back_whole(tmp_path):
-    """``--diagnostics all`` as the command line runs it (run_checkpointed, then the timings added
-    to results.json): load_results gives every curve, the diagnostics' included, equal to
-    run_sweep's (NaN-aware), its diagnostics summary, and every field the run put in results.json."""
+    """``--diagnostics all`` as the command line runs it (run_checkpointed, its ``finish`` putting the
+    timings into the result before its one write): load_results gives every curve, the diagnostics'
+    included, equal to run_sweep's (NaN-aware), its diagnostics summary, and every field the run
+    put in results.json."""
     from dynamics.sweeps.checkpoint import run_checkpointed
-    from dynamics.sweeps.results import add_to_results
 
     tiny = dict(heads=[2], steps=4, trials=1, n_train=12, n_test=8, tokens=4, width=4, irrelevant_means=2)
     cfg = dynamics.with_overrides(None, data_model="mixture", log_every=1, diagnostics="all", **tiny)
-    ran = run_checkpointed(cfg, tmp_path, progress=False)  # run_sweep's result, with complete and device
-    add_to_results(tmp_path, timings={"total": 1.0})
+
+    def finish(result):
+        result.extra["timings"] = {"total": 1.0}
+
+    ran = run_checkpointed(cfg, tmp_path, progress=False, finish=finish)  # with complete and device
     back = load_results(tmp_path)
     assert {"sharpness", "kernel_distance", "maxmargin_cos", "diagnostic_steps"} <= set(back.curves)
     assert set(back.curves) == set(ran.curves)
     for name, curve in ran.curves.items():
         np.testing.assert_array_equal(back.curves[name], curve, err_msg=name)  # NaN == NaN here
     np.testing.assert_array_equal(back.diverged_at, ran.diverged_at)
-    assert back.extra == {**ran.extra, "timings": {"total": 1.0}}  # complete, device, diagnostics
+    assert back.extra == ran.extra and ran.extra["timings"] == {"total": 1.0}  # complete, device, …
     assert back.extra["diagnostics"]["svm_status"] == ["optimal"]
 
 

@@ -210,8 +210,8 @@ def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
 def test_every_command_line_uses_the_shared_parser():
     from dynamics.cli import bottleneck as bottleneck_cli
     from dynamics.cli.common import OneLineParser
+    from dynamics.cli.figures import build_parser as figures_parser
     from dynamics.demo.__main__ import build_parser as demo_parser
-    from figures.__main__ import build_parser as figures_parser
 
     for p in (cli.build_parser(), bottleneck_cli.build_parser(), demo_parser(), figures_parser([])):
         assert isinstance(p, OneLineParser)

@@ -21,11 +21,11 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import figures.registry as registry  # noqa: E402
+from dynamics.cli.figures import GALLERY_WIDTH, main  # noqa: E402
 from dynamics.config.schema import apply_overrides, preset, validate  # noqa: E402
 from dynamics.infra.files import atomic_write_bytes  # noqa: E402
 from dynamics.sweeps.results import load_results, write_results  # noqa: E402
 from dynamics.sweeps.sweep import run_sweep  # noqa: E402
-from figures.__main__ import GALLERY_WIDTH, main  # noqa: E402
 from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402
 from figures.sweep import plot_final_vs_heads, plot_sweep  # noqa: E402
 

@@ -15,10 +15,10 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from test_figures import check_pdf, check_png  # noqa: E402
 
 from dynamics import run_sweep  # noqa: E402
+from dynamics.cli.figures import main  # noqa: E402
 from dynamics.config.schema import preset  # noqa: E402
 from dynamics.sweeps.results import write_results  # noqa: E402
 from figures import heads_figure, plot_heads  # noqa: E402
-from figures.__main__ import main  # noqa: E402
 from figures.heads import DIVERGED_COLOR, choose_steps, head_palette, head_run  # noqa: E402
 
 DIRECTIONS = ["k_star_0", "k_star_1", "v_star_0", "v_star_1"]

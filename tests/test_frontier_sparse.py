@@ -13,7 +13,7 @@ import pytest
 from dynamics.config.grid import grid_preset, resolve_grid
 from dynamics.config.schema import apply_overrides, resolve
 from dynamics.experiments import sparse_token as st
-from dynamics.sweeps.sweep import _prepare, planted_directions, run_sweep
+from dynamics.sweeps.sweep import planted_directions, prepare_data, run_sweep
 
 
 def small(n_train=40, d=24, trials=2, **data):
@@ -69,7 +69,7 @@ def test_two_steps_agree_with_a_float64_numpy_reference(x64, two_steps):
     if x64:
         with jax.enable_x64(True):
             result = run_sweep(cfg, progress=False)
-    data, _, _ = _prepare(cfg.config)
+    data, _, _ = prepare_data(cfg.config)
     X, y = np.asarray(data.X_train[0], np.float64), np.asarray(data.y_train[0], np.float64)
     ref = st.two_steps_reference(X, y, lr=0.5)
     for step, theta in ((1, ref[0]), (2, ref[1])):

@@ -114,7 +114,7 @@ def test_attention_is_a_categorical_grid_knob():
 
 @pytest.mark.stress  # long: `make stress` and CI run it
 def test_tiny_grid_over_activations(tmp_path):
-    from dynamics.sweeps.grid import format_grid_table, run_grid, write_grid
+    from dynamics.sweeps.grid import format_grid_table, run_grid_experiment, write_grid
     from dynamics.sweeps.sweep import run_sweep
     from figures.specialisation import plot_specialisation_grid
 
@@ -125,7 +125,7 @@ def test_tiny_grid_over_activations(tmp_path):
     )
     base = dataclasses.replace(base, sweep=dataclasses.replace(base.sweep, log_points=3, save_params=False))
     grid = resolve_grid(base, {"attention": "softmax,softmax1"})
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     result.extra.update(complete=True)
     alone = run_sweep(grid.points[1], progress=False)  # softmax1: its own program, not softmax's
     np.testing.assert_array_equal(result.point(1).curves["test_loss"], alone.curves["test_loss"])

@@ -13,7 +13,13 @@ from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
 from dynamics.core import engine
 from dynamics.infra import executables
-from dynamics.sweeps.grid import load_points, run_grid, run_grid_checkpointed, summary_frame, write_grid
+from dynamics.sweeps.grid import (
+    load_points,
+    run_grid_checkpointed,
+    run_grid_experiment,
+    summary_frame,
+    write_grid,
+)
 from dynamics.sweeps.sweep import run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +112,7 @@ def test_a_grid_point_equals_its_configuration_run_alone(init):
     if init == "normal":
         axes["init_scale"] = [0.5, 1.0]
     grid = resolve_grid(cfg, axes)
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     assert result.curves["train_loss"].shape == (2, *grid.shape, 2, len(grid.base.steps))
     for k, point_cfg in enumerate(grid.points):
         alone, point = run_sweep(point_cfg, progress=False), result.point(k)
@@ -126,13 +132,13 @@ def test_a_mixed_grid_compiles_one_program_per_shape():
         return jitted._cache_size() + sum(key.startswith("engine.") for key in executables._loaded)
 
     before = programs()
-    run_grid(grid, progress=False)
+    run_grid_experiment(grid, progress=False)
     assert programs() - before == 2
 
 
 def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
     grid = resolve_grid(small(optim={"loss": "exp"}), {"lr": [0.5, 1e5], "noise": [1.0, 2.0]})
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     result.extra["complete"] = True
     write_grid(result, tmp_path)
     import pandas as pd
@@ -318,7 +324,7 @@ def test_a_grid_over_knobs_draws_a_panel_per_h_the_gain_and_names_each_fixed_val
 def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from figures.__main__ import main
+    from dynamics.cli.figures import main
     from figures.phase import plot_grid
 
     folder, figs = fake_grid_folder(tmp_path / "g"), drawn_figures(monkeypatch)
@@ -411,7 +417,7 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
     grid = resolve_grid(
         tiny(head_metrics="on", diagnostics=("kernel",)), {"noise": [0.5, 1.5], "lr": [0.5, 1.0]}
     )
-    result = run_grid(grid, progress=False)
+    result = run_grid_experiment(grid, progress=False)
     assert "head_attn_sim" in result.curves and "kernel_distance" in result.curves
     result.extra["complete"] = True
     write_grid(result, tmp_path / "g")
@@ -479,3 +485,24 @@ def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
     alone = run_sweep(grid.points[1], progress=False)
     assert alone.params and set(load_results(tmp_path).point(1).params) == set(alone.params)
     assert_same_point(load_results(tmp_path).point(1), alone)
+
+
+def test_a_grid_over_the_width_keeps_snapshots_of_every_width(tmp_path):
+    """A grid over d with snapshots: each point's θ has its own shapes (W is d × d). They are kept,
+    NaN-padded to the largest d, and each point's equals its configuration run alone (the grid
+    once ran every point, then failed to store the second width and lost them all)."""
+    from dynamics import load_results
+
+    grid = resolve_grid(tiny(save_params=True, head_metrics="off"), {"d": [6, 8]})
+    run_grid_checkpointed(grid, tmp_path, progress=False)
+    with np.load(tmp_path / "params.npz") as z:
+        assert z["W"].shape[-2:] == (8, 8) and z["U"].shape[-1] == 8  # (H, d, trials, L, H_max, d, d)
+    back = load_results(tmp_path)
+    for k, d in enumerate((6, 8)):
+        alone = run_sweep(grid.points[k], progress=False)
+        for name, theta in alone.params.items():
+            got = back.point(k).params[name]
+            cut = got[(..., *(slice(0, n) for n in theta.shape[4:]))] if theta.ndim > 4 else got
+            np.testing.assert_array_equal(cut, theta, err_msg=f"d={d} {name}")
+            padding = got.size - theta.size  # beyond this d: NaN, and nothing else is (heads past H were)
+            assert np.isnan(got).sum() == np.isnan(theta).sum() + padding

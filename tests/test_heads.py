@@ -11,8 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, resolve
 from dynamics.core import heads
+from dynamics.parts import uses_fast_path
 from dynamics.sweeps import sweep
 
 
@@ -80,7 +81,7 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
     cfg = tiny(query, attention)
     with jax.enable_x64(True):
         result = sweep.run_sweep(cfg, progress=False)
-        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+        data, _, _ = sweep.prepare_data(resolve(cfg).config)
     X_test, mask = np.asarray(data.X_test, np.float64), np.asarray(data.mask_test, np.float64)
     # DM1's planted directions, named in sorted order: the unit class means ±e_0, the irrelevant e_2, e_3
     assert result.extra["directions"] == ["mu_minus", "mu_plus", "nu_0", "nu_1"]
@@ -101,7 +102,7 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
 
 def test_the_fast_path_stands_for_identical_heads():
     cfg = tiny("first", "softmax", init="zero")
-    assert sweep.uses_fast_path(cfg)
+    assert uses_fast_path(cfg)
     fast = sweep.run_sweep(cfg, progress=False)
     full = sweep.run_sweep(
         Config(**{**cfg.__dict__, "sweep": SweepConfig(**{**cfg.sweep.__dict__, "fast_path": False})}),
@@ -166,7 +167,7 @@ def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
     )
     with jax.enable_x64(True):
         result = sweep.run_sweep(cfg, progress=False)
-        data, _, _ = sweep._prepare(sweep.resolve(cfg).config)
+        data, _, _ = sweep.prepare_data(resolve(cfg).config)
     feats = np.asarray(data.features_test, np.float64)  # (trials, n, F, T)
     assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
     np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union
@@ -190,3 +191,25 @@ def test_a_feature_no_example_holds_is_nan():
     features[:, 0, 1] = True
     got = np.asarray(heads.attention_per_feature(jax.numpy.asarray(share, "float32"), features))
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
+
+
+def test_every_per_head_metric_is_declared_with_the_kind_its_shape_has():
+    """What ``head_metrics`` computes is what the registry declares: each name registered, each
+    array's shape the one its kind says (S slots, P planted directions, F features), and every
+    declared per-head metric computed."""
+    from dynamics.core.model import init_params
+    from dynamics.parts.metrics import REGISTRY, per_head_metrics
+
+    S, P, F, n, T, d = 3, 2, 4, 5, 6, 7
+    params = init_params(jax.random.key(0), S, d, init="normal", scale=1.0)
+    rng = np.random.default_rng(0)
+    A = jax.nn.softmax(rng.normal(size=(n, S, T)), axis=-1)
+    mask = rng.random((n, T)) < 0.5
+    directions = rng.normal(size=(P, d))
+    features = rng.random((n, F, T)) < 0.3
+    out = heads.head_metrics(params, A, mask, directions, True, features)
+    assert set(out) == {m.name for m in per_head_metrics()}
+    for name, value in out.items():
+        want = REGISTRY[name].trailing(S, P, F)
+        assert value.shape == want, (name, REGISTRY[name].kind)
+        assert REGISTRY[name].numbers(S, P, F) == value.size

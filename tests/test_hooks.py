@@ -98,7 +98,9 @@ def test_programs_with_user_metrics_are_not_kept_on_disk():
     [
         ([u_norms], TypeError, "must be a dict"),
         ({"test_loss": u_norms}, ConfigError, "taken by mhsim"),
-        ({"head_mine": u_norms}, ConfigError, "taken by mhsim"),
+        ({"head_u_cos": u_norms}, ConfigError, "taken by mhsim"),  # a registered per-head metric
+        ({"param_W": u_norms}, ConfigError, "taken by mhsim"),  # a snapshot's curve
+        ({"planted_mine": u_norms}, ConfigError, "taken by mhsim"),  # the planted directions' keys
         ({"sharpness": u_norms}, ConfigError, "taken by mhsim"),
         ({"not a name": u_norms}, ConfigError, "identifier"),
         ({3: u_norms}, ConfigError, "identifier"),

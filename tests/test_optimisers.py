@@ -29,7 +29,7 @@ from dynamics.core import engine
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.data import Data
-from dynamics.sweeps.sweep import _prepare, run_sweep, trial_keys
+from dynamics.sweeps.sweep import prepare_data, run_sweep, trial_keys
 
 N, STEPS = 24, 12
 
@@ -84,7 +84,7 @@ def ref_train(cfg: Config, trial: int, H: int, **rules) -> float:
 
 
 def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, sphere=False) -> float:
-    data, _, init_keys = _prepare(cfg)
+    data, _, init_keys = prepare_data(cfg)
     X, y = (np.asarray(a[trial], np.float64) for a in (data.X_train, data.y_train))
     d, o = X.shape[-1], cfg.optim
     p = mdl.init_params(jnp.asarray(init_keys[trial]), H, d, init=cfg.model.init, scale=1.0)
@@ -362,7 +362,7 @@ def test_online_batches_are_the_data_models_samples_of_the_trials_world():
     from dynamics.sweeps.sweep import program_for
 
     cfg = online()
-    data, _, _ = _prepare(cfg)
+    data, _, _ = prepare_data(cfg)
     prog = program_for(cfg, 1, 6, [0, STEPS])
     one = jax.tree_util.tree_map(lambda a: a[1], data)  # trial 1, its world included
     key = engine.minibatch_key(trial_keys(cfg)[1])
@@ -397,7 +397,7 @@ def test_online_logs_the_training_loss_of_the_next_updates_batch():
     cfg = online(heads=(3,), steps=8)
     with jax.enable_x64(True):
         result = run_sweep(cfg, progress=False)
-        data, _, _ = _prepare(cfg)
+        data, _, _ = prepare_data(cfg)
     prog = program_for(cfg, 1, 6, [0, 8])
     for t in range(2):
         one = jax.tree_util.tree_map(lambda a, t=t: a[t], data)

@@ -105,7 +105,7 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
     def no_compute(*a, **k):
         raise AssertionError("a finished sweep must not be recomputed on --resume")
 
-    monkeypatch.setattr(dynamics.sweeps.sweep, "_run_points", no_compute)
+    monkeypatch.setattr(dynamics.sweeps.sweep, "run_points", no_compute)
     again = run_checkpointed(cfg, out, resume=True, progress=False)
     np.testing.assert_array_equal(first.curves["train_loss"], again.curves["train_loss"])
     assert load_points(out, "another-hash") == {}

@@ -21,7 +21,7 @@ from dynamics.core import model
 from dynamics.core.data import train_relevant_tokens
 from dynamics.core.engine import METRICS
 from dynamics.sweeps.results import results_dict, write_results
-from dynamics.sweeps.sweep import _prepare, run_sweep
+from dynamics.sweeps.sweep import prepare_data, run_sweep
 from dynamics.theory import diagnostics as dg
 from dynamics.theory import replay as theory
 
@@ -51,7 +51,7 @@ def reference_states(cfg: Config, steps):
     adam, float64, on the sweep's data and init keys; with X, y and the loss function."""
     cfg = resolve(cfg).config
     H, m, o = cfg.sweep.heads[0], cfg.model, cfg.optim
-    data, _, keys = _prepare(cfg)
+    data, _, keys = prepare_data(cfg)
     X, y = jnp.asarray(data.X_train[0], jnp.float64), jnp.asarray(data.y_train[0], jnp.float64)
     scale = {"scale": m.init_scale} if m.init == "normal" else {}  # the zero init takes no scale
     p = model.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)

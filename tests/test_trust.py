@@ -17,7 +17,7 @@ import pytest
 
 from dynamics.cli import run as cli
 from dynamics.config.schema import Config, ConfigError, DataConfig, OptimConfig, SweepConfig, digest, resolve
-from dynamics.infra import resources
+from dynamics.sweeps import memory as resources
 from dynamics.sweeps.checkpoint import LOCK, load_points, run_checkpointed, save_point
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import sys
 
 COMMANDS = {
     "run": ("dynamics.cli.run", "simulate a sweep over the number of heads (python -m dynamics.run)"),
-    "figures": ("figures.__main__", "regenerate the registered figures (python -m figures)"),
+    "figures": ("dynamics.cli.figures", "regenerate the registered figures (python -m figures)"),
     "demo": ("dynamics.demo.__main__", "a teaching demo (python -m dynamics.demo)"),
 }
 USAGE = "usage: mhsim {run,figures,demo} [ARGS ...]   (mhsim COMMAND --help for its flags)"

@@ -62,9 +62,9 @@ from dynamics.config.schema import (
 )
 from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
-from dynamics.infra.resources import check_sweep
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
+from dynamics.sweeps.memory import check_memory
 
 # flag, section, field, type, choices, help. A part's choices are its live registry (argparse lists
 # and checks them through iteration and ``in``), its help the registry's: a registered part is a
@@ -471,9 +471,9 @@ def _imports(args: argparse.Namespace, timings: Timings) -> None:
     timings.listen()
 
 
-def _run(exp: Experiment, args: argparse.Namespace, out: Path):
+def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
     """The checkpointed sweep on the devices and in the precision that --device, --x64 and
-    --distributed ask for."""
+    --distributed ask for; ``finish(result)`` runs before its results are written (once)."""
     import contextlib
 
     import jax
@@ -499,7 +499,9 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path):
         stack.enter_context(jax.default_device(local[0]))
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
-        return run_checkpointed(exp, out, resume=args.resume, progress=not args.quiet, devices=devices)
+        return run_checkpointed(
+            exp, out, resume=args.resume, progress=not args.quiet, devices=devices, finish=finish
+        )
 
 
 def _warn_identical(cfg: Config) -> None:
@@ -559,7 +561,10 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
     try:
         exp = config_from_args(args)  # validation first: errors come before any heavy import
         base = exp.base if isinstance(exp, GridExperiment) else exp
-        check_sweep(base, x64=args.x64)  # and the memory it needs, before anything is allocated
+        # and the memory it needs (a grid: its largest point), before anything is allocated
+        check_memory(
+            exp.points if isinstance(exp, GridExperiment) else [base.config], len(base.steps), args.x64
+        )
         cfg = base.config
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
@@ -569,34 +574,38 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         if not args.no_figure:  # (not jax.process_index(): that would start JAX before --distributed)
             import_plotting_meanwhile()
         where["out"] = out
-        result = _run(exp, args, out)
+        paths: list[Path] = []
+        result = _run(exp, args, out, lambda result: _finish(exp, result, out, args, timings, paths))
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not _is_main_process():
         return 0
     _report(exp, result, out)
+    for path in paths:
+        print(f"wrote {path}")
+    if args.timings:
+        print(timings.report())
+    return 0
+
+
+def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, paths: list[Path]) -> None:
+    """Before the results are written, once: the figures drawn from the result in memory, and the
+    timings (up to here) put into it for results.json."""
     if not args.no_figure:
         with timings.phase("imports"):
             use_file_backend()
             from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
             from figures.sweep import plot_sweep
         with timings.phase("plotting"):
-            plot = plot_grid if isinstance(exp, GridExperiment) else plot_sweep
-            paths = plot(out, out / "figure")
-            if cfg.sweep.diagnostics and not isinstance(exp, GridExperiment):  # a grid's: per point
+            grid = isinstance(exp, GridExperiment)
+            paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
+            if result.config.sweep.diagnostics and not grid:  # a grid's: per point
                 from figures.theory import plot_diagnostics
 
-                paths += plot_diagnostics(out, out / "diagnostics")
-        for path in paths:
-            print(f"wrote {path}")
+                paths += plot_diagnostics(result, out / "diagnostics")
     timings.stop()
-    from dynamics.sweeps.results import add_to_results
-
-    add_to_results(out, timings=timings.to_dict())
-    if args.timings:
-        print(timings.report())
-    return 0
+    result.extra["timings"] = timings.to_dict()
 
 
 if __name__ == "__main__":

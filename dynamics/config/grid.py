@@ -41,7 +41,7 @@ from dynamics.config.schema import (
     resolve,
     unknown_preset,
 )
-from dynamics.parts.metrics import head_metrics_on
+from dynamics.parts.metrics import head_metrics_on, metrics_of, per_head_metrics
 
 # knob name -> (section, field, int or float): the numeric knobs that take several values.
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
@@ -213,17 +213,17 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
 def estimate(grid: GridExperiment) -> tuple[float, float]:
     """(GiB of result curves, hours of CPU simulation) the grid would take, roughly.
 
-    Curves: 9 metrics × L logged steps × 8 bytes per run, and with the per-head metrics
-    (``sweep.head_metrics``) H_max·(8 + 2·d + 3·H_max) more per step (as
-    ``dynamics.infra.resources`` counts them, P planted directions bounded by d). Time:
+    Curves: the run's metrics × L logged steps × 8 bytes per run, and with the per-head metrics
+    (``sweep.head_metrics``) the numbers each declares per step (``Metric.numbers``, as
+    ``dynamics.sweeps.memory`` counts them, P planted directions and F features bounded by d). Time:
     ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
     n examples), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
-    per_step = 9.0
+    per_step = float(len(metrics_of(grid.base.config)))
     if head_metrics_on(grid.base.config):
         h_max, d = max(grid.base.config.sweep.heads), max(cfg.data.d or 32 for cfg in grid.points)
-        per_step += h_max * (8 + 2 * d + 3 * h_max)
+        per_step += sum(m.numbers(h_max, P=d, F=d) for m in per_head_metrics())
     gib = grid.n_runs * L * per_step * 8 / 2**30
     flop = 0.0
     for cfg in grid.points:

@@ -75,7 +75,7 @@ from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
-from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, metric_names  # noqa: F401
+from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, is_per_slot, metric_names, snapshot_name  # noqa: F401
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
     from dynamics.core.data import Data
@@ -241,7 +241,7 @@ def evaluate(
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
         out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
     if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
-        out.update({f"param_{k}": v for k, v in params.items()})
+        out.update({snapshot_name(k): v for k, v in params.items()})
     if parts.LOSSES[loss].task == "regression":
         floor = getattr(data, "noise_floor", None)
         floor = jnp.nan if floor is None else floor
@@ -269,8 +269,8 @@ def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test)
 
 def per_slot_key(name: str) -> bool:
     """A logged array with one entry per head slot (S, …), not per run (R,): the per-head metrics and
-    the heads' parameters (the bias is per run)."""
-    return name.startswith("head_") or (name.startswith("param_") and name != "param_b")
+    the heads' parameters (the bias is per run), as their metrics declare (``dynamics.parts.metrics``)."""
+    return is_per_slot(name)
 
 
 def _head_size(prog: Program) -> int | None:
@@ -392,7 +392,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite (SGD: on its batch). Its heads are not frozen: they only touch their own run's
         # numbers, which are masked from that step on; the last update's parameters are checked
-        # by the final evaluation (sweep._run_points).
+        # by the final evaluation (sweeps.execute.run_points).
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
         return p, state, div_at
 

@@ -336,9 +336,10 @@ def init_sphere(
     return {k: unit_rows(v) if k in SPHERE_PARAMS else v for k, v in params.items()}
 
 
-def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
-    """A scalar as is, or a per-head (S,) vector reshaped to (S, 1, …) to broadcast against
-    ``like``, an array with the head axis first."""
+def per_head(v: jax.Array | float, like: jax.Array) -> jax.Array:
+    """A scalar as is (as an array), or a per-head (S,) vector reshaped to (S, 1, …) to broadcast
+    against ``like``, an array with the head axis first."""
+    v = jnp.asarray(v)
     return v if v.ndim == 0 else v.reshape(v.shape + (1,) * (like.ndim - 1))
 
 

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from dynamics import parts
-from dynamics.core.model import unit_rows
+from dynamics.core.model import per_head, unit_rows
 
 Params = dict[str, jax.Array]
 
@@ -47,13 +47,6 @@ def direction(name: str) -> optax.GradientTransformation:
 def make_optimizer(name: str, lr: Any) -> optax.GradientTransformation:
     """optax's sgd(η) or adam(η), built as optax builds them: ``direction`` then × (−η)."""
     return optax.chain(direction(name), optax.scale_by_learning_rate(lr))
-
-
-def per_head(v: jax.Array, like: jax.Array) -> jax.Array:
-    """A scalar as is, or a per-head (S,) vector reshaped to (S, 1, …) to broadcast against
-    ``like``, an array with the head axis first."""
-    v = jax.numpy.asarray(v)
-    return v if v.ndim == 0 else v.reshape(v.shape + (1,) * (like.ndim - 1))
 
 
 def per_head_gradient(grads: Params, weight: jax.Array) -> Params:

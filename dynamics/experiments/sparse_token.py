@@ -44,7 +44,7 @@ def key(name: str = NAME) -> str:
 def signal_directions(cfg) -> np.ndarray:
     """(trials, d): each trial's ξ, as the sweep of ``cfg`` draws it. ξ comes from the trial's
     setup key alone, so it is drawn with n_train = n_test = 1 (the same ξ, no large data draw)."""
-    from dynamics.sweeps.sweep import planted_directions
+    from dynamics.sweeps.execute import planted_directions
 
     small = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, n_train=1, n_test=1))
     return planted_directions(small)["xi"]
@@ -85,12 +85,12 @@ def run(name: str = NAME, progress: bool = True, axes=None, **overrides):
     signed cosines added to its curves."""
     from dynamics.config.grid import grid_preset, resolve_grid
     from dynamics.config.schema import apply_overrides
-    from dynamics.sweeps.grid import run_grid
+    from dynamics.sweeps.grid import run_grid_experiment
 
     cfg, preset_axes = grid_preset(name)
     if overrides:
         cfg = apply_overrides(cfg, overrides, f"{name} overrides")
-    result = run_grid(resolve_grid(cfg, preset_axes if axes is None else axes), progress=progress)
+    result = run_grid_experiment(resolve_grid(cfg, preset_axes if axes is None else axes), progress=progress)
     result.curves.update(signed_cosines(result))
     return result
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import jax
 
+from dynamics.infra import fingerprints
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import PROGRAM_LOAD_EVENT
 
@@ -99,9 +100,7 @@ def program_key(name: str, static: dict[str, Any], arrays: dict[str, Any]) -> st
     """A program's key, ``name-<hex digest>`` (its file name): the digest of ``name``, ``static``,
     the arguments' layout, the fingerprint and the parts the static arguments name (their
     metadata and source: ``Part.fingerprint``). None if one of those parts has no readable source."""
-    from dynamics.parts.rules import parts_fingerprint
-
-    used = parts_fingerprint(static)
+    used = fingerprints.describe(static)  # the parts it names (``dynamics.parts.rules`` registers them)
     if used is None:
         return None
     leaves, tree = jax.tree_util.tree_flatten(arrays)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from dynamics.infra import fingerprints
 from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
 from dynamics.parts.training import CONSTRAINTS, LOSSES, OPTIMIZERS, SAMPLINGS
@@ -75,3 +76,6 @@ def parts_fingerprint(static: dict) -> str | None:
                 return None
             prints.append(f"{type(part).__name__}:{part.name}:{fp}")
     return "\n".join(prints)
+
+
+fingerprints.register(parts_fingerprint)  # a kept program's key names the parts' source

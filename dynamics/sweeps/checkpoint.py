@@ -21,7 +21,7 @@ import numpy as np
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.sweeps.sweep import HeadResult
+from dynamics.sweeps.result import HeadResult
 
 POINTS = "points"
 
@@ -91,16 +91,18 @@ def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = Non
 
 
 def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
-    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
+    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes
 
     heads, diverged_at = z["heads"], z["diverged_at"]
     names = METRICS if "curve_margin" in z.files else REGRESSION_METRICS  # a classification run's has margins
     names = [k for k in names if k != "excess_risk" or "curve_excess_risk" in z.files]
-    names += [f[len("curve_") :] for f in z.files if f.startswith(("curve_head_", "curve_param_"))]
+    names += [
+        f[len("curve_") :] for f in z.files if f.startswith("curve_") and has_head_axes(f[len("curve_") :])
+    ]
     curves = {k: z[f"curve_{k}"] for k in names}  # KeyError: a file of another version
     want = (len(heads), *shape) if shape is not None else None
     for k, v in curves.items():
-        got = v.shape[: len(want)] if want is not None and k.startswith(("head_", "param_")) else v.shape
+        got = v.shape[: len(want)] if want is not None and has_head_axes(k) else v.shape
         if heads.ndim != 1 or (want is not None and got != want) or v.shape[0] != len(heads):
             raise ValueError(f"curve {k} has shape {v.shape}, expected {want}")
     return {int(h): ({k: v[i] for k, v in curves.items()}, diverged_at[i]) for i, h in enumerate(heads)}
@@ -111,7 +113,7 @@ def finished_heads(
 ) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
-    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS
+    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes
     from dynamics.sweeps.results import complete_results_hash, load_results
 
     logged = set(METRICS + REGRESSION_METRICS)
@@ -120,7 +122,7 @@ def finished_heads(
             _, curves = load_results(out)
             return {
                 int(h): (
-                    {k: v[i] for k, v in curves.items() if k in logged or k.startswith(("head_", "param_"))},
+                    {k: v[i] for k, v in curves.items() if k in logged or has_head_axes(k)},
                     curves["diverged_at"][i],
                 )
                 for i, h in enumerate(curves["heads"])
@@ -166,11 +168,15 @@ def locked(out: Path):
         lock.release()
 
 
-def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = True, **sweep_kwargs):
+def run_checkpointed(
+    cfg, out: Path, *, resume: bool = False, progress: bool = True, finish=None, **sweep_kwargs
+):
     """``run_sweep`` that saves every finished point in ``out`` and, with ``resume``, skips them.
 
     After each point, ``results.json``/``curves.npz`` hold the points done so far with
-    ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``.
+    ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``, written
+    once, after ``finish(result)`` (the command line's figures and timings) has run on the result
+    in memory (written even when it raises).
     """
     import jax
 
@@ -180,14 +186,16 @@ def run_checkpointed(cfg, out: Path, *, resume: bool = False, progress: bool = T
     exp, out = resolve(cfg), Path(out)
     writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
     with locked(out) if writer else contextlib.nullcontext():
-        return _run_locked(
-            exp, out, resume, progress, writer, device_name(sweep_kwargs.get("devices")), sweep_kwargs
-        )
+        device = device_name(sweep_kwargs.get("devices"))
+        return _run_locked(exp, out, resume, progress, writer, device, sweep_kwargs, finish)
 
 
-def _run_locked(exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs):
+def _run_locked(
+    exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
+):
+    from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import complete_results_hash, provenance, write_results
-    from dynamics.sweeps.sweep import SweepResult, run_sweep
+    from dynamics.sweeps.sweep import run_sweep
 
     provenance()  # looked up now, not between a point's file and its results.json
 
@@ -223,6 +231,10 @@ def _run_locked(exp, out: Path, resume: bool, progress: bool, writer: bool, devi
     result = run_sweep(exp, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
     result.extra.update(complete=True, device=device)
     if writer:
-        write_results(result, out)
+        try:
+            if finish is not None:
+                finish(result)
+        finally:
+            write_results(result, out)
         clear_points(out)
     return result

@@ -3,19 +3,20 @@
 The grid's points are grouped by their data section and their other settings (a model
 knob such as the temperature is static in the program): points that differ only in traced
 scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
-same compiled calls (``sweep._run_points``, packed together with random init). Each group
-draws its own data with the sweep's seed, so a grid point gets exactly the data and init
-of the same configuration run alone. Groups whose data have the same shapes (a grid over
-the noise σ, the sparsity ζ, …) reuse the same compiled program (JAX's cache is keyed by
-the static ``Program`` and the shapes, not the values); a knob that changes shapes (n, T,
-d) gives one program per shape.
+same compiled calls (``execute.run_points``, packed together with random init). Each group
+draws its own data once with the sweep's seed (its runs and its points' diagnostics read it),
+so a grid point gets exactly the data and init of the same configuration run alone. Groups
+whose data have the same shapes (a grid over the noise σ, the sparsity ζ, …) reuse the same
+compiled program (JAX's cache is keyed by the static ``Program`` and the shapes, not the
+values); a knob that changes shapes (n, T, d) gives one program per shape.
 
 A grid point logs what its sweep logs: the metrics, the per-head curves and snapshots (the
 sweep's trailing axes after (H, *grid shape, trials, L)) and, with ``sweep.diagnostics``, the
 theory diagnostics, computed per grid point by the sweep's own replay as the point finishes.
 
 Files (``write_grid``): ``curves.npz`` with every metric of shape (H, *grid shape, trials,
-L), the per-head curves (…, L, H_max[, …]), the diagnostics and ``diagnostic_steps``,
+L), the per-head curves (…, L, H_max[, …]; a grid over the width d: snapshots NaN-padded to
+the largest d), the diagnostics and ``diagnostic_steps``,
 ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
 after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
 ``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
@@ -41,17 +42,13 @@ import numpy as np
 from dynamics.config.grid import GridExperiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
+from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
+from dynamics.sweeps.execute import Drawn, add_diagnostics, grown, prepare_data, run_points
+from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.result import SweepResult
 from dynamics.sweeps.results import results_dict, write_files, write_params
-from dynamics.sweeps.sweep import (
-    COLUMN_TITLES,
-    SUMMARY_METRICS,
-    SweepResult,
-    _add_diagnostics,
-    _run_points,
-    metrics_of,
-)
 
 POINTS = "points"
 # A finished grid point: curve -> (H, trials, L[, H_max, …]) (the metrics, the per-head curves and
@@ -125,7 +122,7 @@ def _variant_groups(grid: GridExperiment) -> list[list[int]]:
     return list(groups.values())
 
 
-def run_grid(
+def run_grid_experiment(
     grid: GridExperiment,
     *,
     progress: bool = True,
@@ -136,7 +133,9 @@ def run_grid(
 ) -> GridResult:
     """Run every point of ``grid`` not in ``skip`` (finished earlier: {k: result}); call
     ``on_point(k, result)`` as each grid point finishes (all its H and trials, and its theory
-    diagnostics when ``sweep.diagnostics`` names any)."""
+    diagnostics when ``sweep.diagnostics`` names any). Refused before the first point when its
+    largest point would not fit in memory (``dynamics.sweeps.memory``)."""
+    check_memory(grid.points, len(grid.base.steps))
     start = time.perf_counter()
     skip = dict(skip or {})
     cfg, steps = grid.base.config, np.array(grid.base.steps)
@@ -175,15 +174,17 @@ class _Curves:
 
     def put(self, name: str, at: tuple, value: np.ndarray) -> None:
         """Curve ``name`` at index ``at`` (head index or all, grid point): allocated, NaN, as it
-        first comes (the per-head curves, snapshots and diagnostics have their own trailing axes)."""
+        first comes (the per-head curves, snapshots and diagnostics have their own trailing axes);
+        grown, NaN-padded, when a point's are larger (the snapshots of a grid over the width d)."""
         if name in STEPLESS:
             self.curves[name] = np.asarray(value)
             return
+        tail = np.shape(value)[1:] if isinstance(at[0], slice) else np.shape(value)
         if name not in self.curves:
             n_h, G = self.div.shape[:2]
-            tail = np.shape(value)[1:] if isinstance(at[0], slice) else np.shape(value)
             self.curves[name] = np.full((n_h, G, *tail), np.nan)
-        self.curves[name][at] = value
+        self.curves[name] = grown(self.curves[name], 2, tail)
+        self.curves[name][(*at, *(slice(0, n) for n in tail))] = value
 
     def store(self, k: int, result: GridPointResult) -> None:
         metrics, div, summary = result
@@ -204,7 +205,8 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
     n_h = len(cfgs[0].sweep.heads)
     left = dict.fromkeys(todo, n_h)
     layout = {"packs_per_call": None, "chunk": None, "slots": None, **layout}
-    runs = _run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, **layout)
+    drawn = prepare_data(cfgs[0])  # once for the group: its runs and its points' diagnostics
+    runs = run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
     for items, metrics, div_at in runs:
         for j, (i, v) in enumerate(items):
             k = todo[v]
@@ -214,14 +216,14 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
             left[k] -= 1
             if left[k] == 0:
                 if grid.points[k].sweep.diagnostics:
-                    _diagnose(grid, k, acc, progress)
+                    _diagnose(grid, k, acc, progress, drawn)
                 if on_point is not None:
                     on_point(k, acc.point(k))
 
 
-def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool) -> None:
+def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
     """Grid point k's theory diagnostics, computed as ``run_sweep`` computes them for its config
-    run alone (``sweep._add_diagnostics``: the same replay of the same data, init and step sizes)."""
+    run alone (``execute.add_diagnostics``: the same replay of the same data, init and step sizes)."""
     from dynamics.config.schema import Experiment
 
     cfg = grid.points[k]
@@ -232,7 +234,7 @@ def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool) -> Non
         curves={"train_loss": acc.curves["train_loss"][:, k]},
         diverged_at=acc.div[:, k],
     )
-    _add_diagnostics(Experiment(cfg, grid.base.steps), alone, progress)
+    add_diagnostics(Experiment(cfg, grid.base.steps), alone, progress, drawn)
     for m, v in alone.curves.items():
         if m != "train_loss":
             acc.put(m, (slice(None), k), v)
@@ -254,16 +256,12 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
             "values": {name: list(v) for name, v in result.grid.axes},
             "shape": list(result.grid.shape),
             "curves_axes": axes,
-            **({"head_curves_axes": [*axes, "head"]} if any(map(_is_head, result.curves)) else {}),
+            **({"head_curves_axes": [*axes, "head"]} if any(map(is_per_head, result.curves)) else {}),
         },
         summary=result.summary(),
         **result.extra,
     )
     return meta
-
-
-def _is_head(name: str) -> bool:
-    return name.startswith("head_")
 
 
 class _no_summary(SweepResult):  # results_dict's fields without the per-H summary (the grid's own)
@@ -296,7 +294,7 @@ def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
     with phase("writing"):
         csv_path = out / "summary.csv"
         atomic_write_bytes(csv_path, summary_frame(result).to_csv(index=False).encode())
-        params = {m[len("param_") :]: v for m, v in result.curves.items() if m.startswith("param_")}
+        params = {m[len("param_") :]: v for m, v in result.curves.items() if is_snapshot(m)}
         if params:
             write_params(out, params)
         arrays = {
@@ -305,7 +303,7 @@ def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
             "diverged_at": result.diverged_at,
             "grid_axes": np.array([n for n, _ in result.grid.axes]),
             **{name: np.array(v) for name, v in result.grid.axes},
-            **{m: v for m, v in result.curves.items() if not m.startswith("param_")},
+            **{m: v for m, v in result.curves.items() if not is_snapshot(m)},
         }
         json_path, npz_path = write_files(out, "curves.npz", arrays, grid_results_dict(result))
     return json_path, npz_path, csv_path
@@ -379,10 +377,11 @@ def clear_points(out: Path) -> None:
 
 
 def run_grid_checkpointed(
-    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None
+    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None, finish=None
 ) -> GridResult:
-    """``run_grid`` that saves each finished grid point in ``out`` and, with ``resume``, skips
-    the points saved there for the same grid; at the end writes the grid's files."""
+    """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
+    skips the points saved there for the same grid; at the end writes the grid's files once, after
+    ``finish(result)`` has run on the result in memory (written even when it raises)."""
     import jax
 
     from dynamics.sweeps.devices import device_name
@@ -390,10 +389,12 @@ def run_grid_checkpointed(
     out = Path(out)
     writer = jax.process_index() == 0
     with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
-        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices))
+        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
 
 
-def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str):
+def _run_grid_locked(
+    grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str, finish
+):
     done = load_points(out, grid) if resume else {}
     if not resume and writer:
         clear_points(out)
@@ -402,11 +403,15 @@ def _run_grid_locked(grid, out: Path, resume: bool, progress: bool, devices, wri
         if writer:
             save_point(out, grid.hash(), k, result)
 
-    result = run_grid(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
+    result = run_grid_experiment(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
     result.extra.update(complete=True, device=device, resumed_points=len(done))
     if writer:
-        write_grid(result, out)
-        clear_points(out)
+        try:
+            if finish is not None:
+                finish(result)
+        finally:
+            write_grid(result, out)
+            clear_points(out)
     return result
 
 

@@ -31,8 +31,9 @@ from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
+from dynamics.parts.metrics import is_snapshot
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.sweep import SweepResult
+from dynamics.sweeps.result import SweepResult
 
 SCHEMA_VERSION = 1
 
@@ -104,7 +105,7 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     """Write ``curves.npz`` then ``results.json`` (the json last: its presence marks a complete run)."""
     with phase("writing"):
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
-        curves = {k: v for k, v in result.curves.items() if not k.startswith("param_")}
+        curves = {k: v for k, v in result.curves.items() if not is_snapshot(k)}
         # the snapshots and directions first: results.json, written last, marks all complete
         if result.params:
             write_params(out, result.params)
@@ -126,6 +127,14 @@ def write_params(out: Path, params: dict[str, np.ndarray], name: str = PARAMS_NP
         atomic_write_bytes(Path(out) / name, buf.getvalue())
 
 
+def write_experiment(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
+    """An experiment's run dict ({"results", "arrays"}, e.g. the bottleneck experiments'): ``npz_name``
+    then ``results.json`` (last: its presence marks a complete run), atomically, with the versions,
+    the run record and the device."""
+    results = {**run["results"], "versions": versions(), "run": run_record(), "device": device_name()}
+    return write_files(out, npz_name, run["arrays"], results)
+
+
 def write_files(
     out: Path, npz_name: str, arrays: dict[str, np.ndarray], results: dict[str, Any]
 ) -> tuple[Path, Path]:
@@ -140,14 +149,6 @@ def write_files(
         atomic_write_bytes(npz_path, buf.getvalue())
         atomic_write_bytes(json_path, text.encode())
     return json_path, npz_path
-
-
-def add_to_results(out: Path, **fields: Any) -> None:
-    """Add top-level ``fields`` to the results.json in ``out`` (rewritten atomically)."""
-    path = Path(out) / "results.json"
-    meta = {**json.loads(path.read_text()), **fields}
-    text = json.dumps(meta, indent=2, allow_nan=False, default=_json_default)
-    atomic_write_bytes(path, text.encode())
 
 
 def _json_default(obj):
@@ -207,7 +208,8 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     """A sweep's results.json and curves.npz describe the same run, or a one-line ConfigError:
     the config valid and its hash the recorded one (data from a file: its content may have
     moved, so not the hash), the arrays' heads and steps those of the config, every metric
-    (heads, trials, L), diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
+    (heads, trials, L), each per-head curve (heads, trials, L, …) with the trailing axes its kind
+    declares, diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
     pair is refused rather than summarised into a wrong number."""
     from dynamics import parts
     from dynamics.config.schema import log_schedule, validate
@@ -243,6 +245,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
             raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
+    _check_head_curves(arrays, shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad)
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
@@ -251,6 +254,22 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
+
+
+def _check_head_curves(arrays, shape: tuple, h_max: int, P: int | None, bad) -> None:
+    """Each per-head curve's shape: (heads, trials, L) then the axes its metric's kind declares
+    (``Metric.trailing``: H_max, H_max × H_max, H_max × P with P the named planted directions)."""
+    from dynamics.parts.metrics import REGISTRY
+
+    for name, value in arrays.items():
+        metric = REGISTRY.get(name)
+        if metric is None or not metric.per_head:
+            continue
+        want = (*shape, *metric.trailing(h_max, P))
+        got = np.shape(value)
+        if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want, strict=True)):
+            shown = tuple("any" if w is None else w for w in want)
+            raise bad(f"curve {name!r} ({metric.kind}) has shape {got}, expected {shown}")
 
 
 def results_folder(folder: str | os.PathLike) -> Path:

@@ -133,7 +133,7 @@ def _measure(names: tuple[str, ...], H: int, fast: bool, query: str, norm: str, 
 def _svm(cfg: Config, data: Data, trials: int) -> tuple[list[np.ndarray | None], list[str]]:
     """W^mm of each trial's training set (None when the solve failed) and the statuses."""
     k_data, _ = rng.split(rng.seed(cfg.sweep.seed))
-    with jax.enable_x64(False):  # drawn as make_data draws them (sweep._prepare)
+    with jax.enable_x64(False):  # drawn as make_data draws them (execute.prepare_data)
         X, mask = train_relevant_tokens(cfg.data, k_data, trials)
     X_used = np.asarray(data.X_train)
     if not np.array_equal(np.asarray(X), X_used.astype(np.asarray(X).dtype)):

@@ -10,15 +10,19 @@
   forward and backward pass (3 × the activations: ``(n + m)·S·(T + d)`` with query "first",
   ``(n + m)·S·T·(T + d)`` with "all"), and the head-diversity metric (``S·P``: its pairs are
   computed one head at a time, never all ``S²·P`` at once);
-- the logged curves: ``len(heads)·trials·L·|METRICS|`` float64;
-- the per-head metrics (when on): ``len(heads)·trials·L·H_max·(8 + 2P + 3·H_max)`` float64 (P planted
-  directions, bounded here by d), twice (the engine's per-slot output and its per-head layout);
+- the logged curves: ``len(heads)·trials·L·|metrics of the run|`` float64;
+- the per-head metrics (when on): ``len(heads)·trials·L`` times the numbers each declared per-head
+  metric logs per run and step (``Metric.numbers``: H_max per head, H_max² head–head, H_max·P per
+  planted direction, H_max·F per feature; P and F bounded here by d), float64, twice (the engine's
+  per-slot output and its per-head layout);
 - the snapshots (``sweep.save_params``): every head's parameters at every logged step,
   ``len(heads)·trials·L·H_max·P_head`` float64, twice (as above).
 
-``check_sweep`` refuses a config whose estimate exceeds the limit with one line naming both:
-the machine's available memory (``/proc/meminfo`` MemAvailable, else physical memory), or
-``$MHSIM_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix; ``off`` disables the check).
+``check_memory`` refuses configs (a sweep's, or the points of a grid: sized by the largest) whose
+estimate exceeds the limit with one line naming both; ``run_sweep``, ``run_grid``, the grids and
+the command line all call it. The limit is the machine's available memory (``/proc/meminfo``
+MemAvailable, else physical memory), or ``$MHSIM_MEMORY_LIMIT`` (bytes, or with a K/M/G/T
+suffix; ``off`` disables the check).
 An estimate within a factor of about two is the aim: it refuses what cannot fit, not what is close.
 No JAX here.
 """
@@ -26,12 +30,13 @@ No JAX here.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from dynamics import parts as registries
-from dynamics.parts.metrics import head_metrics_on
+from dynamics.errors import ConfigError
+from dynamics.parts.metrics import head_metrics_on, metrics_of, per_head_metrics
 
 ENV = "MHSIM_MEMORY_LIMIT"
-N_METRICS = 5  # train/test loss and error, head diversity (dynamics.core.engine.METRICS)
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -52,15 +57,17 @@ def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0)
     if registries.QUERIES[cfg.model.query].learned:
         per_slot = 2 * d
     act = (n + m) * slots * (T + d) * (T if registries.QUERIES[cfg.model.query].all_tokens else 1)
-    logged_heads = len(heads) * trials * n_logged * max(heads) * 8 * 2  # float64, engine and host
+    logged = len(heads) * trials * n_logged * 8  # float64 per number a run logs per step
+    h_max = max(heads)
+    per_head = sum(metric.numbers(h_max, P=d, F=d) for metric in per_head_metrics())  # P, F bounded by d
     parts = {
         "data": (n + m) * T * d * f * (1 if from_file else trials) + data_file_bytes,
         "parameters and optimiser": trials * 4 * slots * per_slot * f,
         "intermediates": trials * 3 * act * f,
         "head diversity": trials * slots * per_slot * f,
-        "curves": len(heads) * trials * n_logged * N_METRICS * 8,
-        "per-head metrics": logged_heads * (8 + 2 * d + 3 * max(heads)) * head_metrics_on(cfg),
-        "parameter snapshots": logged_heads * per_slot * bool(cfg.sweep.save_params),
+        "curves": logged * len(metrics_of(cfg)),
+        "per-head metrics": 2 * logged * per_head * head_metrics_on(cfg),  # engine's and host's
+        "parameter snapshots": 2 * logged * h_max * per_slot * bool(cfg.sweep.save_params),
     }
     return {k: int(v) for k, v in parts.items()}
 
@@ -75,8 +82,6 @@ def limit_bytes() -> tuple[int | None, str]:
         try:
             return int(float(number) * _SUFFIX[unit]), f"${ENV}"
         except ValueError:
-            from dynamics.config.schema import ConfigError
-
             raise ConfigError(f"${ENV}={value!r} is not a size in bytes (e.g. 8G, 512M, off)") from None
     return available_bytes(), f"the available memory (set ${ENV} to change it)"
 
@@ -104,23 +109,38 @@ def human(n: float) -> str:
     return f"{n:.3g} PB"
 
 
-def check_sweep(exp, x64: bool = False) -> dict[str, int]:
-    """Refuse (ConfigError, one line) an Experiment whose estimate exceeds the limit; return it."""
-    from dynamics.config.schema import ConfigError
+def check_memory(cfgs: Sequence, n_logged: int, x64: bool | None = None) -> dict[str, int]:
+    """Refuse (ConfigError, one line) resolved configs run together — a sweep's one, a grid's
+    points — whose largest estimate exceeds the limit; return that estimate. ``x64`` None: JAX's
+    setting (float64 when on)."""
+    if x64 is None:
+        import jax
 
-    extra = 0
-    if registries.DATA_MODELS[exp.config.data.model].from_file:
-        from datamodels.npz import read_header
-
-        extra = read_header(exp.config.data.path).nbytes
-    parts = sweep_bytes(exp.config, len(exp.steps), x64=x64, data_file_bytes=extra)
+        x64 = bool(jax.config.jax_enable_x64)
+    parts = max((config_bytes(cfg, n_logged, x64) for cfg in cfgs), key=lambda p: sum(p.values()))
     total = sum(parts.values())
     limit, source = limit_bytes()
     if limit is not None and total > limit:
         top = max(parts, key=parts.get)
+        what = "this sweep" if len(cfgs) == 1 else f"the largest of these {len(cfgs)} grid points"
         raise ConfigError(
-            f"this sweep needs about {human(total)} of memory (most for {top}: {human(parts[top])}), "
+            f"{what} needs about {human(total)} of memory (most for {top}: {human(parts[top])}), "
             f"more than the limit {human(limit)}, {source}; use fewer heads, trials, examples, "
             f"tokens, logged steps (--log-points) or a smaller width"
         )
     return parts
+
+
+def config_bytes(cfg, n_logged: int, x64: bool) -> dict[str, int]:
+    """``sweep_bytes`` of a resolved config, a data file's arrays counted."""
+    extra = 0
+    if registries.DATA_MODELS[cfg.data.model].from_file:
+        from datamodels.npz import read_header
+
+        extra = read_header(cfg.data.path).nbytes
+    return sweep_bytes(cfg, n_logged, x64=x64, data_file_bytes=extra)
+
+
+def check_sweep(exp, x64: bool = False) -> dict[str, int]:
+    """``check_memory`` of an Experiment (the command line's check, before JAX is imported)."""
+    return check_memory([exp.config], len(exp.steps), x64=x64)

@@ -1,0 +1,262 @@
+"""Run a planned sweep: draw its data once, run its points, lay their outputs out per run and head.
+
+``prepare_data`` draws a sweep's data, init keys and trial keys once (``Drawn``); the points
+(``run_points``), the planted directions (``planted_directions``) and the theory diagnostics
+(``add_diagnostics``) all read that one draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from dynamics.config.schema import Config, Experiment
+from dynamics.core import rng
+from dynamics.core.data import Data, direction_names, make_data, token_width
+from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
+from dynamics.core.hooks import MetricRef
+from dynamics.infra.timings import phase
+from dynamics.parts.metrics import REGISTRY, metrics_of
+from dynamics.sweeps.checks import metric_record
+from dynamics.sweeps.devices import BatchPlacer
+from dynamics.sweeps.plan import (
+    make_batch,
+    online_sampler,
+    plan_points,
+    step_size,
+    trial_keys,
+    uses_fast_path,
+)
+from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult, mask_diverged
+
+
+class Drawn(NamedTuple):
+    """What a sweep draws once: every trial's data (``Data``, trials axis first), the data shared
+    by every trial (or None), each trial's init key (trials, 2)."""
+
+    data: Data
+    shared: Any
+    init_keys: np.ndarray
+
+
+def prepare_data(cfg: Config) -> Drawn:
+    """The data and init keys of every trial of ``cfg``'s sweep, drawn once."""
+    # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit
+    # integers and floats), so the data are drawn as without x64 and simulated in float64.
+    # Keys as jax.random derives them, in numpy (dynamics.core.rng): no compile per key operation.
+    k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
+    with jax.enable_x64(False):
+        data, shared = make_data(cfg.data, k_data, cfg.sweep.trials, task=cfg.optim.task)
+    init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
+    return Drawn(data, shared, init_keys)
+
+
+def run_points(
+    cfgs: Sequence[Config],
+    schedule: Sequence[int],
+    todo: Sequence[int],
+    *,
+    devices,
+    packs_per_call: int | None,
+    chunk: int | None,
+    slots: int | None,
+    progress: bool,
+    metrics: tuple = (),
+    drawn: Drawn | None = None,
+):
+    """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀), on ``drawn``
+    (``prepare_data`` of the first config; drawn here when None).
+
+    Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
+    (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
+    divergence from non-finite metrics too, points after it NaN, -1 = never.
+    """
+    base = cfgs[0]
+    heads = base.sweep.heads
+    placer = BatchPlacer(devices)
+    with phase("data"):
+        data, shared, init_keys = prepare_data(base) if drawn is None else drawn
+        data_keys = trial_keys(base)
+        # The worlds stay out of the engine, but for online sampling: their pytree carries the data
+        # config (static), so every data setting compiles its own engine program.
+        online = online_sampler(base) is not None
+        placed = placer.data(data if online else data._replace(world=None))
+    steps = np.array(schedule)
+    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
+    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
+    unit = "H" if len(cfgs) == 1 else "run"
+    hide = not progress or jax.process_index() != 0
+    bar = tqdm(total=len(todo) * len(cfgs), desc=base.name, unit=unit, disable=hide)
+    try:
+        for point in points:
+            bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
+            batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)
+            on_devices = placer.batch(batch)
+            with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
+                metrics, div_at = train_batch(
+                    point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
+                )
+                metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
+            items = point.items
+            per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
+            metrics, div_at = finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
+            if per_slot:
+                sizes = [heads[i] for i, _ in items]
+                laid = lay_out_heads(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
+                mask_diverged(laid, steps, div_at_or_never(div_at, steps))
+                metrics.update(laid)
+            bar.update(sum(i in todo for i, _ in items))
+            yield items, metrics, div_at
+    finally:
+        bar.close()
+
+
+def finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarray):
+    """A point's outputs (B, R, L) and (B, R) as (items, trials, L) and (items, trials): divergence
+    from non-finite logged metrics too, points after it NaN, -1 = never diverged."""
+    metrics = {
+        k: np.array(v[rows, cols], np.float64).reshape(*shape, *v.shape[2:]) for k, v in metrics.items()
+    }
+    div_at = np.array(div_at[rows, cols]).reshape(shape)
+    # A non-finite metric at a logged step (e.g. exp loss overflowing at the last step, after
+    # the in-program check) also counts as divergence at that step.
+    bad = ~np.isfinite(metrics["train_loss"])  # (items, trials, L)
+    first_bad = np.where(bad.any(axis=-1), steps[np.argmax(bad, axis=-1)], div_at)
+    div_at = np.minimum(div_at, first_bad)
+    mask_diverged(metrics, steps, div_at)
+    return metrics, np.where(div_at > steps[-1], -1, div_at)
+
+
+def div_at_or_never(div_at: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """diverged_at with -1 (never) as past the last step, for ``mask_diverged``."""
+    return np.where(div_at < 0, steps[-1] + 1, div_at)
+
+
+def lay_out_heads(
+    per_slot: dict[str, np.ndarray], batch: Batch, rows, cols, sizes: list[int], trials: int, hmax: int
+) -> dict[str, np.ndarray]:
+    """The engine's per-slot metrics (B, S, L, …) laid out per run and head: (items, trials, L, H_max, …),
+    NaN past a run's H. A run's heads are its slots in head order, or on the fast path its one slot
+    standing for H identical heads; head–head matrices (S, L, S) become (L, H, H)."""
+    slot_run, slot_head = np.asarray(batch.slot_run), np.asarray(batch.slot_head)
+    out: dict[str, np.ndarray] = {}
+    for k, v in per_slot.items():
+        v = np.asarray(v, np.float64)  # (B, S, L, …)
+        pairwise = REGISTRY[k].pairwise  # declared by its metric
+        tail = v.shape[3:-1] if pairwise else v.shape[3:]
+        shape = (len(sizes), trials, v.shape[2], hmax, *tail) + ((hmax,) if pairwise else ())
+        arr = np.full(shape, np.nan)
+        for q, (row, col) in enumerate(zip(rows, cols, strict=True)):
+            j, t, H = q // trials, q % trials, sizes[q // trials]
+            mine = np.flatnonzero(slot_run[row] == col)
+            idx = mine[np.argsort(slot_head[row, mine])] if len(mine) == H else np.repeat(mine[:1], H)
+            x = v[row][idx]  # (H, L, …)
+            if pairwise:
+                x = x[..., idx]  # (H, L, …, H)
+            if pairwise:
+                arr[j, t, :, :H, ..., :H] = np.moveaxis(x, 0, 1)
+            else:
+                arr[j, t, :, :H] = np.moveaxis(x, 0, 1)
+        out[k] = arr
+    return out
+
+
+def start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
+    """(curves {metric: (n_heads, trials, L)}, diverged_at (n_heads, trials), the indices of the
+    H values to run): NaN and -1 everywhere but for the finished H values of ``skip_heads``."""
+    heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
+    curves = {k: np.full((len(heads), trials, L), np.nan) for k in metrics_of(cfg)}
+    diverged_at = np.full((len(heads), trials), -1, dtype=np.int32)
+    for i, h in enumerate(heads):
+        if h in skip_heads:
+            metrics, diverged_at[i] = skip_heads[h]
+            for k, v in metrics.items():
+                if k not in curves:  # per-head curves, snapshots, the user's metrics
+                    curves[k] = np.full((len(heads), *np.shape(v)), np.nan)
+            for k in curves:
+                curves[k][i] = metrics[k]
+    return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
+
+
+def add_records(result: SweepResult, refs: tuple[MetricRef, ...], drawn: Drawn | None = None) -> None:
+    """What the curves need beside them: the planted directions that the per-planted-direction
+    curves are with (names and vectors, from ``drawn``), and each user metric's function."""
+    if any(k in REGISTRY and REGISTRY[k].kind == "planted" for k in result.curves):
+        result.planted = planted_directions(result.config, drawn)
+        result.extra["directions"] = list(result.planted)
+    if refs:  # what each user curve is: its function, by module and name
+        result.extra["user_metrics"] = {r.name: metric_record(r.fn) for r in refs}
+
+
+def collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | None) -> None:
+    """Each point's results from ``run_points`` into ``curves`` and ``diverged_at`` (in place),
+    per-head curves and snapshots allocated as they first come; ``on_point`` told of each."""
+    for items, metrics, div_at in runs:
+        keep = [j for j, (i, _) in enumerate(items) if i in todo]  # not the skipped H of a pack
+        indices = [items[j][0] for j in keep]
+        by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
+        for k, v in by_head.items():
+            if k not in curves:  # per-head curves, snapshots, the user's metrics: as they first come
+                curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
+        for k in curves:
+            curves[k] = put(curves[k], indices, by_head[k])
+        diverged_at[indices] = div_at[keep]
+        if on_point is not None and indices:
+            on_point([heads[i] for i in indices], by_head, div_at[keep])
+
+
+def put(curve: np.ndarray, indices: list[int], value: np.ndarray) -> np.ndarray:
+    """``curve`` with ``value`` at ``indices`` of its first axis; a user metric whose shape depends
+    on H (one value per head) grows the curve to the largest shape, NaN-padded as the per-head curves."""
+    curve = grown(curve, 1, value.shape[1:])
+    curve[(indices, *(slice(0, n) for n in value.shape[1:]))] = value
+    return curve
+
+
+def grown(curve: np.ndarray, lead: int, tail: Sequence[int]) -> np.ndarray:
+    """``curve`` with each axis after its first ``lead`` at least as long as ``tail``'s, NaN-padded
+    (``curve`` itself when they are)."""
+    have = curve.shape[lead:]
+    if all(h >= t for h, t in zip(have, tail, strict=True)):
+        return curve
+    out = np.full((*curve.shape[:lead], *np.maximum(have, tail)), np.nan)
+    out[tuple(slice(0, n) for n in curve.shape)] = curve
+    return out
+
+
+def planted_directions(cfg: Config, drawn: Drawn | None = None) -> dict[str, np.ndarray]:
+    """The planted directions of every trial's world, name -> (trials, d) float32, the rows of the
+    per-head |cos| curves' last axis in order (``dynamics.core.data.direction_names``); read from
+    ``drawn`` (``prepare_data(cfg)``; drawn here when None)."""
+    data = (prepare_data(cfg) if drawn is None else drawn).data
+    if data.directions is None:
+        return {}
+    rows = np.asarray(data.directions, np.float32)  # (trials, P, d)
+    return {name: rows[:, p] for p, name in enumerate(direction_names(data))}
+
+
+def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn: Drawn | None = None) -> None:
+    """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
+    replayed on ``drawn`` (``prepare_data(exp.config)``; drawn here when None)."""
+    from dynamics.theory import replay as theory
+
+    cfg = exp.config
+    with phase("diagnostics"):
+        data, _, init_keys = prepare_data(cfg) if drawn is None else drawn
+        lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
+        curves, summary = theory.compute(
+            exp,
+            data,
+            init_keys,
+            lrs,
+            uses_fast_path(cfg),
+            result.curves["train_loss"],
+            result.diverged_at,
+            progress=progress and jax.process_index() == 0,
+        )
+    result.curves.update(curves)
+    result.extra["diagnostics"] = summary

@@ -1,0 +1,148 @@
+"""A sweep's result: its curves by metric, and its views as pandas frames.
+
+``SweepResult`` holds what ``run_sweep`` returns and ``load_results`` reads back. Which curves are
+per run, per head or snapshots of θ is what their metrics declare (``dynamics.parts.metrics``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dynamics.config.schema import Config
+from dynamics.parts.metrics import SUMMARY_METRICS, is_per_head, is_snapshot
+from dynamics.sweeps import plateaus
+
+
+def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
+    """Set every logged point at or after a run's divergence to NaN, in place (curves (..., L))."""
+    dead = steps >= div_at[..., None]  # (..., L)
+    for v in curves.values():
+        v[dead] = np.nan
+
+
+# What one H's finished runs are: metric -> (trials, L), and diverged_at (trials,), -1 = never.
+HeadResult = tuple[dict[str, np.ndarray], np.ndarray]
+# on_point(H values finished, ascending; metric -> (len(heads), trials, L); (len(heads), trials))
+PointCallback = Callable[[list[int], dict[str, np.ndarray], np.ndarray], None]
+
+
+@dataclass
+class SweepResult:
+    config: Config  # resolved
+    heads: np.ndarray  # (n_heads,)
+    steps: np.ndarray  # (L,) logged steps, 0 = before the first update
+    curves: dict[str, np.ndarray]  # metric -> (n_heads, trials, L); NaN after divergence
+    diverged_at: np.ndarray  # (n_heads, trials): step of the first non-finite loss, -1 = never
+    wall_time_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    # the data model's planted directions, name -> (trials, d) unit vectors, in the order of the
+    # per-head |cos| curves' last axis (``extra["directions"]`` names it); empty when none
+    planted: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """θ at the logged steps (``sweep.save_params``), by name: a head's arrays (n_heads, trials, L,
+        H_max, …) NaN past a run's H, the bias (n_heads, trials, L); empty when not saved."""
+        return {k[len("param_") :]: v for k, v in self.curves.items() if is_snapshot(k)}
+
+    @property
+    def complete(self) -> bool:
+        """False for the partial results of an interrupted run (``extra["heads_todo"]`` lists the
+        H values it did not finish); True otherwise."""
+        return bool(self.extra.get("complete", True))
+
+    def _summary_metrics(self) -> list[str]:
+        return [m for m in SUMMARY_METRICS if m in self.curves]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per H: mean and std over the trials that did not diverge of each final metric."""
+        rows = []
+        for i, h in enumerate(self.heads):
+            ok = self.diverged_at[i] < 0
+            row: dict[str, Any] = {
+                "heads": int(h),
+                "trials": int(ok.size),
+                "n_diverged": int((~ok).sum()),
+                "diverged": bool((~ok).any()),
+                "diverged_at": [int(s) for s in self.diverged_at[i]],
+            }
+            # each trial's plateaus and drops of the training loss (dynamics.sweeps.plateaus)
+            row["plateaus"] = [plateaus.summary(self.steps, curve) for curve in self.curves["train_loss"][i]]
+            for name in self._summary_metrics():
+                final = self.curves[name][i, ok, -1]
+                known = ok.any() and bool(np.all(np.isfinite(final)))  # NaN: not known (no noise floor)
+                row[name] = {
+                    "mean": float(np.mean(final)) if known else None,
+                    "std": float(np.std(final)) if known else None,
+                }
+            rows.append(row)
+        return rows
+
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per H × trial × logged step, one column per metric
+        (NaN after a trial's divergence), with ``lr`` (η₀) and ``init_scale`` to tell apart the
+        results of ``run_grid`` once concatenated. Theory diagnostics are columns too (NaN at
+        the steps they were not computed); their step list ``diagnostic_steps`` is not. The
+        per-head curves are in ``head_frame()``, the parameter snapshots in ``params``."""
+        import pandas as pd
+
+        n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
+        per_step = {k: v for k, v in self.curves.items() if np.shape(v) == (n_h, trials, L)}
+        h, t, s = np.meshgrid(np.arange(n_h), np.arange(trials), np.arange(L), indexing="ij")
+        frame = {
+            "heads": self.heads[h.ravel()],
+            "lr": self.config.optim.lr,
+            "init_scale": self.config.model.init_scale,
+            "trial": t.ravel(),
+            "step": self.steps[s.ravel()],
+        }
+        frame.update({k: np.asarray(v).reshape(-1) for k, v in per_step.items()})  # (H, trials, L) C order
+        return pd.DataFrame(frame)
+
+    def head_frame(self):
+        """The per-head curves (the metrics of a per-head kind) as a tidy pandas DataFrame: one row
+        per H × trial × logged step × head h < H, columns ``heads``, ``lr``, ``init_scale``,
+        ``trial``, ``step``, ``head`` and one per metric (the name without ``head_``). Empty when
+        none were logged."""
+        import pandas as pd
+
+        per_head = {k.removeprefix("head_"): np.asarray(v) for k, v in self.curves.items() if is_per_head(k)}
+        if not per_head:
+            return pd.DataFrame(columns=["heads", "lr", "init_scale", "trial", "step", "head"])
+        n_h, trials, L, h_max = next(iter(per_head.values())).shape[:4]
+        i, t, s, h = np.meshgrid(*(np.arange(n) for n in (n_h, trials, L, h_max)), indexing="ij")
+        keep = (h < self.heads[i]).ravel()  # head h of a run with H ≤ h does not exist
+        frame = {
+            "heads": self.heads[i.ravel()][keep],
+            "lr": self.config.optim.lr,
+            "init_scale": self.config.model.init_scale,
+            "trial": t.ravel()[keep],
+            "step": self.steps[s.ravel()][keep],
+            "head": h.ravel()[keep],
+        }
+        for name, v in per_head.items():  # (n_h, trials, L, H_max[, ...]): trailing axes become columns
+            flat = v.reshape(n_h * trials * L * h_max, -1)[keep]
+            if flat.shape[1] == 1:
+                frame[name] = flat[:, 0]
+            else:
+                frame.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
+        return pd.DataFrame(frame)
+
+    def summary_frame(self):
+        """``summary()`` as a pandas DataFrame indexed by H: the final ``<metric>_mean`` and
+        ``<metric>_std`` over the trials that did not diverge, and ``n_diverged``."""
+        import pandas as pd
+
+        rows = []
+        for row in self.summary():
+            flat = {"heads": row["heads"], "trials": row["trials"], "n_diverged": row["n_diverged"]}
+            for name in self._summary_metrics():
+                for stat in ("mean", "std"):
+                    value = row[name][stat]
+                    flat[f"{name}_{stat}"] = np.nan if value is None else value
+            rows.append(flat)
+        return pd.DataFrame(rows).set_index("heads")
