@@ -1,8 +1,11 @@
 """The notebook API: ``run_sweep(preset("fig2"), heads=[1, 2, 4], steps=500)``, ``load_results(folder)``.
 
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
-is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword; an
-enum member (``dynamics.Loss.EXP``) stands for its name. ``run_sweep`` returns a
+is ``width``, or the field's own, ``d``), both generated from the knobs' declarations
+(``dynamics.config.knobs``), so what works as a flag works as a keyword; a value given as text
+is read as the flag reads it (a switch takes a bool only), and an enum member
+(``dynamics.Loss.EXP``) stands for its name. ``run_sweep(data="file.npz")`` trains on a file (as
+``--data``), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
 ``dynamics.sweeps.sweep.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
@@ -15,7 +18,15 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.schema import Config, ConfigError, apply_overrides, config_from_dict, preset  # noqa: F401
+from dynamics.config.knobs import Declared, text_type
+from dynamics.config.schema import (  # noqa: F401
+    Config,
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    declared,
+    preset,
+)
 from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
 ENGINE_KEYWORDS = (
@@ -31,10 +42,15 @@ ENGINE_KEYWORDS = (
 )
 
 
-def _knobs() -> dict[str, tuple[str, str, Any]]:
-    from dynamics.cli.run import KNOBS  # argparse only: no JAX
-
-    return {flag[2:].replace("-", "_"): (section, name, typ) for flag, section, name, typ, *_ in KNOBS}
+def _knobs() -> dict[str, Declared]:
+    """keyword -> the knob it sets: the flag's name, and the field's own name where no other
+    knob or keyword takes it (``d`` is ``width``)."""
+    knobs = [k for k in declared() if k.flag]
+    by_keyword = {k.keyword: k for k in knobs}
+    for k in knobs:
+        if k.name not in by_keyword and k.name not in ENGINE_KEYWORDS and k.name not in ("model", "x64"):
+            by_keyword[k.name] = k
+    return by_keyword
 
 
 def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
@@ -57,15 +73,16 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             close = difflib.get_close_matches(key, list(knobs), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
-        section, name, typ = knobs[key]
+        k = knobs[key]
+        typ = text_type(k)
         if isinstance(value, enum.Enum) and typ is str:  # dynamics.Loss.EXP is "exp", as on the command line
             value = value.value
-        if isinstance(value, str) and typ is not str:
+        if isinstance(value, str) and typ is not str and not k.spec.switch:  # a switch takes a bool only
             try:
                 value = typ(value)  # "1,2,4" as on the command line
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
-        sections.setdefault(section, {})[name] = value
+        sections.setdefault(k.section, {})[k.name] = value
     out = apply_overrides(cfg, sections, "keyword arguments")
     from dynamics.config.schema import validate
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from dynamics import parts
 from dynamics.config.sections import (
     _FIELD_TYPES,
-    _NEW_FIELDS,
-    _NEW_MODEL_FIELDS,
     DIAGNOSTICS,
     HEAD_METRICS,
     SECTIONS,
@@ -22,6 +20,8 @@ from dynamics.config.sections import (
     ModelConfig,
     OptimConfig,
     SweepConfig,
+    added_fields,
+    declaration,
 )
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import MAX_LOGGED_STEPS
@@ -197,30 +197,10 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
 
 
 def no_effect(cfg: Config, name: str) -> str | None:
-    """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one)."""
-    model, data = cfg.model, cfg.data
-    if name in ("model.init", "model.init_scale") and model.init_from:
-        return f"model.init_from={model.init_from!r} sets θ(0)"
-    if name == "model.init_scale" and not parts.INITS.get(model.init).random:
-        return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
-    if name in ("model.key_query", "model.head_size") and parts.QUERIES.get(model.query).learned:
-        return "model.query='learned' has a vector k per head, no key-query matrix"
-    if name == "model.head_size" and not parts.KEY_QUERIES.get(model.key_query).factored:
-        return f"model.key_query={model.key_query!r} has no head size; use model.key_query='factored'"
-    if (
-        name in ("optim.batch_size", "optim.sampling")
-        and not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch
-    ):
-        return (
-            f"optim.optimizer={cfg.optim.optimizer!r} uses every training example at every update; "
-            f"use optim.optimizer='sgd' (--optimizer sgd)"
-        )
-    if (
-        name in ("data.n_train", "data.n_test", "data.T", "data.d")
-        and parts.DATA_MODELS[data.model].from_file
-    ):
-        return f"data from a file ({data.path}) fixes n, T and d"
-    return None
+    """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one): its knob's
+    ``idle`` (``dynamics.config.knobs``), declared with the knob."""
+    spec = declaration(name)
+    return None if spec is None or spec.idle is None else spec.idle(cfg)
 
 
 def _check_no_effect(cfg: Config) -> None:
@@ -294,7 +274,7 @@ def _check_replay(cfg: Config) -> None:
         raise ConfigError(
             f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
         )
-    changed = [k for k, v in _NEW_FIELDS["optim"].items() if getattr(optim, k) != v]
+    changed = [k for k, v in added_fields(OptimConfig).items() if getattr(optim, k) != v]
     if changed:
         raise ConfigError(
             f"sweep.diagnostics replays the plain step (no group rules or constraint); "
@@ -385,7 +365,7 @@ def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataCon
         _choice("sweep.diagnostics", name, DIAGNOSTICS)
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
-    changed = {k: getattr(model, k) for k, v in _NEW_MODEL_FIELDS.items() if getattr(model, k) != v}
+    changed = {k: getattr(model, k) for k, v in added_fields(ModelConfig).items() if getattr(model, k) != v}
     if names and parts.QUERIES[model.query].learned:
         changed = {"query": model.query}
     if names and changed:  # the replay re-trains the papers' model: softmax at β = 1

@@ -4,10 +4,9 @@ presets, a results file's ``config``) and the parsers of the values given as tex
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
-from dynamics.config.sections import _NEW_FIELDS, DIAGNOSTICS, SECTIONS, Config, _fields
+from dynamics.config.sections import SECTIONS, Config, OptimConfig, _fields, added_fields, declared
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import suggest as _suggest
 
@@ -38,20 +37,10 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
                 )
         values = dict(value)
         if key == "data" and "params" in values:  # [data.params]: merged into those set before
-            if not isinstance(values["params"], dict):
-                raise ConfigError(
-                    f"{source}: [data.params] must be a table of fields, got {values['params']!r}"
-                )
-            values["params"] = {**dict(cfg.data.params), **values["params"]}
+            values["params"] = _data_params(cfg, values, source)
         given.update(f"{key}.{name}" for name in (values.get("params") or {}) if key == "data")
         given.update(f"{key}.{name}" for name in values if name != "params")
-        if "heads" in values:
-            values["heads"] = parse_heads(values["heads"])
-        if "diagnostics" in values:
-            values["diagnostics"] = parse_diagnostics(values["diagnostics"])
-        for name in ("readout_steps", "attention_steps"):
-            if key == "optim" and name in values:
-                values[name] = parse_steps(values[name], f"optim.{name}")
+        values = {name: _coerced(key, name, v) for name, v in values.items()}
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
     return dataclasses.replace(cfg, **sections, given=frozenset(given) if explicit else cfg.given)
 
@@ -64,64 +53,32 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     name = doc.pop("name", "default")
     optim = doc.get("optim")
     if isinstance(optim, dict) and "task" not in optim:  # written resolved: left out, it was the default
-        doc["optim"] = {**optim, "task": _NEW_FIELDS["optim"]["task"]}
+        doc["optim"] = {**optim, "task": added_fields(OptimConfig)["task"]}
     return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
 
-def parse_heads(value) -> tuple[int, ...]:
-    """'1,2,4' or [1, 2, 4] -> (1, 2, 4); validated later."""
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        try:
-            return tuple(int(p) for p in parts)
-        except ValueError:
+def _data_params(cfg: Config, values: dict[str, Any], source: str) -> dict[str, Any]:
+    """``[data.params]`` merged into the parameters set before; a parameter also named directly
+    in ``[data]`` with another value is refused (which one would run?)."""
+    table = values["params"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [data.params] must be a table of fields, got {table!r}")
+    for name, value in table.items():
+        if name in values and values[name] != value:
             raise ConfigError(
-                f"heads={value!r} must be a comma-separated list of positive integers"
-            ) from None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value,)
-    if isinstance(value, Mapping | set | frozenset | bytes):  # their order or items are not a list of H
-        raise ConfigError(f"heads={value!r} must be a list of positive integers")
-    try:
-        return tuple(value)
-    except TypeError:
-        raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
+                f"{source}: data.{name} is given twice, {values[name]!r} in [data] and {value!r} in "
+                f"[data.params]: give it once"
+            )
+    return {**dict(cfg.data.params), **{k: _coerced("data", k, v) for k, v in table.items()}}
 
 
-def parse_steps(value, name: str = "optim.readout_steps") -> tuple[int, int | None] | None:
-    """A group's updates [start, stop): 'START:STOP' (either may be left out), [start, stop],
-    [start] or None/'all' -> (start, stop) with stop None for 'to the end'; None for all updates.
-    Types are checked here, values by ``validate``."""
-    if value is None or (isinstance(value, str) and value.strip() in ("all", ":")):
-        return None
-    if isinstance(value, str) and value.count(":") == 1:
-        ends = [p.strip() for p in value.split(":")]
-        try:
-            start, stop = (int(ends[0]) if ends[0] else 0), (int(ends[1]) if ends[1] else None)
-        except ValueError:
-            start = stop = "bad"
-    elif isinstance(value, list | tuple) and len(value) in (1, 2):
-        start, stop = value[0], value[1] if len(value) == 2 else None
-    else:
-        start = stop = "bad"
-    ok = isinstance(start, int) and not isinstance(start, bool)
-    ok = ok and (stop is None or (isinstance(stop, int) and not isinstance(stop, bool)))
-    if not ok:
-        raise ConfigError(
-            f"{name}={value!r} must be START:STOP, the 0-based updates start <= t < stop in which the "
-            f"group moves (e.g. 0:100; '100:' from update 100 on), or 'all'"
-        )
-    return None if (start, stop) == (0, None) else (start, stop)
+def _coerced(section: str, name: str, value: Any) -> Any:
+    """``value`` through its knob's ``coerce`` (a wrong type refused, a text form read)."""
+    if name == "params":
+        return value
+    spec = _coercers().get(f"{section}.{name}")
+    return value if spec is None else spec(f"{section}.{name}", value)
 
 
-def parse_diagnostics(value) -> tuple[str, ...]:
-    """'sharpness,kernel', 'all', 'none' or a list of names -> a tuple of names; validated later."""
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-        if value == ["all"]:
-            return DIAGNOSTICS
-        if value == ["none"]:
-            return ()
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigError(f"diagnostics={value!r} must be a comma-separated list of {', '.join(DIAGNOSTICS)}")
+def _coercers() -> dict[str, Any]:
+    return {k.key: k.spec.coerce for k in declared() if k.spec.coerce is not None}

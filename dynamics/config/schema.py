@@ -22,13 +22,7 @@ from dynamics.config.checks import (  # noqa: F401
     resolve,
     validate,
 )
-from dynamics.config.overrides import (  # noqa: F401
-    apply_overrides,
-    config_from_dict,
-    parse_diagnostics,
-    parse_heads,
-    parse_steps,
-)
+from dynamics.config.overrides import apply_overrides, config_from_dict  # noqa: F401
 from dynamics.config.presets import (  # noqa: F401
     ICL_STEPS,
     PAPER_HEADS,
@@ -55,8 +49,10 @@ from dynamics.config.sections import (  # noqa: F401
     ModelConfig,
     OptimConfig,
     SweepConfig,
+    declared,
     digest,
     user_sources,
 )
 from dynamics.config.tomlfile import MAX_TOML_BYTES, load_toml, read_toml  # noqa: F401
+from dynamics.config.values import parse_diagnostics, parse_heads, parse_steps  # noqa: F401
 from dynamics.errors import ConfigError  # noqa: F401

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from dynamics import parts
+from dynamics.config import values
+from dynamics.config.knobs import UNSET, Declared, Knob, knob, knob_of
+from dynamics.config.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import suggest as _suggest
 
@@ -34,29 +37,28 @@ KEY_QUERIES = parts.KEY_QUERIES.names
 INITS = parts.INITS.names
 LOSSES = parts.LOSSES.names
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
-DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
+DIAGNOSTICS = values.DIAGNOSTICS
+HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
 
-# The parameters of the built-in data models: a results.json's "data" section and the config hash
-# list every one of them (None where the model has none), as they always did, so every old run's
-# hash is unchanged; a data model registered later lists its own only when it is the model.
-SYNTHETIC_FIELDS = (
-    "T",
-    "d",
-    "zeta",
-    "r",
-    "signal",
-    "noise",
-    "n_irrelevant",
-    "geometry",
-    "first_relevant",
-    "teacher_heads",
-    "teacher_scale",
-    "label_noise",
-)
-_DATA_FIELDS = ("model", "path", "n_train", "n_test", "T", "d")
-# Data-model parameters added after results existed, left out of to_dict (and the hash) at their
-# default, so a config that does not use them keeps its hash.
-_NEW_DATA_PARAMS: dict[str, Any] = {"whiten": False}
+# The data models whose parameters the first results files listed for every model (None where
+# not its own): their data section keeps listing them, so every old run's hash is unchanged.
+FIRST_DATA_MODELS = ("dm1", "planted")
+
+
+def _from_file_idle(cfg) -> str | None:
+    if parts.DATA_MODELS.get(cfg.data.model).from_file:
+        return f"data from a file ({cfg.data.path}) fixes n, T and d"
+    return None
+
+
+def _n_train_idle(cfg) -> str | None:
+    optim = cfg.optim
+    if parts.OPTIMIZERS.get(optim.optimizer).minibatch and parts.SAMPLINGS.get(optim.sampling).fresh:
+        return (
+            f"optim.sampling={optim.sampling!r} draws fresh examples at every update, no training set "
+            f"of n examples (the batch size is --batch-size)"
+        )
+    return None
 
 
 @dataclass(frozen=True, init=False)
@@ -70,12 +72,47 @@ class DataConfig:
     and a parameter not set takes the model's default (``resolved``).
     """
 
-    model: str = "dm1"  # a name in dynamics.parts.DATA_MODELS (dm1, planted, mixture, npz, ...)
-    path: str | None = None  # .npz file with X_train, y_train, X_test, y_test (model = npz)
-    n_train: int = 100  # training examples per trial (synthetic models)
-    n_test: int = 300  # test examples per trial; more gives a less noisy test loss
-    T: int | None = None  # tokens per example (None: the model's default)
-    d: int | None = None  # token width (None: the model's default)
+    model: str = knob(
+        "dm1",
+        "the data model, a name or your own package.module:name (setup and sample)",
+        flag="--data-model",
+        choices=parts.DATA_MODELS,
+        hashed="always",
+    )
+    path: str | None = knob(
+        None,
+        "an .npz file of X_train, y_train, X_test, y_test (model npz; the flag --data)",
+        flag="",
+        hashed="always",
+    )
+    n_train: int = knob(
+        100, "training examples per trial", grid=int, unit="n", idle=_n_train_idle, hashed="always"
+    )
+    n_test: int = knob(
+        300,
+        "test examples per trial (more: a less noisy test loss)",
+        grid=int,
+        idle=_from_file_idle,
+        hashed="always",
+    )
+    T: int | None = knob(
+        None,
+        "tokens per example T (default: the data model's)",
+        flag="--tokens",
+        grid=int,
+        unit="T",
+        idle=_from_file_idle,
+        hashed="always",
+    )
+    d: int | None = knob(
+        None,
+        "token width d (default: the data model's)",
+        flag="--width",
+        grid=int,
+        unit="d",
+        idle=_from_file_idle,
+        hashed="always",
+    )
     params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
 
     def __init__(
@@ -92,9 +129,9 @@ class DataConfig:
         known = parts.data.parameter_names()
         unknown = [k for k in named if k not in known]
         if unknown:
-            allowed = ", ".join([*_DATA_FIELDS, "params", *known])
+            allowed = ", ".join([*_data_field_names(), "params", *known])
             raise ConfigError(
-                f"unknown field data.{unknown[0]}{_suggest(unknown[0], [*_DATA_FIELDS, *known])}; "
+                f"unknown field data.{unknown[0]}{_suggest(unknown[0], [*_data_field_names(), *known])}; "
                 f"allowed: {allowed}"
             )
         try:
@@ -128,97 +165,287 @@ class DataConfig:
         return dataclasses.replace(self, T=T, d=d, params={**own, **dict(self.params)})
 
     def to_dict(self) -> dict[str, Any]:
-        """The section as results.json writes it (and the config hash reads it): flat, every
-        built-in model's parameter listed (None where unset), then the model's own others."""
-        doc: dict[str, Any] = {k: getattr(self, k) for k in _DATA_FIELDS}
+        """The section as results.json writes it (and the config hash reads it): flat, the first
+        data models' parameters listed whatever the model (None where unset), then the model's own
+        others, each left out at its default unless declared ``hashed="always"`` (``hashed``)."""
+        doc = hashed(self, {f.name: getattr(self, f.name) for f in _declared_fields(DataConfig)})
         own = dict(self.params)
-        doc.update({k: own.pop(k, None) for k in SYNTHETIC_FIELDS if k not in ("T", "d")})
-        doc.update({k: v for k, v in own.items() if k not in _NEW_DATA_PARAMS or _NEW_DATA_PARAMS[k] != v})
+        doc.update({k: own.pop(k, None) for k in first_data_parameters()})
+        schema = parts.DATA_MODELS[self.model].schema if self.model in parts.DATA_MODELS else None
+        fields = {f.name: f for f in dataclasses.fields(schema)} if schema else {}
+        doc.update({k: v for k, v in own.items() if k not in fields or _kept(fields[k], v)})
         return doc
+
+
+def _data_field_names() -> list[str]:  # noqa: N802
+    return [f.name for f in _declared_fields(DataConfig)]
+
+
+def first_data_parameters() -> tuple[str, ...]:
+    """The parameters of ``FIRST_DATA_MODELS``, in their order."""
+    return tuple(dict.fromkeys(n for m in FIRST_DATA_MODELS for n in parts.DATA_MODELS[m].parameters))
+
+
+def _declared_fields(cls) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if knob_of(f) is not None]
+
+
+def _kept(f: dataclasses.Field, value: Any) -> bool:
+    """The one rule of the hashed document: a field is left out at its default (its ``baseline``,
+    the value every run had before it existed) or None, unless declared ``hashed="always"`` (the
+    fields of the first results files, written whatever their value)."""
+    spec = knob_of(f)
+    if spec is not None and spec.hashed == "always":
+        return True
+    baseline = spec.baseline if spec is not None and spec.baseline is not UNSET else f.default
+    return value not in (baseline, None)
+
+
+def hashed(section: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of ``section``'s fields without those ``_kept`` leaves out."""
+    fields = {f.name: f for f in dataclasses.fields(section)}
+    return {k: v for k, v in values.items() if _kept(fields[k], v)}
+
+
+def added_fields(cls) -> dict[str, Any]:
+    """The fields of a section added after the first results files, with their baseline: what
+    the theory diagnostics' replay (the first model and step) needs them at."""
+    out = {}
+    for f in _declared_fields(cls):
+        spec = knob_of(f)
+        if spec.hashed != "always":
+            out[f.name] = spec.baseline if spec.baseline is not UNSET else f.default
+    return out
+
+
+def _init_idle(cfg) -> str | None:
+    if cfg.model.init_from:
+        return f"model.init_from={cfg.model.init_from!r} sets θ(0)"
+    return None
+
+
+def _init_scale_idle(cfg) -> str | None:
+    model = cfg.model
+    if model.init_from:
+        return f"model.init_from={model.init_from!r} sets θ(0)"
+    if not parts.INITS.get(model.init).random:
+        return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
+    if model.init == "sphere" and parts.QUERIES.get(model.query).learned:
+        return "model.init='sphere' puts U_h and k_h on the unit sphere whatever σ₀ (no other array to draw)"
+    return None
+
+
+def _key_query_idle(cfg) -> str | None:
+    if parts.QUERIES.get(cfg.model.query).learned:
+        return "model.query='learned' has a vector k per head, no key-query matrix"
+    return None
+
+
+def _head_size_idle(cfg) -> str | None:
+    if parts.QUERIES.get(cfg.model.query).learned:
+        return _key_query_idle(cfg)
+    if not parts.KEY_QUERIES.get(cfg.model.key_query).factored:
+        return f"model.key_query={cfg.model.key_query!r} has no head size; use model.key_query='factored'"
+    return None
+
+
+def _minibatch_idle(cfg) -> str | None:
+    if not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
+        return (
+            f"optim.optimizer={cfg.optim.optimizer!r} uses every training example at every update; "
+            f"use optim.optimizer='sgd' (--optimizer sgd)"
+        )
+    return None
+
+
+def _decay_idle(group: str):
+    """A group's weight decay under a constraint that holds every parameter of the group on a
+    sphere, with the decay in the gradient (not Adam's decoupled one): λθ is radial there, and
+    the tangent projection removes it."""
+
+    def idle(cfg) -> str | None:
+        optim, model = cfg.optim, cfg.model
+        held = parts.CONSTRAINTS.get(optim.constraint).params
+        if not held or parts.OPTIMIZERS.get(optim.optimizer).decoupled_weight_decay:
+            return None
+        present = {"U", "b"} if model.bias else {"U"}
+        present = (
+            present if group == "readout" else ({"k"} if parts.QUERIES.get(model.query).learned else {"W"})
+        )
+        if not present <= set(held):
+            return None
+        return (
+            f"optim.constraint={optim.constraint!r} keeps {', '.join(sorted(present))} on the unit sphere "
+            f"and removes the gradient's radial part, which is all the decay λθ is"
+        )
+
+    return idle
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    query: str = "first"  # first: x_1 queries (the papers' model); all: full self-attention, mean-pooled
-    norm: str = "sqrt"  # c_H = 1/√H (sqrt), 1/H (mean) or 1 (sum)
-    key_query: str = "full"  # full W_h (d×d) or factored Q_h K_hᵀ (rank ≤ head_size)
-    head_size: str | int = "split"  # factored: d // H (split, the bottleneck) or a fixed integer
-    init: str = "zero"  # zero (heads stay identical) or normal (breaks the symmetry)
-    init_scale: float = 1.0  # σ₀ of the normal init: entries N(0, σ₀²/d)
-    attention: str = "softmax"  # σ over a query's scores: softmax, softmax1, linear, sigmoid, erf
-    temperature: float = 1.0  # β₀: σ(β·s), the scores multiplied by β for every activation
-    temperature_decay: float = 0.0  # c: β_t = β₀ / (1 + c·t) at update t; 0 keeps β constant
-    bias: bool = False  # a learned scalar b added to Φ (one per run, never divided by H)
-    init_from: str | None = None  # θ(0) from an .npz of the parameters by name (dynamics.config.initfile)
+    """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
+
+    query: str = knob("first", "", choices=parts.QUERIES, hashed="always")
+    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, hashed="always")
+    key_query: str = knob("full", "", choices=parts.KEY_QUERIES, idle=_key_query_idle, hashed="always")
+    head_size: str | int = knob(
+        "split",
+        "factored head size: 'split' (d // H) or an integer",
+        parse=head_size_arg,
+        idle=_head_size_idle,
+        hashed="always",
+    )
+    init: str = knob("zero", "", choices=parts.INITS, idle=_init_idle, hashed="always")
+    attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
+    temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
+    temperature_decay: float = knob(
+        0.0,
+        "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
+        grid=float,
+        unit="c",
+    )
+    init_scale: float = knob(
+        1.0,
+        "σ₀ of the normal init, entries N(0, σ₀²/d)",
+        grid=float,
+        unit="σ₀",
+        idle=_init_scale_idle,
+        hashed="always",
+    )
+    bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
+    init_from: str | None = knob(
+        None,
+        "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
+        "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
+    )
 
 
-# Fields added after results files existed, per section, with the default they are left out of
-# results.json and the config hash at (so every older config keeps its json and its hash). A new
-# field goes here with its default.
-_NEW_FIELDS: dict[str, dict[str, Any]] = {
-    "model": {
-        "attention": "softmax",
-        "temperature": 1.0,
-        "temperature_decay": 0.0,
-        "bias": False,
-        "init_from": None,
-    },
-    "optim": {
-        "task": "classification",
-        "batch_size": None,
-        "sampling": "epoch",
-        "readout_lr_factor": 1.0,
-        "attention_lr_factor": 1.0,
-        "readout_steps": None,
-        "attention_steps": None,
-        "readout_weight_decay": 0.0,
-        "attention_weight_decay": 0.0,
-        "constraint": "none",
-    },
-    "sweep": {"head_metrics": "auto", "save_params": False},
-}
-_NEW_MODEL_FIELDS = _NEW_FIELDS["model"]
+def _group_knobs(group: str, names: str) -> dict[str, Any]:
+    """The three knobs of a parameter group (readout, attention)."""
+    return {
+        f"{group}_lr_factor": knob(
+            1.0, f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)"
+        ),
+        f"{group}_steps": knob(
+            None,
+            f"START:STOP: the {group} parameters {names} move only in the 0-based updates START <= t "
+            f"< STOP, else stay exactly (e.g. 0:2 moves them in the first two updates, 100: from update "
+            f"100 on; default all). Adam's moments see a zero gradient while frozen",
+            coerce=lambda name, value: parse_steps(value, name),
+        ),
+        f"{group}_weight_decay": knob(
+            0.0,
+            f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
+            f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
+            idle=_decay_idle(group),
+        ),
+    }
+
+
+_READOUT = _group_knobs("readout", "U (and b)")
+_ATTENTION = _group_knobs("attention", "W (or Q, K) and k")
 
 
 @dataclass(frozen=True)
 class OptimConfig:
-    optimizer: str = "gd"  # gd (full batch) or adam (optax defaults)
-    lr: float = 1.0  # η₀
-    lr_scaling: str = "constant"  # η(H) = η₀ · H^p, p = 0 (constant), ½ (sqrt), 1 (linear)
-    loss: str = "logistic"  # logistic, exp, hinge2, square (classification); mse (regression)
-    steps: int = 500  # updates (full-batch, or of SGD's mini-batches)
-    # classification or regression; None: the data's (its data model's, or a file's targets: other
-    # than ±1 or 0/1 is regression). Resolved by ``Config.resolved``, with a loss of that task.
-    task: str | None = None
-    batch_size: int | None = None  # sgd: B training examples per update (sgd needs it; others: none)
-    sampling: str = (
-        "epoch"  # sgd: epoch (a permutation per epoch), replace or online (dynamics.parts.SAMPLINGS)
+    """Training: the optimiser, its step, the loss and task, SGD's batches, the parameter groups'
+    rules (per group: the step η(H)·factor, the updates [start, stop) it moves in, the weight
+    decay λ >= 0) and a constraint."""
+
+    optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, hashed="always")
+    lr: float = knob(1.0, "base step size η₀", grid=float, unit="η₀", hashed="always")
+    lr_scaling: str = knob(
+        "constant",
+        "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
+        "Adam alike)",
+        choices=parts.LR_SCALINGS,
+        hashed="always",
     )
-    # Per parameter group (readout U, b; attention W, Q, K, k): the step η(H)·factor, the updates
-    # [start, stop) it moves in (None: all; stop None: to the end), the weight decay λ >= 0.
-    readout_lr_factor: float = 1.0
-    attention_lr_factor: float = 1.0
-    readout_steps: tuple[int, int | None] | None = None
-    attention_steps: tuple[int, int | None] | None = None
-    readout_weight_decay: float = 0.0
-    attention_weight_decay: float = 0.0
-    constraint: str = "none"  # none, or sphere: U_h, k_h kept on the unit sphere (dynamics.parts.CONSTRAINTS)
+    loss: str = knob(
+        "logistic",
+        "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
+        "default: logistic, or mse for regression data",
+        choices=parts.LOSSES,
+        hashed="always",
+    )
+    steps: int = knob(500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always")
+    # None: the data's (its data model's, or a file's targets). Resolved by ``Config.resolved``.
+    task: str | None = knob(
+        None,
+        "classification (±1 labels) or regression (real targets); default: the data's (a data model's "
+        "own; a file's targets other than ±1 or 0/1 are regression); one contradicting the data is refused",
+        choices=parts.training.TASKS,
+        baseline="classification",
+    )
+    batch_size: int | None = knob(
+        None,
+        "sgd only (and needed there): B training examples per update, chosen from the trial's own "
+        "random stream and the update number, so the same whatever the packing, devices or --resume; "
+        "the logged train loss is still the full training set's (online: the batch of the next update)",
+        parse=int_arg,
+        idle=_minibatch_idle,
+    )
+    sampling: str = knob(
+        "epoch",
+        "sgd only: how each update's B examples are chosen",
+        choices=parts.SAMPLINGS,
+        idle=_minibatch_idle,
+    )
+    readout_lr_factor: float = _READOUT["readout_lr_factor"]
+    attention_lr_factor: float = _ATTENTION["attention_lr_factor"]
+    readout_steps: tuple[int, int | None] | None = _READOUT["readout_steps"]
+    attention_steps: tuple[int, int | None] | None = _ATTENTION["attention_steps"]
+    readout_weight_decay: float = _READOUT["readout_weight_decay"]
+    attention_weight_decay: float = _ATTENTION["attention_weight_decay"]
+    constraint: str = knob(
+        "none",
+        "keep parameters on a manifold (needs --query learned and --init sphere)",
+        choices=parts.CONSTRAINTS,
+    )
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    heads: tuple[int, ...] = (1, 2, 4, 8)  # numbers of heads H, one sweep point each
-    trials: int = 3  # independent data draws (and inits), vmapped in one program
-    seed: int = 0  # the root PRNG seed; the same seed gives the same numbers
-    log_every: int | None = None  # log every k steps (the last step is always logged)
-    log_points: int | None = None  # or about this many log-spaced steps; neither: auto
-    fast_path: bool = True  # zero init: simulate one representative head per H (exact)
-    # sharpness, kernel, maxmargin (dynamics.theory.replay); () = none. Left out of to_dict and the
-    # hash when empty, so runs without diagnostics keep their results.json and config_hash.
-    diagnostics: tuple[str, ...] = ()
-    # the per-head metrics (dynamics.core.heads): on, off, or auto (on up to 16 heads)
-    head_metrics: str = "auto"
-    save_params: bool = False  # keep θ at the logged steps (params.npz; size checked before running)
+    """The sweep: the numbers of heads, trials, seed, what is logged and kept."""
+
+    heads: tuple[int, ...] = knob(
+        (1, 2, 4, 8),
+        "numbers of heads H, comma-separated (e.g. 1,2,4,8)",
+        parse=parse_heads,
+        coerce=lambda name, value: parse_heads(value),
+        hashed="always",
+    )
+    trials: int = knob(3, "independent trials (data draws and inits) per H", hashed="always")
+    seed: int = knob(0, "root PRNG seed; the same seed gives the same numbers", hashed="always")
+    log_every: int | None = knob(None, "log metrics every K steps", parse=int_arg, hashed="always")
+    log_points: int | None = knob(
+        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always"
+    )
+    # zero init: one representative head per H (exact); the flag is --no-fast-path
+    fast_path: bool = knob(
+        True, "simulate one exact representative head per H (zero init)", flag="", hashed="always"
+    )
+    diagnostics: tuple[str, ...] = knob(
+        (),
+        "theory diagnostics along training, comma-separated or 'all': sharpness (Hessian λ_max, λ_min, "
+        "η·λ_max), kernel (tangent-kernel distance from step 0), maxmargin (cosine of W to the attention "
+        "SVM; data models that know their relevant tokens only); off by default. Measured at <= 24 of "
+        "the logged steps, each run replayed: it costs several times the sweep's own time "
+        "(docs/theory.md)",
+        parse=str,
+        coerce=lambda name, value: parse_diagnostics(value),
+    )
+    head_metrics: str = knob(
+        "auto",
+        "per-head metrics at every logged step (attention on the relevant tokens, norms, |cos| with "
+        "the data's planted directions, head–head similarities; docs/results-format.md): on, off, or "
+        "auto (default: on up to 16 heads)",
+        choices=HEAD_METRICS,
+    )
+    save_params: bool = knob(
+        False, "keep θ at every logged step in params.npz (its size is estimated and refused if too large)"
+    )
 
 
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
@@ -254,14 +481,12 @@ class Config:
         return dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, task=task, loss=loss))
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as results.json writes it and its hash reads it: each section's fields but
+        those the one rule leaves out (``hashed``), the data's as ``DataConfig.to_dict`` lists them."""
         doc = {"name": self.name, "data": self.data.to_dict()}
-        doc.update({s: dataclasses.asdict(getattr(self, s)) for s in ("model", "optim", "sweep")})
-        for section, fields in _NEW_FIELDS.items():  # added later: left out at their default,
-            for name, default in fields.items():  # so every older config keeps its json and hash
-                if doc[section][name] in (default, None):  # None: not resolved yet (the default)
-                    del doc[section][name]
-        if not self.sweep.diagnostics:
-            del doc["sweep"]["diagnostics"]  # as before diagnostics existed: same hash, same json
+        for s in ("model", "optim", "sweep"):
+            section = getattr(self, s)
+            doc[s] = hashed(section, dataclasses.asdict(section))
         sources = user_sources(self)
         if sources:  # only with a user's part ("module:attribute"): every other config keeps its hash
             doc["sources"] = sources
@@ -325,7 +550,6 @@ def digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-HEAD_METRICS = ("auto", "on", "off")
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
 _FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
 
@@ -334,3 +558,28 @@ def _fields(section: str) -> list[str]:
     """The names a section takes: its fields, and for ``data`` every data model's parameters."""
     names = list(_FIELD_TYPES[section])
     return [*names, *parts.data.parameter_names()] if section == "data" else names
+
+
+def declared() -> list[Declared]:
+    """Every knob: the sections' fields in order, then every data model's own parameters (one
+    per name, with the declarations of each model that has it)."""
+    out = []
+    for section, cls in SECTIONS.items():
+        for f in _declared_fields(cls):
+            out.append(Declared(section, f.name, knob_of(f), default=f.default))
+    variants: dict[str, dict[int, tuple[list[str], Any, Any]]] = {}
+    for model in parts.DATA_MODELS.values():
+        for f in dataclasses.fields(model.schema) if model.schema else ():
+            spec = knob_of(f) or Knob(f.name)
+            entry = variants.setdefault(f.name, {}).setdefault(id(spec), ([], spec, f.default))
+            entry[0].append(model.name)
+    for name, by_spec in variants.items():
+        forms = tuple((tuple(models), spec) for models, spec, _ in by_spec.values())
+        first = next(iter(by_spec.values()))
+        out.append(Declared("data", name, forms[0][1], forms, default=first[2]))
+    return out
+
+
+def declaration(key: str) -> Knob | None:
+    """The Knob of ``section.field`` (a data model's parameter: the first model's), None if none."""
+    return next((k.spec for k in declared() if k.key == key), None)
