@@ -44,6 +44,7 @@ from dynamics.config.grid import (
     resolve_grid,
 )
 from dynamics.config.schema import (
+    OWN_RUNNERS,
     PRESETS,
     Config,
     ConfigError,
@@ -253,19 +254,27 @@ def _is_main_process() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any("bottleneck" in arg for arg in argv):  # cheap test first: the module imports JAX
-        from dynamics.cli import (
-            bottleneck as bottleneck_cli,  # the bottleneck presets have their own runner
-        )
+    runner = OWN_RUNNERS.get(requested_preset(argv))
+    if runner is not None:  # a preset that runs its own experiment (its module imports JAX)
+        import importlib
 
-        if bottleneck_cli.requested(argv):
-            return bottleneck_cli.main(argv)
+        return importlib.import_module(runner).main(argv)
     timings = Timings().start()
     where: dict[str, Path] = {}  # the output folder, once the sweep may have written into it
     try:
         return interrupts.command(lambda: _main(argv, timings, where), lambda: _interrupted(where))
     finally:
         timings.stop()
+
+
+def requested_preset(argv: list[str]) -> str | None:
+    """The preset ``--preset NAME`` (or ``--preset=NAME``) names in ``argv``, else None."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument("--preset")
+    try:
+        return p.parse_known_args(argv)[0].preset
+    except argparse.ArgumentError:  # '--preset' without a name: the full parser says so
+        return None
 
 
 def _interrupted(where: dict) -> str:

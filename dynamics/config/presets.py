@@ -163,6 +163,14 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
 }
 
 
+# Presets that run an experiment of their own rather than a sweep: name -> the command-line
+# module whose ``main(argv)`` runs it (``python -m dynamics.run --preset NAME`` goes there).
+OWN_RUNNERS = {
+    "bottleneck-expressivity": "dynamics.cli.bottleneck",
+    "bottleneck-heads": "dynamics.cli.bottleneck",
+}
+
+
 def unknown_preset(name: str, known) -> ConfigError:
     """The one-line error for a preset name that is none of ``known``."""
     return ConfigError(

@@ -25,6 +25,7 @@ from dynamics.config.checks import (  # noqa: F401
 from dynamics.config.overrides import apply_overrides, config_from_dict  # noqa: F401
 from dynamics.config.presets import (  # noqa: F401
     ICL_STEPS,
+    OWN_RUNNERS,
     PAPER_HEADS,
     PAPER_SIZES,
     PRESETS,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamics.config.overrides import apply_overrides
-from dynamics.config.presets import preset
+from dynamics.config.presets import OWN_RUNNERS, preset
 from dynamics.config.sections import Config
 from dynamics.errors import ConfigError
 
@@ -28,7 +28,7 @@ def read_toml(path: str | Path) -> tuple[dict[str, Any], str | None]:
     if "preset" not in doc:
         return doc, None
     name = str(doc.pop("preset"))
-    if name.startswith("bottleneck-"):
+    if name in OWN_RUNNERS:
         raise ConfigError(
             f"config file {str(path)!r}: preset {name!r} runs its own experiment; "
             f"give it on the command line: --preset {name}"
