@@ -166,10 +166,18 @@ def format_table(result) -> str:
     header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  drops  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
-        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
+        cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
         drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
         lines.append(f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
+
+
+def _cell(row: dict, metric: str) -> str:
+    """A table cell: 'diverged' only where every trial diverged; 'n/a' where the metric has no
+    value although runs finished (an excess risk without a known noise floor)."""
+    if row[metric]["mean"] is None and row["n_diverged"] < row["trials"]:
+        return "n/a"
+    return mean_std(row[metric])
 
 
 def _report(exp, result, out: Path) -> None:

@@ -129,3 +129,13 @@ def fmt_default(value: Any) -> str:
     if isinstance(value, float) and math.isfinite(value) and value == int(value):
         return f"{value:g}"
     return repr(value) if isinstance(value, str) else str(value)
+
+
+def grid_knob_list(knobs: list[Declared]) -> str:
+    """The grid knobs as docs/grids.md lists them (between its ``grid-knobs`` markers)."""
+    items = [
+        f"`{k.flag}`" + (f" ({k.spec.unit})" if k.spec.unit and k.flag[2:] != k.name else "")
+        for k in knobs
+        if k.spec.grid is not None and k.spec.grid is not str
+    ]
+    return "Grid knobs: " + ", ".join(items) + "; `--heads` stays the list of H as before."

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamics import parts
-from dynamics.config import values
+from dynamics.config import idle, values
 from dynamics.config.knobs import UNSET, Declared, Knob, knob, knob_of
 from dynamics.config.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 from dynamics.errors import ConfigError
@@ -43,22 +43,6 @@ HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads 
 # The data models whose parameters the first results files listed for every model (None where
 # not its own): their data section keeps listing them, so every old run's hash is unchanged.
 FIRST_DATA_MODELS = ("dm1", "planted")
-
-
-def _from_file_idle(cfg) -> str | None:
-    if parts.DATA_MODELS.get(cfg.data.model).from_file:
-        return f"data from a file ({cfg.data.path}) fixes n, T and d"
-    return None
-
-
-def _n_train_idle(cfg) -> str | None:
-    optim = cfg.optim
-    if parts.OPTIMIZERS.get(optim.optimizer).minibatch and parts.SAMPLINGS.get(optim.sampling).fresh:
-        return (
-            f"optim.sampling={optim.sampling!r} draws fresh examples at every update, no training set "
-            f"of n examples (the batch size is --batch-size)"
-        )
-    return None
 
 
 @dataclass(frozen=True, init=False)
@@ -86,13 +70,13 @@ class DataConfig:
         hashed="always",
     )
     n_train: int = knob(
-        100, "training examples per trial", grid=int, unit="n", idle=_n_train_idle, hashed="always"
+        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always"
     )
     n_test: int = knob(
         300,
         "test examples per trial (more: a less noisy test loss)",
         grid=int,
-        idle=_from_file_idle,
+        idle=idle.from_file,
         hashed="always",
     )
     T: int | None = knob(
@@ -101,7 +85,7 @@ class DataConfig:
         flag="--tokens",
         grid=int,
         unit="T",
-        idle=_from_file_idle,
+        idle=idle.from_file,
         hashed="always",
     )
     d: int | None = knob(
@@ -110,7 +94,7 @@ class DataConfig:
         flag="--width",
         grid=int,
         unit="d",
-        idle=_from_file_idle,
+        idle=idle.from_file,
         hashed="always",
     )
     params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
@@ -218,85 +202,21 @@ def added_fields(cls) -> dict[str, Any]:
     return out
 
 
-def _init_idle(cfg) -> str | None:
-    if cfg.model.init_from:
-        return f"model.init_from={cfg.model.init_from!r} sets θ(0)"
-    return None
-
-
-def _init_scale_idle(cfg) -> str | None:
-    model = cfg.model
-    if model.init_from:
-        return f"model.init_from={model.init_from!r} sets θ(0)"
-    if not parts.INITS.get(model.init).random:
-        return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
-    if model.init == "sphere" and parts.QUERIES.get(model.query).learned:
-        return "model.init='sphere' puts U_h and k_h on the unit sphere whatever σ₀ (no other array to draw)"
-    return None
-
-
-def _key_query_idle(cfg) -> str | None:
-    if parts.QUERIES.get(cfg.model.query).learned:
-        return "model.query='learned' has a vector k per head, no key-query matrix"
-    return None
-
-
-def _head_size_idle(cfg) -> str | None:
-    if parts.QUERIES.get(cfg.model.query).learned:
-        return _key_query_idle(cfg)
-    if not parts.KEY_QUERIES.get(cfg.model.key_query).factored:
-        return f"model.key_query={cfg.model.key_query!r} has no head size; use model.key_query='factored'"
-    return None
-
-
-def _minibatch_idle(cfg) -> str | None:
-    if not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
-        return (
-            f"optim.optimizer={cfg.optim.optimizer!r} uses every training example at every update; "
-            f"use optim.optimizer='sgd' (--optimizer sgd)"
-        )
-    return None
-
-
-def _decay_idle(group: str):
-    """A group's weight decay under a constraint that holds every parameter of the group on a
-    sphere, with the decay in the gradient (not Adam's decoupled one): λθ is radial there, and
-    the tangent projection removes it."""
-
-    def idle(cfg) -> str | None:
-        optim, model = cfg.optim, cfg.model
-        held = parts.CONSTRAINTS.get(optim.constraint).params
-        if not held or parts.OPTIMIZERS.get(optim.optimizer).decoupled_weight_decay:
-            return None
-        present = {"U", "b"} if model.bias else {"U"}
-        present = (
-            present if group == "readout" else ({"k"} if parts.QUERIES.get(model.query).learned else {"W"})
-        )
-        if not present <= set(held):
-            return None
-        return (
-            f"optim.constraint={optim.constraint!r} keeps {', '.join(sorted(present))} on the unit sphere "
-            f"and removes the gradient's radial part, which is all the decay λθ is"
-        )
-
-    return idle
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
 
     query: str = knob("first", "", choices=parts.QUERIES, hashed="always")
     norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, hashed="always")
-    key_query: str = knob("full", "", choices=parts.KEY_QUERIES, idle=_key_query_idle, hashed="always")
+    key_query: str = knob("full", "", choices=parts.KEY_QUERIES, idle=idle.key_query, hashed="always")
     head_size: str | int = knob(
         "split",
         "factored head size: 'split' (d // H) or an integer",
         parse=head_size_arg,
-        idle=_head_size_idle,
+        idle=idle.head_size,
         hashed="always",
     )
-    init: str = knob("zero", "", choices=parts.INITS, idle=_init_idle, hashed="always")
+    init: str = knob("zero", "", choices=parts.INITS, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
     temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
     temperature_decay: float = knob(
@@ -310,7 +230,7 @@ class ModelConfig:
         "σ₀ of the normal init, entries N(0, σ₀²/d)",
         grid=float,
         unit="σ₀",
-        idle=_init_scale_idle,
+        idle=idle.init_scale,
         hashed="always",
     )
     bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
@@ -338,7 +258,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             0.0,
             f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
             f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
-            idle=_decay_idle(group),
+            idle=idle.decay(group),
         ),
     }
 
@@ -384,13 +304,13 @@ class OptimConfig:
         "random stream and the update number, so the same whatever the packing, devices or --resume; "
         "the logged train loss is still the full training set's (online: the batch of the next update)",
         parse=int_arg,
-        idle=_minibatch_idle,
+        idle=idle.minibatch,
     )
     sampling: str = knob(
         "epoch",
         "sgd only: how each update's B examples are chosen",
         choices=parts.SAMPLINGS,
-        idle=_minibatch_idle,
+        idle=idle.minibatch,
     )
     readout_lr_factor: float = _READOUT["readout_lr_factor"]
     attention_lr_factor: float = _ATTENTION["attention_lr_factor"]
