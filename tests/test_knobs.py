@@ -146,9 +146,10 @@ def test_run_sweep_takes_a_file_path_and_x64(tmp_path):
     np.testing.assert_allclose(r64.curves["train_loss"], r32.curves["train_loss"], rtol=1e-5)
 
 
-def test_the_table_says_n_a_not_diverged_for_a_metric_without_value():
+def test_the_table_says_n_a_not_diverged_for_a_metric_without_value(monkeypatch):
     from dynamics.api import run_sweep
 
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "data"))
     result = run_sweep(
         None,
         data_model="user_regression:linear",

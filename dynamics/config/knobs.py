@@ -71,8 +71,9 @@ def knob_of(f: dataclasses.Field) -> Knob | None:
 
 
 def strict_bool(name: str, value: Any) -> bool:
-    """A switch takes True or False only: "False", "no", 0 or 1 would silently mean something."""
-    if not isinstance(value, bool):
+    """A switch takes True or False only: "False", "no", 0 or 1 would silently mean something.
+    None is "not set" (a results file lists another data model's parameters as None)."""
+    if value is not None and not isinstance(value, bool):
         raise ConfigError(f"{name}={value!r} must be True or False (a bool, not a string or a number)")
     return value
 
