@@ -164,3 +164,22 @@ def test_the_table_says_n_a_not_diverged_for_a_metric_without_value(monkeypatch)
     table = format_table(result)
     assert "diverged" not in table.split("\n", 2)[2].rsplit("  ", 1)[0] and "n/a" in table
     assert table.rstrip().endswith("0/1")
+
+
+def test_the_user_guide_knob_table_names_each_flag_with_its_field_and_default():
+    text = (ROOT / "docs" / "user-guide.md").read_text()
+    table = text.split("| flag | config (`[optim]`) | default |", 1)[1].split("\n\n", 1)[0]
+    by_flag = {k.flag: k for k in declared() if k.flag}
+    words = {"none": None, "all updates": None}
+    rows = [line.split(" | ") for line in table.strip().splitlines()[1:]]
+    assert rows
+    for cells in rows:
+        flags = re.findall(r"`(--[a-z-]+)", cells[0])
+        fields = re.findall(r"`([a-z_]+)`", cells[1])
+        assert [by_flag[f].key for f in flags] == [f"optim.{f}" for f in fields]
+        shown = cells[2].rstrip(" |").split(";")[0].strip()
+        if shown.startswith("`"):  # a name, as written
+            default = shown.strip("`")
+        else:
+            default = words[shown] if shown in words else float(shown)
+        assert all(by_flag[f].default == default for f in flags), (flags, default)
