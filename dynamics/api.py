@@ -67,6 +67,9 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     knobs = _knobs()
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
+        if "." in key:  # a data model's parameter named by its model: **{"sparse-token.signal": 6}
+            sections.setdefault("data", {})[key] = value
+            continue
         if key not in knobs:
             import difflib
 

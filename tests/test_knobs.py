@@ -183,3 +183,21 @@ def test_the_user_guide_knob_table_names_each_flag_with_its_field_and_default():
         else:
             default = words[shown] if shown in words else float(shown)
         assert all(by_flag[f].default == default for f in flags), (flags, default)
+
+
+def test_a_data_model_parameter_may_be_named_by_its_model(tmp_path):
+    cfg = with_overrides(None, data_model="sparse-token", **{"sparse-token.signal": 3.0})
+    assert cfg.data.signal == 3.0 and cfg == with_overrides(None, data_model="sparse-token", signal=3.0)
+    path = tmp_path / "c.toml"
+    path.write_text('[data]\nmodel = "mixture"\n[data.mixture]\nr = 2\nzeta = 0.2\n')
+    assert dict(load_toml(path).data.params) == {"r": 2, "zeta": 0.2}
+    with pytest.raises(
+        ConfigError, match=r"data.sparse-token.signal is a parameter of data model 'sparse-token'"
+    ):
+        with_overrides(
+            None, **{"sparse-token.signal": 3.0}
+        )  # the model is dm1: the name says which it is for
+    with pytest.raises(ConfigError, match=r"data model 'mixture' has no parameter 'positive_rate'"):
+        with_overrides(None, data_model="mixture", **{"mixture.positive_rate": 0.5})
+    with pytest.raises(ConfigError, match=r"data.r is given twice, 3 and 2"):
+        apply_overrides(Config(), {"data": {"model": "mixture", "r": 3, "mixture": {"r": 2}}}, "test")

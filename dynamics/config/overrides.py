@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dynamics import parts
 from dynamics.config.sections import SECTIONS, Config, OptimConfig, _fields, added_fields, declared
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import suggest as _suggest
@@ -28,6 +29,8 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
             )
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: [{key}] must be a table of fields, got {value!r}")
+        if key == "data":  # "mixture.r" or a table [data.mixture]: the model's own parameter r
+            value = _unqualified(cfg, value, source)
         allowed = _fields(key)
         for fname in value:
             if fname not in allowed:
@@ -82,3 +85,43 @@ def _coerced(section: str, name: str, value: Any) -> Any:
 
 def _coercers() -> dict[str, Any]:
     return {k.key: k.spec.coerce for k in declared() if k.spec.coerce is not None}
+
+
+def _unqualified(cfg: Config, table: dict[str, Any], source: str) -> dict[str, Any]:
+    """``table`` with a data model's parameters named by their model — ``"sparse-token.signal": 6``
+    or a table ``[data.sparse-token]`` (``{"sparse-token": {"signal": 6}}``; '_' may stand for
+    '-') — as the plain names; refused when the model is not the config's data model, has no
+    such parameter, or the same parameter is given another value plainly."""
+    model = table.get("model", cfg.data.model)
+    out = {k: v for k, v in table.items() if _owner(k.partition(".")[0]) is None or not _qualified(k, v)}
+    for name, v in table.items():
+        if name in out:
+            continue
+        owner_text, _, param = name.partition(".")
+        owner = _owner(owner_text)
+        if owner != model:
+            raise ConfigError(
+                f"{source}: data.{name} is a parameter of data model {owner!r}; data.model is {model!r}"
+            )
+        for p, pv in ({param: v} if param else v).items():
+            if p not in parts.DATA_MODELS[owner].parameters:
+                own = ", ".join(parts.DATA_MODELS[owner].parameters) or "none"
+                raise ConfigError(
+                    f"{source}: data model {owner!r} has no parameter {p!r}; its parameters: {own}"
+                )
+            if p in out and out[p] != pv:
+                raise ConfigError(f"{source}: data.{p} is given twice, {out[p]!r} and {pv!r}: give it once")
+            out[p] = pv
+    return out
+
+
+def _owner(text: str) -> str | None:
+    """The data model ``text`` names ('_' for '-' allowed), else None."""
+    for name in (text, text.replace("_", "-")):
+        if name in parts.DATA_MODELS.names:
+            return name
+    return None
+
+
+def _qualified(key: str, value: Any) -> bool:
+    return "." in key or isinstance(value, dict)
