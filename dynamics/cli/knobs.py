@@ -5,11 +5,12 @@ choices and type from the declaration; a grid knob (``grid``) takes several valu
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from dynamics import parts
 from dynamics.config.grid import GRID_KNOBS, list_arg
-from dynamics.config.knobs import Declared, text_type
+from dynamics.config.knobs import Declared, fmt_default, text_type
 from dynamics.config.sections import SECTIONS, declared
 from dynamics.errors import ConfigError
 
@@ -24,11 +25,15 @@ def knob_flags() -> list[Declared]:
 
 
 def help_of(k: Declared) -> str:
-    """The knob's help; a part's followed by its registry's choices, each with its own help."""
-    choices = k.spec.choices
+    """The knob's help and its default (a data model's parameter: per model, so none here); a
+    part's followed by its registry's choices, each with its own help."""
+    choices, text = k.spec.choices, k.help
     if isinstance(choices, parts.Registry):
-        return f"{k.help}: {choices.help()}" if k.help else choices.help()
-    return k.help
+        text = f"{text}: {choices.help()}" if text else choices.help()
+    stated = re.search(r"\(default|default:|; default", text)
+    if not (k.variants or k.spec.switch or stated) and k.default not in (None, ()):
+        text = f"{text} (default {fmt_default(k.default)})"
+    return text
 
 
 def add_knobs(p: argparse.ArgumentParser) -> None:
@@ -47,8 +52,10 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
         if k.spec.switch:  # present sets True
             groups[k.section].add_argument(k.flag, dest=k.key, action="store_const", const=True, help=help_)
             continue
-        groups[k.section].add_argument(
-            k.flag, dest=k.key, type=typ, choices=choices, default=None, help=help_
+        metavar = None if choices is not None else k.name.upper()
+        group = groups[k.section]
+        group.add_argument(
+            k.flag, dest=k.key, type=typ, choices=choices, default=None, help=help_, metavar=metavar
         )
 
 
