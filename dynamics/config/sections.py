@@ -166,8 +166,15 @@ def _data_field_names() -> list[str]:  # noqa: N802
 
 
 def first_data_parameters() -> tuple[str, ...]:
-    """The parameters of ``FIRST_DATA_MODELS``, in their order."""
-    return tuple(dict.fromkeys(n for m in FIRST_DATA_MODELS for n in parts.DATA_MODELS[m].parameters))
+    """The parameters of ``FIRST_DATA_MODELS`` declared ``hashed="always"`` (those of the first
+    results files), in their order: one added to these models later follows the rule."""
+    names = []
+    for model in FIRST_DATA_MODELS:
+        schema = parts.DATA_MODELS[model].schema
+        names += [
+            f.name for f in dataclasses.fields(schema) if getattr(knob_of(f), "hashed", None) == "always"
+        ]
+    return tuple(dict.fromkeys(names))
 
 
 def _declared_fields(cls) -> list[dataclasses.Field]:
