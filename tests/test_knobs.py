@@ -253,3 +253,16 @@ def test_the_hash_rule_keeps_every_old_config_hash():
     assert {name: preset(name).hash() for name in KEPT_HASHES} == KEPT_HASHES
     for expected, overrides in KEPT_OVERRIDES.items():
         assert apply_overrides(Config(), overrides, "test").hash() == expected, overrides
+
+
+def test_the_command_line_routes_by_the_preset_named_not_by_a_substring():
+    from dynamics.cli.run import requested_preset
+    from dynamics.config.schema import OWN_RUNNERS
+
+    assert requested_preset(["--preset", "bottleneck-heads", "--quick"]) == "bottleneck-heads"
+    assert requested_preset(["--preset=bottleneck-expressivity"]) == "bottleneck-expressivity"
+    assert (
+        requested_preset(["--out", "runs/bottleneck-heads", "--name", "x"]) is None
+    )  # a path is not a preset
+    assert requested_preset(["--preset"]) is None  # the full parser reports it
+    assert set(OWN_RUNNERS) == {"bottleneck-expressivity", "bottleneck-heads"}
