@@ -1,8 +1,11 @@
 """The notebook API: ``run_sweep(preset("fig2"), heads=[1, 2, 4], steps=500)``, ``load_results(folder)``.
 
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
-is ``width``; ``KNOBS`` of ``dynamics.run``), so what works as a flag works as a keyword; an
-enum member (``dynamics.Loss.EXP``) stands for its name. ``run_sweep`` returns a
+is ``width``, or the field's own, ``d``), both generated from the knobs' declarations
+(``dynamics.config.knobs``), so what works as a flag works as a keyword; a value given as text
+is read as the flag reads it (a switch takes a bool only), and an enum member
+(``dynamics.Loss.EXP``) stands for its name. ``run_sweep(data="file.npz")`` trains on a file (as
+``--data``), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
 ``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
@@ -15,7 +18,15 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.schema import Config, ConfigError, apply_overrides, config_from_dict, preset  # noqa: F401
+from dynamics.config.knobs import Declared, text_type
+from dynamics.config.schema import (  # noqa: F401
+    Config,
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    declared,
+    preset,
+)
 from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
 ENGINE_KEYWORDS = (
@@ -31,10 +42,15 @@ ENGINE_KEYWORDS = (
 )
 
 
-def _knobs() -> dict[str, tuple[str, str, Any]]:
-    from dynamics.cli.run import KNOBS  # argparse only: no JAX
-
-    return {flag[2:].replace("-", "_"): (section, name, typ) for flag, section, name, typ, *_ in KNOBS}
+def _knobs() -> dict[str, Declared]:
+    """keyword -> the knob it sets: the flag's name, and the field's own name where no other
+    knob or keyword takes it (``d`` is ``width``)."""
+    knobs = [k for k in declared() if k.flag]
+    by_keyword = {k.keyword: k for k in knobs}
+    for k in knobs:
+        if k.name not in by_keyword and k.name not in ENGINE_KEYWORDS and k.name not in ("model", "x64"):
+            by_keyword[k.name] = k
+    return by_keyword
 
 
 def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
@@ -51,21 +67,25 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     knobs = _knobs()
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
+        if "." in key:  # a data model's parameter named by its model: **{"sparse-token.signal": 6}
+            sections.setdefault("data", {})[key] = value
+            continue
         if key not in knobs:
             import difflib
 
             close = difflib.get_close_matches(key, list(knobs), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
-        section, name, typ = knobs[key]
+        k = knobs[key]
+        typ = text_type(k)
         if isinstance(value, enum.Enum) and typ is str:  # dynamics.Loss.EXP is "exp", as on the command line
             value = value.value
-        if isinstance(value, str) and typ is not str:
+        if isinstance(value, str) and typ is not str and not k.spec.switch:  # a switch takes a bool only
             try:
                 value = typ(value)  # "1,2,4" as on the command line
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
-        sections.setdefault(section, {})[name] = value
+        sections.setdefault(k.section, {})[k.name] = value
     out = apply_overrides(cfg, sections, "keyword arguments")
     from dynamics.config.schema import validate
 
@@ -73,17 +93,32 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     return out
 
 
-def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
+def run_sweep(cfg: Config | str | None = None, *, x64: bool = False, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
-    keywords (``data``, a data model object of your own; ``progress``, ``on_point``, ``devices``, …)
-    pass through to ``dynamics.sweeps.sweep.run_sweep``."""
+    keywords (``progress``, ``on_point``, ``devices``, …) pass through to
+    ``dynamics.sweeps.sweep.run_sweep``. ``data``: a data model object of your own, or the path of
+    an .npz file to train on (as ``--data``); ``x64=True`` simulates in float64 (as ``--x64``)."""
+    import contextlib
+    import os
+
     from dynamics.sweeps.checks import as_config
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
+    if not isinstance(x64, bool):
+        raise ConfigError(f"x64={x64!r} must be True or False")
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     if isinstance(cfg, str):
         cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
-    return _run_sweep(with_overrides(cfg, **kwargs), **engine)
+    cfg = with_overrides(cfg, **kwargs)
+    if isinstance(engine.get("data"), str | os.PathLike):  # a file's path, as --data FILE.npz
+        path = os.fspath(engine.pop("data"))
+        cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, "run_sweep(data=...)")
+    with contextlib.ExitStack() as stack:
+        if x64:
+            import jax
+
+            stack.enter_context(jax.enable_x64(True))
+        return _run_sweep(cfg, **engine)
 
 
 def load_results(folder: str | Path):

@@ -101,11 +101,11 @@ def test_metadata_loads_without_jax():
 
 
 def test_config_lists_are_the_registries():
-    from dynamics.cli.run import KNOBS
+    from dynamics.cli.knobs import knob_flags
     from dynamics.config import schema
 
     assert schema.OPTIMIZERS == parts.OPTIMIZERS.names and schema.QUERIES == parts.QUERIES.names
-    choices = {flag: c for flag, _, _, _, c, _ in KNOBS}
+    choices = {k.flag: k.spec.choices for k in knob_flags()}
     assert choices["--optimizer"] is parts.OPTIMIZERS and choices["--data-model"] is parts.DATA_MODELS
 
 

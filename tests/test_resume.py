@@ -113,7 +113,7 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
 
 def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch):
     """Results of an older engine (other random draws) are recomputed, never resumed or reused."""
-    import dynamics.config.schema
+    import dynamics.config.sections
     from dynamics.sweeps.checkpoint import finished_heads
 
     cfg = Config(
@@ -126,7 +126,7 @@ def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch)
     old = cfg.hash()
     assert set(finished_heads(out, old)) == {1}
     monkeypatch.setattr(
-        dynamics.config.schema, "NUMERICS_VERSION", dynamics.config.schema.NUMERICS_VERSION + 1
+        dynamics.config.sections, "NUMERICS_VERSION", dynamics.config.sections.NUMERICS_VERSION + 1
     )
     assert cfg.hash() != old
     assert finished_heads(out, cfg.hash()) == {}

@@ -1,8 +1,9 @@
 """The command line of the two bottleneck presets of ``python -m dynamics.run`` (docs/bottleneck.md).
 
 ``python -m dynamics.run --preset bottleneck-expressivity|bottleneck-heads`` comes here
-(``dynamics.cli.run.main`` asks ``requested``): parse the preset's own flags, run the experiment
-of ``dynamics.experiments.bottleneck``, print a table, write the result files and the figure.
+(``dynamics.cli.run.main`` looks the preset up in ``OWN_RUNNERS``): parse the preset's own
+flags, run the experiment of ``dynamics.experiments.bottleneck``, print a table, write the result
+files and the figure.
 """
 
 from __future__ import annotations

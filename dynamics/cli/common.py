@@ -17,6 +17,7 @@ import os
 import threading
 
 from dynamics.config.schema import ConfigError
+from dynamics.config.values import float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -24,35 +25,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see --help)\n")
-
-
-def int_arg(text: str) -> int:
-    """An integer flag value; the error names the text."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-
-
-def float_arg(text: str) -> float:
-    """A real flag value; the error names the text."""
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def floats_arg(text: str) -> tuple[float, ...]:
-    """A comma list of reals ('1,0.7,0.5'); the error names the text."""
-    try:
-        return tuple(float(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers") from None
-
-
-def head_size_arg(text: str) -> str | int:
-    """``--head-size``: 'split' (d // H) or an integer."""
-    return text if text == "split" else int_arg(text)
 
 
 def int_list_arg(text: str) -> tuple[int, ...]:

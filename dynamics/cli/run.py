@@ -9,8 +9,9 @@ Examples:
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
 
-This module holds the sweep's command line: its flags (``KNOBS``, one per config field),
-parser, the experiment they ask for (``config_from_args``), the result table and ``main``.
+This module holds the sweep's command line: its parser (the knob flags are generated from the
+knobs' declarations by ``dynamics.cli.knobs``), the experiment the flags ask for
+(``config_from_args``), the result table and ``main``.
 The parser, argument types and device flags it shares with the other command lines are in
 ``dynamics.cli.common``; ``--preset bottleneck-*`` goes to ``dynamics.cli.bottleneck``.
 """
@@ -25,31 +26,25 @@ from pathlib import Path
 
 import numpy as np
 
-from datamodels.defaults import GEOMETRIES, ICL_BASES
 from dynamics import parts
 from dynamics.cli.common import (
     OneLineParser,
     add_cpu_devices,
     apply_cpu_devices,
-    float_arg,
-    floats_arg,
-    head_size_arg,
     import_plotting_meanwhile,
-    int_arg,
     mean_std,
     use_file_backend,
 )
+from dynamics.cli.knobs import add_knobs, dest, knob_values
 from dynamics.config.grid import (
-    GRID_KNOBS,
     GRID_PRESETS,
     GridExperiment,
     grid_preset,
-    list_arg,
     load_toml_grid,
     resolve_grid,
 )
 from dynamics.config.schema import (
-    HEAD_METRICS,
+    OWN_RUNNERS,
     PRESETS,
     Config,
     ConfigError,
@@ -57,7 +52,6 @@ from dynamics.config.schema import (
     IdenticalTrialsWarning,
     apply_overrides,
     identical_trials,
-    parse_heads,
     resolve,
 )
 from dynamics.infra import interrupts
@@ -65,225 +59,6 @@ from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.memory import check_memory
-
-# flag, section, field, type, choices, help. A part's choices are its live registry (argparse lists
-# and checks them through iteration and ``in``), its help the registry's: a registered part is a
-# choice of the command line at once.
-KNOBS = [
-    ("--heads", "sweep", "heads", parse_heads, None, "numbers of heads H, comma-separated (e.g. 1,2,4,8)"),
-    ("--trials", "sweep", "trials", int_arg, None, "independent trials (data draws and inits) per H"),
-    ("--seed", "sweep", "seed", int_arg, None, "root PRNG seed; the same seed gives the same numbers"),
-    ("--log-every", "sweep", "log_every", int_arg, None, "log metrics every K steps"),
-    ("--log-points", "sweep", "log_points", int_arg, None, "log about N log-spaced steps instead"),
-    ("--steps", "optim", "steps", int_arg, None, "number of updates (full-batch, or SGD's mini-batches)"),
-    ("--optimizer", "optim", "optimizer", str, parts.OPTIMIZERS, parts.OPTIMIZERS.help()),
-    ("--lr", "optim", "lr", float_arg, None, "base step size η₀"),
-    (
-        "--lr-scaling",
-        "optim",
-        "lr_scaling",
-        str,
-        parts.LR_SCALINGS,
-        "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and Adam "
-        "alike): " + parts.LR_SCALINGS.help(),
-    ),
-    (
-        "--batch-size",
-        "optim",
-        "batch_size",
-        int_arg,
-        None,
-        "sgd only (and needed there): B training examples per update, chosen from the trial's own "
-        "random stream and the update number, so the same whatever the packing, devices or --resume; "
-        "the logged train loss is still the full training set's (online: the batch of the next update)",
-    ),
-    (
-        "--sampling",
-        "optim",
-        "sampling",
-        str,
-        parts.SAMPLINGS,
-        "sgd only: how each update's B examples are chosen: " + parts.SAMPLINGS.help(),
-    ),
-    *(
-        knob
-        for group, names in (("readout", "U (and b)"), ("attention", "W (or Q, K) and k"))
-        for knob in (
-            (
-                f"--{group}-lr-factor",
-                "optim",
-                f"{group}_lr_factor",
-                float_arg,
-                None,
-                f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
-            ),
-            (
-                f"--{group}-steps",
-                "optim",
-                f"{group}_steps",
-                str,
-                None,
-                f"START:STOP: the {group} parameters {names} move only in the 0-based updates START <= t "
-                f"< STOP, else stay exactly (e.g. 0:2 moves them in the first two updates, 100: from "
-                f"update 100 on; default all). Adam's moments see a zero gradient while frozen",
-            ),
-            (
-                f"--{group}-weight-decay",
-                "optim",
-                f"{group}_weight_decay",
-                float_arg,
-                None,
-                f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
-                f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
-            ),
-        )
-    ),
-    (
-        "--constraint",
-        "optim",
-        "constraint",
-        str,
-        parts.CONSTRAINTS,
-        "keep parameters on a manifold (needs --query learned and --init sphere): "
-        + parts.CONSTRAINTS.help(),
-    ),
-    (
-        "--loss",
-        "optim",
-        "loss",
-        str,
-        parts.LOSSES,
-        "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
-        "default: logistic, or mse for regression data: " + parts.LOSSES.help(),
-    ),
-    (
-        "--task",
-        "optim",
-        "task",
-        str,
-        parts.training.TASKS,
-        "classification (±1 labels) or regression (real targets); default: the data's (a data model's "
-        "own; a file's targets other than ±1 or 0/1 are regression); one contradicting the data is refused",
-    ),
-    (
-        "--query",
-        "model",
-        "query",
-        str,
-        parts.QUERIES,
-        parts.QUERIES.help(),
-    ),
-    ("--norm", "model", "norm", str, parts.NORMS, "head normalisation: " + parts.NORMS.help()),
-    ("--key-query", "model", "key_query", str, parts.KEY_QUERIES, parts.KEY_QUERIES.help()),
-    (
-        "--head-size",
-        "model",
-        "head_size",
-        head_size_arg,
-        None,
-        "factored head size: 'split' (d // H) or an integer",
-    ),
-    ("--init", "model", "init", str, parts.INITS, parts.INITS.help()),
-    (
-        "--init-from",
-        "model",
-        "init_from",
-        str,
-        None,
-        "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
-        "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
-    ),
-    (
-        "--bias",
-        "model",
-        "bias",
-        bool,
-        None,
-        "learn a scalar bias b added to Φ (one per run, not ÷ by H)",
-    ),
-    ("--attention", "model", "attention", str, parts.ACTIVATIONS, parts.ACTIVATIONS.help()),
-    ("--temperature", "model", "temperature", float_arg, None, "β₀: every activation reads β·s (default 1)"),
-    (
-        "--temperature-decay",
-        "model",
-        "temperature_decay",
-        float_arg,
-        None,
-        "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
-    ),
-    ("--init-scale", "model", "init_scale", float_arg, None, "σ₀ of the normal init, entries N(0, σ₀²/d)"),
-    (
-        "--diagnostics",
-        "sweep",
-        "diagnostics",
-        str,
-        None,
-        "theory diagnostics along training, comma-separated or 'all': sharpness (Hessian λ_max, λ_min, "
-        "η·λ_max), kernel (tangent-kernel distance from step 0), maxmargin (cosine of W to the attention "
-        "SVM; data models that know their relevant tokens only); off by default. Measured at <= 24 of "
-        "the logged steps, each run replayed: it costs several times the sweep's own time "
-        "(docs/theory.md)",
-    ),
-    (
-        "--head-metrics",
-        "sweep",
-        "head_metrics",
-        str,
-        HEAD_METRICS,
-        "per-head metrics at every logged step (attention on the relevant tokens, norms, |cos| with "
-        "the data's planted directions, head–head similarities; docs/results-format.md): on, off, or "
-        "auto (default: on up to 16 heads)",
-    ),
-    (
-        "--save-params",
-        "sweep",
-        "save_params",
-        bool,
-        None,
-        "keep θ at every logged step in params.npz (its size is estimated and refused if too large)",
-    ),
-    (
-        "--data-model",
-        "data",
-        "model",
-        str,
-        parts.DATA_MODELS,
-        parts.DATA_MODELS.help() + "; or your own, package.module:name (setup and sample)",
-    ),
-    ("--n-train", "data", "n_train", int_arg, None, "training examples per trial"),
-    ("--n-test", "data", "n_test", int_arg, None, "test examples per trial"),
-    ("--tokens", "data", "T", int_arg, None, "tokens per example T"),
-    ("--width", "data", "d", int_arg, None, "token width d"),
-    ("--zeta", "data", "zeta", float_arg, None, "mixture sparsity ζ: r = max(1, round(ζT)) relevant tokens"),
-    ("--relevant", "data", "r", int_arg, None, "mixture: number of relevant tokens r (overrides ζ)"),
-    ("--signal", "data", "signal", float_arg, None, "mixture: norm S of the means"),
-    ("--noise", "data", "noise", float_arg, None, "mixture: noise level σ"),
-    ("--irrelevant-means", "data", "n_irrelevant", int_arg, None, "mixture: number M of irrelevant means"),
-    ("--geometry", "data", "geometry", str, GEOMETRIES, "mixture: class means antipodal or orthogonal"),
-    ("--teacher-heads", "data", "teacher_heads", int_arg, None, "planted: teacher heads H*"),
-    ("--teacher-scale", "data", "teacher_scale", float_arg, None, "planted: teacher scale β"),
-    ("--label-noise", "data", "label_noise", float_arg, None, "planted: label flip probability p"),
-    (
-        "--positive-rate",
-        "data",
-        "positive_rate",
-        float_arg,
-        None,
-        "sparse-token: probability π of a positive",
-    ),
-    ("--gamma", "data", "gamma", float_arg, None, "single/multi-location: spread γ of a relevant token"),
-    ("--epsilon", "data", "epsilon", float_arg, None, "single/multi-location: target noise ε (floor ε²)"),
-    ("--strengths", "data", "strengths", floats_arg, None, "multi-location: strengths c_f, e.g. 1,0.7,0.5"),
-    ("--basis", "data", "basis", str, ICL_BASES, "icl-linreg: Λ's eigenvectors, random or identity"),
-    (
-        "--whiten",
-        "data",
-        "whiten",
-        bool,
-        None,
-        "icl-linreg: whiten each drawn set's task vectors and centre its inputs (the authors' data)",
-    ),
-]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,44 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the seconds spent importing, drawing data, compiling, simulating, writing and "
         "plotting (always recorded in results.json)",
     )
-    _add_knobs(p)
+    add_knobs(p)
     return p
-
-
-def _add_knobs(p: argparse.ArgumentParser) -> None:
-    """One flag per KNOBS entry, by section; the grid knobs (dynamics.config.grid) take several values."""
-    groups = {s: p.add_argument_group(f"{s} knobs") for s in ("data", "model", "optim", "sweep")}
-    for flag, section, name, typ, choices, help_ in KNOBS:
-        if GRID_KNOBS.get(name, (None, None))[:2] == (section, name):  # several values: a grid
-            typ, help_ = list_arg(name, flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
-            if GRID_KNOBS[name][2] is str:  # categorical: names, checked per grid point by validation
-                names = "{" + ",".join(choices.names) + "}" if isinstance(choices, parts.Registry) else ""
-                help_ = f"{names} {help_.split('; several')[0]}; several: a,b,c (a grid over them)"
-                choices = None
-        elif isinstance(choices, parts.Registry):
-            typ = _part_arg(choices, f"{section}.{name}")
-        if typ is bool:  # a switch: present sets True
-            groups[section].add_argument(
-                flag, dest=f"{section}.{name}", action="store_const", const=True, help=help_
-            )
-            continue
-        groups[section].add_argument(
-            flag, dest=f"{section}.{name}", type=typ, choices=choices, default=None, help=help_
-        )
-
-
-def _part_arg(registry: parts.Registry, field: str):
-    """A part's name; a user part's ("module:attribute") that does not import is refused with why."""
-
-    def part(text: str) -> str:
-        if parts.registry.is_user_name(text) and text not in registry.names:
-            try:
-                registry.get(text, field)
-            except ConfigError as err:
-                raise argparse.ArgumentTypeError(str(err)) from None
-        return text
-
-    return part
 
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
@@ -391,14 +130,11 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
     if args.config:
         cfg, more = load_toml_grid(args.config, base=cfg)
         axes.update(more)
-    overrides: dict[str, dict] = {}
-    for _flag, section, name, *_ in KNOBS:
-        value = getattr(args, f"{section}.{name}")
-        if isinstance(value, tuple) and name in GRID_KNOBS:
-            axes[name] = value
-        elif value is not None:
+    overrides, more = knob_values(args)
+    for section in overrides.values():  # a single value given replaces an axis of the preset or file
+        for name in section:
             axes.pop(name, None)
-            overrides.setdefault(section, {})[name] = value
+    axes.update(more)
     if args.data:
         named = overrides.get("data", {}).get("model")
         if named is not None and not (named in parts.DATA_MODELS and parts.DATA_MODELS[named].from_file):
@@ -406,7 +142,9 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
                 f"--data FILE.npz cannot be combined with --data-model {overrides['data']['model']}"
             )
         fixed = [
-            f"--{f}" for f in ("n-train", "n-test", "tokens", "width") if getattr(args, _dest(f)) is not None
+            f"--{f}"
+            for f in ("n-train", "n-test", "tokens", "width")
+            if getattr(args, dest(f"--{f}")) is not None
         ]
         if fixed:
             raise ConfigError(
@@ -422,21 +160,24 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
     return resolve_grid(cfg, axes) if axes else resolve(cfg)
 
 
-def _dest(flag: str) -> str:
-    """The argparse dest of a knob's flag ('n-train' -> 'data.n_train')."""
-    return next(f"{section}.{name}" for f, section, name, *_ in KNOBS if f == f"--{flag}")
-
-
 def format_table(result) -> str:
     """One row per H: the final metrics it logs (mean ± std over trials), diverged runs."""
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
     header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  drops  diverged"
     lines = [header, "-" * len(header)]
     for row in result.summary():
-        cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
+        cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
         drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
         lines.append(f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
+
+
+def _cell(row: dict, metric: str) -> str:
+    """A table cell: 'diverged' only where every trial diverged; 'n/a' where the metric has no
+    value although runs finished (an excess risk without a known noise floor)."""
+    if row[metric]["mean"] is None and row["n_diverged"] < row["trials"]:
+        return "n/a"
+    return mean_std(row[metric])
 
 
 def _report(exp, result, out: Path) -> None:
@@ -523,19 +264,27 @@ def _is_main_process() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any("bottleneck" in arg for arg in argv):  # cheap test first: the module imports JAX
-        from dynamics.cli import (
-            bottleneck as bottleneck_cli,  # the bottleneck presets have their own runner
-        )
+    runner = OWN_RUNNERS.get(requested_preset(argv))
+    if runner is not None:  # a preset that runs its own experiment (its module imports JAX)
+        import importlib
 
-        if bottleneck_cli.requested(argv):
-            return bottleneck_cli.main(argv)
+        return importlib.import_module(runner).main(argv)
     timings = Timings().start()
     where: dict[str, Path] = {}  # the output folder, once the sweep may have written into it
     try:
         return interrupts.command(lambda: _main(argv, timings, where), lambda: _interrupted(where))
     finally:
         timings.stop()
+
+
+def requested_preset(argv: list[str]) -> str | None:
+    """The preset ``--preset NAME`` (or ``--preset=NAME``) names in ``argv``, else None."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument("--preset")
+    try:
+        return p.parse_known_args(argv)[0].preset
+    except argparse.ArgumentError:  # '--preset' without a name: the full parser says so
+        return None
 
 
 def _interrupted(where: dict) -> str:

@@ -35,6 +35,7 @@ from dynamics.config.schema import (
     ConfigError,
     Experiment,
     apply_overrides,
+    declared,
     digest,
     preset,
     read_toml,
@@ -43,25 +44,10 @@ from dynamics.config.schema import (
 )
 from dynamics.parts.metrics import head_metrics_on, metrics_of, per_head_metrics
 
-# knob name -> (section, field, int or float): the numeric knobs that take several values.
+# knob name -> (section, field, float, int or str): the knobs that take several values, those
+# declared with ``grid`` (``dynamics.config.knobs``). A data model's parameter is named alone.
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
-    "lr": ("optim", "lr", float),
-    "init_scale": ("model", "init_scale", float),
-    "temperature": ("model", "temperature", float),
-    "temperature_decay": ("model", "temperature_decay", float),
-    "n_train": ("data", "n_train", int),
-    "n_test": ("data", "n_test", int),
-    "T": ("data", "T", int),
-    "d": ("data", "d", int),
-    "zeta": ("data", "zeta", float),
-    "r": ("data", "r", int),
-    "signal": ("data", "signal", float),
-    "noise": ("data", "noise", float),
-    "n_irrelevant": ("data", "n_irrelevant", int),
-    "teacher_heads": ("data", "teacher_heads", int),
-    "teacher_scale": ("data", "teacher_scale", float),
-    "label_noise": ("data", "label_noise", float),
-    "attention": ("model", "attention", str),  # categorical: names, no a:b:k
+    k.name: (k.section, k.name, k.spec.grid) for k in declared() if k.spec.grid is not None
 }
 # Knobs the engine takes as traced scalars: a grid over them shares one batch (and program).
 TRACED = ("lr", "init_scale")

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES
+from dynamics.config.knobs import knob
+from dynamics.config.values import floats_arg
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite, positive_int
 from dynamics.parts.registry import Part, Registry, first_line
@@ -81,56 +83,107 @@ class DataModel(Part):
 class MixtureParams:
     """The tokenized mixture's own parameters (DM1's values by default)."""
 
-    zeta: float = DM1_DEFAULTS["zeta"]  # sparsity: r = max(1, round(ζT)) relevant tokens
-    r: int | None = DM1_DEFAULTS["r"]  # the number of relevant tokens (overrides zeta)
-    signal: float = DM1_DEFAULTS["signal"]  # norm S of every mean
-    noise: float = DM1_DEFAULTS["noise"]  # noise level σ, g ~ N(0, I/d)
-    n_irrelevant: int = DM1_DEFAULTS["n_irrelevant"]  # M irrelevant means (0 = pure noise)
-    geometry: str = DM1_DEFAULTS["geometry"]  # antipodal (μ₋ = −μ₊) or orthogonal class means
-    first_relevant: bool = DM1_DEFAULTS["first_relevant"]  # position 1 always relevant
+    zeta: float = knob(
+        DM1_DEFAULTS["zeta"],
+        "sparsity ζ: r = max(1, round(ζT)) relevant tokens",
+        grid=float,
+        unit="ζ",
+        hashed="always",
+    )
+    r: int | None = knob(
+        DM1_DEFAULTS["r"],
+        "number of relevant tokens r (overrides ζ)",
+        flag="--relevant",
+        grid=int,
+        unit="r",
+        hashed="always",
+    )
+    signal: float = knob(DM1_DEFAULTS["signal"], "norm S of the means", grid=float, unit="S", hashed="always")
+    noise: float = knob(
+        DM1_DEFAULTS["noise"], "noise level σ, g ~ N(0, I/d)", grid=float, unit="σ", hashed="always"
+    )
+    n_irrelevant: int = knob(
+        DM1_DEFAULTS["n_irrelevant"],
+        "number M of irrelevant means (0: pure noise)",
+        flag="--irrelevant-means",
+        grid=int,
+        unit="M",
+        hashed="always",
+    )
+    geometry: str = knob(
+        DM1_DEFAULTS["geometry"],
+        "class means antipodal (μ₋ = −μ₊) or orthogonal",
+        choices=GEOMETRIES,
+        hashed="always",
+    )
+    first_relevant: bool = knob(DM1_DEFAULTS["first_relevant"], "position 1 always relevant", hashed="always")
 
 
 @dataclasses.dataclass(frozen=True)
 class PlantedParams:
     """The planted teacher's own parameters."""
 
-    teacher_heads: int = 1  # H*; 1 is realisable by a zero-init student
-    teacher_scale: float = 1.0  # β, the std of the teacher's scores
-    label_noise: float = 0.0  # probability p of flipping a label
+    teacher_heads: int = knob(
+        1, "teacher heads H* (1 is realisable by a zero-init student)", grid=int, unit="H*", hashed="always"
+    )
+    teacher_scale: float = knob(
+        1.0, "teacher scale β, the std of its scores", grid=float, unit="β", hashed="always"
+    )
+    label_noise: float = knob(0.0, "label flip probability p", grid=float, unit="p", hashed="always")
 
 
 @dataclasses.dataclass(frozen=True)
 class SparseTokenParams:
     """The sparse-token model's own parameters (Barnfield, Cui, Lu 2025)."""
 
-    r: int = 3  # R marked positions of a positive example
-    positive_rate: float = 0.2  # π, the probability of the label +1
-    signal: float = 6.0  # θ, the signal's strength on a marked token
+    r: int = knob(
+        3, "R marked positions of a positive example", flag="--relevant", grid=int, unit="R", hashed="always"
+    )
+    positive_rate: float = knob(0.2, "probability π of a positive", grid=float, unit="π", hashed="always")
+    signal: float = knob(
+        6.0, "strength θ of the signal on a marked token", grid=float, unit="θ", hashed="always"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class LocationParams:
     """Single-location regression's own parameters (Marion, Berthier, Biau, Boyer 2025)."""
 
-    gamma: float = math.sqrt(0.5)  # γ, the relevant token's spread around √(d/2)·k*
-    epsilon: float = 0.1  # ε, the target noise's std (noise floor ε²)
+    gamma: float = knob(
+        math.sqrt(0.5),
+        "spread γ of the relevant token around √(d/2)·k*",
+        grid=float,
+        unit="γ",
+        hashed="always",
+    )
+    epsilon: float = knob(0.1, "target noise ε (noise floor ε²)", grid=float, unit="ε", hashed="always")
 
 
 @dataclasses.dataclass(frozen=True)
 class MultiLocationParams(LocationParams):
     """Multi-location regression's own parameters: F = len(strengths) features."""
 
-    strengths: tuple[float, ...] = (1.0, 0.7, 0.5)  # c_f, one per feature
+    strengths: tuple[float, ...] = knob(
+        (1.0, 0.7, 0.5), "strengths c_f, one per feature, e.g. 1,0.7,0.5", parse=floats_arg, hashed="always"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class IclParams:
     """In-context linear regression's own parameters (Zhang, Singh, Latham, Saxe 2025)."""
 
-    basis: str = "random"  # Λ's eigenvectors: a random orthonormal basis per trial, or identity
-    # the authors' data: each drawn set's task vectors whitened (mean 0, covariance I) and its
-    # inputs centred over the set; False (default): every sequence an independent draw
-    whiten: bool = False
+    basis: str = knob(
+        "random",
+        "Λ's eigenvectors: a random orthonormal basis per trial, or identity",
+        choices=ICL_BASES,
+        hashed="always",
+    )
+    # added after results existed: left out of the config hash at its default
+    whiten: bool = knob(
+        False,
+        "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
+        "(the authors' data); default: every sequence an independent draw",
+    )
 
 
 def parameter_names() -> tuple[str, ...]:

@@ -1,0 +1,445 @@
+"""Validation: every value and combination of a config checked before anything is compiled,
+one check per section, each error one line naming the field, the bad value and what is allowed;
+``resolve`` validates and plans the logged steps once (an ``Experiment``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+
+from dynamics import parts
+from dynamics.config.sections import (
+    _FIELD_TYPES,
+    DIAGNOSTICS,
+    HEAD_METRICS,
+    SECTIONS,
+    Config,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    SweepConfig,
+    added_fields,
+    declaration,
+)
+from dynamics.errors import ConfigError
+from dynamics.parts.checks import MAX_LOGGED_STEPS
+from dynamics.parts.checks import choice as _choice
+from dynamics.parts.checks import finite as _finite
+from dynamics.parts.checks import positive_int as _positive_int
+
+
+@functools.cache
+def _adapter(cls):
+    """pydantic's validator of a section's field types (strict: no coercion, so "3" is not 3 and
+    True is not 1; every instance re-validated). Imported on first use: ``--help`` never needs it."""
+    import pydantic
+
+    cls.__pydantic_config__ = pydantic.ConfigDict(strict=True, revalidate_instances="always")
+    return pydantic.TypeAdapter(cls)
+
+
+def _check_params(model, data: DataConfig) -> None:
+    """The data model's own parameters against its schema's field types (pydantic, strict)."""
+    import pydantic
+
+    if model.schema is None:
+        return
+    own = dict(data.params)
+    try:
+        _adapter(model.schema).validate_python(model.schema(**own))
+    except pydantic.ValidationError as err:
+        name = str(err.errors()[0]["loc"][0])
+        types = {f.name: f.type for f in dataclasses.fields(model.schema)}
+        raise ConfigError(
+            f"data.{name}={own.get(name)!r} has the wrong type; expected {types[name]}"
+        ) from None
+
+
+def _check_types(section: str, value) -> None:
+    """The section's field types, checked by pydantic against the dataclass annotations; the
+    first wrong field in one line."""
+    import pydantic
+
+    cls = SECTIONS[section]
+    if not isinstance(value, cls):
+        raise ConfigError(f"{section}={value!r} must be a {cls.__name__}")
+    try:
+        _adapter(cls).validate_python(value)
+    except pydantic.ValidationError as err:
+        name = str(err.errors()[0]["loc"][0])
+        bad = getattr(value, name)
+        if bad is None:
+            raise ConfigError(f"{section}.{name}=None is not allowed") from None
+        raise ConfigError(
+            f"{section}.{name}={bad!r} has the wrong type; expected {_FIELD_TYPES[section][name]}"
+        ) from None
+
+
+def validate(cfg: Config) -> Config:
+    """Check every value and combination; return the resolved config.
+
+    The checks run section by section (types and name, data, model, optim, sweep), so the
+    first bad value in that order is the one reported.
+    """
+    _check_types_and_name(cfg)
+    cfg = cfg.resolved()
+    _check_data(cfg.data)
+    _check_no_effect(cfg)  # before a file's sizes replace what was given
+    if parts.DATA_MODELS[cfg.data.model].from_file:  # n, T, d from the file's headers (no array read)
+        cfg = dataclasses.replace(cfg, data=_npz_sizes(cfg.data))
+    # heads ascending: the figures draw final loss against H, and the order never changes the numbers
+    cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
+    _check_model(cfg.model, cfg.data)
+    _check_optim(cfg.optim, cfg.model, cfg.data)
+    if cfg.model.init_from is not None:
+        _check_init_from(cfg)
+    _check_sweep(cfg.sweep, cfg.model, cfg.data)
+    if cfg.sweep.diagnostics and cfg.optim.task == "regression":
+        raise ConfigError(
+            "sweep.diagnostics are posed for classification (margins, the attention SVM); "
+            "the task is regression"
+        )
+    _check_replay(cfg)
+    _check_logged(cfg.sweep, cfg.optim)
+    return cfg
+
+
+def _check_types_and_name(cfg: Config) -> None:
+    for section in SECTIONS:
+        _check_types(section, getattr(cfg, section))
+    if not isinstance(cfg.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", cfg.name):
+        raise ConfigError(
+            f"name={cfg.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the output folder)"
+        )
+
+
+def _check_data(data: DataConfig) -> None:
+    """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
+    model = parts.DATA_MODELS.get(data.model)
+    if model.from_file:
+        if not data.path:
+            raise ConfigError(f"data.model={data.model!r} needs data.path (--data FILE.npz)")
+        given = [name for name, _ in data.params]
+        if given:
+            raise ConfigError(
+                f"--data FILE.npz cannot be combined with synthetic data parameters "
+                f"({', '.join('data.' + g for g in given)}): the file fixes the data"
+            )
+        return
+    if data.path is not None:
+        raise ConfigError(
+            f"data.path={data.path!r} is only used with data.model='npz' (got data.model={data.model!r})"
+        )
+    for name in ("n_train", "n_test", "T", "d"):
+        if getattr(data, name) is None:
+            flag = {"T": "--tokens", "d": "--width"}[name]
+            raise ConfigError(
+                f"data.{name}=None: data model {data.model!r} has no default {name}; "
+                f"give data.{name} ({flag})"
+            )
+        _positive_int(f"data.{name}", getattr(data, name))
+    wrong = [name for name, _ in data.params if name not in model.parameters]
+    if wrong:
+        raise ConfigError(
+            f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
+        )
+    _check_params(model, data)
+    if model.check is not None:
+        model.check(data)
+
+
+def _npz_sizes(data: DataConfig) -> DataConfig:
+    """``data`` (model npz) with n_train, n_test, T, d read from the file's headers; a value
+    set in the config must be the file's own (n_train/n_test at their defaults count as unset)."""
+    from datamodels.npz import read_header
+
+    header = read_header(data.path)
+    unset = {"n_train": DataConfig.n_train, "n_test": DataConfig.n_test, "T": None, "d": None}
+    for name, default in unset.items():
+        value = getattr(data, name)
+        if value not in (default, getattr(header, name)):
+            raise ConfigError(
+                f"data.{name}={value!r} does not apply to --data {data.path}: the file fixes "
+                f"{name} = {getattr(header, name)}"
+            )
+    for name in unset:  # the same bounds as synthetic data (a 3 MB file can claim d = 10⁵)
+        _positive_int(f"data.{name}", getattr(header, name))
+    return dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
+
+
+def _check_model(model: ModelConfig, data: DataConfig) -> None:
+    parts.QUERIES.get(model.query)
+    parts.NORMS.get(model.norm)
+    parts.KEY_QUERIES.get(model.key_query)
+    parts.INITS.get(model.init)
+    parts.ACTIVATIONS.get(model.attention)
+    _finite("model.temperature", model.temperature, lo=0.0, lo_open=True, hi=1e30)
+    _finite("model.temperature_decay", model.temperature_decay, lo=0.0)
+    _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True, hi=1e30)
+    if model.head_size != "split":
+        _positive_int("model.head_size", model.head_size)
+        if data.d is not None and model.head_size > data.d:
+            raise ConfigError(
+                f"model.head_size={model.head_size} must be <= data.d={data.d}: "
+                f"Q_h K_hᵀ has rank <= d whatever the head size"
+            )
+    if parts.QUERIES[model.query].learned and parts.KEY_QUERIES[model.key_query].factored:
+        raise ConfigError(
+            f"model.key_query={model.key_query!r} has no effect with model.query='learned' "
+            "(a vector k per head, no key-query matrix): drop it"
+        )
+    if model.init_from is None:  # a file's θ(0) is not the init's
+        parts.check_init(model.key_query, model.init, model.attention)
+        parts.check_icl_init(model.query, model.init)
+    parts.check_sphere(model.query, model.init)
+
+
+def no_effect(cfg: Config, name: str) -> str | None:
+    """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one): its knob's
+    ``idle`` (``dynamics.config.knobs``), declared with the knob."""
+    spec = declaration(name)
+    return None if spec is None or spec.idle is None else spec.idle(cfg)
+
+
+def _check_no_effect(cfg: Config) -> None:
+    """Refuse a value given explicitly that changes nothing (so it cannot look as if it did)."""
+    for name in sorted(cfg.given):
+        why = no_effect(cfg, name)
+        if why is not None:
+            section, field_name = name.split(".", 1)
+            value = getattr(getattr(cfg, section), field_name)
+            raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
+
+
+def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> None:
+    optimizer = parts.OPTIMIZERS.get(optim.optimizer)
+    _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
+    parts.LR_SCALINGS.get(optim.lr_scaling)
+    loss = parts.LOSSES.get(optim.loss)
+    _positive_int("optim.steps", optim.steps)
+    parts.SAMPLINGS.get(optim.sampling)
+    if optimizer.minibatch:
+        _check_batch(optim, data)
+    for group in parts.GROUPS:
+        _finite(f"optim.{group}_lr_factor", getattr(optim, f"{group}_lr_factor"), lo=0.0, hi=1e30)
+        _finite(f"optim.{group}_weight_decay", getattr(optim, f"{group}_weight_decay"), lo=0.0, hi=1e30)
+        steps = getattr(optim, f"{group}_steps")
+        if steps is not None:
+            start, stop = steps
+            _positive_int(f"optim.{group}_steps start", start, minimum=0)
+            if stop is not None and stop <= start:
+                raise ConfigError(
+                    f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "
+                    f"stop, so stop must be > start"
+                )
+    parts.CONSTRAINTS.get(optim.constraint)
+    parts.check_sphere(model.query, model.init, optim.constraint)
+    _check_task(optim, data, loss)
+
+
+def _check_batch(optim: OptimConfig, data: DataConfig) -> None:
+    """SGD's batch size: given, at most n, and (epoch sampling) a divisor of n; online sampling
+    needs a data model with a world (not a file), and any B."""
+    if optim.batch_size is None:
+        raise ConfigError(
+            f"optim.optimizer={optim.optimizer!r} needs optim.batch_size (--batch-size B), the training "
+            f"examples per update"
+        )
+    _positive_int("optim.batch_size", optim.batch_size)
+    if parts.SAMPLINGS.get(optim.sampling).fresh:
+        if parts.DATA_MODELS.get(data.model).from_file:
+            raise ConfigError(
+                f"optim.sampling={optim.sampling!r} draws fresh examples from a data model at every "
+                f"update; data from a file ({data.path}) has a fixed training set: use 'epoch' or 'replace'"
+            )
+        return  # any B: the batches are not taken from the n training examples
+    n = data.n_train
+    if optim.batch_size > n:
+        raise ConfigError(f"optim.batch_size={optim.batch_size} is more than the data.n_train={n} examples")
+    if optim.sampling == "epoch" and n % optim.batch_size:
+        raise ConfigError(
+            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: sampling 'epoch' "
+            f"shows every example once per epoch in batches of B; give a divisor of n or --sampling replace"
+        )
+
+
+def _check_replay(cfg: Config) -> None:
+    """The theory diagnostics replay full-batch GD or Adam with the plain step: refused otherwise."""
+    if not cfg.sweep.diagnostics:
+        return
+    optim = cfg.optim
+    if optim.optimizer not in ("gd", "adam"):
+        raise ConfigError(
+            f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
+        )
+    changed = [k for k, v in added_fields(OptimConfig).items() if getattr(optim, k) != v]
+    if changed:
+        raise ConfigError(
+            f"sweep.diagnostics replays the plain step (no group rules or constraint); "
+            f"got optim.{changed[0]}={getattr(optim, changed[0])!r}"
+        )
+
+
+def _check_init_from(cfg: Config) -> None:
+    """The file's parameters are this model's (layout, d, d_h, bias), for the sweep's H and trials."""
+    from dynamics.config import initfile
+
+    model = cfg.model
+    if not isinstance(model.init_from, str) or not model.init_from.strip():
+        raise ConfigError(f"model.init_from={model.init_from!r} must be the path of an .npz file")
+    layout = parts.KEY_QUERIES[model.key_query]
+    learned = parts.QUERIES[model.query].learned
+    heads = max(cfg.sweep.heads)
+    head_size = None if learned else layout.head_size(model.head_size, cfg.data.d, heads)
+    if head_size is not None and model.head_size == "split" and len(cfg.sweep.heads) > 1:
+        raise ConfigError("model.init_from with head_size='split' needs one H (d_h = d // H changes with H)")
+    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias)
+    initfile.check(initfile.read(model.init_from), model.init_from, shapes, heads, cfg.sweep.trials)
+
+
+def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:
+    """The task one of classification, regression; the data's own where they imply one (a file's
+    ±1 targets may also be regression targets, never remapped); the loss one of the task's."""
+    if optim.task is not None:
+        _choice("optim.task", optim.task, parts.training.TASKS)
+    implied = parts.data.data_task(data)
+    from_file = parts.DATA_MODELS[data.model].from_file
+    if optim.task is not None and implied is not None and optim.task != implied:
+        if not (from_file and optim.task == "regression"):
+            what = f"the targets of {data.path}" if from_file else f"data.model={data.model!r}"
+            raise ConfigError(
+                f"optim.task={optim.task!r} contradicts the data: {what} are {implied} data (drop --task)"
+            )
+    task = optim.task or implied or "classification"
+    if loss.task != task:
+        allowed = ", ".join(repr(n) for n, p in parts.LOSSES.items() if p.task == task)
+        raise ConfigError(
+            f"optim.loss={loss.name!r} is a {loss.task} loss; the task is {task}: use one of {allowed}"
+        )
+
+
+def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> None:
+    if not sweep.heads:
+        raise ConfigError("sweep.heads is empty; give at least one number of heads, e.g. --heads 1,2,4")
+    for h in sweep.heads:
+        _positive_int("sweep.heads", h)
+    if len(set(sweep.heads)) != len(sweep.heads):
+        raise ConfigError(f"sweep.heads={list(sweep.heads)} has repeated values")
+    if not parts.KEY_QUERIES[model.key_query].packs_across_heads(model.head_size) and data.d is not None:
+        too_many = [h for h in sweep.heads if h > data.d]
+        if too_many:
+            raise ConfigError(
+                f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' gives d // H = 0"
+            )
+    _choice("sweep.head_metrics", sweep.head_metrics, HEAD_METRICS)
+    _positive_int("sweep.trials", sweep.trials)
+    _positive_int("sweep.seed", sweep.seed, minimum=0)
+    if sweep.log_every is not None and sweep.log_points is not None:
+        raise ConfigError("give sweep.log_every or sweep.log_points, not both")
+    if sweep.log_every is not None:
+        _positive_int("sweep.log_every", sweep.log_every)
+    if sweep.log_points is not None:
+        _positive_int("sweep.log_points", sweep.log_points, minimum=2)
+    _check_diagnostics(sweep.diagnostics, model, data)
+
+
+def _check_logged(sweep: SweepConfig, optim: OptimConfig) -> None:
+    """The number of logged steps, before the schedule is built (10⁸ steps, every one logged, took
+    9 GB in the schedule alone)."""
+    if sweep.log_every is None:
+        return
+    logged = optim.steps // sweep.log_every + 1
+    if logged > MAX_LOGGED_STEPS:
+        raise ConfigError(
+            f"sweep.log_every={sweep.log_every} with optim.steps={optim.steps} logs {logged} steps, "
+            f"more than {MAX_LOGGED_STEPS}: log less often (a larger --log-every, or --log-points)"
+        )
+
+
+def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataConfig) -> None:
+    if not isinstance(names, tuple):
+        raise ConfigError(f"sweep.diagnostics={names!r} must be a tuple of names from {DIAGNOSTICS}")
+    for name in names:
+        _choice("sweep.diagnostics", name, DIAGNOSTICS)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
+    changed = {k: getattr(model, k) for k, v in added_fields(ModelConfig).items() if getattr(model, k) != v}
+    if names and parts.QUERIES[model.query].learned:
+        changed = {"query": model.query}
+    if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
+        name, value = next(iter(changed.items()))
+        raise ConfigError(
+            f"sweep.diagnostics needs the papers' model (a key-query matrix, softmax attention at "
+            f"temperature 1, no bias: the replay's model); "
+            f"got model.{name}={value!r}"
+        )
+    if "maxmargin" in names:
+        if not parts.DATA_MODELS[data.model].relevant_tokens:
+            known = ", ".join(n for n, m in parts.DATA_MODELS.items() if m.relevant_tokens)
+            raise ConfigError(
+                f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known ({known}); "
+                f"data.model={data.model!r} has none"
+            )
+        if not parts.QUERIES[model.query].first_token:
+            raise ConfigError(
+                f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
+                f"posed for the first token as query); got model.query={model.query!r}"
+            )
+
+
+class IdenticalTrialsWarning(UserWarning):
+    """Every trial of the sweep is the same run (``identical_trials``)."""
+
+
+def identical_trials(cfg: Config) -> str | None:
+    """Why the trials of ``cfg`` would be identical copies (None: they differ): data from a file
+    are shared by every trial, and an init that draws nothing gives every trial the same start."""
+    if cfg.sweep.trials < 2 or not parts.DATA_MODELS.get(cfg.data.model).from_file:
+        return None
+    if parts.INITS.get(cfg.model.init).random:
+        return None
+    return (
+        f"data from a file ({cfg.data.path}) are shared by every trial and model.init={cfg.model.init!r} "
+        f"draws nothing: the {cfg.sweep.trials} trials repeat the same run (use --trials 1, or --init normal)"
+    )
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated, resolved config and its logging schedule: what the entry point (the command
+    line, ``run_sweep`` called with a Config, the figures registry) computes once and everything
+    below it receives."""
+
+    config: Config
+    steps: tuple[int, ...]  # the logged steps, 0 (before the first update) .. optim.steps
+
+
+def resolve(cfg: Config | Experiment) -> Experiment:
+    """Validate ``cfg`` and plan its logged steps (an Experiment is returned as it is)."""
+    if isinstance(cfg, Experiment):
+        return cfg
+    cfg = validate(cfg)
+    return Experiment(cfg, tuple(log_schedule(cfg.optim.steps, cfg.sweep.log_every, cfg.sweep.log_points)))
+
+
+def log_schedule(steps: int, log_every: int | None = None, log_points: int | None = None) -> list[int]:
+    """The logged steps: 0 (before any update) ... steps (always logged), sorted, unique.
+
+    Neither given: every step up to 500 steps, else 200 log-spaced points.
+    """
+    if log_every is None and log_points is None:
+        if steps <= 500:
+            log_every = 1
+        else:
+            log_points = 200
+    if log_every is not None:
+        points = set(range(0, steps + 1, log_every))
+    else:
+        points = {0}
+        k = log_points - 1
+        for i in range(k + 1):
+            points.add(int(round(steps ** (i / k))) if steps > 1 else steps)
+    points.add(steps)
+    return sorted(p for p in points if 0 <= p <= steps)

@@ -1,0 +1,89 @@
+"""Why a knob given explicitly has no effect in a config: the ``idle`` of the knobs' declarations
+(``dynamics.config.sections``, ``dynamics.parts.data``). A value without effect is refused
+(``dynamics.config.checks``), so that it cannot look as if it did something."""
+
+from __future__ import annotations
+
+from dynamics import parts
+
+
+def from_file(cfg) -> str | None:
+    if parts.DATA_MODELS.get(cfg.data.model).from_file:
+        return f"data from a file ({cfg.data.path}) fixes n, T and d"
+    return None
+
+
+def n_train(cfg) -> str | None:
+    if from_file(cfg):
+        return from_file(cfg)
+    optim = cfg.optim
+    if parts.OPTIMIZERS.get(optim.optimizer).minibatch and parts.SAMPLINGS.get(optim.sampling).fresh:
+        return (
+            f"optim.sampling={optim.sampling!r} draws fresh examples at every update, no training set "
+            f"of n examples (the batch size is --batch-size)"
+        )
+    return None
+
+
+def init(cfg) -> str | None:
+    if cfg.model.init_from:
+        return f"model.init_from={cfg.model.init_from!r} sets θ(0)"
+    return None
+
+
+def init_scale(cfg) -> str | None:
+    model = cfg.model
+    if model.init_from:
+        return f"model.init_from={model.init_from!r} sets θ(0)"
+    if not parts.INITS.get(model.init).random:
+        return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
+    if model.init == "sphere" and parts.QUERIES.get(model.query).learned:
+        return "model.init='sphere' puts U_h and k_h on the unit sphere whatever σ₀ (no other array to draw)"
+    return None
+
+
+def key_query(cfg) -> str | None:
+    if parts.QUERIES.get(cfg.model.query).learned:
+        return "model.query='learned' has a vector k per head, no key-query matrix"
+    return None
+
+
+def head_size(cfg) -> str | None:
+    if parts.QUERIES.get(cfg.model.query).learned:
+        return key_query(cfg)
+    if not parts.KEY_QUERIES.get(cfg.model.key_query).factored:
+        return f"model.key_query={cfg.model.key_query!r} has no head size; use model.key_query='factored'"
+    return None
+
+
+def minibatch(cfg) -> str | None:
+    if not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
+        return (
+            f"optim.optimizer={cfg.optim.optimizer!r} uses every training example at every update; "
+            f"use optim.optimizer='sgd' (--optimizer sgd)"
+        )
+    return None
+
+
+def decay(group: str):
+    """A group's weight decay under a constraint that holds every parameter of the group on a
+    sphere, with the decay in the gradient (not Adam's decoupled one): λθ is radial there, and
+    the tangent projection removes it."""
+
+    def idle(cfg) -> str | None:
+        optim, model = cfg.optim, cfg.model
+        held = parts.CONSTRAINTS.get(optim.constraint).params
+        if not held or parts.OPTIMIZERS.get(optim.optimizer).decoupled_weight_decay:
+            return None
+        present = {"U", "b"} if model.bias else {"U"}
+        present = (
+            present if group == "readout" else ({"k"} if parts.QUERIES.get(model.query).learned else {"W"})
+        )
+        if not present <= set(held):
+            return None
+        return (
+            f"optim.constraint={optim.constraint!r} keeps {', '.join(sorted(present))} on the unit sphere "
+            f"and removes the gradient's radial part, which is all the decay λθ is"
+        )
+
+    return idle

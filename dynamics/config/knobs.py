@@ -1,0 +1,142 @@
+"""Knobs: a config field declared once, with what every surface needs to know about it.
+
+A knob is a field of a config section (``dynamics.config.sections``) or of a data model's
+parameter schema (``dynamics.parts.data``) declared with ``knob(default, help, ...)``. From
+these declarations come the command line's flags (``dynamics.cli.knobs``), the API's keywords
+(``dynamics.api``), the grid axes (``dynamics.config.grid.GRID_KNOBS``), the TOML keys (the
+field names) and the knob table of docs/grids.md (``knob_table``). A value given as text (a
+flag, a keyword string) is read by the knob's ``parse``; every value given (flags, TOML,
+keywords) goes through its ``coerce``, which refuses a wrong type in one line; ``idle`` says why
+a given value would have no effect in a config (it is then refused).
+
+This module imports nothing of mhsim but its errors: the parts may declare their knobs with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from dynamics.config.values import float_arg, int_arg
+from dynamics.errors import ConfigError
+
+MISSING = dataclasses.MISSING
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()  # a Knob's baseline not given: the field's default
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """What a field is as a knob. ``flag``: its command-line flag (default ``--field-name``);
+    ``parse``: text -> value (flags; keywords given as text), None for a switch (a bool knob) or
+    text; ``choices``: a registry or a tuple of names; ``grid``: float, int or str when the knob
+    takes several values (a grid axis); ``unit``: its symbol in tables; ``coerce``: every value
+    given, checked and normalised (a wrong type refused in one line); ``idle(cfg)``: why a
+    value given explicitly has no effect in ``cfg`` (None: it has one); ``hashed``: 'always'
+    for the fields of the first results files (written in the hashed document even at their
+    default, so every hash from before the rule is kept), else 'changed' (left out at
+    ``baseline``, by default the field's default, or None); ``switch``: a bool knob."""
+
+    help: str
+    flag: str | None = None
+    parse: Callable[[str], Any] | None = None
+    choices: Any = None
+    grid: type | None = None
+    unit: str | None = None
+    coerce: Callable[[str, Any], Any] | None = None
+    idle: Callable[[Any], str | None] | None = None
+    hashed: str = "changed"
+    baseline: Any = UNSET
+    switch: bool = False
+
+
+def knob(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **meta: Any):
+    """A dataclass field declared as a knob (``Knob``'s attributes as keywords)."""
+    if isinstance(default, bool) or meta.get("switch"):
+        meta = {"switch": True, "coerce": strict_bool, **meta}
+    spec = Knob(help, **meta)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"knob": spec})
+
+
+def knob_of(f: dataclasses.Field) -> Knob | None:
+    return f.metadata.get("knob")
+
+
+def strict_bool(name: str, value: Any) -> bool:
+    """A switch takes True or False only: "False", "no", 0 or 1 would silently mean something.
+    None is "not set" (a results file lists another data model's parameters as None)."""
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} must be True or False (a bool, not a string or a number)")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """One knob where it is declared: ``section.field``, and for a data model's parameter
+    (``data.NAME``) the declarations of every model that has it, ``variants`` ((models, Knob), ...):
+    ``r`` is the mixture's number of relevant tokens and the sparse-token model's marked
+    positions, one flag ``--relevant`` whose help names both."""
+
+    section: str
+    name: str
+    spec: Knob
+    variants: tuple[tuple[tuple[str, ...], Knob], ...] = ()
+    default: Any = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag ('' for a field set through another flag)."""
+        return "--" + self.name.replace("_", "-") if self.spec.flag is None else self.spec.flag
+
+    @property
+    def keyword(self) -> str:
+        """The API's keyword: the flag's name with '_' for '-' (``--lr-scaling`` is ``lr_scaling``)."""
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def help(self) -> str:
+        """The help of the knob, a data model's parameter's prefixed by the models that have it."""
+        if not self.variants:
+            return self.spec.help
+        return "; ".join(f"{', '.join(models)}: {spec.help}" for models, spec in self.variants)
+
+
+def text_type(k: Declared):
+    """How a knob's flag reads its text: its declared ``parse``, else by its default's type."""
+    if k.spec.parse is not None:
+        return k.spec.parse
+    if isinstance(k.default, int) and not isinstance(k.default, bool):
+        return int_arg
+    return float_arg if isinstance(k.default, float) else str
+
+
+def is_grid_value(text: str) -> bool:
+    return "," in text or ":" in text
+
+
+def fmt_default(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return f"{value:g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def grid_knob_list(knobs: list[Declared]) -> str:
+    """The grid knobs as docs/grids.md lists them (between its ``grid-knobs`` markers)."""
+    items = [
+        f"`{k.flag}`" + (f" ({k.spec.unit})" if k.spec.unit and k.flag[2:] != k.name else "")
+        for k in knobs
+        if k.spec.grid is not None and k.spec.grid is not str
+    ]
+    return "Grid knobs: " + ", ".join(items) + "; `--heads` stays the list of H as before."

@@ -1,0 +1,186 @@
+"""The named presets: a one-line purpose and the overrides on top of the defaults
+(``python -m dynamics.run --list-presets``). The grid presets are in ``dynamics.config.grid``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynamics.config.overrides import apply_overrides
+from dynamics.config.sections import DIAGNOSTICS, Config
+from dynamics.errors import ConfigError
+from dynamics.parts.checks import suggest as _suggest
+
+PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
+# (n_train, n_test) of the papers' runs per data model; the bottleneck uses them too.
+PAPER_SIZES = {"dm1": (100, 300), "planted": (1000, 3000)}
+_DM1 = {"model": "dm1", "n_train": PAPER_SIZES["dm1"][0], "n_test": PAPER_SIZES["dm1"][1]}
+_PLANTED = {"model": "planted", "n_train": PAPER_SIZES["planted"][0], "n_test": PAPER_SIZES["planted"][1]}
+_SWEEP = {"heads": PAPER_HEADS, "trials": 5, "log_points": 200}
+
+# The theory's quantities along training (docs/theory.md); η = H is the edge-of-stability
+# question, η = 1 the small-step reference.
+_THEORY_DM1 = {
+    "data": _DM1,
+    "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 2000},
+    "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 3, "log_points": 100, "diagnostics": DIAGNOSTICS},
+}
+
+# icl-linear: GD steps for all four drops of its staircase at σ₀ = 0.1 (ten times the authors'
+# 0.01, whose fourth drop comes after about 25 000 steps: docs/frontier.md)
+ICL_STEPS = 8000
+
+# name -> (one-line purpose, {section: {field: value}})
+PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
+    "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
+    "fig2": (
+        "DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
+        {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 10000}, "sweep": _SWEEP},
+    ),
+    "fig3-gd": (
+        "DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
+        {
+            "data": _DM1,
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 10000},
+            "sweep": _SWEEP,
+        },
+    ),
+    "fig3-adam": (
+        "DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
+        {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+    ),
+    "planted-gd": (
+        "planted teacher-student, GD η=1.0·H",
+        {
+            "data": _PLANTED,
+            "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 3000},
+            "sweep": _SWEEP,
+        },
+    ),
+    "planted-adam": (
+        "planted teacher-student, Adam η=0.06",
+        {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+    ),
+    "theory-dm1": (
+        "DM1, GD η=1.0·H, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
+        _THEORY_DM1,
+    ),
+    "theory-dm1-constant": (
+        "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
+        {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
+    ),
+    "icl-linear": (
+        "in-context linear regression, 5 rank-one linear-attention heads summed: one loss drop per "
+        "eigenvalue of Λ (Zhang et al. 2025)",
+        {
+            "data": {"model": "icl-linreg", "n_train": 5000, "n_test": 1000},
+            "model": {
+                "query": "last",
+                "attention": "linear",
+                "norm": "sum",
+                "key_query": "factored",
+                "head_size": 1,
+                "init": "icl",
+                "init_scale": 0.1,
+            },
+            "optim": {"optimizer": "gd", "lr": 0.02, "loss": "mse", "steps": ICL_STEPS},
+            "sweep": {"heads": (5,), "trials": 5, "log_points": 400},
+        },
+    ),
+    # The two bottleneck presets run through dynamics.experiments.bottleneck, which sets the data
+    # model, n and head layout per sweep on top of the overrides below.
+    "bottleneck-expressivity": (
+        "one factored head's T×T attention fitted to random targets: best error vs head size d_h",
+        {},
+    ),
+    "bottleneck-heads": (
+        "DM1 and planted at d=32, H=1..32: head size d/H (split) vs fixed = T, Adam η=0.06",
+        {
+            "data": {"d": 32},
+            "model": {"key_query": "factored", "head_size": "split", "init": "normal", "init_scale": 1.0},
+            "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000},
+            "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 5, "log_points": 100},
+        },
+    ),
+    # Head specialisation (dynamics.experiments.specialisation; its figure runs erf, softmax and
+    # softmax1). Tuned: η = 0.01 (0.02 oscillates), β = 2 (sharper competition), σ₀ = 0.5 (heads
+    # start apart enough that the extra head rarely duplicates a feature), 2·10⁴ steps.
+    "specialisation": (
+        "multi-location F=3 (c = 1, 0.7, 0.5), d=64, H=4 learned queries, online SGD: "
+        "which head takes which feature",
+        {
+            "data": {
+                "model": "multi-location",
+                "d": 64,
+                "T": 10,
+                "strengths": (1.0, 0.7, 0.5),
+                "n_train": 64,
+                "n_test": 1000,
+            },
+            "model": {
+                "query": "learned",
+                "norm": "sum",
+                "init": "normal",
+                "init_scale": 0.5,
+                "attention": "softmax",
+                "temperature": 2.0,
+            },
+            "optim": {"optimizer": "sgd", "lr": 0.01, "steps": 20000, "batch_size": 64, "sampling": "online"},
+            "sweep": {
+                "heads": (4,),
+                "trials": 5,
+                "log_points": 100,
+                "head_metrics": "on",
+                "save_params": True,
+            },
+        },
+    ),
+    # Marion, Berthier, Biau, Boyer (ICLR 2025), their SGD experiment (docs/frontier.md): one erf
+    # head with a learned query k and readout v on the sphere, β_t = 2/(1 + 10⁻⁴ t), online SGD.
+    "single-location": (
+        "single-location regression, one erf head on the sphere, online SGD (Marion et al. 2025)",
+        {
+            "data": {"model": "single-location", "d": 80, "T": 10, "n_train": 5, "n_test": 1000},
+            "model": {
+                "query": "learned",
+                "attention": "erf",
+                "temperature": 2.0,
+                "temperature_decay": 1e-4,
+                "norm": "sum",
+                "init": "sphere",
+            },
+            "optim": {
+                "optimizer": "sgd",
+                "loss": "mse",
+                "lr": 1e-3,
+                "batch_size": 5,
+                "sampling": "online",
+                "constraint": "sphere",
+                "steps": 200_000,
+            },
+            "sweep": {"heads": (1,), "trials": 30, "log_every": 500},
+        },
+    ),
+}
+
+
+# Presets that run an experiment of their own rather than a sweep: name -> the command-line
+# module whose ``main(argv)`` runs it (``python -m dynamics.run --preset NAME`` goes there).
+OWN_RUNNERS = {
+    "bottleneck-expressivity": "dynamics.cli.bottleneck",
+    "bottleneck-heads": "dynamics.cli.bottleneck",
+}
+
+
+def unknown_preset(name: str, known) -> ConfigError:
+    """The one-line error for a preset name that is none of ``known``."""
+    return ConfigError(
+        f"unknown preset {name!r}{_suggest(name, known)}; run --list-presets (known: {', '.join(known)})"
+    )
+
+
+def preset(name: str) -> Config:
+    if not isinstance(name, str):
+        raise ConfigError(f"preset name {name!r} must be a string; known: {', '.join(PRESETS)}")
+    if name not in PRESETS:
+        raise unknown_preset(name, PRESETS)
+    return apply_overrides(Config(name=name), PRESETS[name][1], f"preset {name}", explicit=False)

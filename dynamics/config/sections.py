@@ -1,0 +1,512 @@
+"""A sweep's config: one frozen dataclass per section (data, model, optim, sweep), ``Config``
+and its hash.
+
+Every knob is a field of its section, declared once with ``knob`` (``dynamics.config.knobs``);
+a data model's own parameters are the fields of its part's ``schema``. ``Config.hash`` is the
+``config_hash`` of every result file (results caches, ``--resume`` checkpoints); ``digest`` hashes
+any document with ``NUMERICS_VERSION``. The parts' names come from their registries
+(``dynamics.parts``), the one home of each choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dynamics import parts
+from dynamics.config import idle, values
+from dynamics.config.knobs import UNSET, Declared, Knob, knob, knob_of
+from dynamics.config.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
+from dynamics.errors import ConfigError
+from dynamics.parts.checks import suggest as _suggest
+
+# The parts' names, read from their registries (dynamics.parts): the one home of each choice.
+DATA_MODELS = parts.DATA_MODELS.names
+OPTIMIZERS = parts.OPTIMIZERS.names
+LR_SCALINGS = {name: p.exponent for name, p in parts.LR_SCALINGS.items()}  # η(H) = η₀ · H^p
+QUERIES = parts.QUERIES.names
+NORMS = parts.NORMS.names
+KEY_QUERIES = parts.KEY_QUERIES.names
+INITS = parts.INITS.names
+LOSSES = parts.LOSSES.names
+# Theory diagnostics along training (dynamics.theory.replay); off by default.
+DIAGNOSTICS = values.DIAGNOSTICS
+HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
+
+# The data models whose parameters the first results files listed for every model (None where
+# not its own): their data section keeps listing them, so every old run's hash is unchanged.
+FIRST_DATA_MODELS = ("dm1", "planted")
+
+
+@dataclass(frozen=True, init=False)
+class DataConfig:
+    """The data: which data model, its sizes, and its own parameters (``params``).
+
+    The data model's parameters are its own section, declared by its part's ``schema``
+    (``dynamics.parts.DATA_MODELS``): ``DataConfig(model="planted", params={"teacher_heads": 2})``.
+    For brevity they may also be named directly — ``DataConfig(model="mixture", zeta=0.3)``,
+    ``data.zeta``, ``--zeta``, ``zeta = 0.3`` in a TOML file's ``[data]`` (or ``[data.params]``) —
+    and a parameter not set takes the model's default (``resolved``).
+    """
+
+    model: str = knob(
+        "dm1",
+        "the data model, a name or your own package.module:name (setup and sample)",
+        flag="--data-model",
+        choices=parts.DATA_MODELS,
+        hashed="always",
+    )
+    path: str | None = knob(
+        None,
+        "an .npz file of X_train, y_train, X_test, y_test (model npz; the flag --data)",
+        flag="",
+        hashed="always",
+    )
+    n_train: int = knob(
+        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always"
+    )
+    n_test: int = knob(
+        300,
+        "test examples per trial (more: a less noisy test loss)",
+        grid=int,
+        idle=idle.from_file,
+        hashed="always",
+    )
+    T: int | None = knob(
+        None,
+        "tokens per example T (default: the data model's)",
+        flag="--tokens",
+        grid=int,
+        unit="T",
+        idle=idle.from_file,
+        hashed="always",
+    )
+    d: int | None = knob(
+        None,
+        "token width d (default: the data model's)",
+        flag="--width",
+        grid=int,
+        unit="d",
+        idle=idle.from_file,
+        hashed="always",
+    )
+    params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
+
+    def __init__(
+        self,
+        model: str = "dm1",
+        path: str | None = None,
+        n_train: int = 100,
+        n_test: int = 300,
+        T: int | None = None,
+        d: int | None = None,
+        params: Any = (),
+        **named: Any,
+    ):
+        known = parts.data.parameter_names()
+        unknown = [k for k in named if k not in known]
+        if unknown:
+            allowed = ", ".join([*_data_field_names(), "params", *known])
+            raise ConfigError(
+                f"unknown field data.{unknown[0]}{_suggest(unknown[0], [*_data_field_names(), *known])}; "
+                f"allowed: {allowed}"
+            )
+        try:
+            merged = dict(params.items() if isinstance(params, Mapping) else params)
+        except (TypeError, ValueError):
+            raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
+        merged.update(named)
+        merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)  # a pathlib.Path is its string (the hash and results.json see that)
+        values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
+        values["params"] = tuple(sorted((str(k), v) for k, v in merged.items() if v is not None))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """A data model's parameter by name (None when it is not set)."""
+        if name in parts.data.parameter_names():
+            return dict(self.__dict__.get("params", ())).get(name)
+        raise AttributeError(f"'DataConfig' object has no attribute {name!r}")
+
+    def resolved(self) -> DataConfig:
+        """Fill T, d and every parameter of the data model not set with its default (npz: none)."""
+        model = parts.DATA_MODELS[self.model] if self.model in parts.DATA_MODELS else None
+        if model is None:
+            return self
+        defaults = model.defaults
+        T = defaults.get("T") if self.T is None else self.T
+        d = defaults.get("d") if self.d is None else self.d
+        own = {k: v for k, v in defaults.items() if k not in ("T", "d")}
+        return dataclasses.replace(self, T=T, d=d, params={**own, **dict(self.params)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as results.json writes it (and the config hash reads it): flat, the first
+        data models' parameters listed whatever the model (None where unset), then the model's own
+        others, each left out at its default unless declared ``hashed="always"`` (``hashed``)."""
+        doc = hashed(self, {f.name: getattr(self, f.name) for f in _declared_fields(DataConfig)})
+        own = dict(self.params)
+        doc.update({k: own.pop(k, None) for k in first_data_parameters()})
+        schema = parts.DATA_MODELS[self.model].schema if self.model in parts.DATA_MODELS else None
+        fields = {f.name: f for f in dataclasses.fields(schema)} if schema else {}
+        doc.update({k: v for k, v in own.items() if k not in fields or _kept(fields[k], v)})
+        return doc
+
+
+def _data_field_names() -> list[str]:  # noqa: N802
+    return [f.name for f in _declared_fields(DataConfig)]
+
+
+def first_data_parameters() -> tuple[str, ...]:
+    """The parameters of ``FIRST_DATA_MODELS`` declared ``hashed="always"`` (those of the first
+    results files), in their order: one added to these models later follows the rule."""
+    names = []
+    for model in FIRST_DATA_MODELS:
+        schema = parts.DATA_MODELS[model].schema
+        names += [
+            f.name for f in dataclasses.fields(schema) if getattr(knob_of(f), "hashed", None) == "always"
+        ]
+    return tuple(dict.fromkeys(names))
+
+
+def _declared_fields(cls) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if knob_of(f) is not None]
+
+
+def _kept(f: dataclasses.Field, value: Any) -> bool:
+    """The one rule of the hashed document: a field is left out at its default (its ``baseline``,
+    the value every run had before it existed) or None, unless declared ``hashed="always"`` (the
+    fields of the first results files, written whatever their value)."""
+    spec = knob_of(f)
+    if spec is not None and spec.hashed == "always":
+        return True
+    baseline = spec.baseline if spec is not None and spec.baseline is not UNSET else f.default
+    return value not in (baseline, None)
+
+
+def hashed(section: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of ``section``'s fields without those ``_kept`` leaves out."""
+    fields = {f.name: f for f in dataclasses.fields(section)}
+    return {k: v for k, v in values.items() if _kept(fields[k], v)}
+
+
+def added_fields(cls) -> dict[str, Any]:
+    """The fields of a section added after the first results files, with their baseline: what
+    the theory diagnostics' replay (the first model and step) needs them at."""
+    out = {}
+    for f in _declared_fields(cls):
+        spec = knob_of(f)
+        if spec.hashed != "always":
+            out[f.name] = spec.baseline if spec.baseline is not UNSET else f.default
+    return out
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
+
+    query: str = knob("first", "", choices=parts.QUERIES, hashed="always")
+    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, hashed="always")
+    key_query: str = knob("full", "", choices=parts.KEY_QUERIES, idle=idle.key_query, hashed="always")
+    head_size: str | int = knob(
+        "split",
+        "factored head size: 'split' (d // H) or an integer",
+        parse=head_size_arg,
+        idle=idle.head_size,
+        hashed="always",
+    )
+    init: str = knob("zero", "", choices=parts.INITS, idle=idle.init, hashed="always")
+    attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
+    temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
+    temperature_decay: float = knob(
+        0.0,
+        "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
+        grid=float,
+        unit="c",
+    )
+    init_scale: float = knob(
+        1.0,
+        "σ₀ of the normal init, entries N(0, σ₀²/d)",
+        grid=float,
+        unit="σ₀",
+        idle=idle.init_scale,
+        hashed="always",
+    )
+    bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
+    init_from: str | None = knob(
+        None,
+        "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
+        "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
+    )
+
+
+def _group_knobs(group: str, names: str) -> dict[str, Any]:
+    """The three knobs of a parameter group (readout, attention)."""
+    return {
+        f"{group}_lr_factor": knob(
+            1.0, f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)"
+        ),
+        f"{group}_steps": knob(
+            None,
+            f"START:STOP: the {group} parameters {names} move only in the 0-based updates START <= t "
+            f"< STOP, else stay exactly (e.g. 0:2 moves them in the first two updates, 100: from update "
+            f"100 on; default all). Adam's moments see a zero gradient while frozen",
+            coerce=lambda name, value: parse_steps(value, name),
+        ),
+        f"{group}_weight_decay": knob(
+            0.0,
+            f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
+            f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
+            idle=idle.decay(group),
+        ),
+    }
+
+
+_READOUT = _group_knobs("readout", "U (and b)")
+_ATTENTION = _group_knobs("attention", "W (or Q, K) and k")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Training: the optimiser, its step, the loss and task, SGD's batches, the parameter groups'
+    rules (per group: the step η(H)·factor, the updates [start, stop) it moves in, the weight
+    decay λ >= 0) and a constraint."""
+
+    optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, hashed="always")
+    lr: float = knob(1.0, "base step size η₀", grid=float, unit="η₀", hashed="always")
+    lr_scaling: str = knob(
+        "constant",
+        "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
+        "Adam alike)",
+        choices=parts.LR_SCALINGS,
+        hashed="always",
+    )
+    loss: str = knob(
+        "logistic",
+        "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
+        "default: logistic, or mse for regression data",
+        choices=parts.LOSSES,
+        hashed="always",
+    )
+    steps: int = knob(500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always")
+    # None: the data's (its data model's, or a file's targets). Resolved by ``Config.resolved``.
+    task: str | None = knob(
+        None,
+        "classification (±1 labels) or regression (real targets); default: the data's (a data model's "
+        "own; a file's targets other than ±1 or 0/1 are regression); one contradicting the data is refused",
+        choices=parts.training.TASKS,
+        baseline="classification",
+    )
+    batch_size: int | None = knob(
+        None,
+        "sgd only (and needed there): B training examples per update, chosen from the trial's own "
+        "random stream and the update number, so the same whatever the packing, devices or --resume; "
+        "the logged train loss is still the full training set's (online: the batch of the next update)",
+        parse=int_arg,
+        idle=idle.minibatch,
+    )
+    sampling: str = knob(
+        "epoch",
+        "sgd only: how each update's B examples are chosen",
+        choices=parts.SAMPLINGS,
+        idle=idle.minibatch,
+    )
+    readout_lr_factor: float = _READOUT["readout_lr_factor"]
+    attention_lr_factor: float = _ATTENTION["attention_lr_factor"]
+    readout_steps: tuple[int, int | None] | None = _READOUT["readout_steps"]
+    attention_steps: tuple[int, int | None] | None = _ATTENTION["attention_steps"]
+    readout_weight_decay: float = _READOUT["readout_weight_decay"]
+    attention_weight_decay: float = _ATTENTION["attention_weight_decay"]
+    constraint: str = knob(
+        "none",
+        "keep parameters on a manifold (needs --query learned and --init sphere)",
+        choices=parts.CONSTRAINTS,
+    )
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The sweep: the numbers of heads, trials, seed, what is logged and kept."""
+
+    heads: tuple[int, ...] = knob(
+        (1, 2, 4, 8),
+        "numbers of heads H, comma-separated (e.g. 1,2,4,8)",
+        parse=parse_heads,
+        coerce=lambda name, value: parse_heads(value),
+        hashed="always",
+    )
+    trials: int = knob(3, "independent trials (data draws and inits) per H", hashed="always")
+    seed: int = knob(0, "root PRNG seed; the same seed gives the same numbers", hashed="always")
+    log_every: int | None = knob(None, "log metrics every K steps", parse=int_arg, hashed="always")
+    log_points: int | None = knob(
+        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always"
+    )
+    # zero init: one representative head per H (exact); the flag is --no-fast-path
+    fast_path: bool = knob(
+        True, "simulate one exact representative head per H (zero init)", flag="", hashed="always"
+    )
+    diagnostics: tuple[str, ...] = knob(
+        (),
+        "theory diagnostics along training, comma-separated or 'all': sharpness (Hessian λ_max, λ_min, "
+        "η·λ_max), kernel (tangent-kernel distance from step 0), maxmargin (cosine of W to the attention "
+        "SVM; data models that know their relevant tokens only); off by default. Measured at <= 24 of "
+        "the logged steps, each run replayed: it costs several times the sweep's own time "
+        "(docs/theory.md)",
+        parse=str,
+        coerce=lambda name, value: parse_diagnostics(value),
+    )
+    head_metrics: str = knob(
+        "auto",
+        "per-head metrics at every logged step (attention on the relevant tokens, norms, |cos| with "
+        "the data's planted directions, head–head similarities; docs/results-format.md): on, off, or "
+        "auto (default: on up to 16 heads)",
+        choices=HEAD_METRICS,
+    )
+    save_params: bool = knob(
+        False, "keep θ at every logged step in params.npz (its size is estimated and refused if too large)"
+    )
+
+
+# Part of every config hash (results caches, --resume checkpoints): bump it when the same
+# config starts giving other numbers, so that old results are recomputed, never mixed in.
+# 2: random init draws head h from fold_in(key, h) (packed runs).
+NUMERICS_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = "default"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    # "section.field" names a user set explicitly (flags, a TOML file, keywords; not a preset's or a
+    # results file's): an explicit value that has no effect is refused (``_check_no_effect``).
+    # Not part of the config's identity: equality, the hash and results.json ignore it.
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    def resolved(self) -> Config:
+        """The data's defaults filled in, the task inferred from the data where not given, and
+        where the loss was not chosen (``given``) and is logistic, the task's first loss (mse for
+        regression data)."""
+        cfg = dataclasses.replace(self, data=self.data.resolved())
+        task = cfg.optim.task or parts.data.data_task(cfg.data)
+        if task is None:
+            return cfg
+        loss = cfg.optim.loss
+        known = loss in parts.LOSSES and task in parts.training.TASKS
+        if known and "optim.loss" not in cfg.given and loss == "logistic" and parts.LOSSES[loss].task != task:
+            loss = parts.training.default_loss(task)
+        return dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, task=task, loss=loss))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as results.json writes it and its hash reads it: each section's fields but
+        those the one rule leaves out (``hashed``), the data's as ``DataConfig.to_dict`` lists them."""
+        doc = {"name": self.name, "data": self.data.to_dict()}
+        for s in ("model", "optim", "sweep"):
+            section = getattr(self, s)
+            doc[s] = hashed(section, dataclasses.asdict(section))
+        sources = user_sources(self)
+        if sources:  # only with a user's part ("module:attribute"): every other config keeps its hash
+            doc["sources"] = sources
+        return doc
+
+    def hash(self) -> str:
+        """A short hash of the resolved config (keys results caches). With user data (npz) it
+        covers the file's contents, not only its path: a changed file never resumes old results."""
+        doc = self.resolved().to_dict()
+        model = parts.DATA_MODELS.get(self.data.model) if self.data.model in parts.DATA_MODELS else None
+        if model is not None and model.from_file and self.data.path:
+            doc["data"]["content_sha256"] = _file_digest(self.data.path)
+        if self.model.init_from:
+            doc["model"]["init_from_sha256"] = _file_digest(self.model.init_from)
+        return digest(doc)
+
+
+def user_sources(cfg: Config) -> dict[str, dict[str, str | None]]:
+    """{"section.field": {"path", "sha256"}} of every user part (``"module:attribute"``) the config
+    names: where its code is, so results.json records it and the config hash covers it."""
+    fields = {
+        "data.model": parts.DATA_MODELS,
+        "optim.loss": parts.LOSSES,
+        "optim.optimizer": parts.OPTIMIZERS,
+        "model.attention": parts.ACTIVATIONS,
+    }
+    found = {}
+    for name, registry in fields.items():
+        section, field_name = name.split(".")
+        value = getattr(getattr(cfg, section), field_name)
+        if parts.registry.is_user_name(value) and value not in registry.names:
+            try:
+                found[name] = registry.get(value, name).source()
+            except ConfigError:
+                found[name] = {"path": None, "sha256": "unavailable"}
+    return found
+
+
+def _file_digest(path: str) -> str:
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return "missing"
+    return _cached_digest(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_digest(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
+    from datamodels.npz import content_digest
+
+    try:
+        return content_digest(path)
+    except OSError:
+        return "unreadable"
+
+
+def digest(doc: dict[str, Any]) -> str:
+    """The 16-hex-digit hash of ``doc`` and ``NUMERICS_VERSION``: the ``config_hash`` of every
+    result file (a sweep's ``Config.hash``, the bottleneck experiments' keys)."""
+    text = json.dumps({"numerics": NUMERICS_VERSION, **doc}, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
+_FIELD_TYPES = {s: {f.name: f.type for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+
+
+def _fields(section: str) -> list[str]:
+    """The names a section takes: its fields, and for ``data`` every data model's parameters."""
+    names = list(_FIELD_TYPES[section])
+    return [*names, *parts.data.parameter_names()] if section == "data" else names
+
+
+def declared() -> list[Declared]:
+    """Every knob: the sections' fields in order, then every data model's own parameters (one
+    per name, with the declarations of each model that has it)."""
+    out = []
+    for section, cls in SECTIONS.items():
+        for f in _declared_fields(cls):
+            out.append(Declared(section, f.name, knob_of(f), default=f.default))
+    variants: dict[str, dict[int, tuple[list[str], Any, Any]]] = {}
+    for model in parts.DATA_MODELS.values():
+        for f in dataclasses.fields(model.schema) if model.schema else ():
+            spec = knob_of(f) or Knob(f.name)
+            entry = variants.setdefault(f.name, {}).setdefault(id(spec), ([], spec, f.default))
+            entry[0].append(model.name)
+    for name, by_spec in variants.items():
+        forms = tuple((tuple(models), spec) for models, spec, _ in by_spec.values())
+        first = next(iter(by_spec.values()))
+        out.append(Declared("data", name, forms[0][1], forms, default=first[2]))
+    return out
+
+
+def declaration(key: str) -> Knob | None:
+    """The Knob of ``section.field`` (a data model's parameter: the first model's), None if none."""
+    return next((k.spec for k in declared() if k.key == key), None)

@@ -1,0 +1,101 @@
+"""Values given as text or as lists: the flags' argument types and the parsers of the knobs
+whose values have a form of their own (heads, a group's steps, the diagnostics). Imports nothing
+of mhsim but its errors."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+from dynamics.errors import ConfigError
+
+# Theory diagnostics along training (dynamics.theory.replay); off by default.
+DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
+
+
+def int_arg(text: str) -> int:
+    """An integer flag value; the error names the text."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def float_arg(text: str) -> float:
+    """A real flag value; the error names the text."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def floats_arg(text: str) -> tuple[float, ...]:
+    """A comma list of reals ('1,0.7,0.5'); the error names the text."""
+    try:
+        return tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers") from None
+
+
+def head_size_arg(text: str) -> str | int:
+    """``--head-size``: 'split' (d // H) or an integer."""
+    return text if text == "split" else int_arg(text)
+
+
+def parse_heads(value) -> tuple[int, ...]:
+    """'1,2,4' or [1, 2, 4] -> (1, 2, 4); validated later."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError:
+            raise ConfigError(
+                f"heads={value!r} must be a comma-separated list of positive integers"
+            ) from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, Mapping | set | frozenset | bytes):  # their order or items are not a list of H
+        raise ConfigError(f"heads={value!r} must be a list of positive integers")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
+
+
+def parse_steps(value, name: str = "optim.readout_steps") -> tuple[int, int | None] | None:
+    """A group's updates [start, stop): 'START:STOP' (either may be left out), [start, stop],
+    [start] or None/'all' -> (start, stop) with stop None for 'to the end'; None for all updates.
+    Types are checked here, values by ``validate``."""
+    if value is None or (isinstance(value, str) and value.strip() in ("all", ":")):
+        return None
+    if isinstance(value, str) and value.count(":") == 1:
+        ends = [p.strip() for p in value.split(":")]
+        try:
+            start, stop = (int(ends[0]) if ends[0] else 0), (int(ends[1]) if ends[1] else None)
+        except ValueError:
+            start = stop = "bad"
+    elif isinstance(value, list | tuple) and len(value) in (1, 2):
+        start, stop = value[0], value[1] if len(value) == 2 else None
+    else:
+        start = stop = "bad"
+    ok = isinstance(start, int) and not isinstance(start, bool)
+    ok = ok and (stop is None or (isinstance(stop, int) and not isinstance(stop, bool)))
+    if not ok:
+        raise ConfigError(
+            f"{name}={value!r} must be START:STOP, the 0-based updates start <= t < stop in which the "
+            f"group moves (e.g. 0:100; '100:' from update 100 on), or 'all'"
+        )
+    return None if (start, stop) == (0, None) else (start, stop)
+
+
+def parse_diagnostics(value) -> tuple[str, ...]:
+    """'sharpness,kernel', 'all', 'none' or a list of names -> a tuple of names; validated later."""
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",") if p.strip()]
+        if value == ["all"]:
+            return DIAGNOSTICS
+        if value == ["none"]:
+            return ()
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"diagnostics={value!r} must be a comma-separated list of {', '.join(DIAGNOSTICS)}")
