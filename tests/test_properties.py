@@ -53,6 +53,7 @@ FAST = {  # every part whose rule allows the fast path (zero init: no saddle the
     "loss": list(parts.LOSSES),
     "lr_scaling": list(parts.LR_SCALINGS),
     "bias": [False, True],  # one scalar per run: its gradient is the run's own, never divided by H
+    "temperature": [1.0, 0.7],
 }
 
 
@@ -94,6 +95,8 @@ def test_the_fast_path_holds_with_the_group_rules_and_the_options(case):
     for name in fast.params:  # saved θ: the one stored head of weight H is every head of the full path
         np.testing.assert_allclose(fast.params[name], full.params[name], rtol=1e-9, atol=1e-12)
     assert np.all(fast.diverged_at == -1)
+    if "head_u_sim" in fast.curves:  # at step 0 every head is zero: no direction, the cosines NaN
+        assert np.all(np.isnan(fast.curves["head_u_sim"][:, :, 0]))
 
 
 def test_the_fast_path_needs_every_rule():
@@ -283,14 +286,16 @@ def reference_curves(cfg, data, init, case):
         def risk(th, X, y):
             return LOSS[case["loss"]](phi_reference(th, X, case), y)
 
-        grad = jax.jit(jax.grad(risk))
+        grad, loss = jax.jit(jax.grad(risk)), jax.jit(risk)
         m = {k: jnp.zeros_like(v) for k, v in theta.items()}
         v2 = {k: jnp.zeros_like(v) for k, v in theta.items()}
         train, test = [], []
         for t in range(STEPS + 1):
-            train.append(float(risk(theta, Xtr, ytr)))
-            test.append(float(risk(theta, Xte, yte)))
-            idx = batches[t] if batches is not None and t < STEPS else np.arange(N)
+            train.append(float(loss(theta, Xtr, ytr)))
+            test.append(float(loss(theta, Xte, yte)))
+            if t == STEPS:
+                break
+            idx = batches[t] if batches is not None else np.arange(N)
             g = grad(theta, Xtr[idx], ytr[idx])
             if optimizer == "normalized-gd":  # the run's whole gradient to norm 1
                 norm = jnp.sqrt(sum(jnp.sum(x**2) for x in g.values()))
