@@ -14,10 +14,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # The command lines keep compiled programs in a persistent cache (dynamics.infra.cache), by default
 # in the user's home: the tests' command lines, in this process and in subprocesses, use a
-# fresh folder of their own instead, removed at exit.
-_CACHE = tempfile.mkdtemp(prefix="mhsim-test-jax-cache-")
+# fresh folder of their own instead, removed at exit. pytest-xdist's workers inherit the folder
+# of the process that started them, so a program one worker compiled is loaded by the others.
+_CACHE = os.environ.get("MHSIM_TEST_CACHE_DIR", "")
+if not os.path.isdir(_CACHE):  # the first pytest process (xdist's controller, or -n 0) makes it
+    _CACHE = tempfile.mkdtemp(prefix="mhsim-test-jax-cache-")
+    os.environ["MHSIM_TEST_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ["MHSIM_CACHE_DIR"] = _CACHE
-atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 # Catch silent broadcasting bugs: a shape mismatch must be an error, never a broadcast.
 jax.config.update("jax_numpy_rank_promotion", "raise")

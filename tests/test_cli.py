@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli_error
 
 from dynamics.cli import run as cli
 from dynamics.core.engine import METRICS
@@ -114,15 +115,11 @@ def test_cli_user_data_and_config_file(tmp_path):
         (["--config", "nope.toml"], "nope.toml"),
     ],
 )
-def test_bad_input_is_one_line_error(tmp_path, args, needle):
+def test_bad_input_is_one_line_error(tmp_path, capsys, args, needle):
+    """Exit status 2, one line on stderr naming the bad value, nothing written (in this process:
+    the subprocess path of the same code is test_cli_end_to_end's)."""
     (tmp_path / "bad.npz").write_bytes(b"not a zip file")
-    out = tmp_path / "out"
-    proc = run_cli([*args, "--out", str(out), "--quiet"], tmp_path)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
-    assert not out.exists()
+    assert needle in cli_error([*args, "--quiet"], capsys, tmp_path)
 
 
 def test_unknown_toml_key_suggests(tmp_path):

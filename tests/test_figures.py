@@ -3,11 +3,8 @@
 import dataclasses
 import io
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -232,13 +229,11 @@ def test_gallery_png_is_small_and_unknown_names_are_refused(saved, tmp_path, mon
     assert "unknown figure 'fig-2' (did you mean 'fig2'?)" in capsys.readouterr().err
 
 
-def test_module_lists_the_figures():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "figures", "--list"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert [line.split()[0] for line in proc.stdout.splitlines()] == list(FIGURES)
+def test_module_lists_the_figures(capsys):
+    from figures.__main__ import main
+
+    assert main(["--list"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == list(FIGURES)
 
 
 def test_registry_docstring_example_is_the_registration_code():

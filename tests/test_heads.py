@@ -100,22 +100,6 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
             assert np.all(np.isnan(result.curves["head_u_norm"][i, t, step, H:]))  # past the run's H
 
 
-def test_the_fast_path_stands_for_identical_heads():
-    cfg = tiny("first", "softmax", init="zero")
-    assert uses_fast_path(cfg)
-    fast = sweep.run_sweep(cfg, progress=False)
-    full = sweep.run_sweep(
-        Config(**{**cfg.__dict__, "sweep": SweepConfig(**{**cfg.sweep.__dict__, "fast_path": False})}),
-        progress=False,
-    )
-    for name in ("head_u_norm", "head_key_norm", "head_attn_relevant", "head_u_sim"):
-        np.testing.assert_allclose(fast.curves[name], full.curves[name], rtol=1e-4, atol=1e-6, equal_nan=True)
-    np.testing.assert_allclose(fast.params["U"], full.params["U"], rtol=1e-4, atol=1e-6, equal_nan=True)
-    # at step 0 every head is zero: no direction, so the cosines are NaN (not a divergence)
-    assert np.all(np.isnan(fast.curves["head_u_sim"][:, :, 0]))
-    assert np.all(fast.diverged_at == -1)
-
-
 def test_a_zero_vectors_cosine_is_nan():
     got = np.asarray(heads.abs_cos(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])))
     assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)

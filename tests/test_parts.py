@@ -1,5 +1,6 @@
-"""The parts' registries: lookup and errors, metadata without JAX, every part's stated fast-path
-and packing rule checked on the engine, and compiled programs keyed by the parts they use."""
+"""The parts' registries: lookup and errors, metadata without JAX, and compiled programs keyed by
+the parts they use. Every part's fast-path and packing rule, checked on the engine, is in
+test_properties.py."""
 
 from __future__ import annotations
 
@@ -11,50 +12,9 @@ import numpy as np
 import pytest
 
 from dynamics import parts
-from dynamics.config.schema import Config, ConfigError, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.config.schema import Config, ConfigError, DataConfig
 from dynamics.core import engine
 from dynamics.parts.registry import Part, Registry
-from dynamics.sweeps.sweep import run_sweep
-
-
-def regression_file(folder) -> str:
-    """Real-valued targets of a small token data set (an .npz of regression data)."""
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(54, 5, 8)).astype(np.float32)
-    y = X[:, :, 0].mean(axis=1) + 0.1 * rng.normal(size=54)
-    path = f"{folder}/regression.npz"
-    np.savez(path, X_train=X[:24], y_train=y[:24], X_test=X[24:], y_test=y[24:])
-    return path
-
-
-def tiny(**model_optim) -> Config:
-    model = {k: v for k, v in model_optim.items() if k in {f.name for f in dataclasses.fields(ModelConfig)}}
-    optim = {k: v for k, v in model_optim.items() if k not in model}
-    optimizer = optim.setdefault("optimizer", "gd")
-    optim.setdefault("lr", 0.5 if optimizer == "gd" else 0.05)
-    data = DataConfig(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2)
-    if "loss" in optim and parts.LOSSES[optim["loss"]].task == "regression":
-        import tempfile
-
-        data = DataConfig(model="npz", path=regression_file(tempfile.mkdtemp()))
-    if parts.OPTIMIZERS[optimizer].minibatch:
-        optim.setdefault("batch_size", 8)  # of n = 24: three batches an epoch
-    return Config(
-        data=data,
-        model=ModelConfig(**model),
-        optim=OptimConfig(steps=10, lr_scaling="linear", **optim),
-        sweep=SweepConfig(heads=(1, 3), trials=2, log_every=5),
-    )
-
-
-def close(a, b, what: str, rtol=1e-4) -> None:
-    assert set(a.curves) == set(b.curves)
-    for name in a.curves:
-        finite = np.abs(b.curves[name])[np.isfinite(b.curves[name])]  # all NaN: unknown (attn_relevant)
-        scale = max(float(finite.max()) if finite.size else 0.0, 1.0)
-        np.testing.assert_allclose(
-            a.curves[name], b.curves[name], rtol=rtol, atol=1e-5 * scale, err_msg=f"{what}: {name}"
-        )
 
 
 def test_registry_lookup_errors_are_one_line_with_a_suggestion():
@@ -107,69 +67,6 @@ def test_config_lists_are_the_registries():
     assert schema.OPTIMIZERS == parts.OPTIMIZERS.names and schema.QUERIES == parts.QUERIES.names
     choices = {k.flag: k.spec.choices for k in knob_flags()}
     assert choices["--optimizer"] is parts.OPTIMIZERS and choices["--data-model"] is parts.DATA_MODELS
-
-
-# Each part's rule, checked on the engine for every registered part (a new part is checked too).
-FAST_PATH_CASES = (
-    [("optimizer", p.name) for p in parts.OPTIMIZERS.values() if p.per_coordinate]
-    + [("loss", p.name) for p in parts.LOSSES.values()]
-    + [("query", p.name) for p in parts.QUERIES.values() if p.fast_path]
-    + [("norm", p.name) for p in parts.NORMS.values() if p.fast_path]
-    + [("bias", True)]  # one scalar per run: its gradient is the run's own, never divided by H
-)
-
-
-@pytest.mark.parametrize("field,name", FAST_PATH_CASES, ids=[f"{f}={n}" for f, n in FAST_PATH_CASES])
-def test_a_part_that_allows_the_fast_path_gives_the_full_path_numbers(field, name):
-    cfg = tiny(**{field: name})
-    assert parts.uses_fast_path(cfg)
-    full = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, fast_path=False))
-    assert not parts.uses_fast_path(full)
-    close(run_sweep(cfg, progress=False), run_sweep(full, progress=False), f"{field}={name}")
-
-
-def test_fast_path_needs_every_rule():
-    assert parts.uses_fast_path(tiny())
-    assert not parts.uses_fast_path(tiny(init="normal"))  # not symmetric
-    assert not parts.uses_fast_path(tiny(init="normal", key_query="factored"))
-    for name, init in parts.INITS.items():
-        assert parts.uses_fast_path(tiny(init=name)) == init.symmetric
-
-
-PACK_CASES = [p.name for p in parts.OPTIMIZERS.values()]
-
-
-@pytest.mark.parametrize("optimizer", PACK_CASES)
-def test_a_run_in_a_pack_equals_the_run_alone(optimizer):
-    cfg = tiny(init="normal", optimizer=optimizer)
-    assert parts.can_pack_heads(cfg)
-    packed = run_sweep(cfg, progress=False, slots=4)  # H = 1 and 3 in one pack of 4 slots
-    for i, h in enumerate(cfg.sweep.heads):
-        alone = run_sweep(
-            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False
-        )
-        for name in engine.METRICS:
-            np.testing.assert_allclose(packed.curves[name][i], alone.curves[name][0], rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("case", [dict(bias=True), dict(query="learned"), dict(bias=True, query="learned")])
-def test_a_run_in_a_pack_equals_the_run_alone_with_a_bias_and_a_learned_query(case):
-    cfg = tiny(init="normal", **case)
-    packed = run_sweep(cfg, progress=False, slots=4)
-    for i, h in enumerate(cfg.sweep.heads):
-        alone = run_sweep(
-            dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(h,))), progress=False
-        )
-        for name in engine.METRICS:
-            np.testing.assert_allclose(packed.curves[name][i], alone.curves[name][0], rtol=1e-5, atol=1e-6)
-
-
-def test_packing_rule_of_the_key_query_layouts():
-    split = tiny(init="normal", key_query="factored")
-    fixed = tiny(init="normal", key_query="factored", head_size=2)
-    assert not parts.can_pack_heads(split) and parts.can_pack_heads(fixed)
-    assert parts.KEY_QUERIES["factored"].head_size("split", 8, 4) == 2
-    assert parts.KEY_QUERIES["full"].head_size("split", 8, 4) is None
 
 
 def test_a_symmetric_init_is_refused_where_zero_is_a_saddle():

@@ -1,0 +1,116 @@
+"""What several test files build: a small config, data files, curve comparisons and the command
+line's errors checked in this process.
+
+``small(**knobs)`` is the one small config of the engine tests (24 training examples of 5 tokens
+in 8 dimensions, 12 steps, H = 1 and 3, two trials): tests that keep its shapes share compiled
+programs (the programs are cached per process and on disk for the whole session).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamics import parts
+from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
+DEFAULTS = {
+    "data": dict(n_train=24, n_test=30, T=5, d=8, n_irrelevant=2),
+    "model": {},
+    "optim": dict(steps=12),
+    "sweep": dict(heads=(1, 3), trials=2, log_every=4),
+}
+
+
+def section_of(field: str) -> str:
+    """The config section that has the field ``field`` (a data model's parameter: "data")."""
+    for name, cls in SECTIONS.items():
+        if field in {f.name for f in dataclasses.fields(cls)}:
+            return name
+    return "data"  # a data model's own parameter (zeta, r, ...): DataConfig takes it by name
+
+
+def small(**knobs) -> Config:
+    """The small config with ``knobs`` (field names of any section) replaced. The step size is
+    0.5 for GD-like optimisers and 0.05 for Adam unless given; a minibatch optimiser gets B = 8
+    (three batches an epoch) and a regression loss a small regression data set."""
+    sections = {name: dict(values) for name, values in DEFAULTS.items()}
+    for field, value in knobs.items():
+        sections[section_of(field)][field] = value
+    optim = sections["optim"]
+    optimizer = optim.setdefault("optimizer", "gd")
+    optim.setdefault("lr", 0.05 if optimizer == "adam" else 0.5)
+    if parts.OPTIMIZERS[optimizer].minibatch:
+        optim.setdefault("batch_size", 8)
+    if "loss" in optim and parts.LOSSES[optim["loss"]].task == "regression" and "model" not in knobs:
+        sections["data"] = dict(model="npz", path=regression_file(tempfile.mkdtemp()))
+    return Config(**{name: SECTIONS[name](**values) for name, values in sections.items()})
+
+
+def replace(cfg: Config, **fields) -> Config:
+    """``cfg`` with fields of any section replaced (``replace(cfg, fast_path=False, heads=(3,))``)."""
+    changes: dict[str, dict] = {}
+    for field, value in fields.items():
+        changes.setdefault(section_of(field), {})[field] = value
+    return dataclasses.replace(
+        cfg, **{name: dataclasses.replace(getattr(cfg, name), **kw) for name, kw in changes.items()}
+    )
+
+
+def regression_file(folder) -> str:
+    """Real-valued targets of a small token data set (an .npz of regression data), shaped as
+    ``small()``'s data: 24 training and 30 test examples of 5 tokens in 8 dimensions."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(54, 5, 8)).astype(np.float32)
+    y = X[:, :, 0].mean(axis=1) + 0.1 * rng.normal(size=54)
+    path = f"{folder}/regression.npz"
+    np.savez(path, X_train=X[:24], y_train=y[:24], X_test=X[24:], y_test=y[24:])
+    return path
+
+
+def npz(folder, y_train, y_test, T=3, d=4, name="data.npz") -> str:
+    """An .npz data set with the given targets and standard normal tokens."""
+    rng = np.random.default_rng(0)
+    path = Path(folder) / name
+    X = rng.normal(size=(len(y_train) + len(y_test), T, d)).astype(np.float32)
+    np.savez(path, X_train=X[: len(y_train)], y_train=y_train, X_test=X[len(y_train) :], y_test=y_test)
+    return str(path)
+
+
+def assert_curves_close(a, b, what: str = "", rtol=1e-4, atol=1e-5) -> None:
+    """Every curve of two results agrees (NaN where the other is NaN), ``atol`` relative to the
+    curve's largest finite value (float32 rounding grows with the step)."""
+    assert set(a.curves) == set(b.curves), what
+    for name in a.curves:
+        finite = np.abs(b.curves[name])[np.isfinite(b.curves[name])]  # all NaN: unknown (attn_relevant)
+        scale = max(float(finite.max()) if finite.size else 0.0, 1.0)
+        np.testing.assert_allclose(
+            a.curves[name], b.curves[name], rtol=rtol, atol=atol * scale, err_msg=f"{what}: {name}"
+        )
+
+
+def cli_error(argv, capsys, tmp_path) -> str:
+    """Run ``python -m dynamics.run ARGV --out OUT`` in this process (dynamics.cli.run.main) with
+    ``tmp_path`` as the working folder; assert it exits with status 2, prints one line on stderr
+    and writes nothing; return that line."""
+    from dynamics.cli import run as cli
+
+    out = Path(tmp_path) / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        try:
+            code = cli.main([*argv, "--out", str(out)])
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert not out.exists()
+    return lines[0]
