@@ -13,7 +13,6 @@ import pytest
 
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, resolve
 from dynamics.core import heads
-from dynamics.parts import uses_fast_path
 from dynamics.sweeps import sweep
 
 
