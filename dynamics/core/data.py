@@ -13,7 +13,9 @@ import datamodels
 from dynamics import parts
 from dynamics.config.schema import DataConfig
 from dynamics.core import rng
+from dynamics.errors import ConfigError
 from dynamics.infra import executables
+from dynamics.parts import boundary
 
 
 class Data(NamedTuple):
@@ -37,15 +39,22 @@ def data_model(cfg: DataConfig):
 
 def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
     """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
-    training and test sets sampled from that world with the second and third."""
+    training and test sets sampled from that world with the second and third (each checked at the
+    boundary: ``dynamics.parts.boundary``)."""
     k_setup, k_train, k_test = jax.random.split(key, 3)
     world = model.setup(k_setup, cfg)
-    X, y, mask = model.sample(world, k_train, cfg.n_train)
-    X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
+    X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, "the training set")
+    X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, "the test set")
     floor = datamodels.noise_floor(model, world)
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
     (mask, _), (mask_test, features) = relevant(mask), relevant(mask_test)
     return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions, features)
+
+
+def checked_sample(model, cfg: DataConfig, world, key: jax.Array, n: int, what: str):
+    """``model.sample(world, key, n)``, its shapes and dtypes checked against n and the config's T
+    and d (``dynamics.parts.boundary.sample``; static, so free inside a trace)."""
+    return boundary.sample(model, world, key, n, cfg.T, cfg.d, boundary.where(cfg.model, n, what))
 
 
 def relevant(mask: jax.Array | None) -> tuple[jax.Array | None, jax.Array | None]:
@@ -96,7 +105,8 @@ def train_relevant_tokens(
 def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
     def one(key):
         k_setup, k_train, _ = jax.random.split(key, 3)
-        X, _, mask = model.obj.sample(model.obj.setup(k_setup, cfg), k_train, cfg.n_train)
+        world = model.obj.setup(k_setup, cfg)
+        X, _, mask = checked_sample(model.obj, cfg, world, k_train, cfg.n_train, "the training set")
         return X, relevant(mask)[0]
 
     return jax.vmap(one)(rng.wrap(raw))
@@ -121,7 +131,24 @@ def make_data(
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
-    return executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw}), False
+    model = data_model(cfg)
+    with jax.enable_x64(False):  # shapes and dtypes of one trial, before any compile
+        jax.eval_shape(lambda k: draw_trial(model, cfg, k), rng.wrap(raw[0]))
+    data = executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw})
+    check_data(cfg, data, parts.DATA_MODELS[cfg.model].task)
+    return data, False
+
+
+def check_data(cfg: DataConfig, data: Data, task: str) -> None:
+    """The drawn arrays' values at the boundary (``dynamics.parts.boundary.check_values``): X and y
+    finite, classification labels ±1; and a model that says it knows its relevant tokens returns them."""
+    arrays = {k: getattr(data, k) for k in ("X_train", "y_train", "X_test", "y_test")}
+    boundary.check_values(cfg.model, task, arrays)
+    if parts.DATA_MODELS[cfg.model].relevant_tokens and data.mask_test is None:
+        raise ConfigError(
+            f"data.model={cfg.model!r} says relevant_tokens=True but its sample returned mask None; "
+            "return the (n, T) bool mask, or drop relevant_tokens"
+        )
 
 
 @partial(jax.jit, static_argnames=("cfg", "model"))

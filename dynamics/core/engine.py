@@ -75,6 +75,7 @@ from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
+from dynamics.parts import boundary
 from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, metric_names  # noqa: F401
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
@@ -327,7 +328,10 @@ def fresh_batch(prog: Program, data: Data, key: jax.Array, t) -> tuple[jax.Array
     # drawn as the training set is, without x64 (x64 draws other numbers: 64-bit integers, floats)
     world = jax.tree_util.tree_map(_as_float32, data.world)
     with jax.enable_x64(False):
-        X, y, _ = prog.sampler.obj.sample(world, jax.random.fold_in(key, t), prog.batch_size)
+        _, T, d = data.X_train.shape[-3:]  # an online batch checked as the training set is
+        at = boundary.where(prog.sampler.name, prog.batch_size, "an online batch")
+        k_t = jax.random.fold_in(key, t)
+        X, y, _ = boundary.sample(prog.sampler.obj, world, k_t, prog.batch_size, T, d, at)
     return jnp.asarray(X, data.X_train.dtype), jnp.asarray(y, data.y_train.dtype)
 
 

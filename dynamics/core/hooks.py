@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from dynamics.parts import boundary
+
 
 class TestSet(NamedTuple):
     """What a user metric reads of the trial: its test set and the run's context."""
@@ -85,7 +87,6 @@ def user_metrics(metrics, params: dict[str, jax.Array], data: TestSet, dtype) ->
             err.add_note(f"raised by the user metric {ref.name!r} ({ref!r}), traced in the run's program")
             raise
         value = jnp.asarray(value)
-        if not (jnp.issubdtype(value.dtype, jnp.number) or value.dtype == jnp.bool_):
-            raise TypeError(f"metric {ref.name!r} returned an array of {value.dtype}; it must be numeric")
+        boundary.check_metric(ref.name, value)  # real numbers: a complex value is refused, not cast
         out[ref.name] = value.astype(dtype)[None]
     return out
