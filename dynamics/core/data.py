@@ -159,10 +159,69 @@ def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
     return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 
 
+class TrialData(NamedTuple):
+    """One trial's data as its run trains and tests on them (``trial_data``), numpy."""
+
+    X_train: np.ndarray  # (n, T, d) float32
+    y_train: np.ndarray  # (n,): ±1 labels or regression targets
+    X_test: np.ndarray  # (n_test, T, d)
+    y_test: np.ndarray  # (n_test,)
+    mask_train: np.ndarray | None  # (n, T) bool relevant tokens, None if unknown
+    mask_test: np.ndarray | None  # (n_test, T) bool
+    world: Any = None  # the trial's world (its latents, planted directions), None for a file
+
+    def save(self, path) -> None:
+        """An .npz that ``--data`` (``DataConfig(model="npz", path=...)``) runs exactly as these
+        arrays (the masks included where known)."""
+        arrays = {k: v for k, v in self._asdict().items() if v is not None and k != "world"}
+        np.savez(path, **arrays)
+
+
+def trial_data(config, trial: int = 0) -> TrialData:
+    """Exactly the arrays trial ``trial`` of a sweep of ``config`` (a Config or Experiment) trains
+    and is tested on: drawn from the sweep's own key (its seed) as the sweep draws them, so an
+    analysis of them is an analysis of the run's data (a run fed them, as an .npz or a data model
+    returning them, gives the same curves bit for bit). Data from a file: the file's arrays, the
+    same for every trial. With online sampling the training set is drawn but not trained on (each
+    update samples a fresh batch)."""
+    from dynamics.config.schema import resolve
+
+    cfg = resolve(config).config
+    trials = cfg.sweep.trials
+    if isinstance(trial, bool) or not isinstance(trial, int | np.integer) or not 0 <= trial < trials:
+        raise ConfigError(f"trial={trial!r} must be an integer in [0, {trials}) (sweep.trials={trials})")
+    with jax.enable_x64(False):  # drawn as the sweep draws them (dynamics.sweeps.sweep._prepare)
+        data, shared = make_data(cfg.data, sweep_data_key(cfg.sweep.seed), trials, task=cfg.optim.task)
+    pick = (lambda a: a) if shared else (lambda a: a[trial])
+    arrays = [None if a is None else np.asarray(pick(a)) for a in data[:6]]
+    X, y, X_test, y_test, mask_test, mask_train = arrays
+    world = None if shared else jax.tree_util.tree_map(lambda a: np.asarray(a[trial]), data.world)
+    return TrialData(X, y, X_test, y_test, mask_train, mask_test, world)
+
+
+def sweep_data_key(seed: int) -> np.ndarray:
+    """The raw key a sweep of seed ``seed`` draws its data from (trial i: fold_in(key, i))."""
+    return rng.split(rng.seed(seed))[0]
+
+
 def direction_names(data: Data) -> list[str]:
     """The names of the rows of ``data.directions`` (``datamodels.direction_names``), from the
     trials' worlds; none for data from a file."""
     return datamodels.direction_names(datamodels.planted_of(data.world), batched=True)
+
+
+def planted_names(cfg: DataConfig) -> list[str]:
+    """The planted directions' names of ``cfg``'s data model, in the order of the per-head |cos|
+    curves' last axis (``datamodels.direction_names``), from the shapes of one traced world (no
+    draw); none for data from a file."""
+    cfg = cfg.resolved()
+    if parts.DATA_MODELS[cfg.model].from_file:
+        return []
+    model = data_model(cfg)
+    with jax.enable_x64(False):
+        planted = jax.eval_shape(lambda k: datamodels.planted_of(model.setup(k, cfg)), rng.wrap(rng.seed(0)))
+    shapes = {k: np.empty(v.shape, np.float32) for k, v in planted.items()}
+    return datamodels.direction_names(shapes)
 
 
 def token_width(data: Data) -> int:

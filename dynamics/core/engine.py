@@ -235,10 +235,7 @@ def evaluate(
         features = getattr(data, "features_test", None)
         out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
-        test = hooks.TestSet(
-            data.X_test, data.y_test, data.mask_test, directions, beta,
-            prog.query, prog.attention, prog.norm,
-        )  # fmt: skip
+        test = hooks.metric_data(data, directions, beta, prog.query, prog.attention, prog.norm)
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
         out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
     if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
