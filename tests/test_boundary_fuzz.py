@@ -21,7 +21,8 @@ from dynamics.core import rng
 from dynamics.core.data import make_data
 from dynamics.parts import boundary
 
-SMALL = settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+SMALL = settings(max_examples=8, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+PARTS = settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 LARGE = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 X_DTYPES = ["float32", "float16", "int32", "bool", "complex64"]
@@ -198,7 +199,7 @@ def test_generated_data_models_are_refused_or_used_as_they_came(spec):
     check_data_model(spec)
 
 
-@SMALL
+@PARTS
 @given(st.integers(0, len(LOSSES) - 1), PARAMETER, st.integers(0, len(ATTENTIONS) - 1), METRIC_DTYPES, SHAPES)
 def test_generated_losses_attentions_and_metrics_are_refused_or_used(loss, a, attention, dtype, shape):
     check_part(parts.LOSSES, LOSSES, loss, a)

@@ -178,14 +178,15 @@ class TrialData(NamedTuple):
 
 
 def trial_data(config, trial: int = 0) -> TrialData:
-    """Exactly the arrays trial ``trial`` of a sweep of ``config`` (a Config or Experiment) trains
-    and is tested on: drawn from the sweep's own key (its seed) as the sweep draws them, so an
-    analysis of them is an analysis of the run's data (a run fed them, as an .npz or a data model
-    returning them, gives the same curves bit for bit). Data from a file: the file's arrays, the
-    same for every trial. With online sampling the training set is drawn but not trained on (each
-    update samples a fresh batch)."""
-    from dynamics.config.schema import resolve
+    """Exactly the arrays trial ``trial`` of a sweep of ``config`` (a Config, an Experiment, a
+    preset's name, or None for the defaults) trains and is tested on, and its world: drawn from the
+    sweep's own key (its seed) as the sweep draws them, so an analysis of them is an analysis of
+    the run's data (a run fed them, as an .npz or a data model returning them, gives the same
+    curves bit for bit). Data from a file: the file's arrays, the same for every trial. With online
+    sampling the training set is drawn but not trained on (each update samples a fresh batch)."""
+    from dynamics.config.schema import Config, preset, resolve
 
+    config = Config() if config is None else preset(config) if isinstance(config, str) else config
     cfg = resolve(config).config
     trials = cfg.sweep.trials
     if isinstance(trial, bool) or not isinstance(trial, int | np.integer) or not 0 <= trial < trials:
