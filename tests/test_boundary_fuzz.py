@@ -22,7 +22,7 @@ from dynamics.core.data import make_data
 from dynamics.parts import boundary
 
 SMALL = settings(max_examples=8, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
-PARTS = settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+PARTS = settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 LARGE = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 X_DTYPES = ["float32", "float16", "int32", "bool", "complex64"]
