@@ -17,6 +17,13 @@ feature, ``head_attn_feature``). A trial's training
 set, its test set and any further batch all sample the same world, so ``sample`` must be traceable
 by ``jax.jit`` and ``jax.vmap`` with ``n`` a Python int (static).
 
+What ``sample`` returns must be what the simulator can simulate, and is checked at the boundary
+(``dynamics.parts.boundary``: before any compile, and on the drawn arrays): X real floating of
+shape (n, T, d) with exactly n examples and the config's T and d (a model declaring neither has
+them inferred from one traced sample), y of shape (n,) with labels exactly ±1 for classification
+and finite targets for regression, the mask bool or None, X and y finite; anything else is
+refused in one line.
+
 Optional attributes of a data model: ``task`` ("classification" or "regression"; default
 classification), ``noise_floor`` (a number, or a function of the world; the Bayes risk of the
 square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d``, and

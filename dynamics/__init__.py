@@ -30,7 +30,7 @@ _EXPORTS = {
         "SweepConfig",
         "preset",
     ),
-    "dynamics.core.data": ("Data",),
+    "dynamics.core.data": ("Data", "TrialData", "trial_data"),
     "dynamics.core.engine": ("METRICS",),
     "dynamics.core.losses": ("Loss", "error_rate", "margin_loss", "mean_loss"),
     "dynamics.core.model": (
@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         SweepConfig,
         preset,
     )
-    from dynamics.core.data import Data  # noqa: F401
+    from dynamics.core.data import Data, TrialData, trial_data  # noqa: F401
     from dynamics.core.engine import METRICS  # noqa: F401
     from dynamics.core.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
     from dynamics.core.model import (  # noqa: F401

@@ -276,8 +276,12 @@ def test_user_data_model_without_sizes_asks_for_them(user_path):
     class NoSizes:
         setup, sample = user_parts.Toy.setup, user_parts.Toy.sample
 
-    name = parts.DATA_MODELS.adopt(NoSizes())
-    with pytest.raises(ConfigError, match=r"^data.T=None: data model .* has no default T; give data.T"):
+    name = parts.DATA_MODELS.adopt(NoSizes())  # its setup reads params.d: one traced sample cannot tell
+    with pytest.raises(
+        ConfigError,
+        match=r"^data.T=None: data model .* has no default T and d; give data.T \(--tokens\) and data.d "
+        r"\(--width\), .*one traced sample did not give them \(TypeError",
+    ):
         validate(Config(data=DataConfig(model=name)))
 
 

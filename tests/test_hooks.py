@@ -35,7 +35,19 @@ def loss_from_scratch(params, data):  # the built-in test loss, from the run's h
     return mean_loss(data.y * phi, "logistic")
 
 
-METRICS = {"n_heads_seen": head_count, "u_norms": u_norms, "loss_again": loss_from_scratch}
+def train_loss_from_scratch(params, data):  # the built-in train loss, from the hook's training set
+    phi = mdl.logits(
+        params, data.X_train, query=data.query, norm=data.norm, activation=data.attention, beta=data.beta
+    )
+    return mean_loss(data.y_train * phi, "logistic")
+
+
+METRICS = {
+    "n_heads_seen": head_count,
+    "u_norms": u_norms,
+    "loss_again": loss_from_scratch,
+    "train_loss_again": train_loss_from_scratch,
+}
 
 
 @pytest.fixture(scope="module", params=["zero", "normal"])
@@ -51,6 +63,9 @@ def test_metrics_see_every_head_and_the_test_set(result):
     assert np.isnan(curves["u_norms"][0, :, :, 1:]).all()
     np.testing.assert_allclose(curves["u_norms"], curves["head_u_norm"], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(curves["loss_again"], curves["test_loss"], rtol=1e-5)
+    np.testing.assert_allclose(
+        curves["train_loss_again"], curves["train_loss"], rtol=1e-5
+    )  # the training set
 
 
 def test_built_in_metrics_unchanged_by_the_hook(result):

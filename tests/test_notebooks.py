@@ -16,10 +16,19 @@ pytest.importorskip("ipykernel", reason=REASON)
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # A kernel start, JAX's import and the compiles cost 10-25 s per notebook on a shared 2-core CPU:
-# the default suite executes these two, `make stress` (and CI) every notebook.
-DEFAULT_RUN = ("quickstart", "attention")
+# the default suite executes these, `make stress` (and CI) every notebook under both backends: the
+# kernel's own (inline) and MPLBACKEND=Agg, which a user's environment may set (clusters do).
+DEFAULT_RUN = (("quickstart", None), ("attention", None), ("quickstart", "Agg"))
+BACKENDS = (None, "Agg")
 RUN_PARAMS = [
-    pytest.param(p, id=p.stem, marks=() if p.stem in DEFAULT_RUN else pytest.mark.stress) for p in NOTEBOOKS
+    pytest.param(
+        p,
+        backend,
+        id=f"{p.stem}-{backend or 'inline'}",
+        marks=() if (p.stem, backend) in DEFAULT_RUN else pytest.mark.stress,
+    )
+    for p in NOTEBOOKS
+    for backend in BACKENDS
 ]
 
 
@@ -43,11 +52,27 @@ def test_notebook_is_stored_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
 
 
-@pytest.mark.parametrize("path", RUN_PARAMS)
-def test_notebook_runs_headless(path, monkeypatch):
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_shows_figures_whatever_the_backend(path):
+    # MPLBACKEND=Agg in the environment JupyterLab starts from would show no figure (and made
+    # plt.show(figure) a TypeError): every notebook picks the inline backend itself, first thing
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "\n%matplotlib inline\n" in f"\n{first.source}\n", f"{path.name}: start with %matplotlib inline"
+    for cell in nb.cells:
+        shown = cell.source.replace("plt.show()", "")
+        assert "plt.show(" not in shown, f"{path.name}: plt.show() takes no figure (a TypeError under Agg)"
+
+
+@pytest.mark.parametrize(("path", "backend"), RUN_PARAMS)
+def test_notebook_runs_headless(path, backend, monkeypatch):
     monkeypatch.setenv("MHSIM_NOTEBOOK_QUICK", "1")
-    # CI exports MPLBACKEND=Agg for the command lines; a notebook user's kernel picks the inline backend
-    monkeypatch.delenv("MPLBACKEND", raising=False)
+    # CI exports MPLBACKEND=Agg for the command lines; a notebook user's kernel picks the inline
+    # backend, and a user's environment may set Agg: both must run and show their figures
+    if backend is None:
+        monkeypatch.delenv("MPLBACKEND", raising=False)
+    else:
+        monkeypatch.setenv("MPLBACKEND", backend)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(ROOT / "notebooks")}}  # where JupyterLab runs it

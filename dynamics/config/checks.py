@@ -398,11 +398,21 @@ def identical_trials(cfg: Config) -> str | None:
     are shared by every trial, and an init that draws nothing gives every trial the same start."""
     if cfg.sweep.trials < 2 or not parts.DATA_MODELS.get(cfg.data.model).from_file:
         return None
-    if parts.INITS.get(cfg.model.init).random:
+    if parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
+        return None  # each trial draws its own SGD batches
+    if cfg.model.init_from is not None:
+        from dynamics.config import initfile
+
+        if initfile.read(cfg.model.init_from)["U"].ndim == 3:
+            return None  # a trial axis: each trial starts from its own θ(0)
+        start = f"model.init_from={cfg.model.init_from!r} starts every trial from the same θ(0)"
+    elif parts.INITS.get(cfg.model.init).random:
         return None
+    else:
+        start = f"model.init={cfg.model.init!r} draws nothing"
     return (
-        f"data from a file ({cfg.data.path}) are shared by every trial and model.init={cfg.model.init!r} "
-        f"draws nothing: the {cfg.sweep.trials} trials repeat the same run (use --trials 1, or --init normal)"
+        f"data from a file ({cfg.data.path}) are shared by every trial and {start}: the "
+        f"{cfg.sweep.trials} trials repeat the same run (use --trials 1, --init normal, or a θ(0) per trial)"
     )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from dynamics.errors import ConfigError
 
 NAMES = ("U", "W", "Q", "K", "k", "b")
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # beyond it, float32 (the default precision) holds inf
 
 
 def read(path: str) -> dict[str, np.ndarray]:
@@ -41,6 +42,13 @@ def read(path: str) -> dict[str, np.ndarray]:
             raise ConfigError(f"{where}: {name!r} must be a real array, got dtype {a.dtype}")
         if not np.all(np.isfinite(a)):
             raise ConfigError(f"{where}: {name!r} has non-finite values")
+        big = np.abs(a.astype(np.float64)) > FLOAT32_MAX
+        if np.any(big):
+            raise ConfigError(
+                f"{where}: {name!r} has {int(big.sum())} values beyond float32's range "
+                f"(e.g. {a[big].flat[0]:.4g}); θ(0) must lie within ±{FLOAT32_MAX:.4g}, where the "
+                "simulation's float32 holds it (it would start at inf)"
+            )
     return {k: np.asarray(v, np.float64) for k, v in arrays.items()}
 
 

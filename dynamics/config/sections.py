@@ -142,7 +142,7 @@ class DataConfig:
         model = parts.DATA_MODELS[self.model] if self.model in parts.DATA_MODELS else None
         if model is None:
             return self
-        defaults = model.defaults
+        defaults = model.defaults_for(self)  # a user's model without sizes: one traced sample's
         T = defaults.get("T") if self.T is None else self.T
         d = defaults.get("d") if self.d is None else self.d
         own = {k: v for k, v in defaults.items() if k not in ("T", "d")}

@@ -13,7 +13,9 @@ import datamodels
 from dynamics import parts
 from dynamics.config.schema import DataConfig
 from dynamics.core import rng
+from dynamics.errors import ConfigError
 from dynamics.infra import executables
+from dynamics.parts import boundary
 
 
 class Data(NamedTuple):
@@ -37,15 +39,22 @@ def data_model(cfg: DataConfig):
 
 def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
     """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
-    training and test sets sampled from that world with the second and third."""
+    training and test sets sampled from that world with the second and third (each checked at the
+    boundary: ``dynamics.parts.boundary``)."""
     k_setup, k_train, k_test = jax.random.split(key, 3)
     world = model.setup(k_setup, cfg)
-    X, y, mask = model.sample(world, k_train, cfg.n_train)
-    X_test, y_test, mask_test = model.sample(world, k_test, cfg.n_test)
+    X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, "the training set")
+    X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, "the test set")
     floor = datamodels.noise_floor(model, world)
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
     (mask, _), (mask_test, features) = relevant(mask), relevant(mask_test)
     return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions, features)
+
+
+def checked_sample(model, cfg: DataConfig, world, key: jax.Array, n: int, what: str):
+    """``model.sample(world, key, n)``, its shapes and dtypes checked against n and the config's T
+    and d (``dynamics.parts.boundary.sample``; static, so free inside a trace)."""
+    return boundary.sample(model, world, key, n, cfg.T, cfg.d, boundary.where(cfg.model, n, what))
 
 
 def relevant(mask: jax.Array | None) -> tuple[jax.Array | None, jax.Array | None]:
@@ -96,7 +105,8 @@ def train_relevant_tokens(
 def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
     def one(key):
         k_setup, k_train, _ = jax.random.split(key, 3)
-        X, _, mask = model.obj.sample(model.obj.setup(k_setup, cfg), k_train, cfg.n_train)
+        world = model.obj.setup(k_setup, cfg)
+        X, _, mask = checked_sample(model.obj, cfg, world, k_train, cfg.n_train, "the training set")
         return X, relevant(mask)[0]
 
     return jax.vmap(one)(rng.wrap(raw))
@@ -121,7 +131,24 @@ def make_data(
         key = jax.random.key_data(key)
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
-    return executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw}), False
+    model = data_model(cfg)
+    with jax.enable_x64(False):  # shapes and dtypes of one trial, before any compile
+        jax.eval_shape(lambda k: draw_trial(model, cfg, k), rng.wrap(raw[0]))
+    data = executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw})
+    check_data(cfg, data, parts.DATA_MODELS[cfg.model].task)
+    return data, False
+
+
+def check_data(cfg: DataConfig, data: Data, task: str) -> None:
+    """The drawn arrays' values at the boundary (``dynamics.parts.boundary.check_values``): X and y
+    finite, classification labels ±1; and a model that says it knows its relevant tokens returns them."""
+    arrays = {k: getattr(data, k) for k in ("X_train", "y_train", "X_test", "y_test")}
+    boundary.check_values(cfg.model, task, arrays)
+    if parts.DATA_MODELS[cfg.model].relevant_tokens and data.mask_test is None:
+        raise ConfigError(
+            f"data.model={cfg.model!r} says relevant_tokens=True but its sample returned mask None; "
+            "return the (n, T) bool mask, or drop relevant_tokens"
+        )
 
 
 @partial(jax.jit, static_argnames=("cfg", "model"))
@@ -132,10 +159,70 @@ def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
     return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
 
 
+class TrialData(NamedTuple):
+    """One trial's data as its run trains and tests on them (``trial_data``), numpy."""
+
+    X_train: np.ndarray  # (n, T, d) float32
+    y_train: np.ndarray  # (n,): ±1 labels or regression targets
+    X_test: np.ndarray  # (n_test, T, d)
+    y_test: np.ndarray  # (n_test,)
+    mask_train: np.ndarray | None  # (n, T) bool relevant tokens, None if unknown
+    mask_test: np.ndarray | None  # (n_test, T) bool
+    world: Any = None  # the trial's world (its latents, planted directions), None for a file
+
+    def save(self, path) -> None:
+        """An .npz that ``--data`` (``DataConfig(model="npz", path=...)``) runs exactly as these
+        arrays (the masks included where known)."""
+        arrays = {k: v for k, v in self._asdict().items() if v is not None and k != "world"}
+        np.savez(path, **arrays)
+
+
+def trial_data(config, trial: int = 0) -> TrialData:
+    """Exactly the arrays trial ``trial`` of a sweep of ``config`` (a Config, an Experiment, a
+    preset's name, or None for the defaults) trains and is tested on, and its world: drawn from the
+    sweep's own key (its seed) as the sweep draws them, so an analysis of them is an analysis of
+    the run's data (a run fed them, as an .npz or a data model returning them, gives the same
+    curves bit for bit). Data from a file: the file's arrays, the same for every trial. With online
+    sampling the training set is drawn but not trained on (each update samples a fresh batch)."""
+    from dynamics.config.schema import Config, preset, resolve
+
+    config = Config() if config is None else preset(config) if isinstance(config, str) else config
+    cfg = resolve(config).config
+    trials = cfg.sweep.trials
+    if isinstance(trial, bool) or not isinstance(trial, int | np.integer) or not 0 <= trial < trials:
+        raise ConfigError(f"trial={trial!r} must be an integer in [0, {trials}) (sweep.trials={trials})")
+    with jax.enable_x64(False):  # drawn as the sweep draws them (dynamics.sweeps.sweep._prepare)
+        data, shared = make_data(cfg.data, sweep_data_key(cfg.sweep.seed), trials, task=cfg.optim.task)
+    pick = (lambda a: a) if shared else (lambda a: a[trial])
+    arrays = [None if a is None else np.asarray(pick(a)) for a in data[:6]]
+    X, y, X_test, y_test, mask_test, mask_train = arrays
+    world = None if shared else jax.tree_util.tree_map(lambda a: np.asarray(a[trial]), data.world)
+    return TrialData(X, y, X_test, y_test, mask_train, mask_test, world)
+
+
+def sweep_data_key(seed: int) -> np.ndarray:
+    """The raw key a sweep of seed ``seed`` draws its data from (trial i: fold_in(key, i))."""
+    return rng.split(rng.seed(seed))[0]
+
+
 def direction_names(data: Data) -> list[str]:
     """The names of the rows of ``data.directions`` (``datamodels.direction_names``), from the
     trials' worlds; none for data from a file."""
     return datamodels.direction_names(datamodels.planted_of(data.world), batched=True)
+
+
+def planted_names(cfg: DataConfig) -> list[str]:
+    """The planted directions' names of ``cfg``'s data model, in the order of the per-head |cos|
+    curves' last axis (``datamodels.direction_names``), from the shapes of one traced world (no
+    draw); none for data from a file."""
+    cfg = cfg.resolved()
+    if parts.DATA_MODELS[cfg.model].from_file:
+        return []
+    model = data_model(cfg)
+    with jax.enable_x64(False):
+        planted = jax.eval_shape(lambda k: datamodels.planted_of(model.setup(k, cfg)), rng.wrap(rng.seed(0)))
+    shapes = {k: np.empty(v.shape, np.float32) for k, v in planted.items()}
+    return datamodels.direction_names(shapes)
 
 
 def token_width(data: Data) -> int:

@@ -75,6 +75,7 @@ from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
 from dynamics.infra import executables
+from dynamics.parts import boundary
 from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, is_per_slot, metric_names, snapshot_name  # noqa: F401
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
@@ -234,10 +235,7 @@ def evaluate(
         features = getattr(data, "features_test", None)
         out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
-        test = hooks.TestSet(
-            data.X_test, data.y_test, data.mask_test, directions, beta,
-            prog.query, prog.attention, prog.norm,
-        )  # fmt: skip
+        test = hooks.metric_data(data, directions, beta, prog.query, prog.attention, prog.norm)
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
         out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
     if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
@@ -327,7 +325,10 @@ def fresh_batch(prog: Program, data: Data, key: jax.Array, t) -> tuple[jax.Array
     # drawn as the training set is, without x64 (x64 draws other numbers: 64-bit integers, floats)
     world = jax.tree_util.tree_map(_as_float32, data.world)
     with jax.enable_x64(False):
-        X, y, _ = prog.sampler.obj.sample(world, jax.random.fold_in(key, t), prog.batch_size)
+        _, T, d = data.X_train.shape[-3:]  # an online batch checked as the training set is
+        at = boundary.where(prog.sampler.name, prog.batch_size, "an online batch")
+        k_t = jax.random.fold_in(key, t)
+        X, y, _ = boundary.sample(prog.sampler.obj, world, k_t, prog.batch_size, T, d, at)
     return jnp.asarray(X, data.X_train.dtype), jnp.asarray(y, data.y_train.dtype)
 
 

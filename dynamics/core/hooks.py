@@ -7,10 +7,13 @@ per run, with
   layout: ``U`` (H, d), ``W`` (H, d, d) or ``Q``, ``K`` (H, d, d_h), ``k`` (H, d); the bias ``b``
   a scalar). On the zero-init fast path the one stored head is repeated H times, so ``fn`` sees
   the H-head model, never the representative head;
-- ``data``: a :class:`TestSet`, the trial's test set (and what the run knows of it): with it
+- ``data``: a :class:`TestSet`, the trial's test set (and what the run knows of it) and its
+  training set (``X_train``, ``y_train``, ``mask_train``: the examples the logged train loss reads,
+  with online sampling the batch of the logged step): with it
   ``dynamics.core.model.logits(params, data.X, query=data.query, norm=data.norm,
-  activation=data.attention, beta=data.beta)`` is the run's Φ on the test set and
-  ``model.attention(params, data.X, data.query, data.attention, data.beta)`` its attention.
+  activation=data.attention, beta=data.beta)`` is the run's Φ on the test set (``data.X_train``
+  for the training set) and ``model.attention(params, data.X, data.query, data.attention,
+  data.beta)`` its attention.
 
 ``fn`` must be traceable by JAX (``jax.numpy``, no Python branches on values) and return an array
 of a fixed shape; the result is logged as the curve ``name`` with shape (n_heads, trials, L, …),
@@ -29,9 +32,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from dynamics.parts import boundary
+
 
 class TestSet(NamedTuple):
-    """What a user metric reads of the trial: its test set and the run's context."""
+    """What a user metric reads of the trial: its test set, the run's context and its training set."""
 
     __test__ = False  # not a pytest test class
 
@@ -43,6 +48,18 @@ class TestSet(NamedTuple):
     query: str  # the query mode ("first", "last", "learned", …): ``model.attention``'s argument
     attention: str  # the activation ("softmax", "linear", …): ``model.attention``'s argument
     norm: str  # how heads combine (c_H): ``model.logits``'s argument
+    X_train: jax.Array | None = None  # (n, T, d) the training set's tokens (online: the logged batch)
+    y_train: jax.Array | None = None  # (n,) its labels or targets
+    mask_train: jax.Array | None = None  # (n, T) its relevant tokens, or None
+
+
+def metric_data(data: Any, directions: jax.Array | None, beta: Any, query: str, attention: str, norm: str):
+    """The :class:`TestSet` a user metric reads of one trial's ``data`` (``dynamics.core.data.Data``,
+    its training set the one the logged train loss reads)."""
+    return TestSet(
+        data.X_test, data.y_test, data.mask_test, directions, beta, query, attention, norm,
+        data.X_train, data.y_train, data.mask_train,
+    )  # fmt: skip
 
 
 class MetricRef:
@@ -85,7 +102,6 @@ def user_metrics(metrics, params: dict[str, jax.Array], data: TestSet, dtype) ->
             err.add_note(f"raised by the user metric {ref.name!r} ({ref!r}), traced in the run's program")
             raise
         value = jnp.asarray(value)
-        if not (jnp.issubdtype(value.dtype, jnp.number) or value.dtype == jnp.bool_):
-            raise TypeError(f"metric {ref.name!r} returned an array of {value.dtype}; it must be numeric")
+        boundary.check_metric(ref.name, value)  # real numbers: a complex value is refused, not cast
         out[ref.name] = value.astype(dtype)[None]
     return out

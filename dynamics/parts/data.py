@@ -22,7 +22,7 @@ from dynamics.config.knobs import knob
 from dynamics.config.values import floats_arg
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite, positive_int
-from dynamics.parts.registry import Part, Registry, first_line
+from dynamics.parts.registry import Part, Registry, first_line, is_user_name
 
 TASKS = ("classification", "regression")
 
@@ -77,6 +77,15 @@ class DataModel(Part):
         """T, d and every parameter with its default."""
         own = {f.name: f.default for f in dataclasses.fields(self.schema)} if self.schema else {}
         return {**self.sizes, **own}
+
+    def defaults_for(self, data) -> dict[str, Any]:
+        """``defaults``, and for a user's data model that declares no T or d while ``data`` (a
+        DataConfig) gives none, the T and d of one traced sample (``boundary.infer_sizes``)."""
+        defaults = self.defaults
+        missing = [k for k in ("T", "d") if k not in defaults and getattr(data, k) is None]
+        if not missing or self.from_file or not is_user_name(self.name) or self.name in DATA_MODELS.names:
+            return defaults
+        return {**_inferred(self.load(), self.name, data), **defaults}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +193,25 @@ class IclParams:
         "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
         "(the authors' data); default: every sequence an independent draw",
     )
+
+
+_INFERRED: dict[tuple[int, Any], tuple[Any, dict[str, int]]] = {}
+
+
+def _inferred(obj: Any, name: str, data) -> dict[str, int]:
+    """``boundary.infer_sizes`` once per object and DataConfig (the config layer resolves often)."""
+    try:
+        key = (id(obj), data)
+        cached = _INFERRED.get(key)
+    except TypeError:  # a parameter value that cannot be hashed: no cache
+        key, cached = None, None
+    if cached is None or cached[0] is not obj:
+        from dynamics.parts.boundary import infer_sizes
+
+        cached = (obj, infer_sizes(obj, name, data))
+        if key is not None:
+            _INFERRED[key] = cached
+    return cached[1]
 
 
 def parameter_names() -> tuple[str, ...]:

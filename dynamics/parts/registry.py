@@ -222,6 +222,9 @@ class Registry(Mapping[str, P], Generic[P]):
         if cached is not None and cached[0] is obj:
             return cached[1]
         part = self.part_type.from_object(path, obj)
+        from dynamics.parts.boundary import check_part
+
+        check_part(self.field, path, obj)  # a loss probed for elementwise, an attention for its shape
         self._users[path] = (obj, part)
         return part
 

@@ -249,6 +249,11 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
+    if "directions" in meta:  # the per-head |cos| columns' names: reordered, they would name the wrong ones
+        from dynamics.core.data import planted_names
+
+        if meta["directions"] != planted_names(cfg.data):
+            raise bad(f"directions {meta['directions']!r:.160} are not its data model's, in their order")
     if "heads" in meta and meta["heads"] != heads.tolist():
         raise bad(f"results.json's heads {meta['heads']!r} are not curves.npz's {heads.tolist()}")
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence

@@ -1,0 +1,260 @@
+"""The open boundary: what a user's part hands mhsim, checked against what mhsim can simulate.
+
+One module for every check of a part's *output* (the parts' own parameters are checked by
+``dynamics.parts.checks``). Each refusal is one ``ConfigError`` line naming the part, the value and
+what is allowed; a value that passes is used exactly as it came (no check changes a number).
+
+A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol``):
+
+- ``X``: a real floating array of shape (n, T, d): exactly the n examples asked for (training set,
+  test set and every online batch alike), and the T and d of the config (declared by the model,
+  given, or inferred from one traced sample: ``infer_sizes``);
+- ``y``: shape (n,), real (floating or integer; integers are read as float32); classification
+  labels exactly ±1 (0/1 or ±3 labels are refused: map them yourself), regression targets any
+  finite real number;
+- ``mask``: None, or bool of shape (n, T) (the relevant tokens) or (n, F, T) (per feature);
+- finite: no NaN or inf in X or y (checked on the drawn arrays, ``check_values``).
+
+Shapes and dtypes are checked where ``sample`` is traced (``sample``, static: free), and before any
+compile by ``jax.eval_shape`` of one trial (``dynamics.core.data.make_data``); values once per
+draw, on the concrete arrays. A user loss is probed on a vector of margins (it must be
+elementwise), a user attention on a batch of scores (weights of the scores' shape, each query's
+from its own scores), a user metric's result must be real (``check_metric``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dynamics.errors import ConfigError
+
+LABELS = (-1.0, 1.0)  # classification labels: y·Φ is the margin only for these
+
+
+def where(name: str, n: int | None = None, what: str = "") -> str:
+    """How a refusal names a data model's sample: ``data.model='m:x': sample(world, key, n=8)``."""
+    call = f"sample(world, key, n={n})" if n is not None else "sample"
+    return f"data.model={name!r}: {call}{f' ({what})' if what else ''}"
+
+
+class _Dtype:
+    """An array's dtype with ``kind`` as numpy's ('f' real floating, bfloat16 included, 'c', 'i',
+    'u', 'b', else 'V')."""
+
+    def __init__(self, a: Any):
+        import jax.numpy as jnp
+
+        self.dtype = a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype
+        kinds = ((jnp.bool_, "b"), (jnp.complexfloating, "c"), (jnp.floating, "f"))
+        kinds += ((jnp.unsignedinteger, "u"), (jnp.signedinteger, "i"))
+        self.kind = next((k for t, k in kinds if jnp.issubdtype(self.dtype, t)), "V")
+
+    def __str__(self) -> str:
+        return str(self.dtype)
+
+
+def _dtype(a: Any) -> _Dtype:
+    return _Dtype(a)
+
+
+def _shape(a: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in np.shape(a))
+
+
+def check_sample(out: Any, n: int, T: int | None, d: int | None, at: str) -> tuple[Any, Any, Any]:
+    """``sample``'s output (arrays, tracers or ``jax.ShapeDtypeStruct``) checked for shapes and
+    dtypes: (X, y, mask) as they are, or a one-line ConfigError naming the bad value."""
+    if not isinstance(out, tuple | list) or len(out) != 3:
+        raise ConfigError(
+            f"{at} returned {type(out).__name__}; it must return a tuple (X, y, mask) (mask None if unknown)"
+        )
+    X, y, mask = out
+    if not hasattr(X, "shape") or not hasattr(y, "shape"):
+        raise ConfigError(f"{at} returned X of {type(X).__name__} and y of {type(y).__name__}: arrays")
+    shape = _shape(X)
+    if len(shape) != 3:
+        raise ConfigError(f"{at} returned X of shape {shape}; X must be (n, T, d) = {(n, T, d)}")
+    if shape[0] != n:
+        raise ConfigError(
+            f"{at} returned {shape[0]} examples (X of shape {shape}); it must return exactly n={n}"
+        )
+    if (T is not None and shape[1] != T) or (d is not None and shape[2] != d):
+        given = ", ".join(f"{k}={v}" for k, v in (("T", T), ("d", d)) if v is not None)
+        want = f"({n}, {'T' if T is None else T}, {'d' if d is None else d})"
+        raise ConfigError(
+            f"{at} returned X of shape {shape}, but the config has {given}: X must be (n, T, d) = "
+            f"{want} (declare the sizes the model returns, or leave T and d out to infer them)"
+        )
+    if _dtype(X).kind != "f":
+        raise ConfigError(f"{at} returned X of dtype {_dtype(X)}; X must be a real floating array")
+    if _shape(y) != (n,):
+        raise ConfigError(
+            f"{at} returned y of shape {_shape(y)}; y must be (n,) = ({n},), one target per example "
+            "(reshape an (n, 1) y with y[:, 0])"
+        )
+    if _dtype(y).kind not in "fiu":
+        raise ConfigError(
+            f"{at} returned y of dtype {_dtype(y)}; y must be real (floating or integer): ±1 labels "
+            "or regression targets"
+        )
+    if mask is not None:
+        m = _shape(mask)
+        if _dtype(mask).kind != "b":
+            raise ConfigError(
+                f"{at} returned a mask of dtype {_dtype(mask)}; the mask must be bool (True on the relevant "
+                "tokens; e.g. mask > 0), or None"
+            )
+        if not (m == (n, shape[1]) or (len(m) == 3 and m[0] == n and m[2] == shape[1] and m[1] >= 1)):
+            raise ConfigError(
+                f"{at} returned a mask of shape {m}; the mask must be (n, T) = {(n, shape[1])} or "
+                f"(n, F, T) per feature, or None"
+            )
+    return X, y, mask
+
+
+def sample(model: Any, world: Any, key: Any, n: int, T: int | None, d: int | None, at: str):
+    """``model.sample(world, key, n)`` checked (``check_sample``); an integer y as float32."""
+    X, y, mask = check_sample(model.sample(world, key, n), n, T, d, at)
+    if _dtype(y).kind in "iu":
+        import jax.numpy as jnp
+
+        y = jnp.asarray(y, jnp.float32)
+    return X, y, mask
+
+
+def check_values(name: str, task: str, arrays: dict[str, Any]) -> None:
+    """The drawn arrays by name (``X_train``, ``y_train``, …, each with any leading trial axis):
+    X and y finite, classification labels ±1. A one-line ConfigError naming the array."""
+    for key, a in arrays.items():
+        if a is None or key.startswith("mask"):
+            continue
+        v = np.asarray(a)
+        finite = np.isfinite(v)
+        if not finite.all():
+            bad = v[~finite]
+            raise ConfigError(
+                f"data.model={name!r}: {key} has {bad.size} non-finite values (e.g. {bad.flat[0]}); X and y "
+                "must be finite"
+            )
+        if key.startswith("y") and task == "classification":
+            wrong = v[(v != LABELS[0]) & (v != LABELS[1])]
+            if wrong.size:
+                seen = np.unique(v)[:6].tolist()
+                raise ConfigError(
+                    f"data.model={name!r}: {key} has labels {seen} ({wrong.size} entries not ±1); "
+                    "classification labels must be -1 or +1 (map 0/1 labels with 2*y - 1), or give the model "
+                    "task = 'regression'"
+                )
+
+
+def infer_sizes(model: Any, name: str, cfg: Any) -> dict[str, int]:
+    """T and d of a data model that declares none, from one traced sample (``jax.eval_shape`` of
+    ``setup`` and ``sample`` with the config's n_train; T and d not given are None in ``cfg``)."""
+    import jax
+
+    def one(key):
+        world = model.setup(key, cfg)
+        return model.sample(world, key, cfg.n_train)
+
+    try:
+        with jax.enable_x64(False):
+            out = jax.eval_shape(one, jax.random.PRNGKey(0))
+    except Exception as err:  # noqa: BLE001 -- a user's code may raise anything
+        missing = " and ".join(k for k in ("T", "d") if getattr(cfg, k) is None)
+        raise ConfigError(
+            f"data.{missing[0]}=None: data model {name!r} has no default {missing}; give data.T (--tokens) "
+            f"and data.d (--width), or declare sizes = {{'T': ..., 'd': ...}}: one traced sample did not "
+            f"give them ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+        ) from None
+    X = check_sample(out, cfg.n_train, cfg.T, cfg.d, where(name, cfg.n_train, "one traced sample"))[0]
+    return {"T": int(X.shape[1]), "d": int(X.shape[2])}
+
+
+def _real_float(fn_name: str, out: Any, what: str) -> np.ndarray:
+    if _dtype(out).kind != "f":
+        raise ConfigError(f"{fn_name} returned {what} of dtype {_dtype(out)}; it must be real floating")
+    return np.asarray(out, np.float64)
+
+
+def check_loss(field: str, path: str, fn: Any) -> None:
+    """A user loss maps each margin (or residual) to its loss, elementwise: probed on a vector of 7,
+    its output must be a real (7,) array whose entry i is the loss of entry i alone."""
+    import jax.numpy as jnp
+
+    at = f"{field}={path!r}"
+    z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
+    try:
+        out = fn(z)
+        single = [np.asarray(fn(z[i : i + 1])) for i in range(7)]
+    except Exception as err:  # noqa: BLE001
+        raise ConfigError(
+            f"{at} fails on a vector of margins ({type(err).__name__}: {' '.join(str(err).split())[:160]}); "
+            "a loss maps a vector z to the vector ℓ(z), elementwise"
+        ) from None
+    a = _real_float(at, out, "losses")
+    if a.shape != (7,) or any(s.shape != (1,) for s in single):
+        raise ConfigError(
+            f"{at} returned shape {a.shape} for a vector of 7 margins; a loss is elementwise: "
+            "ℓ(z) has z's shape (not jnp.mean(z) or a sum: mhsim averages)"
+        )
+    alone = np.concatenate(single)
+    if not np.allclose(a, alone, rtol=1e-5, atol=1e-6, equal_nan=True):
+        raise ConfigError(
+            f"{at} is not elementwise: ℓ of a vector differs from ℓ of its entries one at a time "
+            f"({a[0]:.6g} vs {alone[0]:.6g} at z=-2); a loss of one example reads that example's margin only"
+        )
+
+
+def check_attention(field: str, path: str, fn: Any) -> None:
+    """A user attention maps scores (…, T) to weights of the same shape, each query's weights from
+    its own T scores: probed on scores of shape (2, 3, 5)."""
+    import jax.numpy as jnp
+
+    at = f"{field}={path!r}"
+    scores = jnp.asarray(np.linspace(-1.5, 2.0, 30, dtype=np.float32).reshape(2, 3, 5))
+    try:
+        out = fn(scores)
+        rows = [[np.asarray(fn(scores[i : i + 1, j : j + 1])) for j in range(3)] for i in range(2)]
+    except Exception as err:  # noqa: BLE001
+        raise ConfigError(
+            f"{at} fails on scores of shape (2, 3, 5) ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:160]}); an attention maps scores (..., T) to weights (..., T)"
+        ) from None
+    a = _real_float(at, out, "weights")
+    if a.shape != (2, 3, 5):
+        raise ConfigError(
+            f"{at} returned weights of shape {a.shape} for scores of shape (2, 3, 5); the weights must "
+            "have the scores' shape (..., T)"
+        )
+    alone = np.stack([np.concatenate([r.reshape(-1, 5) for r in row]) for row in rows])
+    if alone.shape != a.shape or not np.allclose(a, alone, rtol=1e-5, atol=1e-6, equal_nan=True):
+        raise ConfigError(
+            f"{at} mixes queries: a query's weights must depend on its own T scores alone (normalise "
+            "over the last axis)"
+        )
+
+
+# The user parts whose output is probed when they are first named, by the config field naming them.
+PROBES = {"optim.loss": check_loss, "model.attention": check_attention}
+
+
+def check_part(field: str, path: str, obj: Any) -> None:
+    """Probe a user part (``Registry.user_part``) named by ``field``, where it has a probe."""
+    probe = PROBES.get(field)
+    if probe is not None:
+        probe(field, path, obj)
+
+
+def check_metric(name: str, value: Any) -> None:
+    """A user metric's value (a traced array): numeric and real (a complex value is refused, never
+    cast to its real part)."""
+    dtype = _dtype(value)
+    if dtype.kind == "c":
+        raise ConfigError(
+            f"metric {name!r} returned a complex array ({dtype}); metrics must be real: return "
+            "jnp.abs(v) or jnp.real(v) yourself"
+        )
+    if dtype.kind not in "biuf":
+        raise ConfigError(f"metric {name!r} returned an array of {dtype}; it must be real numbers")
