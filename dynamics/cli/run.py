@@ -138,6 +138,8 @@ KNOBS = [
             ),
         )
     ),
+    ("--ngd-eps", "optim", "ngd_eps", float_arg, None, "normalized-gd: g/(‖g‖+ε), not g/‖g‖"),
+    ("--ngd-per-group", "optim", "ngd_per_group", bool, None, "normalized-gd: each group a unit step"),
     (
         "--constraint",
         "optim",

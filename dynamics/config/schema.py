@@ -180,6 +180,8 @@ _NEW_FIELDS: dict[str, dict[str, Any]] = {
         "readout_weight_decay": 0.0,
         "attention_weight_decay": 0.0,
         "constraint": "none",
+        "ngd_eps": 0.0,
+        "ngd_per_group": False,
     },
     "sweep": {"head_metrics": "auto", "save_params": False},
 }
@@ -209,6 +211,8 @@ class OptimConfig:
     readout_weight_decay: float = 0.0
     attention_weight_decay: float = 0.0
     constraint: str = "none"  # none, or sphere: U_h, k_h kept on the unit sphere (dynamics.parts.CONSTRAINTS)
+    ngd_eps: float = 0.0  # normalized-gd: g / (‖g‖ + ε) instead of g / ‖g‖
+    ngd_per_group: bool = False  # normalized-gd: readout and attention each normalised on its own
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,9 @@ class SweepConfig:
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
 # config starts giving other numbers, so that old results are recomputed, never mixed in.
 # 2: random init draws head h from fold_in(key, h) (packed runs).
-NUMERICS_VERSION = 2
+# 3: the softmaxes' derivative is taken relative to the largest weight (exact at saturation) and
+#    normalised GD's norm is taken of g / max|g| over the moving groups only: last-bit changes.
+NUMERICS_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -901,6 +907,15 @@ def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> No
                 )
     parts.CONSTRAINTS.get(optim.constraint)
     parts.check_sphere(model.query, model.init, optim.constraint)
+    _finite("optim.ngd_eps", optim.ngd_eps, lo=0.0, hi=1.0)
+    if not isinstance(optim.ngd_per_group, bool):
+        raise ConfigError(f"optim.ngd_per_group={optim.ngd_per_group!r} must be true or false")
+    if not optimizer.normalise_per_run and (optim.ngd_eps or optim.ngd_per_group):
+        name = "ngd_eps" if optim.ngd_eps else "ngd_per_group"
+        raise ConfigError(
+            f"optim.{name}={getattr(optim, name)!r} has no effect with optim.optimizer={optim.optimizer!r}: "
+            f"it is normalized-gd's"
+        )
     _check_task(optim, data, loss)
 
 
