@@ -344,3 +344,46 @@ def test_float32_normalised_gd_takes_steps_of_eta_past_the_underflow(tmp_path):
     W = ngd_mhsim(tmp_path, X, y, v, W0, 1500, x64=False, every=1)[1300:]
     steps = np.linalg.norm((W[1:] - W[:-1]).reshape(len(W) - 1, -1), axis=1)
     np.testing.assert_allclose(steps, LR, rtol=2e-3)
+
+
+# The max-margin solvers for given selected tokens, against scipy's SLSQP on the same QP.
+
+
+def _slsqp_max_margin(G: np.ndarray) -> np.ndarray:
+    """argmin ½‖w‖² s.t. G w >= 1, by scipy's SLSQP (independent of cvxpy/Clarabel)."""
+    from scipy.optimize import minimize
+
+    cons = {"type": "ineq", "fun": lambda w: G @ w - 1.0, "jac": lambda w: G}
+    w0 = np.linalg.lstsq(G, np.full(len(G), 2.0), rcond=None)[0]
+    res = minimize(lambda w: 0.5 * w @ w, w0, jac=lambda w: w, constraints=[cons], method="SLSQP",
+                   options={"ftol": 1e-14, "maxiter": 500})  # fmt: skip
+    assert res.success, res.message
+    return res.x
+
+
+def test_max_margin_p_and_W_for_the_selected_tokens():
+    from dynamics.theory import diagnostics as diag
+
+    rng = np.random.default_rng(6)
+    n, T, d = 3, 4, 6
+    X = rng.normal(size=(n, T, d))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    k = 5.0 * rng.normal(size=(1, d))
+    sel = diag.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
+    np.testing.assert_array_equal(sel, np.argmax(X @ k[0], axis=1))
+    rows = [X[i, sel[i]] - X[i, t] for i in range(n) for t in range(T) if t != sel[i]]
+    p = diag.max_margin_p(X, sel)
+    np.testing.assert_allclose(p, _slsqp_max_margin(np.array(rows)), atol=1e-6)
+    for query, q in (("first", 0), ("last", -1)):
+        W = diag.max_margin_W(X, sel, query=query).W
+        G = np.array(
+            [
+                np.outer(X[i, sel[i]] - X[i, t], X[i, q]).ravel()
+                for i in range(n)
+                for t in range(T)
+                if t != sel[i]
+            ]
+        )
+        np.testing.assert_allclose(W.ravel(), _slsqp_max_margin(G), atol=1e-6)
+    with pytest.raises(ValueError, match="selected tokens must be in 0..3"):
+        diag.max_margin_p(X, np.array([0, 4, 1]))
