@@ -8,10 +8,12 @@
   how far it has moved, 1 − ⟨K₀, K_t⟩_F / (‖K₀‖_F ‖K_t‖_F).
 - ``max_margin_direction``, ``cosine``, ``head_cosines``: the attention SVM W^mm of Tarzanagh, Li,
   Zhang, Oymak ("Max-Margin Token Selection in Attention Mechanism", NeurIPS 2023), solved with
-  cvxpy and Clarabel, and the cosine of the key-query matrices to it.
+  cvxpy and Clarabel, and the cosine of the key-query matrices to it; ``max_margin_W`` (query
+  first or last) and ``max_margin_p`` (a learned query) solve it for any selected tokens, e.g.
+  ``selected_tokens``, the argmax of a model's attention at a step.
 
-Everything but ``max_margin_direction`` (a convex solve, once per data set) is a pure function that
-jits; shapes and options that change shapes (H, ``iters``, query, norm, loss) are static.
+Everything but the max-margin solves (convex, once per data set) and ``selected_tokens`` is a
+pure function that jits; shapes and options that change shapes (H, ``iters``, query, norm, loss) are static.
 Dimension letters: ``n``/``m`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``p``/``P``
 flattened parameters, ``k`` Lanczos steps, ``c`` SVM constraints.
 """
