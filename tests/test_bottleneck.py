@@ -234,13 +234,13 @@ def test_heads_preset_end_to_end(tmp_path):
 # The figures cache and --resume key on these hashes: a refactor must leave them unchanged.
 # They change only with NUMERICS_VERSION or a config field/default, and then deliberately.
 CACHE_KEYS = {
-    "Config()": "a30e7261bc7b1318",
-    "fig2": "91e1a636d3be58ec",
-    "planted-adam": "d8b732556400d8d3",
-    "heads_key()": "9d853be8b4490882",
-    "expressivity_key()": "650bbb66d6729b18",
-    "heads_key(QUICK_HEADS)": "eecf4137fc7c2d13",
-    "expressivity_key(QUICK_EXPRESSIVITY)": "5b11430213b5e2cc",
+    "Config()": "b0a7a9eebb4c8d56",
+    "fig2": "502650c5b3b30fba",
+    "planted-adam": "cd2cea669dfbdb1d",
+    "heads_key()": "487dbaf4fb0d2562",
+    "expressivity_key()": "428416b1b485f470",
+    "heads_key(QUICK_HEADS)": "3dce553e82923f47",
+    "expressivity_key(QUICK_EXPRESSIVITY)": "f706b65c45af9842",
 }
 
 

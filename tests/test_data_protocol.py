@@ -168,7 +168,7 @@ def test_strengths_from_a_list_and_the_flag():
 
 
 def test_builtin_hashes_unchanged():
-    assert Config().hash() == "a30e7261bc7b1318"
+    assert Config().hash() == "b0a7a9eebb4c8d56"
     assert "sources" not in Config().to_dict()
 
 

@@ -170,7 +170,7 @@ def test_the_user_guide_knob_table_names_each_flag_with_its_field_and_default():
     text = (ROOT / "docs" / "user-guide.md").read_text()
     table = text.split("| flag | config (`[optim]`) | default |", 1)[1].split("\n\n", 1)[0]
     by_flag = {k.flag: k for k in declared() if k.flag}
-    words = {"none": None, "all updates": None}
+    words = {"none": None, "all updates": None, "false": False}
     rows = [line.split(" | ") for line in table.strip().splitlines()[1:]]
     assert rows
     for cells in rows:
@@ -247,9 +247,13 @@ KEPT_OVERRIDES = {
 }
 
 
-def test_the_hash_rule_keeps_every_old_config_hash():
+def test_the_hash_rule_keeps_every_old_config_hash(monkeypatch):
+    """The hashes below were computed before the declarations, at NUMERICS_VERSION 2; the version
+    is part of every hash by design (bumped when numbers move), the rule is what is checked here."""
+    from dynamics.config import sections
     from dynamics.config.schema import preset
 
+    monkeypatch.setattr(sections, "NUMERICS_VERSION", 2)
     assert {name: preset(name).hash() for name in KEPT_HASHES} == KEPT_HASHES
     for expected, overrides in KEPT_OVERRIDES.items():
         assert apply_overrides(Config(), overrides, "test").hash() == expected, overrides

@@ -236,6 +236,13 @@ def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> No
                 )
     parts.CONSTRAINTS.get(optim.constraint)
     parts.check_sphere(model.query, model.init, optim.constraint)
+    _finite("optim.ngd_eps", optim.ngd_eps, lo=0.0, hi=1.0)
+    for name in ("ngd_eps", "ngd_per_group"):  # set in a Config built directly, not only given
+        if getattr(optim, name) and not optimizer.normalise_per_run:
+            raise ConfigError(
+                f"optim.{name}={getattr(optim, name)!r} has no effect with optim.optimizer="
+                f"{optim.optimizer!r}: it is normalized-gd's"
+            )
     _check_task(optim, data, loss)
 
 

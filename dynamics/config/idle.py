@@ -87,3 +87,9 @@ def decay(group: str):
         )
 
     return idle
+
+
+def normalised(cfg) -> str | None:
+    if not parts.OPTIMIZERS.get(cfg.optim.optimizer).normalise_per_run:
+        return f"optim.optimizer={cfg.optim.optimizer!r} does not normalise its step; it is normalized-gd's"
+    return None

@@ -330,6 +330,17 @@ class OptimConfig:
         "keep parameters on a manifold (needs --query learned and --init sphere)",
         choices=parts.CONSTRAINTS,
     )
+    ngd_eps: float = knob(
+        0.0,
+        "normalized-gd only: the step η·g/(‖g‖ + ε), a division guard as in some authors' code "
+        "(0: η·g/‖g‖, a step of length exactly η)",
+        idle=idle.normalised,
+    )
+    ngd_per_group: bool = knob(
+        False,
+        "normalized-gd only: readout and attention each normalised on their own (each moves η)",
+        idle=idle.normalised,
+    )
 
 
 @dataclass(frozen=True)
@@ -378,7 +389,9 @@ class SweepConfig:
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
 # config starts giving other numbers, so that old results are recomputed, never mixed in.
 # 2: random init draws head h from fold_in(key, h) (packed runs).
-NUMERICS_VERSION = 2
+# 3: the softmaxes' derivative is taken relative to the largest weight (exact at saturation) and
+#    normalised GD's norm is taken of g / max|g| over the moving groups only.
+NUMERICS_VERSION = 3
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ class Program:
     sampler: Any = None
     groups: tuple[tuple[str, upd.GroupRule], ...] = dataclasses.field(default_factory=upd.default_groups)
     constraint: str = "none"  # dynamics.parts.CONSTRAINTS
+    ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) (0: g / ‖g‖)
+    ngd_per_group: bool = False  # normalised GD: readout and attention each normalised on its own
     # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()
@@ -144,7 +146,10 @@ class Program:
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
         opt = parts.OPTIMIZERS[self.optimizer]
-        return upd.Rules(self.groups, opt.decoupled_weight_decay, opt.normalise_per_run, self.constraint)
+        return upd.Rules(
+            self.groups, opt.decoupled_weight_decay, opt.normalise_per_run, self.constraint,
+            self.ngd_eps, self.ngd_per_group,
+        )  # fmt: skip
 
     def beta(self, t) -> float | jax.Array:
         """β of update t (0-based; a traced step, or a number): β₀ / (1 + c·t). A number when

@@ -94,15 +94,75 @@ def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
     return jnp.einsum("ntd,hd->nht", X, k)
 
 
+# The softmaxes' derivative, exact where one weight approaches 1 (saturation).
+#
+# Both softmaxes have the Jacobian ∂A_t/∂s_u = A_t (δ_tu − A_u) (softmax1 is softmax over the
+# tokens and a null token of score 0, tangent 0, weight a₀ = 1 − Σ_t A_t). Written as it stands,
+# Ȧ_t = A_t (ṡ_t − Σ_u A_u ṡ_u), its transpose (the backward pass) forms g_r − Σ_u A_u g_u for
+# the token r that takes almost all the attention: a difference of nearly equal numbers whose
+# rounding (ε·|g|) is larger than the true value ((1 − A_r)·|g|) once A_r is within ε of 1, and
+# normalised GD would follow that noise. Relative to the largest-weight token r (the null token
+# where it is the largest) the same derivative is
+#     Ȧ_t = A_t ((ṡ_t − ṡ_r) − Σ_u A_u (ṡ_u − ṡ_r) + a₀ ṡ_r),
+# whose transpose gives token r the cotangent −Σ_{u≠r} A_u (g_u − Σ A g) (the r-term of the sum
+# cancels exactly against its own copy) and every other token A_u (g_u − Σ A g): each to the
+# relative precision of its own size. A custom JVP, not a custom VJP: forward mode (jax.linearize
+# of Φ, the Hessian diagnostics' jax.jvp of jax.grad) keeps working, and reverse mode transposes it.
+
+
+def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Array | None) -> jax.Array:
+    """Ȧ of the softmax weights ``A`` for score tangents ``ds``, relative to token ``ref`` (the
+    largest weight's index, (…, 1)); ``null`` the null token's weight a₀ (softmax1), or None, and
+    the reference tangent is 0 where the null token is the largest (``ref`` = −1)."""
+    ds_ref = jnp.take_along_axis(ds, jnp.maximum(ref, 0), axis=-1)  # (…, 1)
+    if null is not None:
+        ds_ref = jnp.where(ref >= 0, ds_ref, 0.0)
+    rel = ds - ds_ref
+    out = rel - jnp.sum(A * rel, axis=-1, keepdims=True)
+    if null is not None:
+        out = out + null * ds_ref
+    return A * out
+
+
+@jax.custom_jvp
 def softmax(scores: jax.Array) -> jax.Array:
+    """e^{s_t} / Σ_t' e^{s_t'} over the last axis (``jax.nn.softmax``'s numbers); its derivative is
+    taken relative to the largest-weight token (exact at saturation, see above)."""
     return jax.nn.softmax(scores, axis=-1)
 
 
-def softmax1(scores: jax.Array) -> jax.Array:
-    """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable."""
+@softmax.defjvp
+def _softmax_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    A = softmax(scores)
+    ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
+    return A, _relative_tangent(A, ds, ref, None)
+
+
+def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(A, a₀, m): the weights e^{s_t} / (1 + Σ e^{s_t'}), the null token's 1 / (1 + Σ e^{s_t'}) and
+    m = max(0, max_t s_t), the shift taken out of every exponential (stable)."""
     m = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), 0.0))
     e = jnp.exp(scores - m)
-    return e / (jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True))
+    total = jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True)
+    return e / total, jnp.exp(-m) / total, m
+
+
+@jax.custom_jvp
+def softmax1(scores: jax.Array) -> jax.Array:
+    """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable; its
+    derivative is taken relative to the largest weight, the null token's included (see above)."""
+    return _softmax1_parts(scores)[0]
+
+
+@softmax1.defjvp
+def _softmax1_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    A, null, _ = _softmax1_parts(scores)
+    top = jnp.argmax(scores, axis=-1, keepdims=True)
+    # the null token (score 0) is the largest weight unless some score is above 0
+    ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
+    return A, _relative_tangent(A, ds, ref, null)
 
 
 def identity(scores: jax.Array) -> jax.Array:

@@ -13,7 +13,9 @@ states each rule):
 1. coupled weight decay (all but Adam): g ← g + λ_group·θ, the gradient of λ/2·‖θ_group‖²;
 2. a group outside its range of updates gets a zero gradient (its decay term included);
 3. the sphere constraint: U_h, k_h lose their gradient's radial part, g ← g − (g·θ̂)θ̂;
-4. normalised GD: g ← g / ‖g‖, the norm over each run's parameters (``member``), 0 stays 0;
+4. normalised GD: g ← g / ‖g‖, the norm over each run's parameters (``member``) that move at
+   update t (a group outside its range or with step factor 0 adds nothing), 0 stays 0;
+   computed without underflow; optionally g / (‖g‖ + ε), or each group on its own (``Rules``);
 5. the optimiser's direction d (its state advanced);
 6. decoupled weight decay (Adam, as AdamW): d ← d + λ_group·θ;
 7. θ ← θ − η·factor_group·d, then a group outside its range is put back exactly as it was;
@@ -102,6 +104,8 @@ class Rules:
     decoupled: bool = False
     normalise: bool = False
     constraint: str = "none"
+    ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) instead of g / ‖g‖
+    ngd_per_group: bool = False  # normalised GD: each group (readout, attention) on its own
 
     @property
     def plain(self) -> bool:
@@ -134,28 +138,65 @@ def project_sphere(params: Params, names: tuple[str, ...] = ("U", "k")) -> Param
     return {k: unit_rows(v) if k in names else v for k, v in params.items()}
 
 
-def normalise(grads: Params, member: jax.Array | None = None) -> Params:
+def normalise(
+    grads: Params, member: jax.Array | None = None, eps: float = 0.0, per_group: bool = False
+) -> Params:
     """g / ‖g‖ with the norm over each run's parameters: ``member`` (S, R) says which head slots
     (the leading axis) make up run r, a per-run parameter (``parts.PER_RUN_PARAMS``, shape (R,))
     counts for its run; None: one run, every parameter. Selects, not products: a run's NaN never
-    reaches another. A zero gradient stays zero (no division by 0)."""
+    reaches another. A zero gradient stays zero (no division by 0).
+
+    The norm is taken of g / M, M the run's largest |g|, and g / M is divided by it: no square
+    underflows (a float32 gradient of 1e-25 still gives a unit step) or overflows. ``eps`` > 0:
+    g / (‖g‖ + ε) instead (a division guard that shrinks the steps once ‖g‖ nears ε).
+    ``per_group``: each parameter group (``parts.GROUPS``: readout, attention) normalised on
+    its own, so each moves a unit step."""
+    if per_group:
+        out = {}
+        for names in parts.GROUPS.values():
+            part = {k: g for k, g in grads.items() if k in names}
+            out.update(normalise(part, member, eps) if part else {})
+        return out
     if member is None:
-        total = sum(jnp.sum(g * g) for g in grads.values())
-        norm = jnp.sqrt(total)
-        return {k: g / jnp.where(norm > 0, norm, 1.0) for k, g in grads.items()}
-    sq = jnp.zeros(member.shape[1], next(iter(grads.values())).dtype)
-    for k, g in grads.items():
+        scale = jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads.values()]))  # M
+        per = {k: g / jnp.where(scale > 0, scale, 1.0) for k, g in grads.items()}
+        root = jnp.sqrt(sum(jnp.sum(g * g) for g in per.values()))  # ‖g / M‖ >= 1, or 0
+        return {k: _unit(g, root, scale, eps) for k, g in per.items()}
+    R = member.shape[1]
+    top = jnp.zeros(R, next(iter(grads.values())).dtype)
+    for k, g in grads.items():  # M_r: the largest |g| of each run
+        per = jnp.max(jnp.abs(g), axis=tuple(range(1, g.ndim)))
+        top = jnp.maximum(top, per if k in parts.PER_RUN_PARAMS else _slots_to_runs(per, member, jnp.max))
+    scale = {k: _runs_to(top, k, member) for k in grads}
+    scaled = {k: g / per_head(jnp.where(scale[k] > 0, scale[k], 1.0), g) for k, g in grads.items()}
+    sq = jnp.zeros(R, top.dtype)
+    for k, g in scaled.items():
         per = jnp.sum(g * g, axis=tuple(range(1, g.ndim)))
-        sq = sq + (
-            per if k in parts.PER_RUN_PARAMS else jnp.sum(jnp.where(member, per[:, None], 0.0), axis=0)
-        )
-    run_norm = jnp.sqrt(sq)  # (R,)
-    slot_norm = jnp.sum(jnp.where(member, run_norm[None, :], 0.0), axis=1)  # (S,); 0 for an empty slot
-    out = {}
-    for k, g in grads.items():
-        norm = run_norm if k in parts.PER_RUN_PARAMS else slot_norm
-        out[k] = g / per_head(jnp.where(norm > 0, norm, 1.0), g)
-    return out
+        sq = sq + (per if k in parts.PER_RUN_PARAMS else _slots_to_runs(per, member, jnp.sum))
+    root = jnp.sqrt(sq)  # (R,)
+    return {
+        k: _unit(g, per_head(_runs_to(root, k, member), g), per_head(scale[k], g), eps)
+        for k, g in scaled.items()
+    }
+
+
+def _slots_to_runs(per_slot: jax.Array, member: jax.Array, reduce) -> jax.Array:
+    """(S,) -> (R,): ``reduce`` (sum, max of values >= 0) over each run's slots (a select)."""
+    return reduce(jnp.where(member, per_slot[:, None], 0.0), axis=0)
+
+
+def _runs_to(per_run: jax.Array, name: str, member: jax.Array) -> jax.Array:
+    """A per-run value (R,) as parameter ``name`` needs it: per run, or per slot (0 if empty)."""
+    if name in parts.PER_RUN_PARAMS:
+        return per_run
+    return jnp.sum(jnp.where(member, per_run[None, :], 0.0), axis=1)
+
+
+def _unit(scaled: jax.Array, root: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
+    """g / ‖g‖ from g / M and ‖g / M‖ (0 stays 0), or g / (‖g‖ + ε) for ``eps`` > 0."""
+    if eps:
+        return scaled / (root + eps / jnp.where(scale > 0, scale, 1.0))
+    return scaled / jnp.where(root > 0, root, 1.0)
 
 
 def _steps(params: Params, lr: Any) -> dict[str, Any]:
@@ -184,11 +225,13 @@ def update(
         grads = {
             k: g + rule[k].weight_decay * params[k] if rule[k].weight_decay else g for k, g in grads.items()
         }
+    if rules.normalise:  # a group that never moves (step factor 0) adds nothing to the norm
+        moving = {k: False if rule[k].lr_factor == 0 else m for k, m in moving.items()}
     grads = {k: jnp.where(moving[k], g, 0.0) if moving[k] is not True else g for k, g in grads.items()}
     sphere = parts.CONSTRAINTS.get(rules.constraint, "constraint").params
     grads = tangent(params, grads, sphere)
     if rules.normalise:
-        grads = normalise(grads, member)
+        grads = normalise(grads, member, rules.ngd_eps, rules.ngd_per_group)
     d, state = opt.update(grads, state, params)
     if rules.decoupled:
         d = {k: v + rule[k].weight_decay * params[k] if rule[k].weight_decay else v for k, v in d.items()}

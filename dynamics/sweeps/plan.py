@@ -69,6 +69,8 @@ def program_for(
         sampler=online_sampler(cfg),
         groups=group_rules(cfg),
         constraint=cfg.optim.constraint,
+        ngd_eps=float(cfg.optim.ngd_eps),
+        ngd_per_group=bool(cfg.optim.ngd_per_group),
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
     )

@@ -8,10 +8,12 @@
   how far it has moved, 1 − ⟨K₀, K_t⟩_F / (‖K₀‖_F ‖K_t‖_F).
 - ``max_margin_direction``, ``cosine``, ``head_cosines``: the attention SVM W^mm of Tarzanagh, Li,
   Zhang, Oymak ("Max-Margin Token Selection in Attention Mechanism", NeurIPS 2023), solved with
-  cvxpy and Clarabel, and the cosine of the key-query matrices to it.
+  cvxpy and Clarabel, and the cosine of the key-query matrices to it; ``max_margin_W`` (query
+  first or last) and ``max_margin_p`` (a learned query) solve it for any selected tokens, e.g.
+  ``selected_tokens``, the argmax of a model's attention at a step.
 
-Everything but ``max_margin_direction`` (a convex solve, once per data set) is a pure function that
-jits; shapes and options that change shapes (H, ``iters``, query, norm, loss) are static.
+Everything but the max-margin solves (convex, once per data set) and ``selected_tokens`` is a
+pure function that jits; shapes and options that change shapes (H, ``iters``, query, norm, loss) are static.
 Dimension letters: ``n``/``m`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``p``/``P``
 flattened parameters, ``k`` Lanczos steps, ``c`` SVM constraints.
 """
@@ -480,6 +482,58 @@ def max_margin_direction(
     dual = np.zeros((n, T, T))
     dual[i, r, t] = a
     return MaxMargin(W, status, dual)
+
+
+def selected_tokens(
+    params: Params, X: jax.Array, query: str = "first", activation: str = "softmax", beta: float = 1.0
+) -> np.ndarray:
+    """The token each head selects (the argmax of its attention) in each example: (n, H) int.
+    ``params`` a model's θ at some step (``model.init_params``' layout; a learned query k too)."""
+    scores = np.asarray(model.attention(params, jnp.asarray(X), query, activation, beta))
+    if scores.ndim != 3:
+        raise ValueError(f"query={query!r} has one query per token: a selected token needs one query")
+    return np.argmax(scores, axis=-1)  # (n, H)
+
+
+def _selection(X: np.ndarray, selected) -> tuple[np.ndarray, np.ndarray]:
+    """X as float64 (n, T, d) and the mask (n, T) of each example's one selected token."""
+    X = np.asarray(X, np.float64)
+    sel = np.asarray(selected)
+    if X.ndim != 3 or sel.shape != X.shape[:1] or not np.issubdtype(sel.dtype, np.integer):
+        raise ValueError(f"expected X (n, T, d) and selected (n,) token indices; got {X.shape}, {sel.shape}")
+    if np.any((sel < 0) | (sel >= X.shape[1])):
+        raise ValueError(f"selected tokens must be in 0..{X.shape[1] - 1}; got {sel.tolist()!r:.80}")
+    return X, np.arange(X.shape[1])[None, :] == sel[:, None]
+
+
+def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
+    """W^mm = argmin ‖W‖_F s.t. (x_{i,α_i} − x_{i,t})ᵀ W x_{i,q} ≥ 1 for every example i and token
+    t ≠ α_i: the max-margin key-query matrix for the selected tokens α (n,) (``selected_tokens``
+    of one head, or the data's own), query x_q the first or the last token. ``options`` those of
+    ``max_margin_direction`` (formulation, solver, solver_options, check)."""
+    X, mask = _selection(X, selected)
+    if query not in ("first", "last"):
+        raise ValueError(f"query={query!r}: W^mm is for the query 'first' or 'last' (learned: max_margin_p)")
+    if query == "first":
+        return max_margin_direction(X, mask, **options)
+    # the constraints read x_{i,1}: put the last token first (the mask with it), the duals back
+    W, status, dual = max_margin_direction(X[:, ::-1], mask[:, ::-1], **options)
+    return MaxMargin(W, status, dual[:, ::-1, ::-1])
+
+
+def max_margin_p(X, selected, **options) -> np.ndarray:
+    """p^mm = argmin ‖p‖ s.t. (x_{i,α_i} − x_{i,t})ᵀ p ≥ 1 for every example i and token t ≠ α_i:
+    the max-margin query vector (the learned query's k) for the selected tokens α (n,); (d,)."""
+    X, mask = _selection(X, selected)
+    A, _, _ = svm_constraints(X, mask)
+    formulation = options.get("formulation", "dual")
+    solver = options.get("solver", SOLVER)
+    opts = options.get("solver_options")
+    opts = dict(CLARABEL_OPTIONS) if opts is None and solver == SOLVER else opts or {}
+    status, raw, detail, W, _ = _solve_svm(A, np.ones((A.shape[0], 1)), formulation, solver, opts)
+    if status != "optimal":
+        raise MaxMarginError(status, f"p^mm SVM ended with status {status!r} (solver status {raw!r}){detail}")
+    return W[:, 0]
 
 
 def _svm_problem(A: np.ndarray, B: np.ndarray, formulation: str):

@@ -1,0 +1,389 @@
+"""Training where the softmax saturates (one token takes almost all the attention, the gradient
+is tiny), against independent float64 references written here in plain numpy:
+
+- the softmaxes' backward pass (softmax, softmax1, any temperature) and the gradient of the
+  risk through every query mode and classification loss, entry by entry, in float32 and float64,
+  where the old form g_t − Σ_s A_s g_s was rounding noise; forward mode and forward-over-reverse
+  (the Hessian diagnostics' jax.jvp of jax.grad) still work;
+- the logistic loss's derivative at large margins;
+- normalised GD: unit steps over the moving parameters (a group frozen by a zero step factor
+  adds nothing to the norm), per group, g/(‖g‖ + ε), no underflow of ‖g‖²;
+- normalised GD on the local-convergence setting of Tarzanagh et al. (n = 6, T = 8, d = 10,
+  query x_1, readout fixed to a unit v, logistic loss, η = 0.1) against a numpy loop with a
+  cancellation-free softmax gradient: corr(W_mhsim(t), W_ref(t)) >= 0.9999 and ‖W‖ within
+  1e-3 at every 10th step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from dynamics.config.schema import (
+    Config,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    SweepConfig,
+    validate,
+)
+from dynamics.core import model as mdl
+from dynamics.core import update as upd
+from dynamics.core.losses import margin_loss, mean_loss
+from dynamics.sweeps.sweep import run_sweep
+
+DTYPES = {"float32": (False, 1e-4), "float64": (True, 1e-12)}  # (x64, relative tolerance)
+
+
+def softmax_ref(s: np.ndarray, null: bool, *, with_null: bool = False):
+    """Softmax over the last axis in float64; ``null``: softmax1 (a null token of score 0), and
+    ``with_null``: (A, a₀), the null token's weight a₀ = 1 − Σ A computed as a quotient."""
+    m = np.maximum(s.max(axis=-1, keepdims=True), 0.0) if null else s.max(axis=-1, keepdims=True)
+    e = np.exp(s - m)
+    e0 = np.exp(-m) if null else np.zeros_like(m)
+    total = e0 + e.sum(axis=-1, keepdims=True)
+    return (e / total, e0 / total) if with_null else e / total
+
+
+def softmax_vjp_ref(s: np.ndarray, g: np.ndarray, null: bool) -> np.ndarray:
+    """ds_t = A_t Σ_u A_u (g_t − g_u) (+ A_t a₀ g_t, the null token's g being 0): no difference
+    of nearly equal numbers, each term is a product of the weights and a difference of g."""
+    A, a0 = softmax_ref(s, null, with_null=True)
+    return A * np.einsum("...u,...tu->...t", A, g[..., :, None] - g[..., None, :]) + A * a0 * g
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["softmax", "softmax1"])
+@pytest.mark.parametrize("beta", [1.0, 0.37])
+def test_the_softmax_backward_is_exact_at_saturation(dtype, activation, beta):
+    x64, rtol = DTYPES[dtype]
+    rng = np.random.default_rng(1)
+    # gaps of 8 to 30 between the top score and the rest: 1 − A_top from 3e-4 down to 1e-13,
+    # and rows where softmax1's null token is the largest weight
+    s = rng.normal(size=(6, 5)) + np.array([30, 20, 12, 8, 2, -9])[:, None] * (np.arange(5) == 2)
+    s[-1] -= 3.0
+    g = rng.normal(size=(6, 5))
+    with jax.enable_x64(x64):
+        dt = jnp.float64 if x64 else jnp.float32
+        s32, g32 = (np.asarray(jnp.asarray(a, dt), np.float64) for a in (s, g))  # the inputs as used
+        sigma = getattr(mdl, activation)
+        got = jax.grad(lambda x: jnp.sum(jnp.asarray(g32, dt) * sigma(beta * x)))(jnp.asarray(s32, dt))
+    want = beta * softmax_vjp_ref(beta * s32, g32, activation == "softmax1")
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=0)
+
+
+def risk_grad_ref(p, X, y, query, activation, beta, loss):
+    """∇ of the mean loss of Φ = Σ_t σ(β s)_t U·x_t (one head) with respect to W or k, float64 numpy."""
+    if query == "learned":
+        s = X @ p["k"]
+    else:
+        q = X[:, 0] if query == "first" else X[:, -1]
+        s = np.einsum("ntd,de,ne->nt", X, p["W"], q)
+    null = activation == "softmax1"
+    A, r = softmax_ref(beta * s, null), X @ p["U"]
+    z = y * np.sum(A * r, axis=1)
+    dz = {"logistic": -expit(-z), "exp": -np.exp(-z), "square": -2.0 * (1.0 - z)}[loss]
+    ds = beta * softmax_vjp_ref(beta * s, (y * dz / len(y))[:, None] * r, null)
+    if query == "learned":
+        return np.einsum("nt,ntd->d", ds, X), A
+    return np.einsum("nt,ntd,ne->de", ds, X, q), A
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "query,activation,loss,beta",
+    [
+        ("first", "softmax", "logistic", 1.0),
+        ("last", "softmax1", "exp", 0.5),
+        ("learned", "softmax", "square", 1.0),
+        ("first", "softmax1", "logistic", 2.0),
+        ("learned", "softmax1", "logistic", 1.0),
+        ("last", "softmax", "logistic", 0.5),
+    ],
+)
+def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss, beta):
+    """Through the model's own Φ and losses, at a θ where every example's attention is saturated
+    (one token's score 30/β above every other's, 1 − A_top < 1e-12): every entry of ∇L to the
+    dtype's precision (the old backward's rounding noise was larger than the gradient)."""
+    x64, rtol = DTYPES[dtype]
+    rng = np.random.default_rng(2)
+    n, T, d = 5, 6, 4
+    X = rng.normal(size=(n, T, d))
+    X[:, :, 0] = -np.abs(X[:, :, 0])  # every token scores <= 0 along e_1 ...
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    X[np.arange(n), rng.integers(1, T - 1, size=n)] = np.eye(d)[0]  # ... but one, e_1 itself
+    X[:, 0 if query == "first" else -1] = np.eye(d)[1]  # the query token e_2: W x_q = α e_1
+    y = rng.choice([-1.0, 1.0], size=n)
+    U = rng.normal(size=d)
+    alpha = 30.0 / beta
+    if query == "learned":
+        p = {"U": U, "k": alpha * np.eye(d)[0] + 0.3 * rng.normal(size=d)}
+    else:
+        p = {"U": U, "W": alpha * np.outer(np.eye(d)[0], np.eye(d)[1]) + 0.3 * rng.normal(size=(d, d))}
+    with jax.enable_x64(x64):
+        dt = jnp.float64 if x64 else jnp.float32
+        Xj, yj = jnp.asarray(X, dt), jnp.asarray(y, dt)
+        pj = {k: jnp.asarray(v, dt)[None] for k, v in p.items()}
+        used = {k: np.asarray(v[0], np.float64) for k, v in pj.items()}  # θ as the dtype holds it
+
+        def risk(q):
+            phi = mdl.logits(q, Xj, query=query, activation=activation, beta=beta)
+            return mean_loss(yj * phi, loss)
+
+        got = jax.grad(risk)(pj)["k" if query == "learned" else "W"][0]
+    want, A = risk_grad_ref(used, np.asarray(Xj, np.float64), y, query, activation, beta, loss)
+    assert np.all(A.max(axis=1) > 1 - 1e-12)  # saturated indeed
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
+
+
+def test_forward_mode_and_forward_over_reverse_work():
+    """jax.linearize of Φ (the lazy/rich demo) and jax.jvp of jax.grad (the Hessian diagnostics)
+    through both softmaxes: the Hessian-vector product agrees with central differences of ∇L."""
+    rng = np.random.default_rng(3)
+    X = jnp.asarray(rng.normal(size=(4, 5, 3)))
+    y = jnp.asarray([1.0, -1.0, 1.0, -1.0])
+    with jax.enable_x64(True):
+        X, y = X.astype(jnp.float64), y.astype(jnp.float64)
+        p = {"U": jnp.asarray(rng.normal(size=(2, 3))), "W": jnp.asarray(rng.normal(size=(2, 3, 3)))}
+        v = {k: jnp.asarray(rng.normal(size=a.shape)) for k, a in p.items()}
+        for activation in ("softmax", "softmax1"):
+
+            def risk(q, act=activation):
+                return mean_loss(y * mdl.logits(q, X, activation=act), "logistic")
+
+            _, lin = jax.linearize(lambda q, act=activation: mdl.logits(q, X, activation=act), p)
+            h = 1e-6
+            plus, minus = (jax.tree.map(lambda a, b, s=s: a + s * b, p, v) for s in (h, -h))
+            fd_phi = mdl.logits(plus, X, activation=activation) - mdl.logits(minus, X, activation=activation)
+            np.testing.assert_allclose(lin(v), fd_phi / (2 * h), rtol=1e-7)
+            _, hvp = jax.jvp(jax.grad(risk), (p,), (v,))
+            gp, gm = jax.grad(risk)(plus), jax.grad(risk)(minus)
+            for k in p:
+                np.testing.assert_allclose(hvp[k], (gp[k] - gm[k]) / (2 * h), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_logistic_derivative_is_exact_at_large_margins(dtype):
+    x64, rtol = DTYPES[dtype]
+    z_max = 700.0 if x64 else 85.0  # e^{-z} still a normal number
+    z = np.linspace(-40.0, z_max, 301)
+    with jax.enable_x64(x64):
+        dt = jnp.float64 if x64 else jnp.float32
+        zj = jnp.asarray(z, dt)
+        got = jax.grad(lambda a: jnp.sum(margin_loss(a, "logistic")))(zj)
+    want = -expit(-np.asarray(zj, np.float64))
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
+
+
+def _step_lengths(new, old, member):
+    """Each run's ‖θ(t+1) − θ(t)‖ (R,) over the per-slot arrays and the per-run bias."""
+    sq = 0.0
+    for k in new:
+        diff = np.asarray(new[k], np.float64) - np.asarray(old[k], np.float64)
+        per = np.sum(diff.reshape(diff.shape[0], -1) ** 2, axis=1)
+        sq = sq + (per if k == "b" else np.asarray(member, np.float64).T @ per)
+    return np.sqrt(sq)
+
+
+def _tiny_gradients(rng, scale):
+    g = {"U": rng.normal(size=(3, 4)), "W": rng.normal(size=(3, 4, 4)), "b": rng.normal(size=2)}
+    return {k: scale * v for k, v in g.items()}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
+    """Without ε: each run moves exactly η, with gradients whose squares underflow (float32:
+    1e-24² is below the smallest float); a readout frozen by a zero step factor or a step range
+    does not move and adds nothing to the norm, so the attention alone moves η; per group, each
+    group moves η."""
+    x64, _ = DTYPES[dtype]
+    tol = 1e-12 if x64 else 1e-6
+    rng = np.random.default_rng(4)
+    member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
+    lr = 0.1
+    with jax.enable_x64(x64):
+        dt = jnp.float64 if x64 else jnp.float32
+        params = {k: jnp.asarray(v, dt) for k, v in _tiny_gradients(rng, 1.0).items()}
+        frozen = {
+            "factor 0": upd.GroupRule(lr_factor=0.0),
+            "range": upd.GroupRule(start=5),
+        }
+        for scale in (1.0, 1e-24, 1e-30):
+            grads = {k: jnp.asarray(v, dt) for k, v in _tiny_gradients(rng, scale).items()}
+            assert x64 or scale == 1.0 or float(sum(jnp.sum(g * g) for g in grads.values())) == 0.0
+
+            def step(rules, g=grads):
+                new, _ = upd.update(params, g, (), upd.direction("normalized-gd"), lr, rules, 0, member)
+                return new
+
+            np.testing.assert_allclose(
+                _step_lengths(step(upd.Rules(normalise=True)), params, member), lr, rtol=tol
+            )
+            for name, rule in frozen.items():
+                rules = upd.Rules((("readout", rule), ("attention", upd.GroupRule())), normalise=True)
+                new = step(rules)
+                assert all(np.array_equal(new[k], params[k]) for k in ("U", "b")), name
+                np.testing.assert_allclose(_step_lengths(new, params, member), lr, rtol=tol, err_msg=name)
+            new = step(upd.Rules(normalise=True, ngd_per_group=True))
+            for names in (("U", "b"), ("W",)):
+                part = {k: new[k] for k in names}
+                np.testing.assert_allclose(_step_lengths(part, params, member), lr, rtol=tol)
+
+
+def test_ngd_eps_divides_by_the_norm_plus_eps():
+    """g / (‖g‖ + ε): for ‖g‖ far below ε the step shrinks in proportion (the authors' guard)."""
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(5)
+        g = {k: jnp.asarray(v) for k, v in _tiny_gradients(rng, 1e-18).items()}
+        del g["b"]
+        norm = np.sqrt(sum(np.sum(np.asarray(v) ** 2) for v in g.values()))
+        out = upd.normalise(g, eps=2e-16)
+        for k in g:
+            np.testing.assert_allclose(out[k], np.asarray(g[k]) / (norm + 2e-16), rtol=1e-13)
+
+
+def test_the_ngd_options_are_refused_without_normalised_gd():
+    for field, value in (("ngd_eps", 1e-16), ("ngd_per_group", True)):
+        cfg = Config(optim=OptimConfig(optimizer="gd", **{field: value}))
+        with pytest.raises(ConfigError, match=f"optim.{field}=.*no effect"):
+            validate(cfg)
+    with pytest.raises(ConfigError, match="ngd_eps"):
+        validate(Config(optim=OptimConfig(optimizer="normalized-gd", ngd_eps=-1.0)))
+
+
+# Normalised GD on the local-convergence setting of Tarzanagh et al. against a numpy reference.
+
+N, T, D, LR = 6, 8, 10, 0.1
+
+
+def local_problem(seed: int):
+    """Unit-norm Gaussian tokens, ±1 labels, a unit readout v, W(0) ~ U(±1/√d), as float32 numbers
+    (both sides then start from the same values in float32 and in x64)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, T, D))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    y = rng.choice([-1.0, 1.0], size=N)
+    v = rng.normal(size=D)
+    v /= np.linalg.norm(v)
+    W0 = rng.uniform(-1.0, 1.0, size=(D, D)) / np.sqrt(D)
+    return tuple(a.astype(np.float32).astype(np.float64) for a in (X, y, v, W0))
+
+
+def ngd_reference(X, y, v, W0, steps: int, every: int = 10) -> np.ndarray:
+    """W at steps 0, every, 2·every, … of W ← W − η g/‖g‖ in float64, ∇ written out."""
+    W, out = W0.copy(), [W0.copy()]
+    r = X @ v  # (n, T): v·x_t
+    for t in range(1, steps + 1):
+        s = np.einsum("ntd,de,ne->nt", X, W, X[:, 0])
+        A = softmax_ref(s, False)
+        z = y * np.sum(A * r, axis=1)
+        gA = (-y * expit(-z) / N)[:, None] * r
+        ds = softmax_vjp_ref(s, gA, False)
+        g = np.einsum("nt,ntd,ne->de", ds, X, X[:, 0])
+        W = W - LR * g / np.linalg.norm(g)
+        if t % every == 0:
+            out.append(W.copy())
+    return np.array(out)
+
+
+def ngd_mhsim(tmp_path, X, y, v, W0, steps: int, x64: bool, every: int = 10) -> np.ndarray:
+    data, init = tmp_path / "data.npz", tmp_path / "theta.npz"
+    np.savez(data, X_train=X, y_train=y, X_test=X, y_test=y)
+    np.savez(init, U=v[None], W=W0[None])
+    cfg = Config(
+        data=DataConfig(model="npz", path=str(data)),
+        model=ModelConfig(init_from=str(init)),
+        optim=OptimConfig(optimizer="normalized-gd", lr=LR, steps=steps, readout_lr_factor=0.0),
+        sweep=SweepConfig(heads=(1,), trials=1, log_every=every, save_params=True),
+    )
+    with jax.enable_x64(x64):
+        result = run_sweep(cfg, progress=False)
+    assert np.array_equal(result.params["U"][0, 0, -1, 0], v.astype(result.params["U"].dtype))
+    return result.params["W"][0, 0, :, 0].astype(np.float64)
+
+
+def agreement(W_mhsim: np.ndarray, W_ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a, b = W_mhsim.reshape(len(W_mhsim), -1), W_ref.reshape(len(W_ref), -1)
+    corr = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return corr, np.abs(np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1) - 1.0)
+
+
+def check_local_convergence(tmp_path, seed: int, steps: int, x64: bool) -> None:
+    X, y, v, W0 = local_problem(seed)
+    W_ref = ngd_reference(X, y, v, W0, steps)
+    corr, norm_err = agreement(ngd_mhsim(tmp_path, X, y, v, W0, steps, x64), W_ref)
+    assert corr.min() >= 0.9999, (seed, x64, int(np.argmin(corr)) * 10, corr.min())
+    assert norm_err.max() <= 1e-3, (seed, x64, int(np.argmax(norm_err)) * 10, norm_err.max())
+    # the run reached saturation: ‖W‖ grew by η per step, the largest weight within 1e-9 of 1
+    assert np.linalg.norm(W_ref[-1]) > 0.9 * LR * steps
+    s = np.einsum("ntd,de,ne->nt", X, W_ref[-1], X[:, 0])
+    assert 1.0 - softmax_ref(s, False).max(axis=1).min() < 1e-9
+
+
+def test_normalised_gd_follows_the_reference_where_the_softmax_saturates(tmp_path):
+    check_local_convergence(tmp_path, seed=0, steps=1500, x64=True)
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_normalised_gd_follows_the_reference_to_step_2000(tmp_path, seed, x64):
+    check_local_convergence(tmp_path, seed=seed, steps=2000, x64=x64)
+
+
+@pytest.mark.stress
+def test_float32_normalised_gd_takes_steps_of_eta_past_the_underflow(tmp_path):
+    """Past step ~1350 of the float32 run ‖g‖² is below the smallest float (it was a step of
+    η·g ≈ 0 then): every step from 1300 to 1500 is η long, to the rounding of ‖W‖ ≈ 150 in
+    float32 (150·6e-8·√100 / η ≈ 1e-3 relative at worst)."""
+    X, y, v, W0 = local_problem(0)
+    W = ngd_mhsim(tmp_path, X, y, v, W0, 1500, x64=False, every=1)[1300:]
+    steps = np.linalg.norm((W[1:] - W[:-1]).reshape(len(W) - 1, -1), axis=1)
+    np.testing.assert_allclose(steps, LR, rtol=2e-3)
+
+
+# The max-margin solvers for given selected tokens, against scipy's SLSQP on the same QP.
+
+
+def _slsqp_max_margin(G: np.ndarray) -> np.ndarray:
+    """argmin ½‖w‖² s.t. G w >= 1, by scipy's SLSQP (independent of cvxpy/Clarabel)."""
+    from scipy.optimize import minimize
+
+    cons = {"type": "ineq", "fun": lambda w: G @ w - 1.0, "jac": lambda w: G}
+    w0 = np.linalg.lstsq(G, np.full(len(G), 2.0), rcond=None)[0]
+    res = minimize(lambda w: 0.5 * w @ w, w0, jac=lambda w: w, constraints=[cons], method="SLSQP",
+                   options={"ftol": 1e-14, "maxiter": 500})  # fmt: skip
+    assert res.success, res.message
+    return res.x
+
+
+def test_max_margin_p_and_W_for_the_selected_tokens():
+    from dynamics.theory import diagnostics as diag
+
+    rng = np.random.default_rng(6)
+    n, T, d = 3, 4, 6
+    X = rng.normal(size=(n, T, d))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    k = 5.0 * rng.normal(size=(1, d))
+    sel = diag.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
+    np.testing.assert_array_equal(sel, np.argmax(X @ k[0], axis=1))
+    rows = [X[i, sel[i]] - X[i, t] for i in range(n) for t in range(T) if t != sel[i]]
+    p = diag.max_margin_p(X, sel)
+    np.testing.assert_allclose(p, _slsqp_max_margin(np.array(rows)), atol=1e-6)
+    for query, q in (("first", 0), ("last", -1)):
+        W = diag.max_margin_W(X, sel, query=query).W
+        G = np.array(
+            [
+                np.outer(X[i, sel[i]] - X[i, t], X[i, q]).ravel()
+                for i in range(n)
+                for t in range(T)
+                if t != sel[i]
+            ]
+        )
+        np.testing.assert_allclose(W.ravel(), _slsqp_max_margin(G), atol=1e-6)
+    with pytest.raises(ValueError, match="selected tokens must be in 0..3"):
+        diag.max_margin_p(X, np.array([0, 4, 1]))
