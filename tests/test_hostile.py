@@ -16,6 +16,7 @@ should compute shares one shape, so that mhsim compiles few programs.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -145,14 +146,15 @@ class _Draws:
     """A user data model whose draws are rows of a fixed bank (so numpy knows them); ``defect``
     rewrites (X, y, mask) for the sets ``which`` names (both, the training or the test set)."""
 
-    def __init__(self, defect, which, with_mask):
+    def __init__(self, defect, which, with_mask, bank):
         self.defect, self.which, self.with_mask = defect, which, with_mask
+        self.bank = bank
 
     def setup(self, key, params):
         return {"scale": jnp.ones(())}
 
     def sample(self, world, key, n):
-        X, y = XB[:n], YB[:n]
+        X, y = self.bank[0][:n], self.bank[1][:n]
         mask = MB[:n] if self.with_mask else None
         if self.defect is not None and _hit(self.which, n):
             out = self.defect(X, y, mask, n)
@@ -170,14 +172,14 @@ class _Del:
 _DEL = _Del()  # an attribute the model does not have
 
 
-def Bank(defect=None, which="both", with_mask=False, **attrs):
+def Bank(defect=None, which="both", with_mask=False, bank=(XB, YB), **attrs):
     """A fresh user data model: the protocol's optional attributes (sizes, task, …) as given;
     by default ``sizes = {"T": 3, "d": 4}`` and ``task = "classification"``."""
     body = {"sizes": {"T": T, "d": D}, "task": "classification", **attrs}
     if with_mask:
         body.setdefault("relevant_tokens", True)
     body = {k: v for k, v in body.items() if v is not _DEL}
-    return type("UserModel", (_Draws,), body)(defect, which, with_mask)
+    return type("UserModel", (_Draws,), body)(defect, which, with_mask, bank)
 
 
 def nan_at(a, v=np.nan):
@@ -189,7 +191,10 @@ def nan_at(a, v=np.nan):
 # (defect, which sets, words a refusal must name, admissible reading or None)
 DM_DEFECTS = {
     "n_minus_1": (lambda X, y, m, n: (X[: n - 1], y[: n - 1], m), ["n", "sample", "examples", "rows"]),
-    "n_plus_1": (lambda X, y, m, n: (XB[: n + 1], YB[: n + 1], m), ["n", "sample", "examples", "rows"]),
+    "n_plus_1": (
+        lambda X, y, m, n: (XB[: n + 1], YB[: n + 1], None if m is None else MB[: n + 1]),
+        ["n", "sample", "examples", "rows"],
+    ),
     "X_T_plus_1": (
         lambda X, y, m, n: (np.concatenate([X, X[:, :1]], 1), y, m),
         ["T", "tokens", "X", "shape"],
@@ -331,6 +336,12 @@ ACCEPTABLE = {
         ["mask"],
         [plain(mask_te=np.zeros((N_TEST, T), bool))],
     ),
+    "noise_floor_nan": (
+        None,
+        {"task": "regression", "noise_floor": float("nan")},
+        ["noise_floor", "nan"],
+        [plain(task="regression")],
+    ),
     "noise_floor_regression": (
         None,
         {"task": "regression", "noise_floor": 0.25},
@@ -348,6 +359,14 @@ def test_user_data_model_admissible(kind):
     with_mask = attrs.pop("with_mask", False)
     model = Bank(defect, "both", with_mask=with_mask, **attrs)
     checks = [r.check for r in readings]
+    if kind == "noise_floor_nan":  # an unknown floor (the built-in models' NaN): no excess risk, or NaN
+
+        def no_excess(result):
+            readings[0].check(result)
+            if "excess_risk" in result.curves and not np.all(np.isnan(result.curves["excess_risk"])):
+                raise AssertionError(f"excess_risk {result.curves['excess_risk']} of an unknown floor")
+
+        checks = [no_excess]
     if kind == "mask_none_but_relevant":
 
         def nan_attn(result):
@@ -371,19 +390,18 @@ SIZES = {
     "declared_T_string": ({"sizes": {"T": "3", "d": D}}, {}, ["T", "tokens", "'3'", "str"]),
     "declared_T_bool": ({"sizes": {"T": True, "d": D}}, {}, ["T", "tokens", "True", "bool"]),
     "declared_sizes_list": ({"sizes": [T, D]}, {}, ["sizes", "list", "dict"]),
-    "flag_tokens_wrong": ({}, {"tokens": T + 2}, ["T", "tokens", "5", "3"]),
-    "flag_width_wrong": ({}, {"width": D + 1}, ["d", "width", "5", "4"]),
-    "flag_tokens_wrong_undeclared": ({"sizes": _DEL}, {"tokens": T + 2}, ["T", "tokens", "5", "3"]),
+    "flag_tokens_wrong": ({}, {"tokens": T + 2}, ["X", "sample", "shape", "declared"]),
+    "flag_width_wrong": ({}, {"width": D + 1}, ["X", "sample", "shape", "declared"]),
+    "flag_tokens_wrong_undeclared": (
+        {"sizes": _DEL},
+        {"tokens": T + 2, "width": D},
+        ["X", "sample", "shape"],
+    ),
     "flag_width_zero": ({}, {"width": 0}, ["d", "width", "0"]),
     "task_nonsense": ({"task": "clasification"}, {}, ["task", "clasification"]),
     "task_number": ({"task": 1}, {}, ["task", "1"]),
     "noise_floor_string": ({"task": "regression", "noise_floor": "tiny"}, {}, ["noise_floor", "tiny"]),
     "noise_floor_negative": ({"task": "regression", "noise_floor": -0.5}, {}, ["noise_floor", "-0.5"]),
-    "noise_floor_nan_regression": (
-        {"task": "regression", "noise_floor": float("nan")},
-        {},
-        ["noise_floor", "nan"],
-    ),
     "task_regression_loss_logistic": (
         {"task": "regression"},
         {"loss": "logistic"},
@@ -1113,7 +1131,13 @@ def test_command_line(tmp_path, kind):
 # --------------------------------------------------------------------------- --init-from files
 
 P0 = {"U": _rs.normal(size=(3, D)) * 0.7, "W": _rs.normal(size=(3, D, D)) * 0.7}
-P0_TRIALS = {"U": _rs.normal(size=(2, 3, D)) * 0.7, "W": _rs.normal(size=(2, 3, D, D)) * 0.7}
+# θ(0) files are tried on a user model of the default width d = 32 (so that no width flag is
+# needed: only the file is on trial), its tokens N(0, I/d)·2
+DI = 32
+XI = (_rs.normal(size=(16, T, DI)) * 2 / math.sqrt(DI)).astype(np.float32)
+YI = np.where(_rs.normal(size=16) >= 0, 1.0, -1.0).astype(np.float32)
+PI = {"U": _rs.normal(size=(3, DI)) * 0.7, "W": _rs.normal(size=(3, DI, DI)) * 0.7}
+PI_TRIALS = {"U": _rs.normal(size=(2, 3, DI)) * 0.7, "W": _rs.normal(size=(2, 3, DI, DI)) * 0.7}
 
 
 def _init_reading(arrays, trials):
@@ -1125,7 +1149,7 @@ def _init_reading(arrays, trials):
             out[k] = (a[trial] if per_trial else a)[:H]
         return out
 
-    return plain(p0=p0, trials=trials)
+    return Reading(XI[:N_TRAIN], YI[:N_TRAIN], XI[:N_TEST], YI[:N_TEST], p0=p0, trials=trials)
 
 
 def _init_run(tmp_path, arrays, trials=2, **kw):
@@ -1133,61 +1157,55 @@ def _init_run(tmp_path, arrays, trials=2, **kw):
 
     path = tmp_path / "theta.npz"
     np.savez(path, **arrays)
-    return lambda: run_sweep(data=Bank(), init_from=str(path), **{**BASE, "trials": trials, **kw})
-
-
-def _bad(name, key, value):
-    return {**P0, key: value}
+    model = Bank(bank=(XI, YI), sizes={"T": T, "d": DI})
+    return lambda: run_sweep(data=model, init_from=str(path), **{**BASE, "trials": trials, **kw})
 
 
 INIT_BAD = {
-    "U_nan": ({**P0, "U": nan_at(P0["U"])}, ["U", "nan", "finite"]),
-    "W_inf": ({**P0, "W": nan_at(P0["W"], np.inf)}, ["W", "inf", "finite"]),
+    "U_nan": ({**PI, "U": nan_at(PI["U"])}, ["nan", "finite"]),
+    "W_inf": ({**PI, "W": nan_at(PI["W"], np.inf)}, ["inf", "finite"]),
     "W_beyond_float32": (
-        {**P0, "W": np.where(np.arange(48).reshape(3, 4, 4) == 5, 1e39, P0["W"])},
-        ["W", "float32", "1e+39", "inf", "finite", "range"],
+        {**PI, "W": np.where(np.arange(3 * DI * DI).reshape(3, DI, DI) == 5, 1e39, PI["W"])},
+        ["float32", "1e+39", "inf", "finite", "range"],
     ),
-    "U_too_wide": ({**P0, "U": np.zeros((3, D + 1))}, ["U", "shape", "5"]),
-    "W_not_square": ({**P0, "W": np.zeros((3, D, D - 1))}, ["W", "shape"]),
-    "W_missing_axis": ({**P0, "W": np.zeros((3, D))}, ["W", "shape"]),
-    "one_head_only": ({"U": P0["U"][:1], "W": P0["W"][:1]}, ["U", "W", "heads", "2", "1"]),
-    "heads_disagree": ({"U": P0["U"], "W": P0["W"][:2]}, ["U", "W", "heads", "shape"]),
-    "W_missing": ({"U": P0["U"]}, ["W", "missing"]),
-    "U_missing": ({"W": P0["W"]}, ["U", "missing"]),
-    "W_and_QK": ({**P0, "Q": np.zeros((3, D, 2)), "K": np.zeros((3, D, 2))}, ["Q", "K", "W"]),
-    "k_with_W_model": ({**P0, "k": np.zeros((3, D))}, ["k"]),
-    "unknown_array": ({**P0, "V": np.zeros((3, D))}, ["V"]),
-    "b_without_bias": ({**P0, "b": np.array(0.5)}, ["b", "bias"]),
-    "trial_axis_too_short": (
-        {"U": P0_TRIALS["U"][:1], "W": P0_TRIALS["W"][:1]},
-        ["trials", "trial", "1", "2"],
-    ),
-    "complex": ({**P0, "U": P0["U"] + 0j}, ["U", "complex", "dtype"]),
-    "string_array": ({**P0, "U": np.array(["a"] * 12).reshape(3, 4)}, ["U", "dtype"]),
-    "U_scalar": ({**P0, "U": np.array(1.0)}, ["U", "shape"]),
-    "U_bool": ({**P0, "U": P0["U"] > 0}, ["U", "bool", "dtype"]),
-    "W_trials_U_not_heads": ({"U": P0["U"][:, :2], "W": P0_TRIALS["W"]}, ["U", "shape"]),
+    "U_too_wide": ({**PI, "U": np.zeros((3, DI + 1))}, ["U", "(3, 33)"]),
+    "W_not_square": ({**PI, "W": np.zeros((3, DI, DI - 1))}, ["W", "(3, 32, 31)"]),
+    "W_missing_axis": ({**PI, "W": np.zeros((3, DI))}, ["W", "(3, 32)"]),
+    "one_head_only": ({"U": PI["U"][:1], "W": PI["W"][:1]}, ["heads", "H"]),
+    "heads_disagree": ({"U": PI["U"], "W": PI["W"][:2]}, ["heads", "W", "(2, 32, 32)"]),
+    "W_missing": ({"U": PI["U"]}, ["W", "missing"]),
+    "U_missing": ({"W": PI["W"]}, ["U", "missing"]),
+    "W_and_QK": ({**PI, "Q": np.zeros((3, DI, 2)), "K": np.zeros((3, DI, 2))}, ["Q", "K"]),
+    "k_with_W_model": ({**PI, "k": np.zeros((3, DI))}, ["k"]),
+    "unknown_array": ({**PI, "V": np.zeros((3, DI))}, ["V"]),
+    "b_without_bias": ({**PI, "b": np.array(0.5)}, ["b", "bias"]),
+    "trial_axis_too_short": ({"U": PI_TRIALS["U"][:1], "W": PI_TRIALS["W"][:1]}, ["trials", "trial"]),
+    "complex": ({**PI, "U": PI["U"] + 0j}, ["complex", "complex128", "dtype"]),
+    "string_array": ({**PI, "U": np.full((3, DI), "a")}, ["dtype", "<U1", "str"]),
+    "U_scalar": ({**PI, "U": np.array(1.0)}, ["U", "()"]),
+    "U_bool": ({**PI, "U": PI["U"] > 0}, ["bool", "dtype"]),
+    "W_trials_U_not_heads": ({"U": PI["U"][:, :2], "W": PI_TRIALS["W"]}, ["U", "(3, 2)"]),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(INIT_BAD))
 def test_init_from_refused(tmp_path, kind):
     """θ(0) files with non-finite values (float32's range included), wrong shapes, too few heads
-    or trials, unknown or contradicting arrays: refused before anything runs."""
+    or trials, unknown or contradicting arrays: refused before anything runs, naming the defect."""
     arrays, words = INIT_BAD[kind]
-    decide(_init_run(tmp_path, arrays), [*words, "init_from", "init-from", "theta.npz"], None)
+    decide(_init_run(tmp_path, arrays), words, None)
 
 
 INIT_OK = {
-    "shared": (P0, 2),
-    "per_trial": (P0_TRIALS, 2),
-    "per_trial_U_only": ({"U": P0_TRIALS["U"], "W": P0["W"]}, 2),
-    "float32_file": ({k: v.astype(np.float32) for k, v in P0.items()}, 2),
-    "int_file": ({k: np.round(v).astype(np.int64) for k, v in P0.items()}, 2),
+    "shared": (PI, 2),
+    "per_trial": (PI_TRIALS, 2),
+    "per_trial_U_only": ({"U": PI_TRIALS["U"], "W": PI["W"]}, 2),
+    "float32_file": ({k: v.astype(np.float32) for k, v in PI.items()}, 2),
+    "int_file": ({k: np.round(v).astype(np.int64) for k, v in PI.items()}, 2),
     "more_trial_rows": (
         {
-            "U": np.concatenate([P0_TRIALS["U"], P0_TRIALS["U"][:1]]),
-            "W": np.concatenate([P0_TRIALS["W"], P0_TRIALS["W"][:1]]),
+            "U": np.concatenate([PI_TRIALS["U"], PI_TRIALS["U"][:1]]),
+            "W": np.concatenate([PI_TRIALS["W"], PI_TRIALS["W"][:1]]),
         },
         2,
     ),
@@ -1200,20 +1218,38 @@ def test_init_from_numbers(tmp_path, kind):
     (row i for trial i when the file has a trial axis); an int file may be refused."""
     arrays, trials = INIT_OK[kind]
     reading = _init_reading(arrays, trials)
-    words = ["U", "W", "dtype", "int64", "trials", "rows"] if kind in ("int_file", "more_trial_rows") else []
+    words = {
+        "int_file": ["dtype", "int64"],
+        "more_trial_rows": ["trials", "rows", "3"],
+        "per_trial_U_only": ["W", "alike"],  # "every array may have a trial axis": all or none may be asked
+    }.get(kind, [])
     result = decide(_init_run(tmp_path, arrays, trials), words or ["never"], reading.check)
     if not words:
         assert result == "matched"
+
+
+def test_init_from_with_declared_sizes(tmp_path):
+    """θ(0) of width 4 on a user model that declares d = 4 (no --width): checked against the
+    model's d, so it runs and gives numpy's numbers."""
+    from dynamics import run_sweep
+
+    np.savez(tmp_path / "theta.npz", **P0)
+    call = lambda: run_sweep(data=Bank(), init_from=str(tmp_path / "theta.npz"), **{**BASE, "trials": 2})
+
+    def p0(trial, H):
+        return {k: v[:H] for k, v in P0.items()}
+
+    assert decide(call, ["never"], plain(p0=p0, trials=2).check) == "matched"
 
 
 def test_init_from_per_trial_no_identical_warning(tmp_path):
     """Per-trial θ(0) makes trials differ: no IdenticalTrialsWarning claims they repeat one run."""
     import warnings
 
-    call = _init_run(tmp_path, P0_TRIALS, 2)
+    call = _init_run(tmp_path, PI_TRIALS, 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        decide(call, ["never"], _init_reading(P0_TRIALS, 2).check)
+        decide(call, ["never"], _init_reading(PI_TRIALS, 2).check)
     names = [type(w.message).__name__ for w in caught]
     assert "IdenticalTrialsWarning" not in names, names
 
@@ -1249,10 +1285,10 @@ NPZ_BAD = {
     "y_strings": ({"y_train": np.array(["a"] * 8)}, ["y_train", "dtype"]),
     "X_empty": ({"X_train": XB[:0], "y_train": YB[:0]}, ["X_train", "empty", "0"]),
     "X_beyond_float32": (
-        {"X_train": np.where(np.arange(96).reshape(8, 3, 4) == 7, 1e39, XB[:8])},
+        {"X_train": np.where(np.arange(96).reshape(8, 3, 4) == 7, 1e39, XB[:8].astype(np.float64))},
         ["X_train", "float32", "inf", "1e+39", "finite", "range"],
     ),
-    "unknown_key": ({"Z_train": XB[:8]}, ["Z_train"]),
+    "misspelt_mask_key": ({"mask_tarin": MB[:8]}, ["mask_tarin"]),
 }
 
 
@@ -1310,19 +1346,20 @@ def test_grid_width_with_save_params(tmp_path):
 
     cli_refuses(
         tmp_path,
-        ["--data-model", "mixture", "--tokens", "3", "--width", "4,6", "--save-params", *TINY],
+        ["--data-model", "mixture", "--tokens", "3", "--width", "6,8", "--save-params", *TINY],
         ["width", "save-params", "save_params"],
         accepted,
     )
 
 
 def test_grid_width_with_init_from(tmp_path):
-    """θ(0) of width 4 on a grid over --width 4,6: the width-6 point cannot start from it: refused."""
-    np.savez(tmp_path / "theta.npz", **P0)
+    """θ(0) of width 6 on a grid over --width 6,8: the width-8 point cannot start from it: refused
+    before the first point (nothing written)."""
+    np.savez(tmp_path / "theta.npz", U=np.zeros((1, 6)), W=np.zeros((1, 6, 6)))
     cli_refuses(
         tmp_path,
-        ["--data-model", "mixture", "--tokens", "3", "--width", "4,6", "--init-from", "theta.npz", *TINY],
-        ["width", "init-from", "init_from", "theta.npz", "6"],
+        ["--data-model", "mixture", "--tokens", "3", "--width", "6,8", "--init-from", "theta.npz", *TINY],
+        ["init-from", "init_from", "theta.npz", "8"],
     )
 
 
@@ -1372,16 +1409,23 @@ RUN_GRID_BAD = {
     "lrs_half_range": (dict(lrs="0.1:1"), ["lrs", "0.1:1"]),
     "lrs_strings": (dict(lrs=["a"]), ["lrs", "a"]),
     "init_scales_zero_init": (dict(init_scales=[0.5, 1.0]), ["init_scales", "init_scale", "zero"]),
-    "init_scales_negative": (dict(init_scales=[-1.0], init="normal"), ["init_scales", "-1.0", "-1"]),
+    "init_scales_negative": (dict(init_scales=[-1.0], cfg={"init": "normal"}), ["init_scales", "-1.0", "-1"]),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(RUN_GRID_BAD))
+def _grid_cfg(**extra):
+    from dynamics import with_overrides
+
+    return with_overrides(None, **{k: v for k, v in BASE.items() if k != "progress"}, **extra)
+
+
 def test_run_grid_refused(kind):
     from dynamics import run_grid
 
     kw, words = RUN_GRID_BAD[kind]
-    decide(lambda: run_grid(None, data=Bank(), **{**BASE, **kw}), words, None)
+    kw = dict(kw)
+    decide(lambda: run_grid(_grid_cfg(**kw.pop("cfg", {})), data=Bank(), progress=False, **kw), words, None)
 
 
 def test_run_grid_numbers():
@@ -1393,7 +1437,8 @@ def test_run_grid_numbers():
         for r, lr in zip(results, [0.25, 1.0], strict=True):
             plain(lr=lr).check(r)
 
-    assert decide(lambda: run_grid(None, lrs=[0.25, 1.0], data=Bank(), **BASE), ["never"], check) == "matched"
+    call = lambda: run_grid(_grid_cfg(), lrs=[0.25, 1.0], data=Bank(), progress=False)
+    assert decide(call, ["never"], check) == "matched"
 
 
 # --------------------------------------------------------------------------- memory

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import traceback
 
@@ -51,6 +52,7 @@ def decide(call, words, check=None):
         why = refusal(exc, words)
         if why:
             raise AssertionError(why) from exc
+        _log(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}\t{type(exc).__name__}: {exc}")
         return "refused"
     if check is None:
         raise Accepted(f"accepted a value nothing can simulate; returned {type(result).__name__}")
@@ -81,3 +83,11 @@ def any_of(*checks):
         raise AssertionError(" | ".join(errors))
 
     return check
+
+
+def _log(line: str) -> None:
+    """With HOSTILE_LOG=FILE, each refusal's message is appended there (to review the words)."""
+    path = os.environ.get("HOSTILE_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(line.replace("\n", " ")[:400] + "\n")
