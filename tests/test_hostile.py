@@ -1414,13 +1414,13 @@ RUN_GRID_BAD = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(RUN_GRID_BAD))
 def _grid_cfg(**extra):
     from dynamics import with_overrides
 
     return with_overrides(None, **{k: v for k, v in BASE.items() if k != "progress"}, **extra)
 
 
+@pytest.mark.parametrize("kind", sorted(RUN_GRID_BAD))
 def test_run_grid_refused(kind):
     from dynamics import run_grid
 
