@@ -4,10 +4,12 @@ is tiny), against independent float64 references written here in plain numpy:
 - the softmaxes' backward pass (softmax, softmax1, any temperature) and the gradient of the
   risk through every query mode and classification loss, entry by entry, in float32 and float64,
   where the old form g_t − Σ_s A_s g_s was rounding noise; forward mode and forward-over-reverse
-  (the Hessian diagnostics' jax.jvp of jax.grad) still work;
+  (the Hessian diagnostics' jax.jvp of jax.grad) still work; a query not within SATURATION of 1
+  keeps JAX's own derivative bit for bit;
 - the logistic loss's derivative at large margins;
 - normalised GD: unit steps over the moving parameters (a group frozen by a zero step factor
-  adds nothing to the norm), per group, g/(‖g‖ + ε), no underflow of ‖g‖²;
+  adds nothing to the norm), per group, g/(‖g‖ + ε), no underflow of ‖g‖², and √Σg² as before
+  (bit for bit) where it is exact;
 - normalised GD on the local-convergence setting of Tarzanagh et al. (n = 6, T = 8, d = 10,
   query x_1, readout fixed to a unit v, logistic loss, η = 0.1) against a numpy loop with a
   cancellation-free softmax gradient: corr(W_mhsim(t), W_ref(t)) >= 0.9999 and ‖W‖ within
@@ -232,6 +234,61 @@ def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
             for names in (("U", "b"), ("W",)):
                 part = {k: new[k] for k in names}
                 np.testing.assert_allclose(_step_lengths(part, params, member), lr, rtol=tol)
+
+
+def test_normalise_keeps_the_plain_norm_where_it_is_exact():
+    """A run whose largest |g| is in the plain range takes √Σg² exactly as before (bit for bit: an
+    ordinary run keeps its numbers); a run below it (float32: squares that underflow), in the same
+    pack, still moves a unit step. Both against float64 numpy to float32 precision."""
+    rng = np.random.default_rng(6)
+    member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
+    g64 = _tiny_gradients(rng, 1.0)
+    g64 = {k: v * (np.array([1.0, 1.0, 1e-24])[:, None] if k == "U" else 1.0) for k, v in g64.items()}
+    g64["W"][2] *= 1e-24
+    g64["b"][1] *= 1e-24  # run 1 (slot 2 and its bias) far below the plain range
+    grads = {k: jnp.asarray(v, jnp.float32) for k, v in g64.items()}
+    low, _ = upd._plain_range(jnp.float32)
+    assert float(jnp.max(jnp.abs(grads["W"][2]))) < low < float(jnp.min(jnp.abs(grads["W"][0])))
+    out, plain = upd.normalise(grads, member), upd._normalise_plain(grads, member)
+    for k, run0 in (("U", slice(0, 2)), ("W", slice(0, 2)), ("b", 0)):  # run 0: slots 0, 1; b[0]
+        assert np.array_equal(np.asarray(out[k])[run0], np.asarray(plain[k])[run0]), k
+    assert float(jnp.sum(plain["W"][2] ** 2)) == 0.0  # the plain norm of run 1 underflowed
+    lengths = _step_lengths(out, {k: jnp.zeros_like(v) for k, v in out.items()}, member)
+    np.testing.assert_allclose(lengths, 1.0, rtol=1e-6)
+    one = {k: jnp.asarray(v, jnp.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
+    assert all(np.array_equal(upd.normalise(one)[k], upd._normalise_plain(one, None)[k]) for k in one)
+
+
+@pytest.mark.parametrize("activation", ["softmax", "softmax1"])
+def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
+    """A query whose largest weight is not within SATURATION of 1 gets, bit for bit, the gradient
+    of JAX's own derivative (jax.nn.softmax's, the autodiff of softmax1's expression); a saturated
+    one gets the relative form, equal to the float64 reference to float32 precision."""
+    rng = np.random.default_rng(7)
+    s = jnp.asarray(rng.normal(size=(64, 3, 6)) * 4.0, jnp.float32)
+    w = jnp.asarray(rng.normal(size=(64, 3, 6)), jnp.float32)
+    null = activation == "softmax1"
+
+    def plain(x):
+        if not null:
+            return jax.nn.softmax(x, axis=-1)
+        m = jax.lax.stop_gradient(jnp.maximum(jnp.max(x, axis=-1, keepdims=True), 0.0))
+        e = jnp.exp(x - m)
+        return e / (jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True))
+
+    def grad(fn):
+        return np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(fn(x) * w) ** 2)))(s))
+
+    new, old = grad(getattr(mdl, activation)), grad(plain)
+    A, a0 = softmax_ref(np.asarray(s, np.float64), null, with_null=True)
+    largest = np.maximum(A.max(axis=-1), a0[..., 0])
+    sat = 1.0 - largest < mdl.SATURATION
+    assert 0 < sat.sum() < sat.size  # both kinds of query occur
+    assert np.array_equal(new[~sat], old[~sat])
+    A32 = np.asarray(plain(s), np.float64)
+    g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)
+    ref = softmax_vjp_ref(np.asarray(s, np.float64), g, null)
+    np.testing.assert_allclose(new[sat], ref[sat], rtol=1e-4, atol=1e-6 * np.abs(ref).max())
 
 
 def test_ngd_eps_divides_by_the_norm_plus_eps():

@@ -389,8 +389,14 @@ class SweepConfig:
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
 # config starts giving other numbers, so that old results are recomputed, never mixed in.
 # 2: random init draws head h from fold_in(key, h) (packed runs).
-# 3: the softmaxes' derivative is taken relative to the largest weight (exact at saturation) and
-#    normalised GD's norm is taken of g / max|g| over the moving groups only.
+# 3: a query whose largest softmax weight is within 1e-2 of 1 takes the derivative relative to
+#    that weight (exact at saturation); normalised GD's norm is scaled by max|g| where √Σg² would
+#    under- or overflow, and a group with step factor 0 adds nothing to it. Runs that never come
+#    near saturation keep their numbers bit for bit (fig2, fig3-gd, planted-gd do), but any
+#    run with a saturated query (planted-adam, fig3-adam: last-bit changes, 1e-6 relative on their
+#    final losses) changes, so every config hash changes: --resume recomputes every point of a run
+#    made before (its checkpoints carry the old hash) and an old results folder reads as another
+#    config's (refused where its hash is checked), never mixed in.
 NUMERICS_VERSION = 3
 
 

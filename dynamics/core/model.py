@@ -108,6 +108,17 @@ def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
 # cancels exactly against its own copy) and every other token A_u (g_u − Σ A g): each to the
 # relative precision of its own size. A custom JVP, not a custom VJP: forward mode (jax.linearize
 # of Φ, the Hessian diagnostics' jax.jvp of jax.grad) keeps working, and reverse mode transposes it.
+#
+# Only a query whose largest weight is within SATURATION of 1 takes the relative form: every other
+# query keeps the plain derivative, op for op the one JAX derives (jax.nn.softmax's own JVP, the
+# autodiff of softmax1's expression), so a run that never saturates has the numbers it always had.
+# Below the threshold the plain form's relative error is at most ε / SATURATION (100 ε).
+SATURATION = 1e-2
+
+
+def _saturated(top: jax.Array) -> jax.Array:
+    """Which queries take the relative form: 1 − (largest weight, (…, 1)) < SATURATION."""
+    return jax.lax.stop_gradient(1.0 - top < SATURATION)
 
 
 def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Array | None) -> jax.Array:
@@ -134,9 +145,10 @@ def softmax(scores: jax.Array) -> jax.Array:
 @softmax.defjvp
 def _softmax_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    A = softmax(scores)
+    A, plain = jax.jvp(lambda s: jax.nn.softmax(s, axis=-1), (scores,), (ds,))
     ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
-    return A, _relative_tangent(A, ds, ref, None)
+    top = jnp.max(A, axis=-1, keepdims=True)
+    return A, jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
 
 
 def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -158,11 +170,13 @@ def softmax1(scores: jax.Array) -> jax.Array:
 @softmax1.defjvp
 def _softmax1_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    A, null, _ = _softmax1_parts(scores)
+    A, plain = jax.jvp(lambda s: _softmax1_parts(s)[0], (scores,), (ds,))
+    null = _softmax1_parts(scores)[1]
     top = jnp.argmax(scores, axis=-1, keepdims=True)
     # the null token (score 0) is the largest weight unless some score is above 0
     ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
-    return A, _relative_tangent(A, ds, ref, null)
+    largest = jnp.maximum(jnp.max(A, axis=-1, keepdims=True), null)
+    return A, jnp.where(_saturated(largest), _relative_tangent(A, ds, ref, null), plain)
 
 
 def identity(scores: jax.Array) -> jax.Array:

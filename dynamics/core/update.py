@@ -27,6 +27,7 @@ for bit, as before the rules existed).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,9 +147,10 @@ def normalise(
     counts for its run; None: one run, every parameter. Selects, not products: a run's NaN never
     reaches another. A zero gradient stays zero (no division by 0).
 
-    The norm is taken of g / M, M the run's largest |g|, and g / M is divided by it: no square
-    underflows (a float32 gradient of 1e-25 still gives a unit step) or overflows. ``eps`` > 0:
-    g / (‖g‖ + ε) instead (a division guard that shrinks the steps once ‖g‖ nears ε).
+    A run whose largest |g| (M) lies in ``_plain_range`` takes ‖g‖ = √Σg² as written; outside
+    it the norm is taken of g / M and g / M is divided by it, so no square underflows (a float32
+    gradient of 1e-25 still gives a unit step) or overflows. ``eps`` > 0: g / (‖g‖ + ε) instead,
+    always in the scaled form (a division guard that shrinks the steps once ‖g‖ nears ε).
     ``per_group``: each parameter group (``parts.GROUPS``: readout, attention) normalised on
     its own, so each moves a unit step."""
     if per_group:
@@ -157,11 +159,55 @@ def normalise(
             part = {k: g for k, g in grads.items() if k in names}
             out.update(normalise(part, member, eps) if part else {})
         return out
+    scaled, top = _normalise_scaled(grads, member, eps)
+    if eps:
+        return scaled
+    low, high = _plain_range(top.dtype)
+    plain = _normalise_plain(grads, member)
+    safe = (top >= low) & (top <= high)  # () or (R,); False for NaN
+    out = {}
+    for k, g in grads.items():
+        ok = safe if member is None or k in parts.PER_RUN_PARAMS else jnp.any(member & safe[None, :], axis=1)
+        out[k] = jnp.where(per_head(ok, g), plain[k], scaled[k])
+    return out
+
+
+def _plain_range(dtype) -> tuple[float, float]:
+    """The largest |g| for which √Σg² is as exact as its sum's rounding: from √(tiny/ε) (a square
+    below the smallest normal number, tiny, loses at most tiny ≤ ε·M², as rounding each term of the
+    sum does) to √(max·ε) (Σg² of up to 1/ε terms does not overflow). float32: 3e-16 to 6e15."""
+    info = jnp.finfo(dtype)
+    return math.sqrt(float(info.tiny) / float(info.eps)), math.sqrt(float(info.max) * float(info.eps))
+
+
+def _normalise_plain(grads: Params, member: jax.Array | None) -> Params:
+    """g / √Σg² per run, the squares taken as they are (exact unless M is outside ``_plain_range``)."""
+    if member is None:
+        total = sum(jnp.sum(g * g) for g in grads.values())
+        norm = jnp.sqrt(total)
+        return {k: g / jnp.where(norm > 0, norm, 1.0) for k, g in grads.items()}
+    sq = jnp.zeros(member.shape[1], next(iter(grads.values())).dtype)
+    for k, g in grads.items():
+        per = jnp.sum(g * g, axis=tuple(range(1, g.ndim)))
+        sq = sq + (
+            per if k in parts.PER_RUN_PARAMS else jnp.sum(jnp.where(member, per[:, None], 0.0), axis=0)
+        )
+    run_norm = jnp.sqrt(sq)  # (R,)
+    slot_norm = jnp.sum(jnp.where(member, run_norm[None, :], 0.0), axis=1)  # (S,); 0 for an empty slot
+    out = {}
+    for k, g in grads.items():
+        norm = run_norm if k in parts.PER_RUN_PARAMS else slot_norm
+        out[k] = g / per_head(jnp.where(norm > 0, norm, 1.0), g)
+    return out
+
+
+def _normalise_scaled(grads: Params, member: jax.Array | None, eps: float) -> tuple[Params, jax.Array]:
+    """(g / ‖g‖ from g / M and ‖g / M‖, M per run (() or (R,)): no square under- or overflows."""
     if member is None:
         scale = jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grads.values()]))  # M
         per = {k: g / jnp.where(scale > 0, scale, 1.0) for k, g in grads.items()}
         root = jnp.sqrt(sum(jnp.sum(g * g) for g in per.values()))  # ‖g / M‖ >= 1, or 0
-        return {k: _unit(g, root, scale, eps) for k, g in per.items()}
+        return {k: _unit(g, root, scale, eps) for k, g in per.items()}, scale
     R = member.shape[1]
     top = jnp.zeros(R, next(iter(grads.values())).dtype)
     for k, g in grads.items():  # M_r: the largest |g| of each run
@@ -174,10 +220,11 @@ def normalise(
         per = jnp.sum(g * g, axis=tuple(range(1, g.ndim)))
         sq = sq + (per if k in parts.PER_RUN_PARAMS else _slots_to_runs(per, member, jnp.sum))
     root = jnp.sqrt(sq)  # (R,)
-    return {
+    out = {
         k: _unit(g, per_head(_runs_to(root, k, member), g), per_head(scale[k], g), eps)
         for k, g in scaled.items()
     }
+    return out, top
 
 
 def _slots_to_runs(per_slot: jax.Array, member: jax.Array, reduce) -> jax.Array:
