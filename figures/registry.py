@@ -36,6 +36,7 @@ as "no results" and the next call produces them again.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import warnings
 from collections.abc import Callable
@@ -48,47 +49,24 @@ from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
 
-# The plots import matplotlib when called, not when the registry is imported.
-def plot_sweep(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.sweep import plot_sweep
+def lazy_plot(module: str, name: str) -> Callable[[Path, Path], list[Path]]:
+    """``plot(results_dir, stem)`` that calls ``module.name(results_dir, stem)``, importing
+    ``module`` (and so matplotlib) when it is called, not when the registry is imported."""
 
-    return plot_sweep(results_dir, stem)
+    def plot(results_dir: Path, stem: Path) -> list[Path]:
+        return getattr(importlib.import_module(module), name)(results_dir, stem)
 
-
-def plot_diagnostics(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.theory import plot_diagnostics
-
-    return plot_diagnostics(results_dir, stem)
+    plot.__name__ = plot.__qualname__ = name
+    return plot
 
 
-def plot_expressivity(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.bottleneck import plot_expressivity
-
-    return plot_expressivity(results_dir, stem)
-
-
-def plot_bottleneck_heads(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.bottleneck import plot_bottleneck_heads
-
-    return plot_bottleneck_heads(results_dir, stem)
-
-
-def plot_single_location(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.single_location import plot_single_location
-
-    return plot_single_location(results_dir, stem)
-
-
-def plot_single_location_grid(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.single_location import plot_grid
-
-    return plot_grid(results_dir, stem)
-
-
-def _plot_icl(results_dir: Path, stem: Path) -> list[Path]:
-    from figures.icl import plot_icl
-
-    return plot_icl(results_dir, stem)
+plot_sweep = lazy_plot("figures.sweep", "plot_sweep")
+plot_diagnostics = lazy_plot("figures.theory", "plot_diagnostics")
+plot_expressivity = lazy_plot("figures.bottleneck", "plot_expressivity")
+plot_bottleneck_heads = lazy_plot("figures.bottleneck", "plot_bottleneck_heads")
+plot_single_location = lazy_plot("figures.single_location", "plot_single_location")
+plot_single_location_grid = lazy_plot("figures.single_location", "plot_grid")
+_plot_icl = lazy_plot("figures.icl", "plot_icl")
 
 
 @dataclass(frozen=True)
@@ -164,16 +142,8 @@ def specialisation_entries() -> dict[str, Entry]:
 
     from dynamics.experiments import specialisation as spec
 
-    def plot(results_dir: Path, stem: Path) -> list[Path]:
-        from figures.specialisation import plot_specialisation
-
-        return plot_specialisation(results_dir, stem)
-
-    def plot_grid_heads(results_dir: Path, stem: Path) -> list[Path]:
-        from figures.specialisation import plot_specialisation_grid
-
-        return plot_specialisation_grid(results_dir, stem)
-
+    plot = lazy_plot("figures.specialisation", "plot_specialisation")
+    plot_grid_heads = lazy_plot("figures.specialisation", "plot_specialisation_grid")
     figure = Entry(PRESETS[spec.NAME][0] + " (erf, softmax, softmax1)", spec.key, spec.produce, plot)
     return {spec.NAME: figure, spec.GRID: replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
 
@@ -183,10 +153,7 @@ def sparse_token_entry(name: str) -> Entry:
     cosines with ξ, drawn against α₀ = n/d."""
     from dynamics.config.grid import GRID_PRESETS
 
-    def plot(results_dir: Path, stem: Path) -> list[Path]:
-        from figures.sparse_token import plot_sparse_token
-
-        return plot_sparse_token(results_dir, stem)
+    plot = lazy_plot("figures.sparse_token", "plot_sparse_token")
 
     def produce(results_dir: Path, progress: bool) -> None:
         sparse_token.produce(name, results_dir, progress)

@@ -14,7 +14,7 @@ from PIL import Image
 
 from dynamics import demo
 from dynamics.core import model as mdl
-from dynamics.demo import attention, lazy_rich, step_size, symmetry
+from dynamics.demo import attention, common, lazy_rich, step_size, symmetry
 from dynamics.demo.__main__ import main
 from dynamics.demo.common import Animation, first_heads, schedule
 
@@ -170,8 +170,10 @@ def test_draw_renders_from_given_arrays_without_training(monkeypatch, module):
         raise AssertionError("a draw function trained or drew data")
 
     trainers = [n for n in vars(module) if n.startswith("train_")]
-    for name in ("compute", "dm1_data", *trainers):
+    for name in ("compute", *trainers):
         monkeypatch.setattr(module, name, no_training)
+    for name in ("dm1_data", "train_logged"):  # the shared data and training, looked up in common
+        monkeypatch.setattr(common, name, no_training)
     for name in ("jax", "jnp", "mdl"):
         monkeypatch.setattr(module, name, None)
     s = dataclasses.replace(module.QUICK, heads=(1, 2, 8), steps=30, log_points=7)

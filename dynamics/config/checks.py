@@ -10,19 +10,8 @@ import re
 from dataclasses import dataclass
 
 from dynamics import parts
-from dynamics.config.sections import (
-    _FIELD_TYPES,
-    DIAGNOSTICS,
-    HEAD_METRICS,
-    SECTIONS,
-    Config,
-    DataConfig,
-    ModelConfig,
-    OptimConfig,
-    SweepConfig,
-    added_fields,
-    declaration,
-)
+from dynamics.config import sections as sec
+from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import MAX_LOGGED_STEPS
 from dynamics.parts.checks import choice as _choice
@@ -40,7 +29,7 @@ def _adapter(cls):
     return pydantic.TypeAdapter(cls)
 
 
-def _check_params(model, data: DataConfig) -> None:
+def _check_params(model, data: sec.DataConfig) -> None:
     """The data model's own parameters against its schema's field types (pydantic, strict)."""
     import pydantic
 
@@ -62,7 +51,7 @@ def _check_types(section: str, value) -> None:
     first wrong field in one line."""
     import pydantic
 
-    cls = SECTIONS[section]
+    cls = sec.SECTIONS[section]
     if not isinstance(value, cls):
         raise ConfigError(f"{section}={value!r} must be a {cls.__name__}")
     try:
@@ -77,7 +66,7 @@ def _check_types(section: str, value) -> None:
         ) from None
 
 
-def validate(cfg: Config) -> Config:
+def validate(cfg: sec.Config) -> sec.Config:
     """Check every value and combination; return the resolved config.
 
     The checks run section by section (types and name, data, model, optim, sweep), so the
@@ -106,8 +95,8 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
-def _check_types_and_name(cfg: Config) -> None:
-    for section in SECTIONS:
+def _check_types_and_name(cfg: sec.Config) -> None:
+    for section in sec.SECTIONS:
         _check_types(section, getattr(cfg, section))
     if not isinstance(cfg.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", cfg.name):
         raise ConfigError(
@@ -115,7 +104,7 @@ def _check_types_and_name(cfg: Config) -> None:
         )
 
 
-def _check_data(data: DataConfig) -> None:
+def _check_data(data: sec.DataConfig) -> None:
     """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
     model = parts.DATA_MODELS.get(data.model)
     if model.from_file:
@@ -150,13 +139,13 @@ def _check_data(data: DataConfig) -> None:
         model.check(data)
 
 
-def _npz_sizes(data: DataConfig) -> DataConfig:
+def _npz_sizes(data: sec.DataConfig) -> sec.DataConfig:
     """``data`` (model npz) with n_train, n_test, T, d read from the file's headers; a value
     set in the config must be the file's own (n_train/n_test at their defaults count as unset)."""
     from datamodels.npz import read_header
 
     header = read_header(data.path)
-    unset = {"n_train": DataConfig.n_train, "n_test": DataConfig.n_test, "T": None, "d": None}
+    unset = {"n_train": sec.DataConfig.n_train, "n_test": sec.DataConfig.n_test, "T": None, "d": None}
     for name, default in unset.items():
         value = getattr(data, name)
         if value not in (default, getattr(header, name)):
@@ -169,7 +158,7 @@ def _npz_sizes(data: DataConfig) -> DataConfig:
     return dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
 
 
-def _check_model(model: ModelConfig, data: DataConfig) -> None:
+def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
     parts.QUERIES.get(model.query)
     parts.NORMS.get(model.norm)
     parts.KEY_QUERIES.get(model.key_query)
@@ -196,14 +185,14 @@ def _check_model(model: ModelConfig, data: DataConfig) -> None:
     parts.check_sphere(model.query, model.init)
 
 
-def no_effect(cfg: Config, name: str) -> str | None:
+def no_effect(cfg: sec.Config, name: str) -> str | None:
     """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one): its knob's
     ``idle`` (``dynamics.config.knobs``), declared with the knob."""
     spec = declaration(name)
     return None if spec is None or spec.idle is None else spec.idle(cfg)
 
 
-def _check_no_effect(cfg: Config) -> None:
+def _check_no_effect(cfg: sec.Config) -> None:
     """Refuse a value given explicitly that changes nothing (so it cannot look as if it did)."""
     for name in sorted(cfg.given):
         why = no_effect(cfg, name)
@@ -213,7 +202,7 @@ def _check_no_effect(cfg: Config) -> None:
             raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
 
 
-def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> None:
+def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
     optimizer = parts.OPTIMIZERS.get(optim.optimizer)
     _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
     parts.LR_SCALINGS.get(optim.lr_scaling)
@@ -246,7 +235,7 @@ def _check_optim(optim: OptimConfig, model: ModelConfig, data: DataConfig) -> No
     _check_task(optim, data, loss)
 
 
-def _check_batch(optim: OptimConfig, data: DataConfig) -> None:
+def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
     """SGD's batch size: given, at most n, and (epoch sampling) a divisor of n; online sampling
     needs a data model with a world (not a file), and any B."""
     if optim.batch_size is None:
@@ -272,7 +261,7 @@ def _check_batch(optim: OptimConfig, data: DataConfig) -> None:
         )
 
 
-def _check_replay(cfg: Config) -> None:
+def _check_replay(cfg: sec.Config) -> None:
     """The theory diagnostics replay full-batch GD or Adam with the plain step: refused otherwise."""
     if not cfg.sweep.diagnostics:
         return
@@ -281,7 +270,7 @@ def _check_replay(cfg: Config) -> None:
         raise ConfigError(
             f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
         )
-    changed = [k for k, v in added_fields(OptimConfig).items() if getattr(optim, k) != v]
+    changed = [k for k, v in added_fields(sec.OptimConfig).items() if getattr(optim, k) != v]
     if changed:
         raise ConfigError(
             f"sweep.diagnostics replays the plain step (no group rules or constraint); "
@@ -289,7 +278,7 @@ def _check_replay(cfg: Config) -> None:
         )
 
 
-def _check_init_from(cfg: Config) -> None:
+def _check_init_from(cfg: sec.Config) -> None:
     """The file's parameters are this model's (layout, d, d_h, bias), for the sweep's H and trials."""
     from dynamics.config import initfile
 
@@ -306,7 +295,7 @@ def _check_init_from(cfg: Config) -> None:
     initfile.check(initfile.read(model.init_from), model.init_from, shapes, heads, cfg.sweep.trials)
 
 
-def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:
+def _check_task(optim: sec.OptimConfig, data: sec.DataConfig, loss) -> None:
     """The task one of classification, regression; the data's own where they imply one (a file's
     ±1 targets may also be regression targets, never remapped); the loss one of the task's."""
     if optim.task is not None:
@@ -327,7 +316,7 @@ def _check_task(optim: OptimConfig, data: DataConfig, loss) -> None:
         )
 
 
-def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> None:
+def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
     if not sweep.heads:
         raise ConfigError("sweep.heads is empty; give at least one number of heads, e.g. --heads 1,2,4")
     for h in sweep.heads:
@@ -340,7 +329,7 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
             raise ConfigError(
                 f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' gives d // H = 0"
             )
-    _choice("sweep.head_metrics", sweep.head_metrics, HEAD_METRICS)
+    _choice("sweep.head_metrics", sweep.head_metrics, sec.HEAD_METRICS)
     _positive_int("sweep.trials", sweep.trials)
     _positive_int("sweep.seed", sweep.seed, minimum=0)
     if sweep.log_every is not None and sweep.log_points is not None:
@@ -352,7 +341,7 @@ def _check_sweep(sweep: SweepConfig, model: ModelConfig, data: DataConfig) -> No
     _check_diagnostics(sweep.diagnostics, model, data)
 
 
-def _check_logged(sweep: SweepConfig, optim: OptimConfig) -> None:
+def _check_logged(sweep: sec.SweepConfig, optim: sec.OptimConfig) -> None:
     """The number of logged steps, before the schedule is built (10⁸ steps, every one logged, took
     9 GB in the schedule alone)."""
     if sweep.log_every is None:
@@ -365,14 +354,16 @@ def _check_logged(sweep: SweepConfig, optim: OptimConfig) -> None:
         )
 
 
-def _check_diagnostics(names: tuple[str, ...], model: ModelConfig, data: DataConfig) -> None:
+def _check_diagnostics(names: tuple[str, ...], model: sec.ModelConfig, data: sec.DataConfig) -> None:
     if not isinstance(names, tuple):
-        raise ConfigError(f"sweep.diagnostics={names!r} must be a tuple of names from {DIAGNOSTICS}")
+        raise ConfigError(f"sweep.diagnostics={names!r} must be a tuple of names from {sec.DIAGNOSTICS}")
     for name in names:
-        _choice("sweep.diagnostics", name, DIAGNOSTICS)
+        _choice("sweep.diagnostics", name, sec.DIAGNOSTICS)
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
-    changed = {k: getattr(model, k) for k, v in added_fields(ModelConfig).items() if getattr(model, k) != v}
+    changed = {
+        k: getattr(model, k) for k, v in added_fields(sec.ModelConfig).items() if getattr(model, k) != v
+    }
     if names and parts.QUERIES[model.query].learned:
         changed = {"query": model.query}
     if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
@@ -400,7 +391,7 @@ class IdenticalTrialsWarning(UserWarning):
     """Every trial of the sweep is the same run (``identical_trials``)."""
 
 
-def identical_trials(cfg: Config) -> str | None:
+def identical_trials(cfg: sec.Config) -> str | None:
     """Why the trials of ``cfg`` would be identical copies (None: they differ): data from a file
     are shared by every trial, and an init that draws nothing gives every trial the same start."""
     if cfg.sweep.trials < 2 or not parts.DATA_MODELS.get(cfg.data.model).from_file:
@@ -429,11 +420,11 @@ class Experiment:
     line, ``run_sweep`` called with a Config, the figures registry) computes once and everything
     below it receives."""
 
-    config: Config
+    config: sec.Config
     steps: tuple[int, ...]  # the logged steps, 0 (before the first update) .. optim.steps
 
 
-def resolve(cfg: Config | Experiment) -> Experiment:
+def resolve(cfg: sec.Config | Experiment) -> Experiment:
     """Validate ``cfg`` and plan its logged steps (an Experiment is returned as it is)."""
     if isinstance(cfg, Experiment):
         return cfg

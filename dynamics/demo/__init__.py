@@ -10,7 +10,8 @@ module (``attention``, ``symmetry``, ``lazy_rich``, ``step_size``) made of the s
   ``dynamics.core.model.head_diversity``, as in the engine;
 - ``draw(result, settings) -> Figure`` (and ``attention.draw_animation`` for the GIF), from the
   arrays alone; ``report(result, settings) -> (numbers, lines)``;
-- ``run(out, *, quick, seed, progress) -> DemoResult``: compute → draw → save, and the report.
+- ``run(out, *, quick, seed, progress) -> DemoResult``: compute → draw → save, and the report
+  (``common.demo_run`` builds it).
 
 ``common`` holds what they share.
 """

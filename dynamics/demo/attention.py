@@ -26,20 +26,7 @@ from matplotlib.patches import Rectangle
 
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
-from dynamics.demo.common import (
-    QUICK_DATA,
-    Animation,
-    DemoResult,
-    check_finite,
-    dm1_data,
-    head_palette,
-    log_x,
-    save_gif,
-    save_png,
-    schedule,
-    set_style,
-    train_logged,
-)
+from dynamics.demo import common as cm
 
 NAME = "attention"
 PURPOSE = "DM1: the attention of a few test examples over training, and the mass on relevant tokens per H"
@@ -64,7 +51,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(heads=(1, 3), steps=20, log_points=6, examples=4, **QUICK_DATA)
+QUICK = Settings(heads=(1, 3), steps=20, log_points=6, examples=4, **cm.QUICK_DATA)
 
 
 @partial(jax.jit, static_argnames=("segments",))
@@ -99,7 +86,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
                 "test_loss": loss_on(p, data.X_test, data.y_test),
             }
 
-        return train_logged(objective, params0, "gd", lr, segments, observe)
+        return cm.train_logged(objective, params0, "gd", lr, segments, observe)
 
     return jax.vmap(run)(heads)
 
@@ -132,7 +119,7 @@ def _heatmap(
 def _mass_axes(ax, steps, mass, heads, colors, uniform: float) -> list:
     lines = []
     for i, h in enumerate(heads):
-        (line,) = ax.plot(log_x(steps), mass[i], color=colors[i], lw=2, label=f"H = {h}")
+        (line,) = ax.plot(cm.log_x(steps), mass[i], color=colors[i], lw=2, label=f"H = {h}")
         lines.append(line)
     ax.axhline(uniform, color="0.4", ls="--", lw=1, label="uniform attention (r/T)")
     ax.set_xscale("log")
@@ -160,14 +147,14 @@ class AttentionRun(NamedTuple):
 def compute(s: Settings, seed: int = 0) -> AttentionRun:
     """Train the H-head models of ``s`` on one DM1 draw from ``seed`` and log their attention."""
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
-    data = jax.tree_util.tree_map(lambda a: a[0], dm1_data(jax.random.PRNGKey(seed), 1, **fields))
+    data = jax.tree_util.tree_map(lambda a: a[0], cm.dm1_data(jax.random.PRNGKey(seed), 1, **fields))
     show = _pick_examples(np.asarray(data.y_test), s.examples)
-    steps, segments = schedule(s.steps, s.log_points)
+    steps, segments = cm.schedule(s.steps, s.log_points)
     logged = train_attention(
         data, data.X_test[show], jnp.array(s.heads, jnp.float32), jnp.float32(s.lr), segments
     )
     logged = {k: np.asarray(v, dtype=np.float64) for k, v in logged.items()}
-    check_finite(NAME, **logged)
+    cm.check_finite(NAME, **logged)
     mask_test = np.asarray(data.mask_test)
     return AttentionRun(
         heads=np.array(s.heads),
@@ -193,8 +180,8 @@ def _vmax(r: AttentionRun) -> float:
 
 def draw(r: AttentionRun, s: Settings) -> Figure:
     """The static figure: a heatmap strip per (H, snapshot step), the mass curves underneath."""
-    set_style()
-    heads, colors, steps = list(r.heads), head_palette(r.heads), r.steps
+    cm.set_style()
+    heads, colors, steps = list(r.heads), cm.head_palette(r.heads), r.steps
     cols = np.unique(np.round(np.linspace(0, len(steps) - 1, s.snapshots)).astype(int))
     fig = plt.figure(figsize=(2.2 * len(cols) + 1.2, 1.6 * len(heads) + 3.4), layout="constrained")
     gs = fig.add_gridspec(len(heads) + 1, len(cols), height_ratios=[1.0] * len(heads) + [1.7])
@@ -217,17 +204,17 @@ def draw(r: AttentionRun, s: Settings) -> Figure:
     ax_mass = fig.add_subplot(gs[-1, :])
     _mass_axes(ax_mass, steps, r.mass, heads, colors, r.uniform)
     for li in cols:
-        ax_mass.axvline(log_x(steps)[li], color="0.75", lw=0.8, zorder=0)
+        ax_mass.axvline(cm.log_x(steps)[li], color="0.75", lw=0.8, zorder=0)
     cbar = fig.colorbar(im, ax=fig.axes[:-1], shrink=0.8, pad=0.01)
     cbar.set_label("attention weight")
     fig.suptitle(_title(s) + "\nrows: test examples; orange boxes: relevant tokens", fontsize=11)
     return fig
 
 
-def draw_animation(r: AttentionRun, s: Settings) -> Animation:
+def draw_animation(r: AttentionRun, s: Settings) -> cm.Animation:
     """The GIF: one frame per logged step (the last held a while), a heatmap per H beside the mass."""
-    set_style()
-    heads, colors, x = list(r.heads), head_palette(r.heads), log_x(r.steps)
+    cm.set_style()
+    heads, colors, x = list(r.heads), cm.head_palette(r.heads), cm.log_x(r.steps)
     fig = plt.figure(figsize=(2.4 * len(heads) + 5.0, 3.6), layout="constrained")
     gs = fig.add_gridspec(1, len(heads) + 2, width_ratios=[1.0] * len(heads) + [0.08, 2.4])
     images = []
@@ -250,7 +237,7 @@ def draw_animation(r: AttentionRun, s: Settings) -> Animation:
         header.set_text(f"DM1, θ(0) = 0, GD η = {s.lr:g}: attention of x₁, iteration t = {r.steps[li]}")
 
     hold = [len(r.steps) - 1] * 8  # linger on the trained state before the loop restarts
-    return Animation(fig, draw_frame, (*range(len(r.steps)), *hold))
+    return cm.Animation(fig, draw_frame, (*range(len(r.steps)), *hold))
 
 
 def report(r: AttentionRun, s: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
@@ -268,19 +255,10 @@ def report(r: AttentionRun, s: Settings) -> tuple[dict[str, float], tuple[str, .
 SLIDE_TITLE = "Attention learns to look at the one useful token — more heads learn it more slowly"
 
 
-def run(
-    out: Path,
-    *,
-    quick: bool = False,
-    seed: int = 0,
-    progress: bool = True,
-    settings: Settings | None = None,
-    slides: bool = False,
-) -> DemoResult:
-    """Compute, draw ``attention.png`` and ``attention.gif`` into ``out``, report.
-    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
-    s = settings if settings is not None else (QUICK if quick else FULL)
-    r = compute(s, seed)
-    png = save_png(draw(r, s), out / "attention.png", slide=SLIDE_TITLE if slides else None)
-    gif = save_gif(draw_animation(r, s), out / "attention.gif", fps=FPS, progress=progress)
-    return DemoResult(NAME, (png, gif), *report(r, s), arrays=r)
+def _gif(r: AttentionRun, s: Settings, out: Path, progress: bool) -> tuple[Path, ...]:
+    """``attention.gif``: the animation (``draw_animation``) beside the picture."""
+    return (cm.save_gif(draw_animation(r, s), out / "attention.gif", fps=FPS, progress=progress),)
+
+
+# compute → draw → attention.png and attention.gif → report
+run = cm.demo_run(__name__, "attention.png", compute_progress=False, more_files=_gif)

@@ -13,6 +13,7 @@ inside their own ``jax.jit``.
 from __future__ import annotations
 
 import io
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -233,3 +234,37 @@ def settings_for(module, *, quick: bool = False, **overrides) -> Any:
 def log_x(steps: np.ndarray) -> np.ndarray:
     """x values for a log iteration axis: step 0 is drawn at 1 (it is still labelled by the data)."""
     return np.maximum(steps, 1)
+
+
+def demo_run(
+    module: str, picture: str, *, compute_progress: bool = True, more_files=None
+) -> Callable[..., DemoResult]:
+    """The ``run`` of demo module ``module`` (its ``__name__``), the same for every demo:
+    ``run(out, *, quick=False, seed=0, progress=True, settings=None, slides=False) -> DemoResult``
+    computes with ``settings`` (else the module's ``QUICK`` or ``FULL``), draws the PNG ``picture``
+    into ``out`` (16:9 under the module's ``SLIDE_TITLE`` with ``slides``) and reports.
+    ``compute_progress``: the module's ``compute`` takes ``progress`` (one compiled program: it
+    does not); ``more_files(result, settings, out, progress)``: the other files it writes (a GIF).
+    The module's parts are looked up when ``run`` is called."""
+
+    def run(
+        out: Path,
+        *,
+        quick: bool = False,
+        seed: int = 0,
+        progress: bool = True,
+        settings: Any = None,
+        slides: bool = False,
+    ) -> DemoResult:
+        m = sys.modules[module]
+        s = settings if settings is not None else (m.QUICK if quick else m.FULL)
+        r = m.compute(s, seed, progress=progress) if compute_progress else m.compute(s, seed)
+        png = save_png(m.draw(r, s), out / picture, slide=m.SLIDE_TITLE if slides else None)
+        more = more_files(r, s, out, progress) if more_files is not None else ()
+        return DemoResult(m.NAME, (png, *more), *m.report(r, s), arrays=r)
+
+    run.__doc__ = (
+        f"Compute, draw ``{picture}`` into ``out``, report. "
+        "``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."
+    )
+    return run

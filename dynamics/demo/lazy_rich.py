@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -30,21 +29,7 @@ from tqdm.auto import tqdm
 
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
-from dynamics.demo.common import (
-    QUICK_DATA,
-    DemoResult,
-    check_finite,
-    dm1_data,
-    first_heads,
-    head_palette,
-    legend_below,
-    log_x,
-    panel_row,
-    save_png,
-    schedule,
-    set_style,
-    train_logged,
-)
+from dynamics.demo import common as cm
 
 NAME = "lazy-vs-rich"
 PURPOSE = "the model vs its linearisation around θ₀ (random init, c_H = 1/√H) as H grows: lazy vs rich"
@@ -67,7 +52,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(heads=(1, 4), pad_to=4, steps=10, log_points=5, trials=1, **QUICK_DATA)
+QUICK = Settings(heads=(1, 4), pad_to=4, steps=10, log_points=5, trials=1, **cm.QUICK_DATA)
 
 
 def linearized(
@@ -112,7 +97,7 @@ def train_lazy_rich(
 
     def one(n_heads, data, key):
         d = data.X_train.shape[-1]
-        weight = first_heads(n_heads, h_max)  # (h_max,)
+        weight = cm.first_heads(n_heads, h_max)  # (h_max,)
         # The empty slots (weight 0) start at 0, so they add nothing to ‖θ₀‖ (Φ ignores them, and
         # they get zero gradient, so they stay 0): the per-head init scale σ₀·w_s draws them as 0.
         slots = jnp.arange(h_max)
@@ -140,7 +125,7 @@ def train_lazy_rich(
             return out
 
         pair0 = {"model": params0, "lin": params0}
-        return train_logged(objective, pair0, "gd", lr, segments, observe)
+        return cm.train_logged(objective, pair0, "gd", lr, segments, observe)
 
     per_trial = jax.vmap(one, in_axes=(None, 0, 0))
     return jax.vmap(per_trial, in_axes=(0, None, None))(heads, data, keys)
@@ -189,9 +174,9 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> LazyRichRu
     program per bucket of H (``buckets``), a progress bar over them if ``progress``."""
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
-    data = dm1_data(k_data, s.trials, **fields)
+    data = cm.dm1_data(k_data, s.trials, **fields)
     keys = jnp.stack([jax.random.fold_in(k_init, i) for i in range(s.trials)])
-    steps, segments = schedule(s.steps, s.log_points)
+    steps, segments = cm.schedule(s.steps, s.log_points)
     parts: dict[int, dict[str, np.ndarray]] = {}
     groups = buckets(s.heads, s.pad_to)
     for h_max, group in tqdm(groups.items(), desc=NAME, unit="program", disable=not progress, leave=False):
@@ -200,13 +185,13 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> LazyRichRu
         for i, h in enumerate(group):
             parts[h] = {k: np.asarray(v[i], dtype=np.float64) for k, v in logged.items()}
     logged = {k: np.stack([parts[h][k] for h in s.heads]) for k in parts[s.heads[0]]}  # (H, trials, L)
-    check_finite(NAME, **logged)
+    cm.check_finite(NAME, **logged)
     return LazyRichRun(heads=np.array(s.heads), steps=steps, **logged)
 
 
 def _loss_curves_axes(ax, r: LazyRichRun) -> None:
     """Train loss over training, mean over trials: the model solid, its linearisation dashed."""
-    colors, x = head_palette(r.heads), log_x(r.steps)
+    colors, x = cm.head_palette(r.heads), cm.log_x(r.steps)
     for i, h in enumerate(r.heads):
         ax.plot(x, r.model_loss[i].mean(0), color=colors[i], lw=2, label=f"H = {h}")
         ax.plot(x, r.lin_loss[i].mean(0), color=colors[i], lw=2, ls="--")
@@ -216,7 +201,7 @@ def _loss_curves_axes(ax, r: LazyRichRun) -> None:
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("train loss")
     ax.set_title("train loss: model (solid) vs linearisation (dashed)")
-    legend_below(ax, fontsize=9, ncol=4)
+    cm.legend_below(ax, fontsize=9, ncol=4)
 
 
 def _against_heads_axes(gap_ax, move_ax, r: LazyRichRun, s: Settings) -> None:
@@ -240,13 +225,13 @@ def _against_heads_axes(gap_ax, move_ax, r: LazyRichRun, s: Settings) -> None:
         ax.set_xticks(heads, [str(h) for h in heads])
         ax.minorticks_off()
         ax.set_xlabel("number of heads H")
-        legend_below(ax, ncol=3)
+        cm.legend_below(ax, ncol=3)
 
 
 def draw(r: LazyRichRun, s: Settings) -> Figure:
     """The figure: loss curves of both models, then their loss gap and parameter movement vs H."""
-    set_style()
-    fig, axes = panel_row(3, figsize=(17, 5.6))
+    cm.set_style()
+    fig, axes = cm.panel_row(3, figsize=(17, 5.6))
     _loss_curves_axes(axes[0], r)
     _against_heads_axes(axes[1], axes[2], r, s)
     fig.suptitle(
@@ -280,18 +265,4 @@ def report(r: LazyRichRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "Many heads barely move from their start: the network behaves like its linear approximation"
 
 
-def run(
-    out: Path,
-    *,
-    quick: bool = False,
-    seed: int = 0,
-    progress: bool = True,
-    settings: Settings | None = None,
-    slides: bool = False,
-) -> DemoResult:
-    """Compute, draw ``lazy_vs_rich.png`` into ``out``, report.
-    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
-    s = settings if settings is not None else (QUICK if quick else FULL)
-    r = compute(s, seed, progress=progress)
-    png = save_png(draw(r, s), out / "lazy_vs_rich.png", slide=SLIDE_TITLE if slides else None)
-    return DemoResult(NAME, (png,), *report(r, s), arrays=r)
+run = cm.demo_run(__name__, "lazy_vs_rich.png")  # compute → draw → lazy_vs_rich.png → report

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -30,20 +29,7 @@ from tqdm.auto import tqdm
 
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
-from dynamics.demo.common import (
-    QUICK_DATA,
-    DemoResult,
-    check_finite,
-    dm1_data,
-    head_palette,
-    legend_below,
-    log_x,
-    panel_row,
-    save_png,
-    schedule,
-    set_style,
-    train_logged,
-)
+from dynamics.demo import common as cm
 
 NAME = "step-size"
 PURPOSE = "H zero-init heads with GD step η equal one head whose key-query step is η/H (docs/model.md)"
@@ -63,7 +49,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(heads=(1, 3), steps=15, log_points=6, **QUICK_DATA)
+QUICK = Settings(heads=(1, 3), steps=15, log_points=6, **cm.QUICK_DATA)
 
 
 def _observe(loss_fn, p, readout_scale):
@@ -83,7 +69,7 @@ def train_many_heads(data, lr, n_heads: int, segments: tuple[int, ...]):
         return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sqrt"), Loss.LOGISTIC)
 
     observe = partial(_observe, objective, readout_scale=jnp.sqrt(jnp.float32(n_heads)))
-    return train_logged(objective, params0, "gd", lr, segments, observe)
+    return cm.train_logged(objective, params0, "gd", lr, segments, observe)
 
 
 @partial(jax.jit, static_argnames=("segments",))
@@ -97,7 +83,7 @@ def train_one_head(data, lr, heads: jax.Array, segments: tuple[int, ...]):
         def objective(p):
             return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sum"), Loss.LOGISTIC)
 
-        return train_logged(
+        return cm.train_logged(
             objective, params0, "gd", steps, segments, partial(_observe, objective, readout_scale=1.0)
         )
 
@@ -125,8 +111,8 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> StepSizeRu
     """Train both runs for every H of ``s`` on one DM1 draw from ``seed``: the one-head runs in one
     vmapped program, the H-head models one program per H (a progress bar over them if ``progress``)."""
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
-    data = jax.tree_util.tree_map(lambda a: a[0], dm1_data(jax.random.PRNGKey(seed), 1, **fields))
-    steps, segments = schedule(s.steps, s.log_points)
+    data = jax.tree_util.tree_map(lambda a: a[0], cm.dm1_data(jax.random.PRNGKey(seed), 1, **fields))
+    steps, segments = cm.schedule(s.steps, s.log_points)
     lr = jnp.float32(s.lr)
     one = train_one_head(data, lr, jnp.array(s.heads, jnp.float32), segments)
     one = {k: np.asarray(v, dtype=np.float64) for k, v in one.items()}  # (H, L, ...)
@@ -136,7 +122,7 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> StepSizeRu
             {k: np.asarray(v, dtype=np.float64) for k, v in train_many_heads(data, lr, h, segments).items()}
         )
     many = {k: np.stack([m[k] for m in many]) for k in many[0]}
-    check_finite(
+    cm.check_finite(
         NAME,
         **{f"{k} (H heads)": v for k, v in many.items()},
         **{f"{k} (one head)": v for k, v in one.items()},
@@ -159,7 +145,7 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> StepSizeRu
 
 def _curves_axes(ax, r: StepSizeRun, many_y: np.ndarray, one_y: np.ndarray, ylabel: str, title: str):
     """A quantity (H, L) over training: the H-head models as lines, the one-head runs as circles."""
-    colors, x, marks = head_palette(r.heads), log_x(r.steps), slice(None, None, 2)
+    colors, x, marks = cm.head_palette(r.heads), cm.log_x(r.steps), slice(None, None, 2)
     for i, h in enumerate(r.heads):
         ax.plot(x, many_y[i], color=colors[i], lw=2.2, label=f"H = {h} heads, step η")
     for i in range(len(r.heads)):
@@ -169,7 +155,7 @@ def _curves_axes(ax, r: StepSizeRun, many_y: np.ndarray, one_y: np.ndarray, ylab
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    legend_below(ax, fontsize=9, ncol=2)
+    cm.legend_below(ax, fontsize=9, ncol=2)
 
 
 def _difference_axes(ax, r: StepSizeRun) -> None:
@@ -193,13 +179,13 @@ def _difference_axes(ax, r: StepSizeRun) -> None:
     ax.set_xlabel("number of heads H")
     ax.set_ylabel("max over t of |difference| / max |value|")
     ax.set_title("the two runs differ only by rounding")
-    legend_below(ax, fontsize=9, ncol=2)
+    cm.legend_below(ax, fontsize=9, ncol=2)
 
 
 def draw(r: StepSizeRun, s: Settings) -> Figure:
     """The figure: train loss and key-query norm of both runs over training, then their difference."""
-    set_style()
-    fig, axes = panel_row(3, figsize=(17, 5.6))
+    cm.set_style()
+    fig, axes = cm.panel_row(3, figsize=(17, 5.6))
     _curves_axes(axes[0], r, r.loss_many, r.loss_one, "train loss", "train loss")
     _curves_axes(
         axes[1],
@@ -240,18 +226,4 @@ def report(r: StepSizeRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "H heads with step size η behave like one head whose attention learns with step η / H"
 
 
-def run(
-    out: Path,
-    *,
-    quick: bool = False,
-    seed: int = 0,
-    progress: bool = True,
-    settings: Settings | None = None,
-    slides: bool = False,
-) -> DemoResult:
-    """Compute, draw ``step_size.png`` into ``out``, report.
-    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
-    s = settings if settings is not None else (QUICK if quick else FULL)
-    r = compute(s, seed, progress=progress)
-    png = save_png(draw(r, s), out / "step_size.png", slide=SLIDE_TITLE if slides else None)
-    return DemoResult(NAME, (png,), *report(r, s), arrays=r)
+run = cm.demo_run(__name__, "step_size.png")  # compute → draw → step_size.png → report

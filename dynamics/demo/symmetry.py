@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -28,21 +27,7 @@ from matplotlib.figure import Figure
 
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
-from dynamics.demo.common import (
-    QUICK_DATA,
-    DemoResult,
-    check_finite,
-    dm1_data,
-    first_heads,
-    head_palette,
-    legend_below,
-    log_x,
-    panel_row,
-    save_png,
-    schedule,
-    set_style,
-    train_logged,
-)
+from dynamics.demo import common as cm
 
 NAME = "symmetry"
 PURPOSE = "zero init vs small random init: head diversity over training (zero stays exactly 0), loss vs H"
@@ -64,7 +49,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(heads=(1, 2, 3), steps=12, log_points=5, trials=1, **QUICK_DATA)
+QUICK = Settings(heads=(1, 2, 3), steps=12, log_points=5, trials=1, **cm.QUICK_DATA)
 
 
 @partial(jax.jit, static_argnames=("h_max", "segments"))
@@ -79,7 +64,7 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
     # The empty slots keep their draw: weight 0 gives them no say in Φ and exactly zero gradient,
     # and the diversity reads only the H heads of the model.
     params0 = {k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}
-    weight = first_heads(n_heads, h_max)  # (h_max,)
+    weight = cm.first_heads(n_heads, h_max)  # (h_max,)
 
     def phi(p, X):
         return mdl.logits(p, X, weight=weight, n_heads=n_heads)  # (n,): c_H Σ_{h ≤ H} f_h
@@ -94,7 +79,7 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
             "test_loss": mean_loss(data.y_test * phi(p, data.X_test), loss),
         }
 
-    return train_logged(objective, params0, "gd", lr, segments, observe)
+    return cm.train_logged(objective, params0, "gd", lr, segments, observe)
 
 
 def _band(ax, x, values, color, label, marker, ls="-"):
@@ -122,9 +107,9 @@ def compute(s: Settings, seed: int = 0) -> SymmetryRun:
     """Train every (init, H, trial) of ``s`` from ``seed`` in one vmapped, compiled program."""
     k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
-    data = dm1_data(k_data, s.trials, **fields)
+    data = cm.dm1_data(k_data, s.trials, **fields)
     keys = jnp.stack([jax.random.fold_in(k_init, i) for i in range(s.trials)])  # (trials, 2)
-    steps, segments = schedule(s.steps, s.log_points)
+    steps, segments = cm.schedule(s.steps, s.log_points)
     # Grid (init, H, trial) flattened into one vmapped batch; one compile for everything.
     scales = np.array([0.0, s.init_scale])
     grid = np.stack(
@@ -142,13 +127,13 @@ def compute(s: Settings, seed: int = 0) -> SymmetryRun:
     )
     shape = (2, len(s.heads), s.trials, len(steps))
     logged = {k: np.asarray(v, dtype=np.float64).reshape(shape) for k, v in logged.items()}
-    check_finite(NAME, **logged)
+    cm.check_finite(NAME, **logged)
     return SymmetryRun(heads=np.array(s.heads), steps=steps, **logged)
 
 
 def _diversity_axes(ax, r: SymmetryRun) -> None:
     """Head diversity over training: each random-init H, and the max over every zero-init run."""
-    colors, x = head_palette(r.heads), log_x(r.steps)
+    colors, x = cm.head_palette(r.heads), cm.log_x(r.steps)
     for i, h in enumerate(r.heads):
         if h > 1:
             ax.plot(x, r.diversity[1, i].mean(axis=0), color=colors[i], lw=2, label=f"random init, H = {h}")
@@ -160,7 +145,7 @@ def _diversity_axes(ax, r: SymmetryRun) -> None:
     ax.set_xlabel("iteration t (log scale; t = 0 drawn at 1)")
     ax.set_ylabel("head diversity  max ‖θ_h − θ_h′‖")
     ax.set_title("do the heads differ?")
-    legend_below(ax, fontsize=9, ncol=2)
+    cm.legend_below(ax, fontsize=9, ncol=2)
 
 
 def _final_loss_axes(ax, r: SymmetryRun, s: Settings, metric: str, label: str) -> None:
@@ -176,13 +161,13 @@ def _final_loss_axes(ax, r: SymmetryRun, s: Settings, metric: str, label: str) -
     ax.set_xlabel("number of heads H")
     ax.set_ylabel(f"{label} loss at t = {s.steps}")
     ax.set_title(f"final {label} loss (±1 std over {s.trials} trials)")
-    legend_below(ax, ncol=2)
+    cm.legend_below(ax, ncol=2)
 
 
 def draw(r: SymmetryRun, s: Settings) -> Figure:
     """The figure: head diversity over training, then the final train and test loss against H."""
-    set_style()
-    fig, axes = panel_row(3, figsize=(17, 5.6))
+    cm.set_style()
+    fig, axes = cm.panel_row(3, figsize=(17, 5.6))
     _diversity_axes(axes[0], r)
     _final_loss_axes(axes[1], r, s, "train_loss", "train")
     _final_loss_axes(axes[2], r, s, "test_loss", "test")
@@ -224,18 +209,4 @@ def report(r: SymmetryRun, s: Settings) -> tuple[dict[str, float], tuple[str, ..
 SLIDE_TITLE = "Heads that start at zero stay identical forever; a small random start makes them differ"
 
 
-def run(
-    out: Path,
-    *,
-    quick: bool = False,
-    seed: int = 0,
-    progress: bool = True,
-    settings: Settings | None = None,
-    slides: bool = False,
-) -> DemoResult:
-    """Compute, draw ``symmetry.png`` into ``out``, report (``progress`` unused: one program).
-    ``settings`` replaces QUICK/FULL; ``slides``: a 16:9 picture."""
-    s = settings if settings is not None else (QUICK if quick else FULL)
-    r = compute(s, seed)
-    png = save_png(draw(r, s), out / "symmetry.png", slide=SLIDE_TITLE if slides else None)
-    return DemoResult(NAME, (png,), *report(r, s), arrays=r)
+run = cm.demo_run(__name__, "symmetry.png", compute_progress=False)  # compute → draw → symmetry.png → report

@@ -231,10 +231,16 @@ def _run_locked(
     result = run_sweep(exp, progress=progress, on_point=on_point, skip_heads=done, **sweep_kwargs)
     result.extra.update(complete=True, device=device)
     if writer:
-        try:
-            if finish is not None:
-                finish(result)
-        finally:
-            write_results(result, out)
+        finish_then_write(result, finish, lambda: write_results(result, out))
         clear_points(out)
     return result
+
+
+def finish_then_write(result, finish, write) -> None:
+    """``finish(result)`` (the command line's figures and timings; ``None``: nothing), then
+    ``write()``, the run's final files: written even when ``finish`` raises."""
+    try:
+        if finish is not None:
+            finish(result)
+    finally:
+        write()

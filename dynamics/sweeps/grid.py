@@ -406,12 +406,12 @@ def _run_grid_locked(
     result = run_grid_experiment(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
     result.extra.update(complete=True, device=device, resumed_points=len(done))
     if writer:
-        try:
-            if finish is not None:
-                finish(result)
-        finally:
+
+        def write() -> None:
             write_grid(result, out)
             clear_points(out)
+
+        checkpoint.finish_then_write(result, finish, write)
     return result
 
 

@@ -251,25 +251,24 @@ class FastPathHessian(NamedTuple):
     symmetric: Extremes  # of A + (H−1)B: directions moving all heads alike
     difference: Extremes | None  # of A − B: directions that split heads (multiplicity H−1); None if H = 1
 
+    def extremes(self) -> tuple[jax.Array, jax.Array]:
+        """(λ_max, λ_min) over both blocks: spec ∇²L = spec(A + (H−1)B) ∪ spec(A − B)."""
+        if self.difference is None:
+            return self.symmetric.lam_max, self.symmetric.lam_min
+        return (
+            jnp.maximum(self.symmetric.lam_max, self.difference.lam_max),
+            jnp.minimum(self.symmetric.lam_min, self.difference.lam_min),
+        )
+
 
 def fast_path_hessian(
-    params: Params,
-    X: jax.Array,
-    y: jax.Array,
-    key: jax.Array,
-    *,
-    n_heads: int,
-    query: model.Query | str = model.Query.FIRST,
-    norm: model.Norm | str = model.Norm.SQRT,
-    loss: losses.Loss | str = losses.Loss.LOGISTIC,
-    iters: int = DEFAULT_ITERS,
+    params: Params, X: jax.Array, y: jax.Array, key: jax.Array, *, iters: int = DEFAULT_ITERS, **model_options
 ) -> FastPathHessian:
-    """Lanczos (``lanczos_extremes``) on both blocks of ``fast_path_operators``: the Hessian of the
-    H-head model of identical heads θ = ``params`` (one stored head, leaves (1, …)), per block.
+    """Lanczos (``lanczos_extremes``, ``iters`` steps) on both blocks of ``fast_path_operators``
+    (``model_options``: its ``n_heads``, ``query``, ``norm``, ``loss``): the Hessian of the H-head
+    model of identical heads θ = ``params`` (one stored head, leaves (1, …)), per block.
     Cost: k products on one head (symmetric) and k on two or three stored heads (difference)."""
-    flat, symmetric, difference = fast_path_operators(
-        params, X, y, n_heads=n_heads, query=query, norm=norm, loss=loss
-    )
+    flat, symmetric, difference = fast_path_operators(params, X, y, **model_options)
     k_sym, k_diff = jax.random.split(key)
     ks = jax.random.split(k_sym)
     sym = lanczos_extremes(symmetric, jax.random.normal(ks[0], flat.shape, flat.dtype), ks[1], iters=iters)
@@ -281,30 +280,14 @@ def fast_path_hessian(
 
 
 def fast_path_hessian_extremes(
-    params: Params,
-    X: jax.Array,
-    y: jax.Array,
-    key: jax.Array,
-    *,
-    n_heads: int,
-    query: model.Query | str = model.Query.FIRST,
-    norm: model.Norm | str = model.Norm.SQRT,
-    loss: losses.Loss | str = losses.Loss.LOGISTIC,
-    iters: int = DEFAULT_ITERS,
+    params: Params, X: jax.Array, y: jax.Array, key: jax.Array, **options
 ) -> tuple[jax.Array, jax.Array]:
     """(λ_max, λ_min) of the Hessian of the H-head training loss at H identical heads θ, from the
-    one stored head ``params`` (the zero-init fast path): the extremes over both blocks of
-    ``fast_path_hessian``, spec ∇²L = spec(A + (H−1)B) ∪ spec(A − B). Same tolerance as
-    ``hessian_extremes`` (measured in tests/test_diagnostics.py)."""
-    parts = fast_path_hessian(
-        params, X, y, key, n_heads=n_heads, query=query, norm=norm, loss=loss, iters=iters
-    )
-    if parts.difference is None:
-        return parts.symmetric.lam_max, parts.symmetric.lam_min
-    return (
-        jnp.maximum(parts.symmetric.lam_max, parts.difference.lam_max),
-        jnp.minimum(parts.symmetric.lam_min, parts.difference.lam_min),
-    )
+    one stored head ``params`` (the zero-init fast path): ``fast_path_hessian`` (``options``: its
+    ``iters`` and ``fast_path_operators``'s ``n_heads``, ``query``, ``norm``, ``loss``) reduced by
+    ``FastPathHessian.extremes``. Same tolerance as ``hessian_extremes`` (measured in
+    tests/test_diagnostics.py)."""
+    return fast_path_hessian(params, X, y, key, **options).extremes()
 
 
 # --------------------------------------------------------------------------------------------
