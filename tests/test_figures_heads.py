@@ -17,6 +17,7 @@ from test_figures import check_pdf, check_png  # noqa: E402
 from dynamics import run_sweep  # noqa: E402
 from dynamics.cli.figures import main  # noqa: E402
 from dynamics.config.schema import preset  # noqa: E402
+from dynamics.core.data import planted_names  # noqa: E402
 from dynamics.sweeps.results import write_results  # noqa: E402
 from figures import heads_figure, plot_heads  # noqa: E402
 from figures.heads import DIVERGED_COLOR, choose_steps, head_palette, head_run  # noqa: E402
@@ -43,12 +44,13 @@ def real():
     )
 
 
-def with_directions(result, *, key=True, attention=True, diverge=None):
+def with_directions(result, *, key=True, attention=True, diverge=None, names=DIRECTIONS):
     """``result`` with planted-direction curves (head_u_cos, head_key_cos: head h of trial j drifts to
     direction (h + j) mod P) as the contract lays them out: (n_H, trials, L, H_max, P), NaN past H.
-    ``diverge=(i, trial, step)``: that run diverges at that logged step (its curves NaN from there)."""
+    ``diverge=(i, trial, step)``: that run diverges at that logged step (its curves NaN from there).
+    ``names``: the directions' names; a saved result needs its data model's own (the loader checks them)."""
     n_h, trials, L, h_max = result.curves["head_u_norm"].shape
-    P, t = len(DIRECTIONS), np.linspace(0.0, 1.0, L)
+    P, t = len(names), np.linspace(0.0, 1.0, L)
     rng = np.random.default_rng(1)
     u = np.full((n_h, trials, L, h_max, P), np.nan)
     for i, H in enumerate(result.heads):
@@ -71,7 +73,7 @@ def with_directions(result, *, key=True, attention=True, diverge=None):
         div[i, j] = step
         for v in curves.values():
             v[i, j, result.steps >= step] = np.nan
-    extra = {**result.extra, "directions": list(DIRECTIONS)}
+    extra = {**result.extra, "directions": list(names)}
     return dataclasses.replace(result, curves=curves, diverged_at=div, extra=extra)
 
 
@@ -101,7 +103,7 @@ def head_lines(ax, L: int) -> list:
 
 
 def test_memory_and_folder_draw_the_same(real, tmp_path):
-    for k, result in enumerate((real, with_directions(real))):
+    for k, result in enumerate((real, with_directions(real, names=planted_names(real.config.data)))):
         folder = tmp_path / f"r{k}"
         write_results(result, folder)
         a, b = heads_figure(result, trial=1), heads_figure(folder, trial=1)
@@ -201,7 +203,7 @@ def test_results_without_per_head_curves_are_refused(real):
 
 def test_saved_as_png_and_pdf_and_from_the_command_line(real, tmp_path, capsys):
     folder = tmp_path / "run"
-    write_results(with_directions(real), folder)
+    write_results(with_directions(real, names=planted_names(real.config.data)), folder)
     paths = plot_heads(folder, tmp_path / "heads", H=1, steps=[0, STEPS])
     assert [p.name for p in paths] == ["heads.png", "heads.pdf"]
     check_png(paths[0])
