@@ -5,11 +5,13 @@ Targets are labels, a classification task, when y_train and y_test are each all 
 (0/1 mapped 0 -> -1, array by array). Any other finite targets are kept as they are: a
 regression task (``UserData.task``, ``infer_task``); asked for as regression
 (``load_npz(path, "regression")``), every target is kept as it is, ±1 and 0/1 included.
+Other keys are ignored, except one that looks like a known key misspelt (``mask_tarin``): refused.
 Every problem is a one-line DataError naming the file and the offending key.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 import os
@@ -127,6 +129,20 @@ def infer_task(path: str | os.PathLike) -> str:
     return _target_task(*targets)
 
 
+def _check_unknown(path: Path, files: list[str]) -> None:
+    """Other keys (notes, metadata) are ignored, but one that looks like a known key misspelt
+    (``mask_tarin``, ``x_train``: a known prefix, or close to a known key) is refused: its array
+    would silently not be used."""
+    known = (*REQUIRED_KEYS, *MASK_KEYS)
+    for key in files:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        if near or key.lower().startswith(("x_", "y_", "mask")):
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise _fail(path, key, f"is not a key mhsim reads{hint}; allowed: {', '.join(known)}")
+
+
 def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
     """Load and check a user data file (see the module docstring); raise DataError. ``task``
     None infers it from the targets (``infer_task``); "regression" keeps every target as it is,
@@ -150,6 +166,7 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
                 f"is missing (missing: {', '.join(missing)}; required: "
                 f"{', '.join(REQUIRED_KEYS)}; found: {', '.join(archive.files) or 'none'})",
             )
+        _check_unknown(path, archive.files)
         raw = {k: _read(archive, path, k) for k in (*REQUIRED_KEYS, *MASK_KEYS) if k in archive.files}
     X_train = _tokens(path, "X_train", raw["X_train"])
     X_test = _tokens(path, "X_test", raw["X_test"])

@@ -236,6 +236,41 @@ def test_a_complex_metric_is_refused_not_cast_to_its_real_part():
     boundary.check_metric("ok", jnp.zeros(3, bool))
 
 
+@pytest.mark.parametrize("value", [None, "value", {"a": 1}])
+def test_a_metric_that_is_no_array_is_refused_naming_it(value):
+    with pytest.raises(
+        ConfigError, match=r"^metric 'm' returned .*; a metric must return a real numeric array"
+    ):
+        boundary.check_metric("m", value)
+    boundary.check_metric("m", 2.5)  # a number: accepted, read as an array
+
+
+@pytest.mark.parametrize("value", [-0.5, "tiny", float("inf"), True, [0.1, 0.2]])
+def test_a_declared_noise_floor_outside_what_is_allowed_is_refused(value):
+    with pytest.raises(
+        ConfigError, match=r"^data\.model='m:x' has noise_floor=.*; allowed: a finite real >= 0"
+    ):
+        boundary.check_noise_floor("m:x", value)
+
+
+@pytest.mark.parametrize("value", [None, 0, 0.25, np.float32(1.0), float("nan"), lambda world: 0.1])
+def test_a_declared_noise_floor_that_is_allowed_passes(value):
+    assert boundary.check_noise_floor("m:x", value) is None
+
+
+def test_an_npz_key_like_a_known_one_misspelt_is_refused(tmp_path):
+    from datamodels import load_npz
+    from datamodels.npz import DataError
+
+    X, y = np.zeros((4, 2, 3), np.float32), np.array([1.0, -1.0, 1.0, -1.0], np.float32)
+    arrays = {"X_train": X, "y_train": y, "X_test": X, "y_test": y}
+    np.savez(tmp_path / "typo.npz", **arrays, mask_tarin=np.ones((4, 2), bool))
+    with pytest.raises(DataError, match=r"mask_tarin.*did you mean 'mask_train'.*allowed: X_train"):
+        load_npz(tmp_path / "typo.npz")
+    np.savez(tmp_path / "notes.npz", **arrays, notes=np.arange(3))  # an unrelated key: ignored
+    assert load_npz(tmp_path / "notes.npz").X_train.shape == (4, 2, 3)
+
+
 # --init-from beyond float32, identical trials.
 
 

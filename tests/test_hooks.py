@@ -120,7 +120,8 @@ def test_programs_with_user_metrics_are_not_kept_on_disk():
         ({"not a name": u_norms}, ConfigError, "identifier"),
         ({3: u_norms}, ConfigError, "identifier"),
         ({"x": 3}, TypeError, "not callable"),
-        ({"x": lambda p, d: "text"}, TypeError, None),
+        ({"x": lambda p, d: "text"}, ConfigError, "real numeric array"),  # refused before JAX reads it
+        ({"x": lambda p, d: None}, ConfigError, "returned NoneType None"),
     ],
 )
 def test_misuse_is_refused_in_one_line(metrics, error, words):

@@ -28,9 +28,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def int_list_arg(text: str) -> tuple[int, ...]:
-    """'1,2,4' -> (1, 2, 4); empty parts are skipped."""
+    """'1,2,4' -> (1, 2, 4); an empty part ('1,,2') is refused."""
     try:
-        return tuple(int(p) for p in text.split(",") if p.strip())
+        parts = [p.strip() for p in text.split(",")]
+        if "" in parts:
+            raise ValueError
+        return tuple(int(p) for p in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 

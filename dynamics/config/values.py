@@ -45,8 +45,10 @@ def head_size_arg(text: str) -> str | int:
 def parse_heads(value) -> tuple[int, ...]:
     """'1,2,4' or [1, 2, 4] -> (1, 2, 4); validated later."""
     if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
+        parts = [p.strip() for p in value.split(",")]
         try:
+            if "" in parts:  # '1,,2' or '1,2,': an empty item is a typo, not a list of H
+                raise ValueError
             return tuple(int(p) for p in parts)
         except ValueError:
             raise ConfigError(

@@ -101,7 +101,7 @@ def user_metrics(metrics, params: dict[str, jax.Array], data: TestSet, dtype) ->
         except Exception as err:
             err.add_note(f"raised by the user metric {ref.name!r} ({ref!r}), traced in the run's program")
             raise
-        value = jnp.asarray(value)
         boundary.check_metric(ref.name, value)  # real numbers: a complex value is refused, not cast
+        value = jnp.asarray(value)
         out[ref.name] = value.astype(dtype)[None]
     return out

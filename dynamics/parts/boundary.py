@@ -247,9 +247,38 @@ def check_part(field: str, path: str, obj: Any) -> None:
         probe(field, path, obj)
 
 
+def check_noise_floor(name: str, value: Any) -> None:
+    """A data model's declared ``noise_floor`` (the Bayes risk its excess risk is measured from):
+    None or NaN (unknown), a finite real >= 0, or a function of the world (its value is traced)."""
+    if value is None or callable(value):
+        return
+    ok = not isinstance(value, bool | str | bytes) and np.ndim(value) == 0 and _dtype(value).kind in "fiu"
+    if ok:
+        v = float(value)
+        ok = np.isnan(v) or (np.isfinite(v) and v >= 0)
+    if not ok:
+        raise ConfigError(
+            f"data.model={name!r} has noise_floor={value!r}; allowed: a finite real >= 0 (the Bayes risk "
+            "of the square loss), None or NaN if unknown, or a function of the world"
+        )
+
+
 def check_metric(name: str, value: Any) -> None:
     """A user metric's value (a traced array): numeric and real (a complex value is refused, never
-    cast to its real part)."""
+    cast to its real part); None, a string or any other object is refused before JAX reads it."""
+    if not hasattr(value, "dtype"):
+        import jax.numpy as jnp
+
+        try:
+            array = None if value is None or isinstance(value, str | bytes) else jnp.asarray(value)
+        except TypeError:
+            array = None
+        if array is None:
+            raise ConfigError(
+                f"metric {name!r} returned {type(value).__name__} {value!r:.40}; a metric must return a "
+                "real numeric array (a number, or a jnp array of real numbers)"
+            )
+        value = array
     dtype = _dtype(value)
     if dtype.kind == "c":
         raise ConfigError(
@@ -257,4 +286,7 @@ def check_metric(name: str, value: Any) -> None:
             "jnp.abs(v) or jnp.real(v) yourself"
         )
     if dtype.kind not in "biuf":
-        raise ConfigError(f"metric {name!r} returned an array of {dtype}; it must be real numbers")
+        raise ConfigError(
+            f"metric {name!r} returned {type(value).__name__} of dtype {dtype}; a metric must return a real "
+            "numeric array"
+        )

@@ -56,6 +56,9 @@ class DataModel(Part):
         task = getattr(obj, "task", "classification")
         if task not in TASKS:
             raise ConfigError(f"data.model={name!r} has task={task!r}; allowed: {', '.join(TASKS)}")
+        from dynamics.parts.boundary import check_noise_floor
+
+        check_noise_floor(name, getattr(obj, "noise_floor", None))
         sizes = dict(getattr(obj, "sizes", None) or {})
         sizes.update({k: getattr(obj, k) for k in ("T", "d") if isinstance(getattr(obj, k, None), int)})
         return cls(
