@@ -56,6 +56,13 @@ class DataModel(Part):
         task = getattr(obj, "task", "classification")
         if task not in TASKS:
             raise ConfigError(f"data.model={name!r} has task={task!r}; allowed: {', '.join(TASKS)}")
+        floor = getattr(obj, "noise_floor", None)
+        real = isinstance(floor, int | float) and not isinstance(floor, bool)
+        if not (floor is None or callable(floor) or (real and not floor < 0)):
+            raise ConfigError(
+                f"data.model={name!r} has noise_floor={floor!r}; it must be a number >= 0 (NaN: unknown), "
+                "a function of the world, or None"
+            )
         declared = getattr(obj, "sizes", None)
         if declared is not None and not isinstance(declared, Mapping):
             raise ConfigError(
