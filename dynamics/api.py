@@ -101,7 +101,7 @@ def run_sweep(cfg: Config | str | None = None, *, x64: bool = False, **kwargs: A
     import contextlib
     import os
 
-    from dynamics.sweeps.checks import as_config
+    from dynamics.sweeps.checks import as_config, with_data
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     if not isinstance(x64, bool):
@@ -109,6 +109,9 @@ def run_sweep(cfg: Config | str | None = None, *, x64: bool = False, **kwargs: A
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     if isinstance(cfg, str):
         cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
+    if engine.get("data") is not None and not isinstance(engine["data"], str | os.PathLike):
+        # a data model object: the overrides are checked against its declarations, not the default model's
+        cfg = with_data(as_config(cfg, "run_sweep"), engine.pop("data"))
     cfg = with_overrides(cfg, **kwargs)
     if isinstance(engine.get("data"), str | os.PathLike):  # a file's path, as --data FILE.npz
         path = os.fspath(engine.pop("data"))

@@ -37,13 +37,16 @@ def data_model(cfg: DataConfig):
     return parts.DATA_MODELS.get(cfg.model).load()
 
 
-def draw_trial(model, cfg: DataConfig, key: jax.Array) -> Data:
+TRAINING_SET = "the training set"
+
+
+def draw_trial(model, cfg: DataConfig, key: jax.Array, train: str = TRAINING_SET) -> Data:
     """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
     training and test sets sampled from that world with the second and third (each checked at the
-    boundary: ``dynamics.parts.boundary``)."""
+    boundary: ``dynamics.parts.boundary``; ``train`` names the training draw in a refusal)."""
     k_setup, k_train, k_test = jax.random.split(key, 3)
     world = model.setup(k_setup, cfg)
-    X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, "the training set")
+    X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, train)
     X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, "the test set")
     floor = datamodels.noise_floor(model, world)
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
@@ -113,10 +116,15 @@ def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
 
 
 def make_data(
-    cfg: DataConfig, key: jax.Array | np.ndarray, trials: int, task: str | None = None
+    cfg: DataConfig,
+    key: jax.Array | np.ndarray,
+    trials: int,
+    task: str | None = None,
+    train: str = TRAINING_SET,
 ) -> tuple[Data, bool]:
     """(data, shared): synthetic data has a leading trial axis; user data is shared by all trials
-    (``task``: how a file's targets are read, None to infer it from them; ``datamodels.load_npz``).
+    (``task``: how a file's targets are read, None to infer it from them; ``datamodels.load_npz``;
+    ``train``: what the training draw is called in a refusal, e.g. an online batch).
 
     ``key`` is a raw Threefry key ((2,) uint32, e.g. ``jax.random.PRNGKey(seed)``) or a typed
     one. Trial i's data comes from ``fold_in(key, i)``, so adding trials keeps the first ones.
@@ -133,8 +141,9 @@ def make_data(
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
     model = data_model(cfg)
     with jax.enable_x64(False):  # shapes and dtypes of one trial, before any compile
-        jax.eval_shape(lambda k: draw_trial(model, cfg, k), rng.wrap(raw[0]))
-    data = executables.call(_synthetic_trials, "data.synthetic_trials", _static(cfg), {"raw": raw})
+        jax.eval_shape(lambda k: draw_trial(model, cfg, k, train), rng.wrap(raw[0]))
+    static = _static(cfg) | ({} if train == TRAINING_SET else {"train": train})  # the same key as ever
+    data = executables.call(_synthetic_trials, "data.synthetic_trials", static, {"raw": raw})
     check_data(cfg, data, parts.DATA_MODELS[cfg.model].task)
     return data, False
 
@@ -151,12 +160,12 @@ def check_data(cfg: DataConfig, data: Data, task: str) -> None:
         )
 
 
-@partial(jax.jit, static_argnames=("cfg", "model"))
-def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array) -> Data:
+@partial(jax.jit, static_argnames=("cfg", "model", "train"))
+def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array, train: str = TRAINING_SET) -> Data:
     # One compiled program (op-by-op dispatch of the generators costs seconds of compiles),
     # with dynamics.core.rng's Threefry: jax.random's numbers, without its rolled CPU hash loop,
     # which XLA:CPU takes seconds to compile per draw.
-    return jax.vmap(lambda k: draw_trial(model.obj, cfg, k))(rng.wrap(raw))  # raw (trials, 2)
+    return jax.vmap(lambda k: draw_trial(model.obj, cfg, k, train))(rng.wrap(raw))  # raw (trials, 2)
 
 
 class TrialData(NamedTuple):

@@ -59,7 +59,13 @@ class DataModel(Part):
         from dynamics.parts.boundary import check_noise_floor
 
         check_noise_floor(name, getattr(obj, "noise_floor", None))
-        sizes = dict(getattr(obj, "sizes", None) or {})
+        declared = getattr(obj, "sizes", None)
+        if declared is not None and not isinstance(declared, Mapping):
+            raise ConfigError(
+                f"data.model={name!r} has sizes={declared!r} (a {type(declared).__name__}); sizes must be "
+                "a dict {'T': tokens, 'd': width} (or T and d attributes), or left out"
+            )
+        sizes = dict(declared or {})
         sizes.update({k: getattr(obj, k) for k in ("T", "d") if isinstance(getattr(obj, k, None), int)})
         return cls(
             name,

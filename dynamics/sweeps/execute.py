@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -21,6 +22,7 @@ from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, metrics_of
+from dynamics.parts.registry import is_user_name
 from dynamics.sweeps.checks import metric_record
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.plan import (
@@ -49,8 +51,13 @@ def prepare_data(cfg: Config) -> Drawn:
     # integers and floats), so the data are drawn as without x64 and simulated in float64.
     # Keys as jax.random derives them, in numpy (dynamics.core.rng): no compile per key operation.
     k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))
+    data_cfg, train = cfg.data, "the training set"
+    if online_sampler(cfg) is not None and is_user_name(data_cfg.model):
+        # online, n_train has no effect (every batch is fresh): a user's model is asked for one
+        # batch's examples, not n_train it may not have (the built-in models draw as they always did)
+        data_cfg, train = dataclasses.replace(data_cfg, n_train=cfg.optim.batch_size), "an online batch"
     with jax.enable_x64(False):
-        data, shared = make_data(cfg.data, k_data, cfg.sweep.trials, task=cfg.optim.task)
+        data, shared = make_data(data_cfg, k_data, cfg.sweep.trials, task=cfg.optim.task, train=train)
     init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return Drawn(data, shared, init_keys)
 
