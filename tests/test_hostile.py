@@ -737,7 +737,9 @@ BAD_METRICS = {
     "string_output": ({"m": metric_string}, ["metric", "m", "str"]),
     "none_output": ({"m": metric_none}, ["metric", "m", "None"]),
     "name_clash_train_loss": ({"train_loss": metric_u_sq}, ["train_loss", "metric"]),
-    "name_clash_head": ({"head_u": metric_u_sq}, ["head_u", "metric"]),
+    # a name mhsim's own per-head curves use (a `head_` prefix alone is not reserved: metrics are
+    # declared by kind, and only the names of mhsim's own curves are taken)
+    "name_clash_head": ({"head_u_cos": metric_u_sq}, ["head_u_cos", "metric"]),
     "name_clash_param": ({"param_U": metric_u_sq}, ["param_U", "metric"]),
     "name_not_identifier": ({"my metric": metric_u_sq}, ["my metric", "identifier"]),
     "name_empty": ({"": metric_u_sq}, ["identifier", "name", "metric"]),
@@ -1324,11 +1326,12 @@ def test_npz_zero_one_labels_numbers(tmp_path):
 
 
 def test_npz_sizes_refused(tmp_path):
-    """``n_train`` on data from a file changes nothing: refused (documented)."""
+    """``n_train`` and ``n_test`` (BASE gives both) on data from a file change nothing: refused
+    (documented), the message naming one of them."""
     from dynamics import run_sweep
 
     path = _npz(tmp_path)
-    decide(lambda: run_sweep(data=str(path), **BASE), ["n_train", "n-train"], None)
+    decide(lambda: run_sweep(data=str(path), **BASE), ["n_train", "n-train", "n_test", "n-test"], None)
 
 
 # --------------------------------------------------------------------------- grids
