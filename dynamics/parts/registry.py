@@ -32,6 +32,7 @@ import importlib
 import inspect
 import re
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -147,14 +148,22 @@ def source_record(obj: Any) -> dict[str, str | None]:
         return {"path": None, "sha256": None}
 
 
+_SOURCE_LOCK = threading.Lock()
+
+
 def _source(fn: Any) -> str | None:
-    """The source of ``fn`` and of its module's file, or None if either cannot be read."""
+    """The source of ``fn`` and of its module's file, or None if either cannot be read.
+    ``inspect.getsource`` parses the file with ``ast``, whose recursion-depth bookkeeping in
+    CPython 3.11 is not thread-safe ("AST constructor recursion depth mismatch" when two threads
+    parse at once): the parse is serialised, and that error is read as "cannot be read" (the
+    program is then not kept on disk) rather than ending the run."""
     try:
-        own = inspect.getsource(fn)
+        with _SOURCE_LOCK:
+            own = inspect.getsource(fn)
         path = inspect.getsourcefile(fn)
         with open(path, "rb") as f:  # type: ignore[arg-type]
             whole = f.read()
-    except (OSError, TypeError):
+    except (OSError, TypeError, SystemError):
         return None
     return own + hashlib.sha256(whole).hexdigest()
 
