@@ -52,12 +52,6 @@ def test_help_imports_neither_jax_nor_plotting(tmp_path):
     assert not {"jax", "jaxlib", "optax", *PLOTTING} & set(seen["modules"])
 
 
-@pytest.mark.xfail(
-    reason="known regression, not yet found: a second process recompiles one engine program (its "
-    "kept key differs from the first process's for a program that compiles to the same XLA), so the "
-    "cold start is slower; numbers are unaffected (the same curves, checked below when it passes)",
-    strict=False,
-)
 def test_second_process_loads_every_program_from_the_cache(tmp_path):
     """Two identical runs sharing a cache folder: the first compiles and fills it, the second
     compiles nothing (JAX's compile events and dynamics.infra.executables' loads, recorded in

@@ -128,6 +128,12 @@ def _object_source(obj: Any) -> str | None:
     instance, its class's and its state (a dataclass's repr, or its attributes)."""
     if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
         return _source(obj)
+    wrapped = getattr(obj, "__wrapped__", None)
+    if inspect.isfunction(wrapped):  # jax.custom_jvp / custom_vjp / jit / functools.wraps: a wrapper
+        # whose state holds addresses; its function's source, and a custom rule's (``jvp``/``fwd``/``bwd``)
+        rules = [getattr(obj, name, None) for name in ("jvp", "fwd", "bwd")]
+        texts = [_source(f) for f in (wrapped, *rules) if inspect.isfunction(f)]
+        return None if None in texts else "".join(texts)
     if inspect.ismethod(obj) or inspect.isbuiltin(obj) or not hasattr(obj, "__dict__"):
         return _source(obj) if callable(obj) else repr(obj)
     own = _source(type(obj))
