@@ -6,9 +6,10 @@ definitions in ``dynamics.core.heads``). What it draws is what the per-head metr
 each of those per planted direction:
 
 - (a) heatmaps head × planted direction of |cos(U_h, direction)| (top row) and |cos(key
-  direction of head h, direction)| (bottom row) at a few logged steps (default: the first after
-  t = 0, the middle one and the last, all before any divergence), on one colour scale [0, 1];
-- (b) curves over the logged steps, one colour per head in every panel (and on the heatmaps'
+  direction of head h, direction)| (bottom row) at a few steps of the per-head view (its own
+  steps, ``head_steps``; default: the first after t = 0, the middle one and the last, all before
+  any divergence), on one colour scale [0, 1];
+- (b) curves over the per-head view's steps, one colour per head in every panel (and on the heatmaps'
   head labels): the attention on the relevant tokens of the test set; |cos| of U_h and of the
   key direction with the planted direction the head matches best at its last logged step
   (named at the line's end); ‖U_h‖ and the key-query part's norm.
@@ -96,7 +97,7 @@ def head_run(source, H=None, trial=0) -> HeadRun:
     directions = [str(d) for d in meta.get("directions") or [f"direction {p}" for p in range(P)]]
     if P and len(directions) != P:
         raise ValueError(f"the results name {len(directions)} planted directions but {planted[0]} has {P}")
-    steps = np.asarray(curves["steps"])
+    steps = np.asarray(curves.get("head_steps", curves["steps"]))  # the per-head view's own steps
     return HeadRun(meta, H, trial, steps, per, directions if P else [], int(div[i, trial]))
 
 

@@ -37,7 +37,7 @@ def single_location_figure(source) -> Figure:
     result = _result(source)
     a = sl.alignments(result)
     cfg = result.config
-    steps = np.asarray(result.steps)
+    steps = np.asarray(result.head_steps)  # the per-head view's steps, the alignments' axis
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
     _median_band(axes[0], steps, a["kappa"], DEEP[0], "|k·k*|")
     _median_band(axes[0], steps, a["nu"], DEEP[1], "|v·v*|")

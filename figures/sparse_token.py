@@ -23,7 +23,7 @@ from figures.theme import set_theme
 def alignments(result) -> tuple[np.ndarray, np.ndarray, bool]:
     """(cos(w⁽¹⁾, ξ), cos(q⁽²⁾, ξ), signed) of a grid result: arrays (*grid shape, trials) of the
     first H, from the signed curves when logged, else the per-head |cos| of the first head."""
-    steps = list(np.asarray(result.steps))
+    steps = list(np.asarray(result.curves.get("head_steps", result.steps)))  # the per-head view's steps
     if 1 not in steps or 2 not in steps:
         raise ValueError(f"the run logged steps {steps}, not steps 1 and 2 (log every step)")
     i1, i2 = steps.index(1), steps.index(2)

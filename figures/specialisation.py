@@ -43,6 +43,7 @@ def _time(ax, steps: np.ndarray) -> None:
 def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) -> None:
     """One activation's row of panels (module docstring)."""
     steps = np.asarray(arrays["steps"])
+    view = np.asarray(arrays.get("head_steps", steps))  # the per-head curves' own steps
     F = spec.feature_count(meta["config"])
     H = int(run["heads"])
     cos = spec._cos_features(arrays, list(meta["directions"]), F)[0, run["trial"], :, :H]  # (L, H, F)
@@ -51,7 +52,7 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
     for f in range(F):
         ax = axes[f]
         for h in range(H):
-            ax.plot(steps, cos[:, h, f], color=colors[h], lw=1.4, label=f"head {h}")
+            ax.plot(view, cos[:, h, f], color=colors[h], lw=1.4, label=f"head {h}")
         ax.axhline(threshold, color="0.6", ls="--", lw=0.8)
         if taken[f]["step"] is not None:
             ax.axvline(taken[f]["onset"], color=FEATURE_MARK, ls=":", lw=1.2)
@@ -61,7 +62,7 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
         _time(ax, steps)
     u = np.asarray(arrays["head_u_norm"])[0, run["trial"], :, :H]
     for h in range(H):
-        axes[F].plot(steps, u[:, h], color=colors[h], lw=1.4)
+        axes[F].plot(view, u[:, h], color=colors[h], lw=1.4)
     axes[F].set_title(f"{act}: ‖U_h‖", fontsize=9)
     _time(axes[F], steps)
     loss = np.asarray(arrays["test_loss"])[0, run["trial"]]

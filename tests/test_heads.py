@@ -21,7 +21,15 @@ def tiny(query: str, attention: str, init: str = "normal") -> Config:
         data=DataConfig(n_train=20, n_test=15, T=5, d=6, n_irrelevant=2),
         model=ModelConfig(query=query, attention=attention, init=init, init_scale=0.5),
         optim=OptimConfig(steps=6, lr=0.2),
-        sweep=SweepConfig(heads=(1, 3), trials=2, log_every=3, head_metrics="on", save_params=True),
+        sweep=SweepConfig(
+            heads=(1, 3),
+            trials=2,
+            log_every=2,
+            head_metrics="on",
+            save_params=True,
+            head_sims=True,
+            head_every=2,  # at steps 0, 4, 6: the key direction warm-started from the last one
+        ),
     )
 
 
@@ -89,7 +97,8 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
     for p, name in enumerate(result.extra["directions"]):
         np.testing.assert_array_equal(result.planted[name], np.broadcast_to(dirs[p], (cfg.sweep.trials, 6)))
     for i, H in enumerate(cfg.sweep.heads):
-        for t, step in itertools.product(range(cfg.sweep.trials), range(len(result.steps))):
+        np.testing.assert_array_equal(result.head_steps, [0, 4, 6])
+        for t, step in itertools.product(range(cfg.sweep.trials), range(len(result.head_steps))):
             theta = {k: v[i, t, step, :H] for k, v in result.params.items()}
             want = reference(theta, X_test[t], mask[t], query, attention, dirs)
             for name, value in want.items():
@@ -113,9 +122,11 @@ def test_planted_directions_are_named_saved_and_loaded(tmp_path):
         data=DataConfig(model="multi-location", n_train=16, n_test=8, T=5, d=8),
         model=ModelConfig(query="learned", init="normal", init_scale=0.1),
         optim=OptimConfig(steps=4, lr=0.05),
-        sweep=SweepConfig(heads=(2,), trials=2, log_every=2, head_metrics="on"),
+        sweep=SweepConfig(heads=(2,), trials=2, log_every=1, head_metrics="on", head_every=3),
     )
     result = sweep.run_sweep(cfg, progress=False)
+    np.testing.assert_array_equal(result.head_steps, [0, 3, 4])  # every 3rd logged step, the last
+    assert result.curves["head_u_cos"].dtype == np.float32 and result.curves["head_u_cos"].shape[2] == 3
     names = [f"k_star_{f}" for f in range(3)] + [f"v_star_{f}" for f in range(3)]
     assert result.extra["directions"] == names
     assert result.curves["head_u_cos"].shape[-1] == result.curves["head_key_cos"].shape[-1] == 6
@@ -125,6 +136,8 @@ def test_planted_directions_are_named_saved_and_loaded(tmp_path):
     assert not np.allclose(result.planted["k_star_0"][0], result.planted["k_star_0"][1])
     write_results(result, tmp_path)
     back = load_results(tmp_path)
+    np.testing.assert_array_equal(back.head_steps, result.head_steps)  # the view's own step axis
+    np.testing.assert_array_equal(back.curves["head_key_cos"], result.curves["head_key_cos"])
     assert back.extra["directions"] == names and list(back.planted) == names
     for n in names:
         np.testing.assert_array_equal(back.planted[n], result.planted[n])
@@ -155,7 +168,7 @@ def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
     assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
     np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union
     got = result.curves["head_attn_feature"]  # (1, trials, L, H, F)
-    for t, step in itertools.product(range(2), range(len(result.steps))):
+    for t, step in itertools.product(range(2), range(len(result.head_steps))):
         k = result.params["k"][0, t, step]  # (H, d)
         s = np.einsum("ntd,hd->nht", np.asarray(data.X_test[t], np.float64), k)
         if attention == "softmax":

@@ -58,6 +58,24 @@ def test_the_estimate_counts_the_declared_metrics():
     runs_steps = 2 * 2 * len(exp.steps) * 8  # heads × trials × L × float64
     assert parts["curves"] == runs_steps * 9  # a classification run's nine metrics
     # per head: attn_relevant, u_norm, key_norm, uk_cos (4·H); u_cos, key_cos (2·H·P);
-    # attn_feature (H·F); u_sim, key_sim, attn_sim (3·H²); twice (engine and host)
+    # attn_feature (H·F); the engine's float32 and the host's float32 (4 + 4 bytes); L_h = L here
     H, P = 2, 8
-    assert parts["per-head metrics"] == 2 * runs_steps * (4 * H + 2 * H * P + H * P + 3 * H * H)
+    runs_views = 2 * 2 * len(exp.steps)
+    assert parts["per-head metrics"] == runs_views * 8 * (4 * H + 2 * H * P + H * P)
+    # the head–head matrices (u_sim, key_sim, attn_sim: 3·H²) only with sweep.head_sims
+    sims = resolve(apply_overrides(exp.config, {"sweep": {"head_sims": True}}, "test")).config
+    got = memory.sweep_bytes(sims, len(exp.steps))["per-head metrics"]
+    assert got == runs_views * 8 * (4 * H + 2 * H * P + H * P + 3 * H * H)
+
+
+def test_the_per_head_view_is_counted_at_its_own_steps():
+    """1000 steps logged every step: the per-head view (metrics, snapshots) at every 6th logged step
+    and the last (168 of 1001, ``HEAD_POINTS`` = 200), or at every one with head_every = 1."""
+    over = {"optim": {"steps": 1000}, "sweep": {"log_every": 1, "head_metrics": "on", "save_params": True}}
+    cfg = resolve(apply_overrides(small(), over, "test")).config
+    every = resolve(apply_overrides(cfg, {"sweep": {"head_every": 1}}, "test")).config
+    default, full = memory.sweep_bytes(cfg, 1001), memory.sweep_bytes(every, 1001)
+    assert len(range(0, 1001, 6)) + 1 == 168
+    for part in ("per-head metrics", "parameter snapshots"):
+        assert default[part] * 1001 == full[part] * 168
+    assert default["curves"] == full["curves"]

@@ -338,6 +338,8 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
         _positive_int("sweep.log_every", sweep.log_every)
     if sweep.log_points is not None:
         _positive_int("sweep.log_points", sweep.log_points, minimum=2)
+    if sweep.head_every is not None:
+        _positive_int("sweep.head_every", sweep.head_every)
     _check_diagnostics(sweep.diagnostics, model, data)
 
 

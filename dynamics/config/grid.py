@@ -42,7 +42,7 @@ from dynamics.config.schema import (
     resolve,
     unknown_preset,
 )
-from dynamics.parts.metrics import head_metrics_on, metrics_of, per_head_metrics
+from dynamics.parts.metrics import head_indices, head_metrics_on, logged_per_head, metrics_of
 
 # knob name -> (section, field, float, int or str): the knobs that take several values, those
 # declared with ``grid`` (``dynamics.config.knobs``). A data model's parameter is named alone.
@@ -200,17 +200,19 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     """(GiB of result curves, hours of CPU simulation) the grid would take, roughly.
 
     Curves: the run's metrics × L logged steps × 8 bytes per run, and with the per-head metrics
-    (``sweep.head_metrics``) the numbers each declares per step (``Metric.numbers``, as
-    ``dynamics.sweeps.memory`` counts them, P planted directions and F features bounded by d). Time:
+    (``sweep.head_metrics``) the numbers each logs per step of the per-head view × 4 bytes
+    (``Metric.numbers``, as ``dynamics.sweeps.memory`` counts them, P planted directions and F
+    features bounded by d). Time:
     ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
     n examples), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
-    per_step = float(len(metrics_of(grid.base.config)))
-    if head_metrics_on(grid.base.config):
+    per_step = float(len(metrics_of(grid.base.config))) * L * 8
+    if head_metrics_on(grid.base.config):  # float32, at the per-head view's steps
         h_max, d = max(grid.base.config.sweep.heads), max(cfg.data.d or 32 for cfg in grid.points)
-        per_step += sum(m.numbers(h_max, P=d, F=d) for m in per_head_metrics())
-    gib = grid.n_runs * L * per_step * 8 / 2**30
+        L_h = len(head_indices(grid.base.config, L))
+        per_step += sum(m.numbers(h_max, P=d, F=d) for m in logged_per_head(grid.base.config)) * L_h * 4
+    gib = grid.n_runs * per_step / 2**30
     flop = 0.0
     for cfg in grid.points:
         data, heads = cfg.data, cfg.sweep.heads

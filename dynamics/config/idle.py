@@ -93,3 +93,20 @@ def normalised(cfg) -> str | None:
     if not parts.OPTIMIZERS.get(cfg.optim.optimizer).normalise_per_run:
         return f"optim.optimizer={cfg.optim.optimizer!r} does not normalise its step; it is normalized-gd's"
     return None
+
+
+def head_view(cfg) -> str | None:
+    from dynamics.parts.metrics import head_view_on
+
+    if not head_view_on(cfg):
+        return "no per-head view is logged (sweep.head_metrics is off and sweep.save_params is False)"
+    return None
+
+
+def head_sims(cfg) -> str | None:
+    from dynamics.parts.metrics import head_metrics_on
+
+    if not head_metrics_on(cfg):
+        mode, top = cfg.sweep.head_metrics, max(cfg.sweep.heads)
+        return f"sweep.head_metrics={mode!r} logs no per-head metrics (largest H = {top})"
+    return None

@@ -376,13 +376,28 @@ class SweepConfig:
     )
     head_metrics: str = knob(
         "auto",
-        "per-head metrics at every logged step (attention on the relevant tokens, norms, |cos| with "
-        "the data's planted directions, head–head similarities; docs/results-format.md): on, off, or "
-        "auto (default: on up to 16 heads)",
+        "per-head metrics at the per-head view's steps (--head-every; attention on the relevant "
+        "tokens, norms, |cos| with the data's planted directions; docs/results-format.md): on, off, "
+        "or auto (default: on up to 16 heads)",
         choices=HEAD_METRICS,
     )
     save_params: bool = knob(
-        False, "keep θ at every logged step in params.npz (its size is estimated and refused if too large)"
+        False,
+        "keep θ at the per-head view's steps (--head-every) in params.npz (its size is estimated and "
+        "refused if too large)",
+    )
+    head_every: int | None = knob(
+        None,
+        "log the per-head view (per-head metrics, θ snapshots) at every K-th logged step and the last "
+        "(default: about 200 points per run; 1: every logged step)",
+        parse=int_arg,
+        idle=idle.head_view,
+    )
+    head_sims: bool = knob(
+        False,
+        "also log the head–head similarity matrices (H × H per head-view step: |cos| of the readouts, "
+        "key directions and attention patterns)",
+        idle=idle.head_sims,
     )
 
 

@@ -142,6 +142,14 @@ class Program:
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()
     metric_heads: int = 0
+    # the per-head view (per-head metrics, snapshots): the positions among the logged steps where it
+    # is logged (``dynamics.parts.metrics.head_indices``), and whether with the head–head matrices
+    head_log: tuple[int, ...] = ()
+    head_sims: bool = False
+
+    @property
+    def head_view(self) -> bool:
+        return bool(self.head_log) and (self.head_metrics or self.save_params)
 
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
@@ -235,16 +243,10 @@ def evaluate(
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
     }
     directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
-    if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
-        normalises = parts.ACTIVATIONS[prog.attention].normalises
-        features = getattr(data, "features_test", None)
-        out.update(heads.head_metrics(params, A_test, data.mask_test, directions, normalises, features))
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
         test = hooks.metric_data(data, directions, beta, prog.query, prog.attention, prog.norm)
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
         out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
-    if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
-        out.update({snapshot_name(k): v for k, v in params.items()})
     if parts.LOSSES[loss].task == "regression":
         floor = getattr(data, "noise_floor", None)
         floor = jnp.nan if floor is None else floor
@@ -254,6 +256,29 @@ def evaluate(
         out["test_error"] = jax.vmap(error_rate, 1)(z_test)
         out["margin"] = jnp.min(z_train, axis=0)
     return out
+
+
+def head_view(
+    prog: Program, params: mdl.Params, data: Data, beta: float | jax.Array, last_key: jax.Array
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """The per-head view at one logged step: (the per-head metrics per slot (S, …) and the snapshots
+    of θ (per slot; the bias per run), the key directions (S, d)). ``last_key``: the key directions
+    at the last step the view was logged, the power iteration's start (``heads.key_directions``)."""
+    out: dict[str, jax.Array] = {}
+    keys = last_key
+    if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
+        A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)
+        normalises = parts.ACTIVATIONS[prog.attention].normalises
+        directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
+        features = getattr(data, "features_test", None)
+        keys = heads.key_directions(params, last_key)
+        metrics = heads.head_metrics(
+            params, A_test, data.mask_test, directions, normalises, features, keys=keys, sims=prog.head_sims
+        )
+        out.update(metrics)
+    if prog.save_params:  # snapshots: every head's arrays per slot, the bias per run
+        out.update({snapshot_name(k): v for k, v in params.items()})
+    return out, keys
 
 
 def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test) -> jax.Array:
@@ -411,10 +436,46 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
-    (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
+    if prog.head_view:
+        (_, _, div_at, _), metrics = _scan_with_view(prog, data, segment, carry)
+    else:
+        (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
+
+
+def _scan_with_view(prog: Program, data: Data, segment, carry):
+    """``lax.scan(segment, carry, segments)`` with the per-head view logged at the logged steps
+    ``prog.head_log`` (a ``lax.cond`` on the step's place in the view's buffers, -1 elsewhere: the
+    other logged steps skip it), into buffers (L_h, …) carried along with the last key directions.
+    Returns the aggregate curves (L, …) and the view's (L_h, …) together."""
+    at = np.full(len(prog.segments), -1, np.int32)
+    at[list(prog.head_log)] = np.arange(len(prog.head_log))
+
+    def view_at(p, t, last_key):
+        beta = prog.beta(jnp.maximum(t - 1, 0))  # the last update's β, as the segment's evaluate
+        return head_view(prog, p, data, beta, last_key)
+
+    params = carry[0]
+    key0 = jnp.zeros((prog.slots, prog.d), params["U"].dtype)
+    shapes, _ = jax.eval_shape(view_at, params, carry[3], key0)
+    buffers = {k: jnp.zeros((len(prog.head_log), *v.shape), v.dtype) for k, v in shapes.items()}
+
+    def step(full, xs):
+        (inner, (bufs, last_key)), (n_steps, i) = full, xs
+        inner, out = segment(inner, n_steps)
+
+        def write(view):
+            bufs, last_key = view
+            values, keys = view_at(inner[0], inner[3], last_key)
+            return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
+
+        return (inner, jax.lax.cond(i >= 0, write, lambda view: view, (bufs, last_key))), out
+
+    xs = (jnp.array(prog.segments), jnp.asarray(at))
+    (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
+    return inner, {**metrics, **bufs}
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

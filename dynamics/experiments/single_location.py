@@ -8,7 +8,8 @@ MSE − ε² at the current β). mhsim logs per head the |cos| of k_h (``head_ke
 U_h = v (``head_u_cos``) with each planted direction, and |cos(k_h, U_h)| (``head_uk_cos``);
 on the sphere a |cos| is the |dot product|, so all four come from what a sweep logs:
 
-- ``alignments(result)``: |κ|, |ν|, the distance and the excess risk, (trials, L) each;
+- ``alignments(result)``: |κ|, |ν|, the distance and the excess risk, (trials, L_h) each (at the
+  per-head view's steps);
 - ``floor(beta, d, T, gamma)``: the excess risk at (k, v) = (k*, v*) with temperature β, in
   closed form up to one Gauss–Hermite integral. At the end of the authors' schedule β is
   small, erf(β x₁ᵀk*) well below 1 on the relevant token and non-zero on the T − 1 others:
@@ -47,7 +48,8 @@ def _column(planted: dict[str, Any], name: str) -> int:
 
 def alignments(result, head_row: int = 0) -> dict[str, np.ndarray]:
     """|κ|, |ν|, the distance to the manifold and the excess risk of the first head of the run at
-    ``result.heads[head_row]``, each (trials, L). Needs the per-head metrics (``head_metrics``)."""
+    ``result.heads[head_row]``, each (trials, L_h) at the per-head view's steps ``result.head_steps``.
+    Needs the per-head metrics (``head_metrics``)."""
     curves = result.curves
     missing = [k for k in ("head_key_cos", "head_u_cos", "head_uk_cos") if k not in curves]
     if missing:
@@ -60,7 +62,10 @@ def alignments(result, head_row: int = 0) -> dict[str, np.ndarray]:
         "kappa": key_cos[..., ks],
         "nu": u_cos[..., vs],
         "distance": manifold_distance(u_cos[..., ks], key_cos[..., vs], uk_cos),
-        "excess_risk": np.asarray(curves["excess_risk"])[head_row],
+        # at the per-head view's steps, as the three above
+        "excess_risk": np.asarray(curves["excess_risk"])[head_row][
+            :, np.isin(result.steps, result.head_steps)
+        ],
     }
 
 

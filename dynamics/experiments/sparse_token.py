@@ -61,12 +61,12 @@ def signed_cos(vectors: np.ndarray, xi: np.ndarray) -> np.ndarray:
 
 
 def signed_cosines(result) -> dict[str, np.ndarray]:
-    """{COS_W, COS_Q}: (H, *grid shape, trials, L) signed cosines of the first head's readout and
+    """{COS_W, COS_Q}: (H, *grid shape, trials, L_h) signed cosines of the first head's readout and
     query with ξ, from a grid result with parameter snapshots (``sweep.save_params``)."""
     if "param_U" not in result.curves or "param_k" not in result.curves:
         raise ValueError("the grid logged no parameter snapshots (sweep.save_params) of a learned query")
     shape = result.grid.shape
-    out = {COS_W: np.full(result.curves["train_loss"].shape, np.nan)}
+    out = {COS_W: np.full(result.curves["param_U"].shape[:-2], np.nan)}  # at the per-head view's steps
     out[COS_Q] = out[COS_W].copy()
     cache: dict[int, np.ndarray] = {}
     for k, cfg in enumerate(result.grid.points):

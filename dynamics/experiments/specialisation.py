@@ -163,7 +163,7 @@ def summarise(result) -> dict[str, Any]:
     rows = []
     for i, H in enumerate(result.heads):
         for trial in range(cos.shape[1]):
-            taken = takeovers(cos[i, trial, :, :H], result.steps)
+            taken = takeovers(cos[i, trial, :, :H], result.head_steps)
             row = {"heads": int(H), "trial": trial, "takeovers": taken, "holds_all": holds_all(taken)}
             row["in_order"] = in_strength_order(taken)
             row["excess_risk"] = _finite(result.curves["excess_risk"][i, trial, -1])
@@ -234,7 +234,8 @@ def held_fraction(meta: dict, curves: dict) -> tuple[np.ndarray, np.ndarray]:
     its own at the end, share of those taken in order of decreasing strength), (n_heads, *grid)."""
     F = feature_count(meta["config"])
     cos = _cos_features(curves, list(meta.get("directions") or []), F)  # (nH, *grid, trials, L, Hm, F)
-    heads, steps = np.asarray(curves["heads"]), np.asarray(curves["steps"])
+    heads = np.asarray(curves["heads"])
+    steps = np.asarray(curves.get("head_steps", curves["steps"]))  # the per-head curves' own steps
     held = np.zeros(cos.shape[:-4])
     order = np.full(cos.shape[:-4], np.nan)
     for idx in np.ndindex(*cos.shape[:-4]):

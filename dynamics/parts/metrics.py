@@ -232,6 +232,7 @@ def metrics_of(cfg) -> tuple[str, ...]:
 
 
 HEAD_METRICS_AUTO_MAX = 16  # "auto" logs the per-head metrics up to this many heads
+HEAD_POINTS = 200  # the per-head view's default: about this many of the logged steps
 
 
 def head_metrics_on(cfg) -> bool:
@@ -239,3 +240,38 @@ def head_metrics_on(cfg) -> bool:
     ``HEAD_METRICS_AUTO_MAX``: the head–head matrices grow as H² per logged step)."""
     mode = cfg.sweep.head_metrics
     return mode == "on" or (mode == "auto" and max(cfg.sweep.heads) <= HEAD_METRICS_AUTO_MAX)
+
+
+def head_view_on(cfg) -> bool:
+    """The run logs a per-head view: the per-head metrics or the snapshots of θ."""
+    return head_metrics_on(cfg) or bool(cfg.sweep.save_params)
+
+
+def logged_per_head(cfg) -> tuple[Metric, ...]:
+    """The per-head metrics a run of ``cfg`` logs (none when ``sweep.head_metrics`` is off): the
+    head–head matrices only with ``sweep.head_sims``."""
+    if not head_metrics_on(cfg):
+        return ()
+    return tuple(m for m in per_head_metrics() if not m.pairwise or cfg.sweep.head_sims)
+
+
+def head_stride(cfg, n_logged: int) -> int:
+    """Every how many logged steps the per-head view is logged: ``sweep.head_every``, or by default
+    the smallest stride that keeps it to about ``HEAD_POINTS`` points (1 for a run that logs fewer)."""
+    if cfg.sweep.head_every is not None:
+        return int(cfg.sweep.head_every)
+    return max(1, -(-n_logged // HEAD_POINTS))
+
+
+def head_indices(cfg, n_logged: int) -> list[int]:
+    """The positions among the ``n_logged`` logged steps where the per-head view (per-head metrics,
+    snapshots) is logged: every ``head_stride``-th from step 0, and the last logged step always."""
+    if n_logged <= 0:
+        return []
+    return sorted({*range(0, n_logged, head_stride(cfg, n_logged)), n_logged - 1})
+
+
+def head_schedule(steps, cfg) -> list[int]:
+    """The steps of the per-head view among the logged ``steps`` (a subset: never finer than them)."""
+    steps = [int(s) for s in steps]
+    return [steps[i] for i in head_indices(cfg, len(steps))]

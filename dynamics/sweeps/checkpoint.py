@@ -80,11 +80,11 @@ def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray]
 DAMAGED = (OSError, ValueError, KeyError, EOFError, IndexError, zipfile.BadZipFile, RuntimeError)
 
 
-def load_points(out: Path, config_hash: str, shape: tuple[int, int] | None = None) -> dict[int, HeadResult]:
+def load_points(out: Path, config_hash: str, shape: tuple[int, ...] | None = None) -> dict[int, HeadResult]:
     """H -> (metric -> (trials, L), diverged_at (trials,)) for every saved point of this config.
 
-    A damaged point file, or one of the wrong ``shape`` (trials, L), is skipped with a warning
-    that names it: that point is recomputed."""
+    A damaged point file, or one of the wrong ``shape`` (trials, L[, L_h the per-head view's
+    steps]), is skipped with a warning that names it: that point is recomputed."""
     folder = Path(out) / POINTS
     paths = sorted(folder.glob("H*.npz")) if folder.is_dir() else []
     return read_points(paths, config_hash, lambda z: _read_point(z, shape))
@@ -100,8 +100,9 @@ def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
         f[len("curve_") :] for f in z.files if f.startswith("curve_") and has_head_axes(f[len("curve_") :])
     ]
     curves = {k: z[f"curve_{k}"] for k in names}  # KeyError: a file of another version
-    want = (len(heads), *shape) if shape is not None else None
     for k, v in curves.items():
+        # (trials, L), the per-head view's curves (trials, L_h, …): ``shape`` (trials, L[, L_h])
+        want = None if shape is None else (len(heads), shape[0], shape[-1] if has_head_axes(k) else shape[1])
         got = v.shape[: len(want)] if want is not None and has_head_axes(k) else v.shape
         if heads.ndim != 1 or (want is not None and got != want) or v.shape[0] != len(heads):
             raise ValueError(f"curve {k} has shape {v.shape}, expected {want}")
@@ -109,7 +110,7 @@ def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
 
 
 def finished_heads(
-    out: Path, config_hash: str, shape: tuple[int, int] | None = None
+    out: Path, config_hash: str, shape: tuple[int, ...] | None = None
 ) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
@@ -193,6 +194,7 @@ def run_checkpointed(
 def _run_locked(
     exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
 ):
+    from dynamics.parts.metrics import head_schedule
     from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import complete_results_hash, provenance, write_results
     from dynamics.sweeps.sweep import run_sweep
@@ -200,7 +202,8 @@ def _run_locked(
     provenance()  # looked up now, not between a point's file and its results.json
 
     cfg, steps, config_hash = exp.config, np.array(exp.steps), exp.config.hash()
-    done = finished_heads(out, config_hash, (cfg.sweep.trials, len(steps))) if resume else {}
+    shape = (cfg.sweep.trials, len(steps), len(head_schedule(steps, cfg)))
+    done = finished_heads(out, config_hash, shape) if resume else {}
     # A complete result already in --out stays until this run has finished: no partial pair over it.
     keep_previous = complete_results_hash(out) is not None
     heads = list(cfg.sweep.heads)

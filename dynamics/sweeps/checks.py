@@ -32,7 +32,7 @@ from dynamics.sweeps.result import HeadResult
 
 # Keys of a run's files that are not curves: a user metric may not take one (``load_results``
 # reads the planted directions back as ``planted_<name>``, a grid's axes as their knobs' names).
-FILE_KEYS = ("heads", "steps", "diverged_at", "diagnostic_steps", "grid_axes")
+FILE_KEYS = ("heads", "steps", "diverged_at", "diagnostic_steps", "head_steps", "grid_axes")
 RESERVED_NAMESPACE = "planted_"  # the planted directions' keys in a loaded result
 
 

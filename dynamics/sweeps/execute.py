@@ -21,7 +21,7 @@ from dynamics.core.data import Data, direction_names, make_data, token_width
 from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import REGISTRY, metrics_of
+from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
 from dynamics.parts.registry import is_user_name
 from dynamics.sweeps.checks import metric_record
 from dynamics.sweeps.devices import BatchPlacer
@@ -93,6 +93,7 @@ def run_points(
         online = online_sampler(base) is not None
         placed = placer.data(data if online else data._replace(world=None))
     steps = np.array(schedule)
+    head_steps = np.array(head_schedule(schedule, base))
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     unit = "H" if len(cfgs) == 1 else "run"
@@ -109,13 +110,17 @@ def run_points(
                 )
                 metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
+            shape = (len(items), base.sweep.trials)
             per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
-            metrics, div_at = finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
+            viewed = {k: metrics.pop(k) for k in list(metrics) if is_snapshot(k)}  # the bias's, per run
+            metrics, div_at = finish(metrics, div_at, rows, cols, shape, steps)
+            # the per-head view, at its own steps: NaN from a run's divergence on, as the curves
+            laid = {k: np.array(v[rows, cols]).reshape(*shape, *v.shape[2:]) for k, v in viewed.items()}
             if per_slot:
                 sizes = [heads[i] for i, _ in items]
-                laid = lay_out_heads(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
-                mask_diverged(laid, steps, div_at_or_never(div_at, steps))
-                metrics.update(laid)
+                laid |= lay_out_heads(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
+            mask_diverged(laid, head_steps, div_at_or_never(div_at, steps))
+            metrics.update(laid)
             bar.update(sum(i in todo for i, _ in items))
             yield items, metrics, div_at
     finally:
@@ -146,17 +151,18 @@ def div_at_or_never(div_at: np.ndarray, steps: np.ndarray) -> np.ndarray:
 def lay_out_heads(
     per_slot: dict[str, np.ndarray], batch: Batch, rows, cols, sizes: list[int], trials: int, hmax: int
 ) -> dict[str, np.ndarray]:
-    """The engine's per-slot metrics (B, S, L, …) laid out per run and head: (items, trials, L, H_max, …),
-    NaN past a run's H. A run's heads are its slots in head order, or on the fast path its one slot
-    standing for H identical heads; head–head matrices (S, L, S) become (L, H, H)."""
+    """The engine's per-slot metrics (B, S, L_h, …) laid out per run and head: (items, trials, L_h, H_max,
+    …), NaN past a run's H; the per-head metrics in float32, the snapshots in the engine's type. A
+    run's heads are its slots in head order, or on the fast path its one slot standing for H
+    identical heads; head–head matrices (S, L_h, S) become (L_h, H, H)."""
     slot_run, slot_head = np.asarray(batch.slot_run), np.asarray(batch.slot_head)
     out: dict[str, np.ndarray] = {}
     for k, v in per_slot.items():
-        v = np.asarray(v, np.float64)  # (B, S, L, …)
+        v = np.asarray(v)  # (B, S, L_h, …)
         pairwise = REGISTRY[k].pairwise  # declared by its metric
         tail = v.shape[3:-1] if pairwise else v.shape[3:]
         shape = (len(sizes), trials, v.shape[2], hmax, *tail) + ((hmax,) if pairwise else ())
-        arr = np.full(shape, np.nan)
+        arr = np.full(shape, np.nan, v.dtype if REGISTRY[k].snapshot else np.float32)
         for q, (row, col) in enumerate(zip(rows, cols, strict=True)):
             j, t, H = q // trials, q % trials, sizes[q // trials]
             mine = np.flatnonzero(slot_run[row] == col)
@@ -183,10 +189,16 @@ def start_curves(cfg: Config, skip_heads: Mapping[int, HeadResult], L: int):
             metrics, diverged_at[i] = skip_heads[h]
             for k, v in metrics.items():
                 if k not in curves:  # per-head curves, snapshots, the user's metrics
-                    curves[k] = np.full((len(heads), *np.shape(v)), np.nan)
+                    curves[k] = np.full((len(heads), *np.shape(v)), np.nan, float_type(v))
             for k in curves:
                 curves[k][i] = metrics[k]
     return curves, diverged_at, [i for i, h in enumerate(heads) if h not in skip_heads]
+
+
+def add_head_steps(curves: dict[str, np.ndarray], cfg: Config, steps) -> None:
+    """``curves["head_steps"]`` (L_h,), the steps of the per-head view, where it has curves (in place)."""
+    if any(has_head_axes(k) for k in curves):
+        curves["head_steps"] = np.array(head_schedule(steps, cfg))
 
 
 def add_records(result: SweepResult, refs: tuple[MetricRef, ...], drawn: Drawn | None = None) -> None:
@@ -208,7 +220,7 @@ def collect(runs, todo, heads, curves, diverged_at, on_point: PointCallback | No
         by_head = {k: v[keep] for k, v in metrics.items()}  # (K, trials, L[, …])
         for k, v in by_head.items():
             if k not in curves:  # per-head curves, snapshots, the user's metrics: as they first come
-                curves[k] = np.full((len(heads), *v.shape[1:]), np.nan)
+                curves[k] = np.full((len(heads), *v.shape[1:]), np.nan, float_type(v))
         for k in curves:
             curves[k] = put(curves[k], indices, by_head[k])
         diverged_at[indices] = div_at[keep]
@@ -230,9 +242,15 @@ def grown(curve: np.ndarray, lead: int, tail: Sequence[int]) -> np.ndarray:
     have = curve.shape[lead:]
     if all(h >= t for h, t in zip(have, tail, strict=True)):
         return curve
-    out = np.full((*curve.shape[:lead], *np.maximum(have, tail)), np.nan)
+    out = np.full((*curve.shape[:lead], *np.maximum(have, tail)), np.nan, float_type(curve))
     out[tuple(slice(0, n) for n in curve.shape)] = curve
     return out
+
+
+def float_type(a) -> np.dtype:
+    """The float type a curve keeps: its own (the per-head curves' float32), float64 for the rest."""
+    dtype = np.asarray(a).dtype
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
 def planted_directions(cfg: Config, drawn: Drawn | None = None) -> dict[str, np.ndarray]:

@@ -45,7 +45,15 @@ from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
-from dynamics.sweeps.execute import Drawn, add_diagnostics, grown, prepare_data, run_points
+from dynamics.sweeps.execute import (
+    Drawn,
+    add_diagnostics,
+    add_head_steps,
+    float_type,
+    grown,
+    prepare_data,
+    run_points,
+)
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.result import SweepResult
 from dynamics.sweeps.results import results_dict, write_files, write_params
@@ -55,7 +63,9 @@ POINTS = "points"
 # snapshots, the theory diagnostics; ``diagnostic_steps`` (Ld,) as it is), diverged_at (H, trials)
 # and the diagnostics' summary of results.json (None without diagnostics).
 GridPointResult = tuple[dict[str, np.ndarray], np.ndarray, dict[str, Any] | None]
-STEPLESS = ("diagnostic_steps",)  # curves without the (H, grid, trials) axes: one for the whole grid
+# curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
+# per-head view's)
+STEPLESS = ("diagnostic_steps", "head_steps")
 
 
 @dataclass
@@ -151,6 +161,7 @@ def run_grid_experiment(
         if todo:
             _run_group(grid, todo, acc, progress, on_point, dict(devices=devices, **layout))
     lead = (n_h, *grid.shape)
+    add_head_steps(acc.curves, cfg, steps)
     extra = {"diagnostics": [acc.diagnostics[k] for k in range(G)]} if cfg.sweep.diagnostics else {}
     return GridResult(
         grid=grid,
@@ -182,7 +193,7 @@ class _Curves:
         tail = np.shape(value)[1:] if isinstance(at[0], slice) else np.shape(value)
         if name not in self.curves:
             n_h, G = self.div.shape[:2]
-            self.curves[name] = np.full((n_h, G, *tail), np.nan)
+            self.curves[name] = np.full((n_h, G, *tail), np.nan, float_type(value))
         self.curves[name] = grown(self.curves[name], 2, tail)
         self.curves[name][(*at, *(slice(0, n) for n in tail))] = value
 

@@ -11,12 +11,13 @@
   ``(n + m)·S·T·(T + d)`` with "all"), and the head-diversity metric (``S·P``: its pairs are
   computed one head at a time, never all ``S²·P`` at once);
 - the logged curves: ``len(heads)·trials·L·|metrics of the run|`` float64;
-- the per-head metrics (when on): ``len(heads)·trials·L`` times the numbers each declared per-head
-  metric logs per run and step (``Metric.numbers``: H_max per head, H_max² head–head, H_max·P per
-  planted direction, H_max·F per feature; P and F bounded here by d), float64, twice (the engine's
-  per-slot output and its per-head layout);
-- the snapshots (``sweep.save_params``): every head's parameters at every logged step,
-  ``len(heads)·trials·L·H_max·P_head`` float64, twice (as above).
+- the per-head metrics (when on), at the L_h steps of the per-head view (``sweep.head_every``):
+  ``len(heads)·trials·L_h`` times the numbers each logged per-head metric logs per run and step
+  (``Metric.numbers``: H_max per head, H_max·P per planted direction, H_max·F per feature, H_max²
+  head–head with ``sweep.head_sims``; P and F bounded here by d), once in the engine's type and once
+  in float32 (the engine's per-slot output and its per-head layout);
+- the snapshots (``sweep.save_params``): every head's parameters at the per-head view's steps,
+  ``len(heads)·trials·L_h·H_max·P_head``, twice in the engine's type (as above).
 
 ``check_memory`` refuses configs (a sweep's, or the points of a grid: sized by the largest) whose
 estimate exceeds the limit with one line naming both; ``run_sweep``, ``run_grid``, the grids and
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 
 from dynamics import parts as registries
 from dynamics.errors import ConfigError
-from dynamics.parts.metrics import head_metrics_on, metrics_of, per_head_metrics
+from dynamics.parts.metrics import head_indices, logged_per_head, metrics_of
 
 ENV = "MHSIM_MEMORY_LIMIT"
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -58,16 +59,17 @@ def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0)
         per_slot = 2 * d
     act = (n + m) * slots * (T + d) * (T if registries.QUERIES[cfg.model.query].all_tokens else 1)
     logged = len(heads) * trials * n_logged * 8  # float64 per number a run logs per step
+    viewed = len(heads) * trials * len(head_indices(cfg, n_logged))  # runs × the per-head view's steps
     h_max = max(heads)
-    per_head = sum(metric.numbers(h_max, P=d, F=d) for metric in per_head_metrics())  # P, F bounded by d
+    per_head = sum(metric.numbers(h_max, P=d, F=d) for metric in logged_per_head(cfg))  # P, F bounded by d
     parts = {
         "data": (n + m) * T * d * f * (1 if from_file else trials) + data_file_bytes,
         "parameters and optimiser": trials * 4 * slots * per_slot * f,
         "intermediates": trials * 3 * act * f,
         "head diversity": trials * slots * per_slot * f,
         "curves": logged * len(metrics_of(cfg)),
-        "per-head metrics": 2 * logged * per_head * head_metrics_on(cfg),  # engine's and host's
-        "parameter snapshots": 2 * logged * h_max * per_slot * bool(cfg.sweep.save_params),
+        "per-head metrics": viewed * per_head * (f + 4),  # the engine's, the host's float32
+        "parameter snapshots": 2 * viewed * h_max * per_slot * f * bool(cfg.sweep.save_params),
     }
     return {k: int(v) for k, v in parts.items()}
 

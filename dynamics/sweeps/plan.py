@@ -24,7 +24,7 @@ from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model
 from dynamics.core.engine import Batch, Program
 from dynamics.core.update import GroupRule
-from dynamics.parts.metrics import head_metrics_on
+from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -62,6 +62,8 @@ def program_for(
         init_from=cfg.model.init_from is not None,
         head_metrics=head_metrics_on(cfg),
         save_params=cfg.sweep.save_params,
+        head_log=tuple(head_indices(cfg, len(schedule))) if head_view_on(cfg) else (),
+        head_sims=head_metrics_on(cfg) and bool(cfg.sweep.head_sims),
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
         batch_size=int(cfg.optim.batch_size or 0) if parts.OPTIMIZERS[cfg.optim.optimizer].minibatch else 0,

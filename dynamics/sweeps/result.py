@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dynamics.config.schema import Config
-from dynamics.parts.metrics import SUMMARY_METRICS, is_per_head, is_snapshot
+from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
 from dynamics.sweeps import plateaus
 
 
@@ -45,9 +45,19 @@ class SweepResult:
 
     @property
     def params(self) -> dict[str, np.ndarray]:
-        """θ at the logged steps (``sweep.save_params``), by name: a head's arrays (n_heads, trials, L,
-        H_max, …) NaN past a run's H, the bias (n_heads, trials, L); empty when not saved."""
+        """θ at the per-head view's steps ``head_steps`` (``sweep.save_params``), by name: a head's
+        arrays (n_heads, trials, L_h, H_max, …) NaN past a run's H, the bias (n_heads, trials, L_h);
+        empty when not saved."""
         return {k[len("param_") :]: v for k, v in self.curves.items() if is_snapshot(k)}
+
+    @property
+    def head_steps(self) -> np.ndarray:
+        """(L_h,) the steps of the per-head view (the per-head curves' and the snapshots' step axis):
+        ``curves["head_steps"]``, or the config's schedule of them (``sweep.head_every``) where the
+        curves have none."""
+        if "head_steps" in self.curves:
+            return np.asarray(self.curves["head_steps"])
+        return np.array(head_schedule(self.steps, self.config), dtype=np.asarray(self.steps).dtype)
 
     @property
     def complete(self) -> bool:
@@ -105,9 +115,9 @@ class SweepResult:
 
     def head_frame(self):
         """The per-head curves (the metrics of a per-head kind) as a tidy pandas DataFrame: one row
-        per H × trial × logged step × head h < H, columns ``heads``, ``lr``, ``init_scale``,
-        ``trial``, ``step``, ``head`` and one per metric (the name without ``head_``). Empty when
-        none were logged."""
+        per H × trial × step of the per-head view (``head_steps``) × head h < H, columns ``heads``,
+        ``lr``, ``init_scale``, ``trial``, ``step``, ``head`` and one per metric (the name without
+        ``head_``). Empty when none were logged."""
         import pandas as pd
 
         per_head = {k.removeprefix("head_"): np.asarray(v) for k, v in self.curves.items() if is_per_head(k)}
@@ -121,7 +131,7 @@ class SweepResult:
             "lr": self.config.optim.lr,
             "init_scale": self.config.model.init_scale,
             "trial": t.ravel()[keep],
-            "step": self.steps[s.ravel()][keep],
+            "step": self.head_steps[s.ravel()][keep],
             "head": h.ravel()[keep],
         }
         for name, v in per_head.items():  # (n_h, trials, L, H_max[, ...]): trailing axes become columns

@@ -31,7 +31,7 @@ from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import is_snapshot
+from dynamics.parts.metrics import has_head_axes, is_snapshot
 from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.result import SweepResult
 
@@ -106,6 +106,8 @@ def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:
     with phase("writing"):
         arrays = {"heads": result.heads, "steps": result.steps, "diverged_at": result.diverged_at}
         curves = {k: v for k, v in result.curves.items() if not is_snapshot(k)}
+        if any(has_head_axes(k) for k in result.curves):  # the per-head view's own step axis
+            curves["head_steps"] = result.head_steps
         # the snapshots and directions first: results.json, written last, marks all complete
         if result.params:
             write_params(out, result.params)
@@ -193,6 +195,8 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
         arrays.update({f"param_{k}": v for k, v in _read_npz(out / PARAMS_NPZ).items()})
     if npz_name == "curves.npz" and meta.get("directions"):
         arrays.update({f"planted_{k}": v for k, v in _read_npz(out / DIRECTIONS_NPZ).items()})
+    if npz_name == "curves.npz" and "head_steps" not in arrays and any(map(has_head_axes, arrays)):
+        arrays["head_steps"] = arrays["steps"]  # a file with per-head curves at every logged step
     return meta, arrays
 
 
@@ -245,6 +249,15 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
             raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
+    if "head_steps" in arrays:  # the per-head view's steps: some of the logged steps, in order
+        head_steps = np.asarray(arrays["head_steps"])
+        if (
+            head_steps.ndim != 1
+            or not set(head_steps.tolist()) <= set(want)
+            or np.any(np.diff(head_steps) <= 0)
+        ):
+            raise bad("curves.npz's head_steps are not some of its logged steps, in order")
+        shape = (*shape[:2], len(head_steps))
     _check_head_curves(arrays, shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad)
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":

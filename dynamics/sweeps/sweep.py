@@ -37,8 +37,10 @@ from dynamics.sweeps.checks import (
 )
 from dynamics.sweeps.execute import (
     add_diagnostics,
+    add_head_steps,
     add_records,
     collect,
+    float_type,
     planted_directions,
     prepare_data,
     run_points,
@@ -119,6 +121,7 @@ def run_sweep(
     if todo:
         runs = run_points([cfg], exp.steps, todo, progress=progress, metrics=refs, drawn=drawn, **layout)
         collect(runs, todo, heads, curves, diverged_at, on_point)
+    add_head_steps(curves, cfg, steps)
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
@@ -189,10 +192,11 @@ def _variant_results(cfgs: list[Config], steps: np.ndarray, runs) -> list[SweepR
         for j, (i, v) in enumerate(items):
             for k, values in metrics.items():
                 if k not in curves:
-                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan)
+                    curves[k] = np.full((n_h, V, *values.shape[1:]), np.nan, float_type(values))
                 curves[k][i, v] = values[j]
             diverged_at[i, v] = div_at[j]
     heads = np.array(base.sweep.heads)
+    add_head_steps(curves, base, steps)
     return [
         SweepResult(
             config=c,
