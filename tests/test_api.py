@@ -23,7 +23,7 @@ SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, w
 
 @pytest.fixture(scope="module")
 def result():
-    return run_sweep(preset("fig2"), progress=False, **SMALL)
+    return run_sweep(preset("fig2"), progress=False, head_sims=True, **SMALL)
 
 
 def test_keyword_overrides_use_the_command_lines_names(result):
@@ -61,7 +61,7 @@ def test_head_frame_holds_every_existing_heads_value(result):
         for t in range(trials):
             for j in range(h):
                 rows = df[(df.heads == h) & (df.trial == t) & (df["head"] == j)].sort_values("step")
-                np.testing.assert_array_equal(rows.step.to_numpy(), result.steps)
+                np.testing.assert_array_equal(rows.step.to_numpy(), result.head_steps)
                 norms = result.curves["head_u_norm"][i, t, :, j]
                 np.testing.assert_array_equal(rows.u_norm.to_numpy(), norms)
                 for k in range(h_max):  # a head-head matrix becomes one column per other head

@@ -71,8 +71,9 @@ def with_directions(result, *, key=True, attention=True, diverge=None, names=DIR
     if diverge is not None:
         i, j, step = diverge
         div[i, j] = step
-        for v in curves.values():
-            v[i, j, result.steps >= step] = np.nan
+        for k, v in curves.items():
+            if k != "head_steps":  # the per-head view's step axis, no curve
+                v[i, j, result.steps >= step] = np.nan
     extra = {**result.extra, "directions": list(names)}
     return dataclasses.replace(result, curves=curves, diverged_at=div, extra=extra)
 

@@ -377,7 +377,7 @@ def assert_same_point(point, alone, exact_seconds=False):
 def test_a_grid_keeps_the_per_head_curves_of_each_points_sweep(tmp_path, monkeypatch):
     from dynamics import load_results
 
-    grid = resolve_grid(tiny(), {"noise": [0.5, 1.5]})
+    grid = resolve_grid(tiny(head_sims=True), {"noise": [0.5, 1.5]})
     whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
     L = len(grid.base.steps)
     assert whole.curves["head_u_norm"].shape == (2, 2, 2, L, 2)  # (H, noise, trials, L, H_max)
@@ -413,7 +413,8 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
     from figures.phase import plot_grid
 
     grid = resolve_grid(
-        tiny(head_metrics="on", diagnostics=("kernel",)), {"noise": [0.5, 1.5], "lr": [0.5, 1.0]}
+        tiny(head_metrics="on", head_sims=True, diagnostics=("kernel",)),
+        {"noise": [0.5, 1.5], "lr": [0.5, 1.0]},
     )
     result = run_grid_experiment(grid, progress=False)
     assert "head_attn_sim" in result.curves and "kernel_distance" in result.curves
