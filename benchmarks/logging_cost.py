@@ -30,8 +30,9 @@ heads, n_train / n_test examples; benchmarks/README.md derives the per-example c
     training-set forward                  F_train = n_train · H · (2d² + 4Td + 2T)
 
 A run of S steps logging L steps costs S·F_step + L·F_log with F_log = F_test + F_train when the
-training metrics need their own forward (today's engine), or F_test when they come from the
-update's own forward (plus F_train at step 0 and at the last step). The floor of logging every
+training metrics need their own forward (mini-batch SGD, a temperature schedule), or F_test when
+they come from the update's own forward (full-batch GD and Adam at a constant temperature, the
+engine's ``fused_logging``; plus F_train at the last step). The floor of logging every
 step is that cost at L = S + 1 over the cost at L = S/100 + 1.
 
 The machine this runs on is often shared: the load average is printed with every run, and a
@@ -83,8 +84,8 @@ def forward_flops(n: int, T: int, d: int, H: int) -> int:
 
 def run_flops(n_train: int, n_test: int, T: int, d: int, H: int, steps: int, logged: int, fused: bool) -> int:
     """S = ``steps`` updates with ``logged`` evaluations: the training metrics from their own
-    forward (``fused`` False) or from the update's forward but at step 0 and the last step."""
-    train = 2 if fused else logged
+    forward (``fused`` False) or from the update's forward but at the last step (no update follows it)."""
+    train = 1 if fused else logged
     return (
         steps * step_flops(n_train, T, d, H)
         + logged * forward_flops(n_test, T, d, H)

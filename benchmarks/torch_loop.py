@@ -72,8 +72,11 @@ def key_directions(W: torch.Tensor) -> torch.Tensor:
     return col / torch.where(size > 0, size, 1.0)
 
 
-def evaluate(U, W, c_H, train, test, mask, directions, per_head: bool) -> dict[str, torch.Tensor]:
-    """Every logged metric of one H-head model at one step."""
+def evaluate(
+    U, W, c_H, train, test, mask, directions, per_head: bool, sims: bool = False
+) -> dict[str, torch.Tensor]:
+    """Every logged metric of one H-head model at one step (``per_head``: the per-head view's too,
+    ``sims``: with the head–head matrices)."""
     f_train, _ = head_outputs(U, W, train[0])
     z_train = train[1] * (c_H * f_train.sum(1))
     f_test, A_test = head_outputs(U, W, test[0])
@@ -93,29 +96,40 @@ def evaluate(U, W, c_H, train, test, mask, directions, per_head: bool) -> dict[s
     }
     if per_head:
         keys = key_directions(W)
-        pattern = A_test.transpose(0, 1).reshape(A_test.shape[1], -1)
         out.update(
             head_u_norm=U.norm(dim=1),
             head_key_norm=W.square().sum((1, 2)).sqrt(),
             head_uk_cos=(keys * U).sum(1).abs() / (keys.norm(dim=1) * U.norm(dim=1)),
-            head_u_sim=abs_cos(U, U),
-            head_key_sim=abs_cos(keys, keys),
-            head_attn_sim=abs_cos(pattern, pattern),
             head_attn_relevant=head_mass,
         )
+        if sims:
+            pattern = A_test.transpose(0, 1).reshape(A_test.shape[1], -1)
+            out.update(
+                head_u_sim=abs_cos(U, U),
+                head_key_sim=abs_cos(keys, keys),
+                head_attn_sim=abs_cos(pattern, pattern),
+            )
         if directions is not None:
             out.update(head_u_cos=abs_cos(U, directions), head_key_cos=abs_cos(keys, directions))
     return out
 
 
-def train_one(U, W, lr: float, c_H: float, train, test, mask, directions, per_head, steps, logged):
-    """One configuration: GD for ``steps`` updates, its metrics at the steps in ``logged`` (a set)."""
+def train_one(U, W, lr: float, c_H: float, train, test, mask, directions, per_head, steps, logged, view=()):
+    """One configuration: GD for ``steps`` updates, its metrics at the steps in ``logged`` (a set),
+    with ``per_head`` the per-head view at the steps in ``view`` (a set; ``per_head == "sims"``: with
+    the head–head matrices): {metric: (L, …)}, the per-head view's (L_h, …)."""
     U, W = U.clone().requires_grad_(True), W.clone().requires_grad_(True)
     curves: list[dict[str, torch.Tensor]] = []
+    heads: list[dict[str, torch.Tensor]] = []
     for t in range(steps + 1):
         if t in logged:
             with torch.no_grad():
-                curves.append(evaluate(U, W, c_H, train, test, mask, directions, per_head))
+                both = evaluate(
+                    U, W, c_H, train, test, mask, directions, per_head and t in view, per_head == "sims"
+                )
+            if t in view:
+                heads.append({k: v for k, v in both.items() if k.startswith("head_")})
+            curves.append({k: v for k, v in both.items() if not k.startswith("head_")})
         if t == steps:
             break
         f, _ = head_outputs(U, W, train[0])
@@ -123,7 +137,8 @@ def train_one(U, W, lr: float, c_H: float, train, test, mask, directions, per_he
         with torch.no_grad():
             U -= lr * gU
             W -= lr * gW
-    return {k: torch.stack([c[k] for c in curves]) for k in curves[0]}
+    out = {k: torch.stack([c[k] for c in curves]) for k in curves[0]}
+    return out | {k: torch.stack([c[k] for c in heads]) for k in (heads[0] if heads and heads[0] else ())}
 
 
 def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -132,7 +147,9 @@ def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     mask = tensor["mask_test"].float()
     directions = tensor.get("directions")
     per_head, norm = bool(inputs["head_metrics"]), str(inputs["norm"])
+    per_head = "sims" if per_head and bool(inputs["head_sims"]) else per_head
     steps, logged = int(inputs["steps"]), set(inputs["log_steps"].tolist())
+    view = set(inputs["head_steps"].tolist())
     heads, H_max = inputs["heads"], int(inputs["heads"].max())
     start = np.concatenate([[0], np.cumsum(heads)])
     out: dict[str, np.ndarray] = {}
@@ -143,7 +160,7 @@ def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         dirs = None if directions is None else directions[t]
         curves = train_one(
             U0, W0, float(inputs["lr"][c]), norm_factor(norm, H), train, test, mask[t], dirs,
-            per_head, steps, logged,
+            per_head, steps, logged, view,
         )  # fmt: skip
         for k, v in curves.items():
             v = v.numpy()

@@ -112,3 +112,87 @@ def test_the_head_view_has_its_own_steps_and_leaves_the_curves_bit_identical(tmp
     for name, value in on.curves.items():
         np.testing.assert_array_equal(back.curves[name], value, err_msg=name)
     assert resolve(tiny(head_metrics="on")).config.sweep.head_every is None
+
+
+def _gd(**optim) -> Config:
+    base = dict(steps=8, lr=0.3)
+    return Config(
+        data=DataConfig(n_train=12, n_test=10, T=4, d=5, n_irrelevant=1),
+        model=ModelConfig(init="normal", init_scale=1.0),
+        optim=OptimConfig(**{**base, **optim}),
+        sweep=SweepConfig(heads=(2,), trials=1, log_every=1, head_metrics="off"),
+    )
+
+
+@pytest.mark.stress  # three sweeps' compiles
+@pytest.mark.parametrize("optim", [{}, {"optimizer": "adam", "lr": 0.05}])
+def test_the_training_metrics_from_the_updates_forward(optim):
+    """Full-batch GD and Adam at a constant temperature log the training metrics from the update's
+    own forward pass: every curve equal bit for bit whatever the logging schedule (at the steps both
+    log), and within 1e-6 (relative) of the same run logging them from a separate forward (a
+    temperature schedule β_t = 1/(1 + 1e-12·t), which is 1 in float32)."""
+    import dataclasses
+
+    from dynamics.core import engine
+
+    cfg = _gd(**optim)
+    assert engine.fused_logging(sweep.program_for(cfg, 2, 5, [0, 8]))
+    every = sweep.run_sweep(cfg, progress=False)
+    sparse = sweep.run_sweep(
+        dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, log_every=3)), progress=False
+    )
+    np.testing.assert_array_equal(sparse.steps, [0, 3, 6, 8])
+    for name, value in sparse.curves.items():
+        np.testing.assert_array_equal(every.curves[name][..., [0, 3, 6, 8]], value, err_msg=name)
+    apart = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, temperature_decay=1e-12))
+    assert not engine.fused_logging(sweep.program_for(apart, 2, 5, [0, 8]))
+    apart = sweep.run_sweep(apart, progress=False)
+    for name, value in apart.curves.items():
+        np.testing.assert_allclose(every.curves[name], value, rtol=1e-6, atol=0, err_msg=name)
+
+
+def test_sgd_and_a_temperature_schedule_log_their_own_forward():
+    from dynamics.core import engine
+
+    assert not engine.fused_logging(sweep.program_for(_gd(optimizer="sgd", batch_size=4), 2, 5, [0, 8]))
+    decay = Config(model=ModelConfig(temperature_decay=0.1), optim=OptimConfig(steps=8))
+    assert not engine.fused_logging(sweep.program_for(decay, 2, 5, [0, 8]))
+
+
+def test_a_checkpoint_point_holds_the_views_curves_at_their_own_steps(tmp_path):
+    """A saved point's per-head curves have L_h steps, its metrics L: read back with (trials, L, L_h),
+    and refused (recomputed, with a warning naming the file) when L_h is not the config's."""
+    from dynamics.parts.metrics import METRICS
+    from dynamics.sweeps import checkpoint
+
+    trials, L, L_h = 2, 9, 4
+    curves = {k: np.full((2, trials, L), 0.5) for k in METRICS}
+    curves["head_u_norm"] = np.ones((2, trials, L_h, 3), np.float32)
+    checkpoint.save_point(tmp_path, "hash", [1, 3], curves, np.full((2, trials), -1))
+    done = checkpoint.load_points(tmp_path, "hash", (trials, L, L_h))
+    assert sorted(done) == [1, 3]
+    assert done[3][0]["head_u_norm"].shape == (trials, L_h, 3) and done[3][0]["train_loss"].shape == (
+        trials,
+        L,
+    )
+    with pytest.warns(UserWarning, match=r"H1-3.npz is damaged"):
+        assert checkpoint.load_points(tmp_path, "hash", (trials, L, L)) == {}
+
+
+@pytest.mark.parametrize(
+    "knobs,message",
+    [
+        (
+            dict(head_metrics="off", head_every=3),
+            r"sweep.head_every=3 was given but has no effect: no per-head view",
+        ),
+        (dict(head_metrics="off", head_sims=True), r"sweep.head_sims=True was given but has no effect"),
+        (dict(head_every=0), r"sweep.head_every=0 must be an integer >= 1"),
+    ],
+)
+def test_the_views_knobs_are_refused_where_they_do_nothing(knobs, message):
+    from dynamics.api import with_overrides
+    from dynamics.config.schema import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        with_overrides(None, **knobs)

@@ -21,7 +21,7 @@ def test_floor_is_the_ratio_of_run_totals():
     step, test, train = step_flops(n, T, d, 1), forward_flops(m, T, d, 1), forward_flops(n, T, d, 1)
     dense, sparse = S + 1, logged_steps(S, 100)
     today = (S * step + dense * (test + train)) / (S * step + sparse * (test + train))
-    fused = (S * step + dense * test + 2 * train) / (S * step + sparse * test + 2 * train)
+    fused = (S * step + dense * test + train) / (S * step + sparse * test + train)  # the last step's own
     assert floor_ratio(n, m, T, d, S, fused=False) == pytest.approx(today, rel=1e-12)
     assert floor_ratio(n, m, T, d, S, fused=True) == pytest.approx(fused, rel=1e-12)
     assert run_flops(n, m, T, d, 4, S, dense, False) == 4 * run_flops(n, m, T, d, 1, S, dense, False)

@@ -14,7 +14,7 @@ from benchmarks.logging_cost import forward_flops, step_flops  # noqa: E402
 
 SWEEP = (
     "--data-model dm1 --n-train 24 --n-test 40 --init normal --init-scale 1 --optimizer gd --lr 0.5 "
-    "--heads 1,3 --trials 2 --steps 25 --log-every 1"
+    "--heads 1,3 --trials 2 --steps 25 --log-every 1 --head-every 2 --head-sims"
 ).split()
 
 
@@ -44,7 +44,8 @@ def test_every_metric_agrees_with_mhsim(both):
     """The loop logs every curve mhsim logs on this sweep (per-head metrics on: H ≤ 16), the same
     values to float32 rounding; the heads mhsim pads (H = 1 of a sweep up to 3) are NaN in both."""
     mh, ours = both
-    assert set(ours) == set(mh) - {"heads", "steps", "diverged_at"}
+    assert set(ours) == set(mh) - {"heads", "steps", "diverged_at", "head_steps"}
+    assert mh["head_u_norm"].shape[2] == 14  # the per-head view at every 2nd logged step and the last
     assert {"head_key_cos", "head_attn_sim", "diversity"} <= set(ours)
     for name, value in ours.items():
         np.testing.assert_array_equal(np.isnan(value), np.isnan(mh[name]), err_msg=name)

@@ -11,7 +11,13 @@ one-axis mesh (``jax.sharding`` + ``jax.shard_map``); each device runs its packs
 of ``chunk`` packs vmapped together; a pack is a ``lax.scan`` over the logging segments
 around a ``lax.fori_loop`` over the steps inside a segment, so there is no host round-trip
 per step. Metrics are evaluated only at the logged steps; a non-finite loss or margin is
-detected per run inside the program.
+detected per run inside the program. With full-batch training at a constant temperature
+(``fused_logging``) the training set's loss, error and margin at a logged step are those of
+the next update's own forward pass (the same computation; the last logged step, which no
+update follows, has a forward of its own), so a logged step adds only the test set's forward
+and the metrics; every update is the same loop body whatever the schedule, so the curves do
+not depend on it. The per-head view (per-head metrics, snapshots of θ) is logged at some of
+the logged steps (``Program.head_log``), under a ``lax.cond``, into buffers of its own.
 
 Packs. Slot s holds head ``slot_head[s]`` of run ``slot_run[s]`` (or is empty). The forward
 pass computes every slot's head output f_s(X) in the same contractions, then each run's
@@ -220,13 +226,17 @@ def loss_inputs(prog: Program, phi: jax.Array, y: jax.Array) -> jax.Array:
 
 
 def evaluate(
-    prog: Program, params: mdl.Params, pack: Pack, data: Data, beta: float | jax.Array = 1.0
+    prog: Program,
+    params: mdl.Params,
+    pack: Pack,
+    data: Data,
+    beta: float | jax.Array = 1.0,
+    train: bool = True,
 ) -> dict[str, jax.Array]:
     """All logged metrics of every run of the pack at one step, each (R,); ``beta`` the
-    temperature of the last update (β₀ before the first)."""
+    temperature of the last update (β₀ before the first). ``train`` False: all but the training
+    set's (``train_metrics``), which the caller takes from the update's own forward pass."""
     loss = prog.loss
-    f_train = mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
-    z_train = loss_inputs(prog, run_outputs(prog, pack, params, f_train), data.y_train)  # (n, R)
     A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)  # (n, S, t) or (n, S, s, t)
     f_test = mdl.readout(params, data.X_test, A_test)
     z_test = loss_inputs(prog, run_outputs(prog, pack, params, f_test), data.y_test)
@@ -235,7 +245,6 @@ def evaluate(
         return jnp.sum(per_run(pack, pack.weight * per_slot), axis=0)
 
     out = {
-        "train_loss": jax.vmap(mean_loss, (1, None))(z_train, loss),
         "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
         "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
         "w_norm": jnp.sqrt(per_run_sum(mdl.key_norm2(params))),
@@ -252,10 +261,29 @@ def evaluate(
         floor = jnp.nan if floor is None else floor
         out["excess_risk"] = out["test_loss"] - floor
     else:
-        out["train_error"] = jax.vmap(error_rate, 1)(z_train)
         out["test_error"] = jax.vmap(error_rate, 1)(z_test)
-        out["margin"] = jnp.min(z_train, axis=0)
+    if train:
+        f_train = mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
+        z_train = loss_inputs(prog, run_outputs(prog, pack, params, f_train), data.y_train)  # (n, R)
+        out.update(train_metrics(prog, z_train))
     return out
+
+
+def train_metrics(prog: Program, z: jax.Array) -> dict[str, jax.Array]:
+    """The training set's metrics from what the loss reads, z (n, R): the loss, and for
+    classification the 0-1 error and the smallest margin; each (R,)."""
+    out = {"train_loss": jax.vmap(mean_loss, (1, None))(z, prog.loss)}
+    if parts.LOSSES[prog.loss].task != "regression":
+        out["train_error"] = jax.vmap(error_rate, 1)(z)
+        out["margin"] = jnp.min(z, axis=0)
+    return out
+
+
+def fused_logging(prog: Program) -> bool:
+    """The training metrics at a logged step come from the next update's own forward pass (the same
+    computation): full-batch training at a constant temperature. SGD logs the full training set (or
+    online, the next batch), a temperature schedule logs at the last update's β: their own forward."""
+    return not prog.batch_size and prog.temperature_decay == 0.0
 
 
 def head_view(
@@ -412,10 +440,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
-    def one_step(t, carry):
-        p, state, div_at = carry
-        X, y = minibatch(prog, data, batch_key, t)
-        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t), X, y)
+    def apply(t, p, state, div_at, grads, finite):  # update t from its gradient
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
         # η per head slot (per run for the bias b), the group rules of update t
@@ -427,6 +452,12 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
         return p, state, div_at
 
+    def one_step(t, carry):
+        p, state, div_at = carry
+        X, y = minibatch(prog, data, batch_key, t)
+        (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t), X, y)
+        return apply(t, p, state, div_at, grads, finite)
+
     def segment(carry, n_steps):
         p, state, div_at, t = carry
         p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
@@ -436,19 +467,62 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
+    if fused_logging(prog):  # logged step k, then the steps to k + 1 (none after the last)
+        body, steps, before = _log_then_train(prog, pack, data, apply), (*prog.segments[1:], 0), True
+    else:  # the steps to logged step k, then step k
+        body, steps, before = segment, prog.segments, False
     if prog.head_view:
-        (_, _, div_at, _), metrics = _scan_with_view(prog, data, segment, carry)
+        (_, _, div_at, _), metrics = _scan_with_view(prog, data, body, carry, steps, before)
     else:
-        (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
+        (_, _, div_at, _), metrics = jax.lax.scan(body, carry, jnp.array(steps))
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
 
 
-def _scan_with_view(prog: Program, data: Data, segment, carry):
-    """``lax.scan(segment, carry, segments)`` with the per-head view logged at the logged steps
+def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
+    """The scan body of ``fused_logging``: the metrics at the carry's step t, then the n updates to
+    the next logged step (``apply(t, p, state, div_at, grads, finite)`` makes one), the training
+    metrics from update t's own forward (after the last logged step, n = 0: from their own)."""
+
+    def z_of(p):  # what the loss reads on the training set at θ = p (constant β)
+        f = mdl.head_outputs(p, data.X_train, prog.query, prog.attention, prog.beta(0))
+        return loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
+
+    def logged_objective(p):  # the objective (``train_pack``'s), with the metrics of its forward
+        z = z_of(p)
+        per_run_loss = jax.vmap(mean_loss, (1, None))(z, prog.loss)  # (R,)
+        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
+        return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), (finite, train_metrics(prog, z))
+
+    def logged_step(t, carry):  # one update; the first of a segment (t = t0) keeps its metrics
+        p, state, div_at, t0, kept = carry
+        (_, (finite, train)), grads = jax.value_and_grad(logged_objective, has_aux=True)(p)
+        kept = {k: jnp.where(t == t0, v, kept[k]) for k, v in train.items()}
+        return (*apply(t, p, state, div_at, grads, finite), t0, kept)
+
+    def train_metrics_of(p):
+        return train_metrics(prog, z_of(p))
+
+    def body(carry, n_steps):
+        p, state, div_at, t = carry
+        out = evaluate(prog, p, pack, data, prog.beta(0), train=False)
+        shapes = jax.eval_shape(train_metrics_of, p)
+        kept = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+        p_next, state, div_at, _, kept = jax.lax.fori_loop(
+            t, t + n_steps, logged_step, (p, state, div_at, t, kept)
+        )
+        train = jax.lax.cond(n_steps > 0, lambda k, q: k, lambda k, q: train_metrics_of(q), kept, p)
+        return (p_next, state, div_at, t + n_steps), {**out, **train}
+
+    return body
+
+
+def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int, ...], before: bool):
+    """``lax.scan(segment, carry, steps)`` with the per-head view logged at the logged steps
     ``prog.head_log`` (a ``lax.cond`` on the step's place in the view's buffers, -1 elsewhere: the
-    other logged steps skip it), into buffers (L_h, …) carried along with the last key directions.
+    other logged steps skip it), into buffers (L_h, …) carried along with the last key directions;
+    ``before``: iteration k logs step k before its segment's updates, else after them.
     Returns the aggregate curves (L, …) and the view's (L_h, …) together."""
     at = np.full(len(prog.segments), -1, np.int32)
     at[list(prog.head_log)] = np.arange(len(prog.head_log))
@@ -463,17 +537,23 @@ def _scan_with_view(prog: Program, data: Data, segment, carry):
     buffers = {k: jnp.zeros((len(prog.head_log), *v.shape), v.dtype) for k, v in shapes.items()}
 
     def step(full, xs):
-        (inner, (bufs, last_key)), (n_steps, i) = full, xs
-        inner, out = segment(inner, n_steps)
+        (inner, view), (n_steps, i) = full, xs
+        logged = inner  # the carry at the logged step
 
         def write(view):
             bufs, last_key = view
-            values, keys = view_at(inner[0], inner[3], last_key)
+            values, keys = view_at(logged[0], logged[3], last_key)
             return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
 
-        return (inner, jax.lax.cond(i >= 0, write, lambda view: view, (bufs, last_key))), out
+        if before:
+            view = jax.lax.cond(i >= 0, write, lambda view: view, view)
+        inner, out = segment(inner, n_steps)
+        if not before:
+            logged = inner
+            view = jax.lax.cond(i >= 0, write, lambda view: view, view)
+        return (inner, view), out
 
-    xs = (jnp.array(prog.segments), jnp.asarray(at))
+    xs = (jnp.array(steps), jnp.asarray(at))
     (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
     return inner, {**metrics, **bufs}
 

@@ -202,8 +202,10 @@ def add_head_steps(curves: dict[str, np.ndarray], cfg: Config, steps) -> None:
 
 
 def add_records(result: SweepResult, refs: tuple[MetricRef, ...], drawn: Drawn | None = None) -> None:
-    """What the curves need beside them: the planted directions that the per-planted-direction
-    curves are with (names and vectors, from ``drawn``), and each user metric's function."""
+    """What the curves need beside them: the per-head view's steps (``head_steps``), the planted
+    directions that the per-planted-direction curves are with (names and vectors, from ``drawn``),
+    and each user metric's function."""
+    add_head_steps(result.curves, result.config, result.steps)
     if any(k in REGISTRY and REGISTRY[k].kind == "planted" for k in result.curves):
         result.planted = planted_directions(result.config, drawn)
         result.extra["directions"] = list(result.planted)

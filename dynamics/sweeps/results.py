@@ -122,11 +122,24 @@ DIRECTIONS_NPZ = "directions.npz"  # the planted directions, one (trials, d) arr
 
 def write_params(out: Path, params: dict[str, np.ndarray], name: str = PARAMS_NPZ) -> None:
     """``params.npz``: the snapshots by name (a sweep's or a grid's), written atomically (``name``:
-    another file of arrays by name, ``directions.npz``)."""
-    buf = io.BytesIO()
-    np.savez(buf, **params)
+    another file of arrays by name, ``directions.npz``); the snapshots deflated (``npz_bytes``)."""
+    data = npz_bytes(params, compress=params if name == PARAMS_NPZ else ())
     with interrupts.shielded():
-        atomic_write_bytes(Path(out) / name, buf.getvalue())
+        atomic_write_bytes(Path(out) / name, data)
+
+
+def npz_bytes(arrays: dict[str, np.ndarray], compress=()) -> bytes:
+    """An ``.npz`` (what ``np.savez`` writes, read by ``np.load``) of ``arrays``, the members named in
+    ``compress`` deflated: the per-head curves and snapshots, whose NaN padding past each run's H
+    (most of a sweep's numbers where H ranges up to H_max) takes almost no room deflated."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", allowZip64=True) as z:
+        for key, value in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED if key in compress else zipfile.ZIP_STORED
+            with z.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(value), allow_pickle=False)
+    return buf.getvalue()
 
 
 def write_experiment(run: dict[str, Any], out: Path, npz_name: str) -> tuple[Path, Path]:
@@ -143,12 +156,11 @@ def write_files(
     """Write ``arrays`` to ``out/npz_name`` then ``results`` to ``out/results.json``, each
     atomically, the json last: its presence marks complete results. Returns (json, npz) paths."""
     out = Path(out)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    data = npz_bytes(arrays, compress=[k for k in arrays if has_head_axes(k)])
     npz_path, json_path = out / npz_name, out / "results.json"
     text = json.dumps(results, indent=2, allow_nan=False, default=_json_default)
     with interrupts.shielded():  # Ctrl-C waits for the pair: the json always describes the npz beside it
-        atomic_write_bytes(npz_path, buf.getvalue())
+        atomic_write_bytes(npz_path, data)
         atomic_write_bytes(json_path, text.encode())
     return json_path, npz_path
 
@@ -249,16 +261,10 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
             raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
-    if "head_steps" in arrays:  # the per-head view's steps: some of the logged steps, in order
-        head_steps = np.asarray(arrays["head_steps"])
-        if (
-            head_steps.ndim != 1
-            or not set(head_steps.tolist()) <= set(want)
-            or np.any(np.diff(head_steps) <= 0)
-        ):
-            raise bad("curves.npz's head_steps are not some of its logged steps, in order")
-        shape = (*shape[:2], len(head_steps))
-    _check_head_curves(arrays, shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad)
+    head_shape = (*shape[:2], _head_steps(arrays, want, bad))
+    _check_head_curves(
+        arrays, head_shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad
+    )
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
@@ -272,6 +278,21 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
+
+
+def _head_steps(arrays, logged: list[int], bad) -> int:
+    """L_h, the number of the per-head view's steps (``head_steps``: some of the logged steps, in
+    order; the logged steps themselves where the file has none)."""
+    if "head_steps" not in arrays:
+        return len(logged)
+    head_steps = np.asarray(arrays["head_steps"])
+    if (
+        head_steps.ndim != 1
+        or not set(head_steps.tolist()) <= set(logged)
+        or np.any(np.diff(head_steps) <= 0)
+    ):
+        raise bad("curves.npz's head_steps are not some of its logged steps, in order")
+    return len(head_steps)
 
 
 def _check_head_curves(arrays, shape: tuple, h_max: int, P: int | None, bad) -> None:

@@ -37,7 +37,6 @@ from dynamics.sweeps.checks import (
 )
 from dynamics.sweeps.execute import (
     add_diagnostics,
-    add_head_steps,
     add_records,
     collect,
     float_type,
@@ -121,7 +120,6 @@ def run_sweep(
     if todo:
         runs = run_points([cfg], exp.steps, todo, progress=progress, metrics=refs, drawn=drawn, **layout)
         collect(runs, todo, heads, curves, diverged_at, on_point)
-    add_head_steps(curves, cfg, steps)
     result = SweepResult(
         config=cfg, heads=np.array(heads), steps=steps, curves=curves, diverged_at=diverged_at
     )
@@ -196,7 +194,6 @@ def _variant_results(cfgs: list[Config], steps: np.ndarray, runs) -> list[SweepR
                 curves[k][i, v] = values[j]
             diverged_at[i, v] = div_at[j]
     heads = np.array(base.sweep.heads)
-    add_head_steps(curves, base, steps)
     return [
         SweepResult(
             config=c,
