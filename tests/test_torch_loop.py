@@ -41,15 +41,18 @@ def test_train_loss_curve_agrees_with_mhsim(both):
 
 
 def test_every_metric_agrees_with_mhsim(both):
-    """The loop logs every curve mhsim logs on this sweep (per-head metrics on: H ≤ 16), the same
-    values to float32 rounding; the heads mhsim pads (H = 1 of a sweep up to 3) are NaN in both."""
+    """The loop logs every curve mhsim logs on this sweep (per-head metrics on: H ≤ 16, at the per-head
+    view's steps, the head–head matrices asked for), the same values to float32 rounding (the key
+    direction's to its stated accuracy); the heads mhsim pads (H = 1 of a sweep up to 3) are NaN in both."""
     mh, ours = both
     assert set(ours) == set(mh) - {"heads", "steps", "diverged_at", "head_steps"}
     assert mh["head_u_norm"].shape[2] == 14  # the per-head view at every 2nd logged step and the last
     assert {"head_key_cos", "head_attn_sim", "diversity"} <= set(ours)
     for name, value in ours.items():
         np.testing.assert_array_equal(np.isnan(value), np.isnan(mh[name]), err_msg=name)
-        np.testing.assert_allclose(value, mh[name], rtol=1e-4, atol=2e-6, equal_nan=True, err_msg=name)
+        # the key direction: mhsim's power iteration to its stated accuracy (an angle below 1e-4)
+        atol = 1e-4 if name in ("head_key_cos", "head_key_sim", "head_uk_cos") else 2e-6
+        np.testing.assert_allclose(value, mh[name], rtol=1e-4, atol=atol, equal_nan=True, err_msg=name)
 
 
 def test_flop_formulas_match_torch_flop_counter():
