@@ -520,12 +520,14 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
 
 def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int, ...], before: bool):
     """``lax.scan(segment, carry, steps)`` with the per-head view logged at the logged steps
-    ``prog.head_log`` (a ``lax.cond`` on the step's place in the view's buffers, -1 elsewhere: the
-    other logged steps skip it), into buffers (L_h, …) carried along with the last key directions;
-    ``before``: iteration k logs step k before its segment's updates, else after them.
-    Returns the aggregate curves (L, …) and the view's (L_h, …) together."""
-    at = np.full(len(prog.segments), -1, np.int32)
-    at[list(prog.head_log)] = np.arange(len(prog.head_log))
+    ``prog.head_log``: computed under a ``lax.cond`` (the other logged steps skip it and give
+    zeros) and written at the step's row of buffers (L_h + 1, …) carried along with the last key
+    directions (the other steps write the spare last row, dropped); ``before``: iteration k logs
+    step k before its segment's updates, else after them. Returns the aggregate curves (L, …) and
+    the view's (L_h, …) together."""
+    n_view = len(prog.head_log)
+    at = np.full(len(prog.segments), n_view, np.int32)  # the spare row
+    at[list(prog.head_log)] = np.arange(n_view)
 
     def view_at(p, t, last_key):
         beta = prog.beta(jnp.maximum(t - 1, 0))  # the last update's β, as the segment's evaluate
@@ -534,28 +536,26 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     params = carry[0]
     key0 = jnp.zeros((prog.slots, prog.d), params["U"].dtype)
     shapes, _ = jax.eval_shape(view_at, params, carry[3], key0)
-    buffers = {k: jnp.zeros((len(prog.head_log), *v.shape), v.dtype) for k, v in shapes.items()}
+    buffers = {k: jnp.zeros((n_view + 1, *v.shape), v.dtype) for k, v in shapes.items()}
+
+    def log(at_step, view, i):  # the view at the carry ``at_step``, written at row i
+        bufs, last_key = view
+        skip = lambda p, t, k: (jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), k)  # noqa: E731
+        values, keys = jax.lax.cond(i < n_view, view_at, skip, at_step[0], at_step[3], last_key)
+        return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
 
     def step(full, xs):
         (inner, view), (n_steps, i) = full, xs
-        logged = inner  # the carry at the logged step
-
-        def write(view):
-            bufs, last_key = view
-            values, keys = view_at(logged[0], logged[3], last_key)
-            return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
-
         if before:
-            view = jax.lax.cond(i >= 0, write, lambda view: view, view)
+            view = log(inner, view, i)
         inner, out = segment(inner, n_steps)
         if not before:
-            logged = inner
-            view = jax.lax.cond(i >= 0, write, lambda view: view, view)
+            view = log(inner, view, i)
         return (inner, view), out
 
     xs = (jnp.array(steps), jnp.asarray(at))
     (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
-    return inner, {**metrics, **bufs}
+    return inner, {**metrics, **{k: v[:n_view] for k, v in bufs.items()}}
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):
