@@ -303,6 +303,19 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     return params
 
 
+def world_start(prog: Program, params: mdl.Params, b: Batch, given: dict | None) -> mdl.Params:
+    """θ(0) with the parameters the trial's world sets (``Data.world_init``: name -> one head's
+    array) in every filled slot of every run, empty slots 0; the rest as the init (or file) gave."""
+    if not given:
+        return params
+    filled = b.slot_run < prog.runs  # (S,)
+    out = dict(params)
+    for k, v in given.items():
+        value = jnp.broadcast_to(jnp.asarray(v, params[k].dtype), params[k].shape)
+        out[k] = jnp.where(mdl.per_head(filled, value), value, 0.0)
+    return out
+
+
 # fold_in(trial key, MINIBATCH_STREAM): the trial's stream of SGD batches, apart from its data
 # draws (which split the trial key, ``core.data``).
 MINIBATCH_STREAM = 0x5D6B
@@ -372,7 +385,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
-    params = init_slots(prog, b)
+    params = world_start(prog, init_slots(prog, b), b, getattr(data, "world_init", None))
     loss = prog.loss
     direction, rules = upd.direction(prog.optimizer), prog.rules()
     batch_key = minibatch_key(b.data_key) if prog.batch_size else None

@@ -15,11 +15,14 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import parts
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
-from dynamics.core.data import Data, direction_names, make_data, token_width
+from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
 from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
+from dynamics.core.model import head_shapes
+from dynamics.errors import ConfigError
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, metrics_of
 from dynamics.parts.registry import is_user_name
@@ -58,8 +61,26 @@ def prepare_data(cfg: Config) -> Drawn:
         data_cfg, train = dataclasses.replace(data_cfg, n_train=cfg.optim.batch_size), "an online batch"
     with jax.enable_x64(False):
         data, shared = make_data(data_cfg, k_data, cfg.sweep.trials, task=cfg.optim.task, train=train)
+    given = world_initial_params(cfg.data, data, initial_shapes(cfg, token_width(data)))
+    if given is not None:
+        data = data._replace(world_init=given)
     init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return Drawn(data, shared, init_keys)
+
+
+def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
+    """One head's parameter shapes of ``cfg``'s model (what a world's ``initial_params`` may set)."""
+    m = cfg.model
+    layout = parts.KEY_QUERIES[m.key_query]
+    if layout.factored and m.head_size == "split" and len(set(cfg.sweep.heads)) > 1:
+        if parts.DATA_MODELS[cfg.data.model].sets_init:
+            raise ConfigError(
+                f"data.model={cfg.data.model!r} sets θ(0) from its world and model.head_size='split' "
+                f"gives each H its own d_h: run one H (sweep.heads={list(cfg.sweep.heads)})"
+            )
+        return {}
+    head_size = layout.head_size(m.head_size, d, max(cfg.sweep.heads))
+    return head_shapes(d, head_size, parts.QUERIES[m.query].learned)
 
 
 def run_points(
