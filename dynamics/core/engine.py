@@ -400,34 +400,72 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
+    watch = watches_zero_steps(prog)
+
     def one_step(t, carry):
-        p, state, div_at = carry
+        p, state, div_at, zero_at = carry
         X, y = minibatch(prog, data, batch_key, t)
         (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t), X, y)
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
         # η per head slot (per run for the bias b), the group rules of update t
-        p, state = upd.update(p, grads, state, direction, lr, rules, t, pack.member)
+        new, state = upd.update(p, grads, state, direction, lr, rules, t, pack.member)
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite (SGD: on its batch). Its heads are not frozen: they only touch their own run's
         # numbers, which are masked from that step on; the last update's parameters are checked
         # by the final evaluation (sweeps.execute.run_points).
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
-        return p, state, div_at
+        if watch:  # normalised GD: the first update that left a run where it was (a zero gradient)
+            still = zero_step(prog, pack, p, new, t) & finite
+            zero_at = jnp.where((zero_at > total) & still, t, zero_at)
+        return new, state, div_at, zero_at
 
     def segment(carry, n_steps):
-        p, state, div_at, t = carry
-        p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
+        p, state, div_at, zero_at, t = carry
+        p, state, div_at, zero_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at, zero_at))
         beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
         logged = logged_train_set(prog, data, batch_key, t + n_steps)
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, logged, beta)
+        out = evaluate(prog, p, pack, logged, beta)
+        if watch:
+            out[ZERO_STEP] = zero_at.astype(out["train_loss"].dtype)
+        return (p, state, div_at, zero_at, t + n_steps), out
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
-    carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
-    (_, _, div_at, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
+    never = jnp.full((prog.runs,), total + 1)
+    carry = (params, direction.init(params), never, never if watch else None, jnp.array(0))
+    (_, _, div_at, _, _), metrics = jax.lax.scan(segment, carry, jnp.array(prog.segments))
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
+
+
+# The first update t (0-based) at which a run of a normalising optimiser did not move (its gradient
+# over the moving parameters exactly 0: underflow), steps + 1 if none: an output of the engine that
+# ``sweeps.execute`` takes out of the metrics and reports as a warning (``ZeroStepWarning``).
+ZERO_STEP = "zero_step_at"
+
+
+def watches_zero_steps(prog: Program) -> bool:
+    """The program reports zero steps: its optimiser normalises the gradient (each step moves η)."""
+    return parts.OPTIMIZERS[prog.optimizer].normalise_per_run
+
+
+def zero_step(prog: Program, pack: Pack, old: mdl.Params, new: mdl.Params, t) -> jax.Array:
+    """(R,) bool: run r's update t changed none of its parameters although a group was to move."""
+    changed = jnp.zeros((prog.runs,), bool)
+    for k, v in new.items():
+        diff = v != old[k]
+        if k in parts.PER_RUN_PARAMS:
+            changed = changed | diff
+        else:
+            per_slot = jnp.any(diff.reshape(diff.shape[0], -1), axis=1)  # (S,)
+            changed = changed | jnp.any(pack.member & per_slot[:, None], axis=0)
+    rules = prog.rules()
+    groups = [r for _, r in rules.groups if r.lr_factor != 0]
+    moving = jnp.asarray(False)
+    for r in groups:
+        moving = moving | jnp.asarray(r.moving(t))
+    return pack.real & moving & ~changed
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -19,7 +20,7 @@ from dynamics import parts
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
 from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
-from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
+from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
 from dynamics.core.model import head_shapes
 from dynamics.errors import ConfigError
@@ -130,6 +131,9 @@ def run_points(
                 )
                 metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
+            zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
+            if zero is not None:
+                warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, base.sweep.trials, steps)
             per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
             metrics, div_at = finish(metrics, div_at, rows, cols, (len(items), base.sweep.trials), steps)
             if per_slot:
@@ -141,6 +145,28 @@ def run_points(
             yield items, metrics, div_at
     finally:
         bar.close()
+
+
+class ZeroStepWarning(UserWarning):
+    """A normalised-GD run whose gradient over its moving parameters was exactly 0 at some update
+    (float32 underflow where the softmax saturates): from there it stands still instead of moving η."""
+
+
+def warn_zero_steps(first: np.ndarray, items, heads, trials: int, steps: np.ndarray) -> None:
+    """One warning naming the first update with a zero step, of the runs (``first`` per (item, trial),
+    in ``items`` × trials order; past the last step: none) that had one."""
+    hit = np.flatnonzero(first < steps[-1] + 1)
+    if not hit.size:
+        return
+    at = hit[np.argmin(first[hit])]
+    (i, _), trial = items[at // trials], at % trials
+    warnings.warn(
+        f"normalized GD: {hit.size} of {first.size} runs took a zero step (the gradient over the moving "
+        f"parameters is exactly 0: it underflowed), the first at update {int(first[at])} (H={heads[i]}, "
+        f"trial {trial}); from there such a run stands still instead of moving η per step: run with --x64",
+        ZeroStepWarning,
+        stacklevel=2,
+    )
 
 
 def finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarray):
