@@ -21,7 +21,7 @@ from dynamics.theory.maxmargin import alignment
 def _config(**kw):
     from dynamics.api import with_overrides
 
-    knobs = {k: v for k, v in {**SMALL, **kw}.items() if k != "progress"}
+    knobs = {k: v for k, v in {**SMALL, **kw}.items() if k not in ("progress", "diagnostics")}
     return with_overrides(None, **knobs)
 
 
@@ -75,7 +75,7 @@ SMALL = dict(
     data_model="max-margin", T=4, d=3, n_train=4, n_test=4, query="first", norm="sum",
     optimizer="normalized-gd", lr=0.1, loss="logistic", steps=300, readout_lr_factor=0.0, heads=(1,),
     trials=2, log_every=10,
-    save_params=True, progress=False,
+    save_params=True, diagnostics=("maxmargin",), progress=False,
 )  # fmt: skip
 
 
@@ -99,7 +99,14 @@ def test_small_run_follows_exact_normalised_gd():
             rflat, axis=1
         )
         assert rel.max() < 1e-5, rel.max()
+    # the maxmargin diagnostic, under normalised GD, a frozen readout and the world's θ(0) (which
+    # the replayed diagnostic refuses): the view of the engine's own W at every logged step
     view = alignment(res)
+    summary = res.extra["diagnostics"]
+    assert summary["source"] == "snapshots" and summary["selection"] == "the model's final argmax"
+    assert np.array_equal(res.curves["maxmargin_cos"][0], view.corr)
+    assert np.array_equal(res.curves["maxmargin_norm"][0], view.norm)
+    assert np.all(res.curves["maxmargin_attn"][0] <= 1) and np.all(res.curves["maxmargin_attn"][0] > 0)
     assert view.selection == "final" and view.corr.shape == (2, 31) and view.parameter == "W"
     assert np.allclose(view.norm, np.linalg.norm(W.reshape(2, 31, -1), axis=2))
     data = trial_data(res.config, 0)
@@ -142,12 +149,18 @@ def test_preset_runs_and_draws_its_figure(tmp_path):
 
 
 def test_alignment_refuses_a_sweep_it_cannot_read():
-    res = types.SimpleNamespace(curves={}, config=dataclasses.replace(trial_cfg(), name="x"))
-    with pytest.raises(ValueError, match="needs a sweep of one head"):
-        alignment(res)
-
-
-def trial_cfg():
     from dynamics.config.schema import preset
 
-    return preset("max-margin")
+    cfg = preset("max-margin")
+    two = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=(1, 2)))
+    with pytest.raises(ValueError, match="reads a sweep of one H"):
+        alignment(types.SimpleNamespace(curves={}, config=two))
+    with pytest.raises(ValueError, match="selection='argmax'; allowed: final, mask"):
+        alignment(types.SimpleNamespace(curves={}, config=cfg), selection="argmax")
+
+
+def test_the_replayed_diagnostics_refusal_names_the_snapshot_route():
+    from dynamics.api import with_overrides
+
+    with pytest.raises(ValueError, match="'maxmargin' alone with sweep.save_params reads the run's own θ"):
+        with_overrides("max-margin", diagnostics=("maxmargin",), save_params=False)

@@ -52,7 +52,9 @@ def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[Me
     from dynamics.theory.replay import CURVES  # the diagnostics' curves
 
     taken = {*REGISTRY, *FILE_KEYS}  # every declared metric, per-head curve and snapshot
-    taken |= {name for names in CURVES.values() for name in names}
+    from dynamics.theory.maxmargin import VIEW_CURVES  # the max-margin view's, from snapshots
+
+    taken |= {name for names in CURVES.values() for name in names} | set(VIEW_CURVES)
     refs = []
     for name, fn in metrics.items():
         if not isinstance(name, str) or not name.isidentifier():

@@ -296,9 +296,18 @@ def planted_directions(cfg: Config, drawn: Drawn | None = None) -> dict[str, np.
 def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn: Drawn | None = None) -> None:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     replayed on ``drawn`` (``prepare_data(exp.config)``; drawn here when None)."""
+    from dynamics.config.checks import from_snapshots
     from dynamics.theory import replay as theory
 
     cfg = exp.config
+    if from_snapshots(cfg.sweep):  # the max-margin view of the engine's own θ, every logged step
+        from dynamics.theory.maxmargin import diagnostic_curves
+
+        with phase("diagnostics"):
+            curves, summary = diagnostic_curves(result)
+        result.curves.update(curves)
+        result.extra["diagnostics"] = summary
+        return
     with phase("diagnostics"):
         data, _, init_keys = prepare_data(cfg) if drawn is None else drawn
         lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
