@@ -164,3 +164,32 @@ def test_the_replayed_diagnostics_refusal_names_the_snapshot_route():
 
     with pytest.raises(ValueError, match="'maxmargin' alone with sweep.save_params reads the run's own θ"):
         with_overrides("max-margin", diagnostics=("maxmargin",), save_params=False)
+
+
+@pytest.mark.stress
+def test_authors_data_mhsim_follows_the_reference_in_float32_and_x64():
+    """Their three local-convergence data sets (their generator and seeds, via --data and
+    --init-from): corr(W_mhsim(t), W_ref(t)) ≥ 0.9999 every 10 steps to t = 2000, ‖W‖ within 1e-3;
+    their own code is run too where its checkout is given (MAX_MARGIN_CHECKOUT), else torch alone
+    is needed for their generator."""
+    import os
+
+    pytest.importorskip("torch")
+    from benchmarks import max_margin as mm
+
+    checkout = os.environ.get("MAX_MARGIN_CHECKOUT")
+    if checkout is None:
+        pytest.skip("MAX_MARGIN_CHECKOUT (the authors' checkout) not set")
+    for row in mm.authors_comparison(checkout):
+        for name in ("mhsim_f32", "mhsim_x64"):
+            assert row[name]["min_corr_to_ref"] >= 0.9999, (row["seed"], name, row[name])
+            assert row[name]["max_norm_rel_gap"] < 1e-3, (row["seed"], name, row[name])
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("x64", [False, True])
+def test_authors_prompt_data_corr_within_1e3_of_the_reference(x64):
+    pytest.importorskip("torch")
+    from benchmarks import max_margin as mm
+
+    assert mm.prompt_comparison(x64=x64)["max_gap"] < 1e-3
