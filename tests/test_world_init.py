@@ -69,6 +69,7 @@ def test_diagnostics_replay_from_the_worlds_theta0(builtin):
     assert gap < 1e-5, gap
 
 
+@pytest.mark.stress
 def test_user_world_sets_u_and_the_init_draws_the_rest():
     """A user model's world sets U; W keeps the configured init (zero: the fast path stays)."""
     res = run_sweep(data=UserWorld(), **RUN)
@@ -100,6 +101,7 @@ def test_bad_initial_params_refused_in_one_line(case):
     assert message in text and "initial_params" in text and "'m:x'" in text and "\n" not in text
 
 
+@pytest.mark.stress
 def test_non_finite_initial_params_refused_before_any_run():
     """Through the sweep: the worlds' values are checked (an inf U is refused in one line)."""
     with pytest.raises(ConfigError, match=r"returned 'U' with 6 non-finite values .*θ\(0\) must be finite"):

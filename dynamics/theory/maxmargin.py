@@ -18,6 +18,7 @@ import numpy as np
 
 from dynamics.errors import ConfigError
 from dynamics.theory import diagnostics as dg
+from dynamics.theory.replay import SNAPSHOT_CURVES
 
 SELECTIONS = ("final", "mask")
 
@@ -49,11 +50,8 @@ def _softmax(s: np.ndarray) -> np.ndarray:
 
 
 def alignment(result, selection: str = "final") -> Alignment:
-    """The max-margin view of every trial of ``result`` (a ``SweepResult`` or its folder, run
-    with ``save_params`` and one H): see the module docstring."""
-    from dynamics.api import load_results
-
-    result = result if hasattr(result, "curves") else load_results(result)
+    """The max-margin view of every trial of ``result`` (a ``SweepResult``, e.g.
+    ``dynamics.load_results(folder)``, run with ``save_params`` and one H): see the module docstring."""
     if len(result.config.sweep.heads) != 1:
         raise ConfigError(
             f"the max-margin view reads a sweep of one H; got heads={list(result.config.sweep.heads)} "
@@ -123,10 +121,6 @@ def _view(result, i: int, selection: str) -> Alignment:
     return Alignment(out["corr"], out["prob"], out["norm"], selection, np.array(chosen), name, out["head"])
 
 
-# The curves of the ``maxmargin`` diagnostic read from snapshots (``diagnostic_curves``).
-VIEW_CURVES = ("maxmargin_cos", "maxmargin_cos_head", "maxmargin_attn", "maxmargin_norm")
-
-
 def diagnostic_curves(result, selection: str = "final") -> tuple[dict[str, np.ndarray], dict]:
     """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, at every logged step from the
     engine's own θ (no replay: any optimiser, group rule, θ(0) or query with one query token):
@@ -135,13 +129,10 @@ def diagnostic_curves(result, selection: str = "final") -> tuple[dict[str, np.nd
     selection (the model's final argmax, or the data's mask) and the solution (W^mm or p^mm)."""
     cfg = result.config
     views = [_view(result, i, selection) for i in range(len(cfg.sweep.heads))]
-    curves = {
-        "maxmargin_cos": np.stack([v.corr for v in views]),
-        "maxmargin_cos_head": np.stack([v.head for v in views]),
-        "maxmargin_attn": np.stack([v.selected_prob for v in views]),
-        "maxmargin_norm": np.stack([v.norm for v in views]),
-        "diagnostic_steps": np.asarray(result.steps),
-    }
+    per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
+    per_view += ([v.norm for v in views],)
+    curves = {name: np.stack(c) for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True)}
+    curves["diagnostic_steps"] = np.asarray(result.steps)
     summary = {
         "names": ["maxmargin"],
         "source": "snapshots",

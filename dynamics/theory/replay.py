@@ -55,6 +55,8 @@ CURVES = {
     "maxmargin": ("maxmargin_cos", "maxmargin_cos_head"),
 }
 assert tuple(CURVES) == DIAGNOSTICS
+# ``maxmargin`` read from the run's own snapshots (``dynamics.theory.maxmargin.diagnostic_curves``)
+SNAPSHOT_CURVES = ("maxmargin_cos", "maxmargin_cos_head", "maxmargin_attn", "maxmargin_norm")
 
 
 def diagnostic_steps(steps: Sequence[int], points: int = POINTS) -> list[int]:
