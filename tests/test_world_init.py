@@ -41,7 +41,7 @@ class UserWorld:
 @pytest.fixture(scope="module")
 def builtin():  # a compile of its own (normal init: the full path, heads packed in slots)
     return run_sweep(
-        data_model="max-margin", init="normal", init_scale=0.3, diagnostics=("maxmargin",), **RUN
+        data_model="max-margin", init="normal", init_scale=0.3, diagnostics=("kernel", "maxmargin"), **RUN
     )
 
 
