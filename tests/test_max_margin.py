@@ -79,6 +79,7 @@ SMALL = dict(
 )  # fmt: skip
 
 
+@pytest.mark.stress  # about 20 s here (compiles, cvxpy): over the default suite's budget
 def test_small_run_follows_exact_normalised_gd():
     """float32 mhsim against the float64 reference on the same data and θ(0) (the world's): corr of
     W ≥ 0.9999 at every logged step, ‖W‖ within 1e-5 relative (each step moves exactly η = 0.1)."""
