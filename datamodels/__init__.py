@@ -31,6 +31,7 @@ _EXPORTS = {
     "datamodels.sparse_token": ("SPARSE_TOKEN",),
     "datamodels.locations": ("MULTI_LOCATION", "SINGLE_LOCATION"),
     "datamodels.icl": ("ICL_LINREG",),
+    "datamodels.max_margin": ("MAX_MARGIN",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -66,6 +67,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES  # noqa: F401
     from datamodels.icl import ICL_LINREG  # noqa: F401
     from datamodels.locations import MULTI_LOCATION, SINGLE_LOCATION  # noqa: F401
+    from datamodels.max_margin import MAX_MARGIN  # noqa: F401
     from datamodels.mixture import MIXTURE, class_means, dm1, tokenized_mixture  # noqa: F401
     from datamodels.npz import DataError, UserData, load_npz  # noqa: F401
     from datamodels.planted import PLANTED, Teacher, planted, planted_teacher, teacher_logits  # noqa: F401

@@ -27,3 +27,6 @@ DM1_DEFAULTS = types.MappingProxyType(
 )
 
 ICL_BASES = ("random", "identity")  # icl-linreg: Λ's eigenvectors, a random orthonormal basis or e_1..e_D
+
+# max-margin: unit-norm Gaussian tokens (local convergence) or the learned-prompt experiment
+MAX_MARGIN_SETTINGS = ("local", "prompt")

@@ -27,7 +27,12 @@ refused in one line.
 Optional attributes of a data model: ``task`` ("classification" or "regression"; default
 classification), ``noise_floor`` (a number, or a function of the world; the Bayes risk of the
 square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d``, and
-``relevant_tokens`` (True when ``sample`` returns a mask).
+``relevant_tokens`` (True when ``sample`` returns a mask), and ``initial_params(world, shapes) ->
+{name: array}``: θ(0) from the world. ``shapes`` names one head's parameters of the run's model
+(``{"U": (d,), "W": (d, d)}``; U, Q, K for factored heads; U, k for a learned query); the model
+returns any of them, each of exactly that shape, real floating and finite (checked at the boundary),
+and every head of every run of the trial starts from it; the rest come from the configured init
+(or file, which these values override).
 
 The built-in models return a ``World``: its ``latents`` and ``planted`` directions (a dict of
 name -> unit vectors (P, d) or (d,)), its ``noise_floor`` (a float32 scalar, NaN where unknown)

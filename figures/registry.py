@@ -181,6 +181,10 @@ FIGURES.update({name: grid_entry(name) for name in GRID_FIGURES})
 FIGURES.update(specialisation_entries())
 FIGURES.update({name: sparse_token_entry(name) for name in sparse_token.NAMES})
 FIGURES["single-location"] = sweep_entry("single-location", plot=plot_single_location)
+FIGURES["max-margin"] = sweep_entry("max-margin", plot=lazy_plot("figures.max_margin", "plot_max_margin"))
+FIGURES["max-margin-prompt"] = sweep_entry(
+    "max-margin-prompt", plot=lazy_plot("figures.max_margin", "plot_max_margin")
+)
 FIGURES["single-location-grid"] = dataclasses.replace(
     grid_entry("single-location-grid"), plot=plot_single_location_grid
 )

@@ -349,6 +349,10 @@ def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, 
         with timings.phase("plotting"):
             grid = isinstance(exp, GridExperiment)
             paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
+            if result.config.data.model == "max-margin" and not grid and result.config.sweep.save_params:
+                from figures.max_margin import plot_max_margin  # the papers' form (its own panels)
+
+                paths += plot_max_margin(result, out / "max-margin")
             if result.config.sweep.diagnostics and not grid:  # a grid's: per point
                 from figures.theory import plot_diagnostics
 

@@ -261,20 +261,30 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
         )
 
 
+SNAPSHOT_HINT = " ('maxmargin' alone with sweep.save_params reads the run's own θ, without this limit)"
+
+
+def from_snapshots(sweep: sec.SweepConfig) -> bool:
+    """The ``maxmargin`` diagnostic alone with ``sweep.save_params``: read from the engine's own θ at
+    every logged step (``dynamics.theory.maxmargin``), no replay, so no replay's restrictions."""
+    return sweep.diagnostics == ("maxmargin",) and bool(sweep.save_params)
+
+
 def _check_replay(cfg: sec.Config) -> None:
     """The theory diagnostics replay full-batch GD or Adam with the plain step: refused otherwise."""
-    if not cfg.sweep.diagnostics:
+    if not cfg.sweep.diagnostics or from_snapshots(cfg.sweep):
         return
     optim = cfg.optim
     if optim.optimizer not in ("gd", "adam"):
         raise ConfigError(
             f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
+            f"{SNAPSHOT_HINT}"
         )
     changed = [k for k, v in added_fields(sec.OptimConfig).items() if getattr(optim, k) != v]
     if changed:
         raise ConfigError(
             f"sweep.diagnostics replays the plain step (no group rules or constraint); "
-            f"got optim.{changed[0]}={getattr(optim, changed[0])!r}"
+            f"got optim.{changed[0]}={getattr(optim, changed[0])!r}{SNAPSHOT_HINT}"
         )
 
 
@@ -340,7 +350,19 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
         _positive_int("sweep.log_points", sweep.log_points, minimum=2)
     if sweep.head_every is not None:
         _positive_int("sweep.head_every", sweep.head_every)
-    _check_diagnostics(sweep.diagnostics, model, data)
+    if from_snapshots(sweep):  # any query with one query token, any optimiser, rule or θ(0)
+        _check_snapshot_maxmargin(model)
+    else:
+        _check_diagnostics(sweep.diagnostics, model, data)
+
+
+def _check_snapshot_maxmargin(model: sec.ModelConfig) -> None:
+    if parts.QUERIES[model.query].all_tokens or not parts.ACTIVATIONS[model.attention].normalises:
+        raise ConfigError(
+            f"sweep.diagnostics 'maxmargin' needs one query per example (first, last or learned) and an "
+            f"attention that normalises (softmax); got model.query={model.query!r}, "
+            f"model.attention={model.attention!r}"
+        )
 
 
 def _check_logged(sweep: sec.SweepConfig, optim: sec.OptimConfig) -> None:
@@ -373,7 +395,7 @@ def _check_diagnostics(names: tuple[str, ...], model: sec.ModelConfig, data: sec
         raise ConfigError(
             f"sweep.diagnostics needs the papers' model (a key-query matrix, softmax attention at "
             f"temperature 1, no bias: the replay's model); "
-            f"got model.{name}={value!r}"
+            f"got model.{name}={value!r}{SNAPSHOT_HINT}"
         )
     if "maxmargin" in names:
         if not parts.DATA_MODELS[data.model].relevant_tokens:

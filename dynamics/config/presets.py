@@ -160,6 +160,41 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "sweep": {"heads": (1,), "trials": 30, "log_every": 500},
         },
     ),
+    # Tarzanagh, Li, Thrampoulidis, Oymak (2023), their local-convergence experiment (docs/frontier.md):
+    # the readout set to the world's unit v and frozen, W(0) ~ U(±1/√d), normalised GD η = 0.1.
+    "max-margin": (
+        "max-margin token selection: one softmax head, query x_1, U = v frozen, normalized GD η=0.1 "
+        "(Tarzanagh et al. 2023)",
+        {
+            "data": {"model": "max-margin", "setting": "local", "T": 8, "d": 10, "n_train": 6, "n_test": 6},
+            "model": {"query": "first", "norm": "sum", "init": "zero"},
+            "optim": {
+                "optimizer": "normalized-gd",
+                "lr": 0.1,
+                "loss": "logistic",
+                "steps": 2000,
+                "readout_lr_factor": 0.0,
+            },
+            "sweep": {"heads": (1,), "trials": 30, "log_every": 10, "save_params": True},
+        },
+    ),
+    # Their learned-prompt experiment: a learned query p, the readout v (the score coordinate) frozen.
+    "max-margin-prompt": (
+        "max-margin token selection with a learned prompt p, U = v frozen, normalized GD η=0.1 "
+        "(Tarzanagh et al. 2023)",
+        {
+            "data": {"model": "max-margin", "setting": "prompt", "T": 7, "d": 3, "n_train": 3, "n_test": 3},
+            "model": {"query": "learned", "norm": "sum", "init": "zero"},
+            "optim": {
+                "optimizer": "normalized-gd",
+                "lr": 0.1,
+                "loss": "logistic",
+                "steps": 1000,
+                "readout_lr_factor": 0.0,
+            },
+            "sweep": {"heads": (1,), "trials": 6, "log_every": 10, "save_params": True},
+        },
+    ),
 }
 
 

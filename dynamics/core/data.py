@@ -30,6 +30,9 @@ class Data(NamedTuple):
     directions: jax.Array | None = None  # ([trials,] P, d) the world's planted directions, None if none
     # ([trials,] n_test, F, T) the test set's relevant tokens per feature (a per-feature mask), or None
     features_test: jax.Array | None = None
+    # ([trials,] …) θ(0) that each trial's world sets (its model's ``initial_params``): name -> one
+    # head's array, every head of a run starting from it; None when the world sets none
+    world_init: dict | None = None
 
 
 def data_model(cfg: DataConfig):
@@ -146,6 +149,30 @@ def make_data(
     data = executables.call(_synthetic_trials, "data.synthetic_trials", static, {"raw": raw})
     check_data(cfg, data, parts.DATA_MODELS[cfg.model].task)
     return data, False
+
+
+def sets_initial_params(model) -> bool:
+    """The data model sets θ(0) from its world (it has ``initial_params``: ``datamodels.protocol``)."""
+    return callable(getattr(model, "initial_params", None))
+
+
+def world_initial_params(cfg: DataConfig, data: Data, shapes: dict[str, tuple[int, ...]]) -> dict | None:
+    """Every trial's θ(0) from its world, name -> (trials, *one head's shape) float32, as the data
+    model's ``initial_params(world, shapes)`` gives it (checked at the boundary: names, shapes,
+    dtype, finite), or None for a model without it or data from a file."""
+    model = data_model(cfg) if not parts.DATA_MODELS[cfg.model].from_file else None
+    if model is None or data.world is None or not sets_initial_params(model):
+        return None
+
+    def one(world):
+        out = boundary.check_initial_params(cfg.model, model.initial_params(world, shapes), shapes)
+        return {k: jnp.asarray(v, jnp.float32) for k, v in out.items()}
+
+    with jax.enable_x64(False):  # from the worlds as drawn (float32), used in the working precision
+        given = jax.jit(jax.vmap(one))(data.world)
+    given = {k: np.asarray(v) for k, v in given.items()}
+    boundary.check_initial_values(cfg.model, given)
+    return given or None
 
 
 def check_data(cfg: DataConfig, data: Data, task: str) -> None:

@@ -356,6 +356,19 @@ def init_slots(prog: Program, b: Batch) -> mdl.Params:
     return params
 
 
+def world_start(prog: Program, params: mdl.Params, b: Batch, given: dict | None) -> mdl.Params:
+    """θ(0) with the parameters the trial's world sets (``Data.world_init``: name -> one head's
+    array) in every filled slot of every run, empty slots 0; the rest as the init (or file) gave."""
+    if not given:
+        return params
+    filled = b.slot_run < prog.runs  # (S,)
+    out = dict(params)
+    for k, v in given.items():
+        value = jnp.broadcast_to(jnp.asarray(v, params[k].dtype), params[k].shape)
+        out[k] = jnp.where(mdl.per_head(filled, value), value, 0.0)
+    return out
+
+
 # fold_in(trial key, MINIBATCH_STREAM): the trial's stream of SGD batches, apart from its data
 # draws (which split the trial key, ``core.data``).
 MINIBATCH_STREAM = 0x5D6B
@@ -425,7 +438,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
-    params = init_slots(prog, b)
+    params = world_start(prog, init_slots(prog, b), b, getattr(data, "world_init", None))
     loss = prog.loss
     direction, rules = upd.direction(prog.optimizer), prog.rules()
     batch_key = minibatch_key(b.data_key) if prog.batch_size else None
@@ -440,41 +453,55 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
-    def apply(t, p, state, div_at, grads, finite):  # update t from its gradient
+    watch = watches_zero_steps(prog)
+
+    def apply(t, p, state, at, grads, finite):  # update t from its gradient; at: (div_at, zero_at)
+        div_at, zero_at = at
         if prog.fast_path:  # ∇L̃ = H·g: the representative head gets the per-head gradient g
             grads = upd.per_head_gradient(grads, pack.weight)
         # η per head slot (per run for the bias b), the group rules of update t
-        p, state = upd.update(p, grads, state, direction, lr, rules, t, pack.member)
+        new, state = upd.update(p, grads, state, direction, lr, rules, t, pack.member)
         # A run diverges at the first step whose loss or margins (so its parameters) are not
         # finite (SGD: on its batch). Its heads are not frozen: they only touch their own run's
         # numbers, which are masked from that step on; the last update's parameters are checked
         # by the final evaluation (sweeps.execute.run_points).
         div_at = jnp.where((div_at > total) & ~finite, t, div_at)
-        return p, state, div_at
+        if watch:  # normalised GD: the first update that left a run where it was (a zero gradient)
+            still = zero_step(prog, pack, p, new, t) & finite
+            zero_at = jnp.where((zero_at > total) & still, t, zero_at)
+        return new, state, (div_at, zero_at)
 
     def one_step(t, carry):
-        p, state, div_at = carry
+        p, state, at = carry
         X, y = minibatch(prog, data, batch_key, t)
         (_, finite), grads = jax.value_and_grad(objective, has_aux=True)(p, prog.beta(t), X, y)
-        return apply(t, p, state, div_at, grads, finite)
+        return apply(t, p, state, at, grads, finite)
 
     def segment(carry, n_steps):
-        p, state, div_at, t = carry
-        p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
+        p, state, at, t = carry
+        p, state, at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, at))
         beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
         logged = logged_train_set(prog, data, batch_key, t + n_steps)
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, logged, beta)
+        return (p, state, at, t + n_steps), evaluate(prog, p, pack, logged, beta)
+
+    def watched(body):  # normalised GD: each logged row also carries the first zero step so far
+        def with_zero(carry, n_steps):
+            carry, out = body(carry, n_steps)
+            return carry, {**out, ZERO_STEP: carry[2][1].astype(out["train_loss"].dtype)}
+
+        return with_zero if watch else body
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
-    carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
+    never = jnp.full((prog.runs,), total + 1)
+    carry = (params, direction.init(params), (never, never if watch else None), jnp.array(0))
     if fused_logging(prog):  # logged step k, then the steps to k + 1 (none after the last)
         body, steps, before = _log_then_train(prog, pack, data, apply), (*prog.segments[1:], 0), True
     else:  # the steps to logged step k, then step k
         body, steps, before = segment, prog.segments, False
     if prog.head_view:
-        (_, _, div_at, _), metrics = _scan_with_view(prog, data, body, carry, steps, before)
+        (_, _, (div_at, _), _), metrics = _scan_with_view(prog, data, watched(body), carry, steps, before)
     else:
-        (_, _, div_at, _), metrics = jax.lax.scan(body, carry, jnp.array(steps))
+        (_, _, (div_at, _), _), metrics = jax.lax.scan(watched(body), carry, jnp.array(steps))
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
@@ -482,7 +509,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
 
 def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
     """The scan body of ``fused_logging``: the metrics at the carry's step t, then the n updates to
-    the next logged step (``apply(t, p, state, div_at, grads, finite)`` makes one), the training
+    the next logged step (``apply(t, p, state, at, grads, finite)`` makes one), the training
     metrics from update t's own forward (after the last logged step, n = 0: from their own)."""
 
     def z_of(p):  # what the loss reads on the training set at θ = p (constant β)
@@ -556,6 +583,35 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     xs = (jnp.array(steps), jnp.asarray(at))
     (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
     return inner, {**metrics, **{k: v[:n_view] for k, v in bufs.items()}}
+
+
+# The first update t (0-based) at which a run of a normalising optimiser did not move (its gradient
+# over the moving parameters exactly 0: underflow), steps + 1 if none: an output of the engine that
+# ``sweeps.execute`` takes out of the metrics and reports as a warning (``ZeroStepWarning``).
+ZERO_STEP = "zero_step_at"
+
+
+def watches_zero_steps(prog: Program) -> bool:
+    """The program reports zero steps: its optimiser normalises the gradient (each step moves η)."""
+    return parts.OPTIMIZERS[prog.optimizer].normalise_per_run
+
+
+def zero_step(prog: Program, pack: Pack, old: mdl.Params, new: mdl.Params, t) -> jax.Array:
+    """(R,) bool: run r's update t changed none of its parameters although a group was to move."""
+    changed = jnp.zeros((prog.runs,), bool)
+    for k, v in new.items():
+        diff = v != old[k]
+        if k in parts.PER_RUN_PARAMS:
+            changed = changed | diff
+        else:
+            per_slot = jnp.any(diff.reshape(diff.shape[0], -1), axis=1)  # (S,)
+            changed = changed | jnp.any(pack.member & per_slot[:, None], axis=0)
+    rules = prog.rules()
+    groups = [r for _, r in rules.groups if r.lr_factor != 0]
+    moving = jnp.asarray(False)
+    for r in groups:
+        moving = moving | jnp.asarray(r.moving(t))
+    return pack.real & moving & ~changed
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

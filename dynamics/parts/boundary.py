@@ -15,6 +15,11 @@ A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol`
 - ``mask``: None, or bool of shape (n, T) (the relevant tokens) or (n, F, T) (per feature);
 - finite: no NaN or inf in X or y (checked on the drawn arrays, ``check_values``).
 
+A data model's optional ``initial_params(world, shapes) -> {name: array}`` (θ(0) from its world):
+a dict whose names are among ``shapes`` (one head's parameters: U, W; U, Q, K; or U, k), each a real
+floating array of exactly that head's shape (``check_initial_params``, static), its values finite
+(``check_initial_values``, on every trial's arrays).
+
 Shapes and dtypes are checked where ``sample`` is traced (``sample``, static: free), and before any
 compile by ``jax.eval_shape`` of one trial (``dynamics.core.data.make_data``); values once per
 draw, on the concrete arrays. A user loss is probed on a vector of margins (it must be
@@ -290,3 +295,45 @@ def check_metric(name: str, value: Any) -> None:
             f"metric {name!r} returned {type(value).__name__} of dtype {dtype}; a metric must return a real "
             "numeric array"
         )
+
+
+INITIAL = "initial_params(world, shapes)"
+
+
+def check_initial_params(name: str, out: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """A data model's ``initial_params(world, shapes)`` output (arrays, tracers or shape structs)
+    checked for names, shapes and dtypes against ``shapes`` (one head's); a one-line ConfigError."""
+    at = f"data.model={name!r}: {INITIAL}"
+    if not isinstance(out, dict):
+        raise ConfigError(
+            f"{at} returned {type(out).__name__}; it must return a dict {{name: array}} of one head's "
+            f"parameters among {', '.join(shapes)}"
+        )
+    for key, a in out.items():
+        if key not in shapes:
+            raise ConfigError(
+                f"{at} returned {key!r}, not a parameter of this model; its parameters are "
+                f"{', '.join(shapes)} (the query and key-query layout decide which)"
+            )
+        if not hasattr(a, "shape"):
+            raise ConfigError(f"{at} returned {key!r} as {type(a).__name__}; it must be an array")
+        if _shape(a) != tuple(shapes[key]):
+            raise ConfigError(
+                f"{at} returned {key!r} of shape {_shape(a)}; one head's {key} is {tuple(shapes[key])} "
+                "(every head of a run starts from it)"
+            )
+        if _dtype(a).kind != "f":
+            raise ConfigError(f"{at} returned {key!r} of dtype {_dtype(a)}; it must be real floating")
+    return out
+
+
+def check_initial_values(name: str, arrays: dict[str, Any]) -> None:
+    """Every trial's ``initial_params`` values (name -> (trials, …)) finite; a one-line ConfigError."""
+    for key, a in arrays.items():
+        v = np.asarray(a)
+        bad = v[~np.isfinite(v)]
+        if bad.size:
+            raise ConfigError(
+                f"data.model={name!r}: {INITIAL} returned {key!r} with {bad.size} non-finite values "
+                f"(e.g. {bad.flat[0]}); θ(0) must be finite"
+            )

@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_SETTINGS
 from dynamics.config.knobs import knob
 from dynamics.config.values import floats_arg
 from dynamics.errors import ConfigError
@@ -35,7 +35,7 @@ class DataModel(Part):
     test set's relevant-token mask is known (attention metrics, the max-margin diagnostic);
     ``from_file``: the data come from ``data.path`` (the file fixes n, T and d; the task is
     inferred from its targets, ``data_task``); ``task``: classification (±1 labels) or regression
-    (real targets)."""
+    (real targets); ``sets_init``: its worlds set θ(0) (``initial_params``: ``datamodels.protocol``)."""
 
     schema: type | None = None
     sizes: Mapping[str, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
@@ -43,6 +43,7 @@ class DataModel(Part):
     relevant_tokens: bool = False
     from_file: bool = False
     task: str = "classification"
+    sets_init: bool = False
 
     @classmethod
     def from_object(cls, name: str, obj: Any) -> DataModel:  # type: ignore[override]
@@ -74,6 +75,7 @@ class DataModel(Part):
             sizes=types.MappingProxyType(sizes),
             relevant_tokens=bool(getattr(obj, "relevant_tokens", False)),
             task=task,
+            sets_init=callable(getattr(obj, "initial_params", None)),
         )
 
     @property
@@ -204,6 +206,21 @@ class IclParams:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class MaxMarginParams:
+    """Max-margin token selection's own parameters (Tarzanagh, Li, Thrampoulidis, Oymak 2023)."""
+
+    setting: str = knob(
+        "local",
+        "local: unit-norm Gaussian tokens, ±1 labels (local convergence); prompt: the learned-prompt data",
+        choices=MAX_MARGIN_SETTINGS,
+        hashed="always",
+    )
+    start_range: float = knob(
+        1.0, "W(0) and k(0) entries uniform in ±a/√d", grid=float, unit="a", hashed="always"
+    )
+
+
 _INFERRED: dict[tuple[int, Any], tuple[Any, dict[str, int]]] = {}
 
 
@@ -278,6 +295,18 @@ def check_multi_location(data) -> None:
         raise ConfigError(f"data.strengths has F={F} features but data.T={data.T}: F <= T distinct positions")
     if data.d < 2 * F:
         raise ConfigError(f"data.d={data.d} must be >= 2F = {2 * F}: the F keys and F values are orthonormal")
+
+
+def check_max_margin(data) -> None:
+    choice("data.setting", data.setting, MAX_MARGIN_SETTINGS)
+    finite("data.start_range", data.start_range, lo=0.0)
+    if data.T < 2:
+        raise ConfigError(f"data.T={data.T}: max-margin token selection needs T >= 2 tokens")
+    if data.setting == "prompt" and (data.d < 3 or data.T < 3):
+        raise ConfigError(
+            f"data.setting='prompt' needs d >= 3 (two shift coordinates and a score) and T >= 3; "
+            f"got d={data.d}, T={data.T}"
+        )
 
 
 def check_icl(data) -> None:
@@ -371,6 +400,17 @@ DATA_MODELS: Registry[DataModel] = Registry(
             sizes=_sizes(32, 5),
             check=check_icl,
             task="regression",
+        ),
+        DataModel(
+            "max-margin",
+            "unit-norm tokens, ±1 labels, θ(0) from the world: U = a unit v, W(0) uniform (Tarzanagh et al.)",
+            "datamodels.max_margin:MAX_MARGIN",
+            label="max-margin token selection",
+            schema=MaxMarginParams,
+            sizes=_sizes(8, 10),
+            check=check_max_margin,
+            relevant_tokens=True,
+            sets_init=True,
         ),
     ),
 )

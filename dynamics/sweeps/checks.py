@@ -49,10 +49,10 @@ def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[Me
         return ()
     if not isinstance(metrics, Mapping):
         raise TypeError(f"metrics={metrics!r:.80} must be a dict {{name: fn(params, data) -> array}} or None")
-    from dynamics.theory.replay import CURVES  # the diagnostics' curves
+    from dynamics.theory.replay import CURVES, SNAPSHOT_CURVES  # the diagnostics' curves
 
     taken = {*REGISTRY, *FILE_KEYS}  # every declared metric, per-head curve and snapshot
-    taken |= {name for names in CURVES.values() for name in names}
+    taken |= {name for names in CURVES.values() for name in names} | set(SNAPSHOT_CURVES)
     refs = []
     for name, fn in metrics.items():
         if not isinstance(name, str) or not name.isidentifier():

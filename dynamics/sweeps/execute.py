@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -15,11 +16,14 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dynamics import parts
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
-from dynamics.core.data import Data, direction_names, make_data, token_width
-from dynamics.core.engine import Batch, float_dtype, per_slot_key, train_batch
+from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
+from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
+from dynamics.core.model import head_shapes
+from dynamics.errors import ConfigError
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
 from dynamics.parts.registry import is_user_name
@@ -58,8 +62,26 @@ def prepare_data(cfg: Config) -> Drawn:
         data_cfg, train = dataclasses.replace(data_cfg, n_train=cfg.optim.batch_size), "an online batch"
     with jax.enable_x64(False):
         data, shared = make_data(data_cfg, k_data, cfg.sweep.trials, task=cfg.optim.task, train=train)
+    given = world_initial_params(cfg.data, data, initial_shapes(cfg, token_width(data)))
+    if given is not None:
+        data = data._replace(world_init=given)
     init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return Drawn(data, shared, init_keys)
+
+
+def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
+    """One head's parameter shapes of ``cfg``'s model (what a world's ``initial_params`` may set)."""
+    m = cfg.model
+    layout = parts.KEY_QUERIES[m.key_query]
+    if layout.factored and m.head_size == "split" and len(set(cfg.sweep.heads)) > 1:
+        if parts.DATA_MODELS[cfg.data.model].sets_init:
+            raise ConfigError(
+                f"data.model={cfg.data.model!r} sets θ(0) from its world and model.head_size='split' "
+                f"gives each H its own d_h: run one H (sweep.heads={list(cfg.sweep.heads)})"
+            )
+        return {}
+    head_size = layout.head_size(m.head_size, d, max(cfg.sweep.heads))
+    return head_shapes(d, head_size, parts.QUERIES[m.query].learned)
 
 
 def run_points(
@@ -111,6 +133,9 @@ def run_points(
                 metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
             items = point.items
             shape = (len(items), base.sweep.trials)
+            zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
+            if zero is not None:
+                warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, base.sweep.trials, steps)
             per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
             viewed = {k: metrics.pop(k) for k in list(metrics) if is_snapshot(k)}  # the bias's, per run
             metrics, div_at = finish(metrics, div_at, rows, cols, shape, steps)
@@ -125,6 +150,28 @@ def run_points(
             yield items, metrics, div_at
     finally:
         bar.close()
+
+
+class ZeroStepWarning(UserWarning):
+    """A normalised-GD run whose gradient over its moving parameters was exactly 0 at some update
+    (float32 underflow where the softmax saturates): from there it stands still instead of moving η."""
+
+
+def warn_zero_steps(first: np.ndarray, items, heads, trials: int, steps: np.ndarray) -> None:
+    """One warning naming the first update with a zero step, of the runs (``first`` per (item, trial),
+    in ``items`` × trials order; past the last step: none) that had one."""
+    hit = np.flatnonzero(first < steps[-1] + 1)
+    if not hit.size:
+        return
+    at = hit[np.argmin(first[hit])]
+    (i, _), trial = items[at // trials], at % trials
+    warnings.warn(
+        f"normalized GD: {hit.size} of {first.size} runs took a zero step (the gradient over the moving "
+        f"parameters is exactly 0: it underflowed), the first at update {int(first[at])} (H={heads[i]}, "
+        f"trial {trial}); from there such a run stands still instead of moving η per step: run with --x64",
+        ZeroStepWarning,
+        stacklevel=2,
+    )
 
 
 def finish(metrics, div_at, rows, cols, shape: tuple[int, int], steps: np.ndarray):
@@ -269,9 +316,18 @@ def planted_directions(cfg: Config, drawn: Drawn | None = None) -> dict[str, np.
 def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn: Drawn | None = None) -> None:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     replayed on ``drawn`` (``prepare_data(exp.config)``; drawn here when None)."""
+    from dynamics.config.checks import from_snapshots
     from dynamics.theory import replay as theory
 
     cfg = exp.config
+    if from_snapshots(cfg.sweep):  # the max-margin view of the engine's own θ, every logged step
+        from dynamics.theory.maxmargin import diagnostic_curves
+
+        with phase("diagnostics"):
+            curves, summary = diagnostic_curves(result)
+        result.curves.update(curves)
+        result.extra["diagnostics"] = summary
+        return
     with phase("diagnostics"):
         data, _, init_keys = prepare_data(cfg) if drawn is None else drawn
         lrs = [step_size(cfg, h) for h in cfg.sweep.heads]

@@ -55,6 +55,8 @@ CURVES = {
     "maxmargin": ("maxmargin_cos", "maxmargin_cos_head"),
 }
 assert tuple(CURVES) == DIAGNOSTICS
+# ``maxmargin`` read from the run's own snapshots (``dynamics.theory.maxmargin.diagnostic_curves``)
+SNAPSHOT_CURVES = ("maxmargin_cos", "maxmargin_cos_head", "maxmargin_attn", "maxmargin_norm")
 
 
 def diagnostic_steps(steps: Sequence[int], points: int = POINTS) -> list[int]:
@@ -176,10 +178,15 @@ class _Run:
         return {k: v.astype(self.dtype) for k, v in p.items()}
 
 
-def _one_run(run: _Run, X, y, key, dsteps, stop: int, W_mm, out: dict, where: tuple[int, int]) -> list[float]:
+def _one_run(
+    run: _Run, X, y, key, dsteps, stop: int, W_mm, out: dict, where: tuple[int, int], given=None
+) -> list[float]:
     """Replay one run and fill ``out[name][where + (j,)]`` at each diagnostic step j before
-    ``stop`` (its divergence step); returns the replay's training loss at those steps."""
+    ``stop`` (its divergence step); returns the replay's training loss at those steps. ``given``:
+    the parameters the trial's world sets (name -> one head's array), every head from them."""
     params = run.init(key, X.shape[-1])
+    for k, v in (given or {}).items():
+        params[k] = jnp.broadcast_to(jnp.asarray(v, run.dtype), params[k].shape)
     state, t, K_ref = run.init_state(params), 0, None
     Xk = X[:KERNEL_EXAMPLES]
     weight = jnp.full((1,), run.H, run.dtype) if run.fast else None
@@ -241,7 +248,8 @@ def compute(
         for t in range(trials):
             X, y = (X_all, y_all) if X_all.ndim == 3 else (X_all[t], y_all[t])
             stop = diverged_at[i, t] if diverged_at[i, t] >= 0 else steps[-1] + 1
-            losses = _one_run(run, X, y, init_keys[t], dsteps, stop, W_mm[t], out, (i, t))
+            given = {k: v[t] for k, v in (data.world_init or {}).items()}
+            losses = _one_run(run, X, y, init_keys[t], dsteps, stop, W_mm[t], out, (i, t), given)
             logged = train_loss[i, t, [steps.index(s) for s in dsteps[: len(losses)]]]
             rel = np.abs(np.array(losses) - logged) / np.maximum(np.abs(logged), 1e-12)
             gap = max(gap, float(np.nanmax(rel, initial=0.0)))

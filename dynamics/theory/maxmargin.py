@@ -1,0 +1,146 @@
+"""The max-margin view of a run along training, from its saved parameters (``sweep.save_params``).
+
+For each trial of a one-head sweep with the query ``first``, ``last`` or ``learned``: the tokens
+the model selects (the argmax of its attention in each training example) at the final logged
+step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for that
+selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
+``diagnostics.max_margin_p``); and at every logged step corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
+(Frobenius), the mean attention on the selected tokens and ‖θ‖ — the quantities of Tarzanagh,
+Li, Thrampoulidis, Oymak's figures. Computed in float64 numpy from the saved float32/64
+parameters and the trial's data (``core.data.trial_data``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from dynamics.errors import ConfigError
+from dynamics.theory import diagnostics as dg
+from dynamics.theory.replay import SNAPSHOT_CURVES
+
+SELECTIONS = ("final", "mask")
+
+
+class Alignment(NamedTuple):
+    """Per trial (rows) and logged step (columns): corr(θ, θ^mm), the mean attention on the
+    selected tokens, ‖θ‖; the selection used and each trial's selected tokens (trials, n)."""
+
+    corr: np.ndarray  # (trials, L)
+    selected_prob: np.ndarray  # (trials, L)
+    norm: np.ndarray  # (trials, L)
+    selection: str
+    selected: np.ndarray  # (trials, n) int
+    parameter: str  # "W" or "k"
+    head: np.ndarray  # (trials, L): the largest single-head corr(θ_h, θ^mm)
+
+
+def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
+    """Scores (L, n, T) of θ at each logged step: x_tᵀ W x_q, or x_tᵀ k for a learned query."""
+    if query == "learned":
+        return np.einsum("ntd,ld->lnt", X, theta)
+    x_q = X[:, 0] if query == "first" else X[:, -1]
+    return np.einsum("ntd,lde,ne->lnt", X, theta, x_q)
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def alignment(result, selection: str = "final") -> Alignment:
+    """The max-margin view of every trial of ``result`` (a ``SweepResult``, e.g.
+    ``dynamics.load_results(folder)``, run with ``save_params`` and one H): see the module docstring."""
+    if len(result.config.sweep.heads) != 1:
+        raise ConfigError(
+            f"the max-margin view reads a sweep of one H; got heads={list(result.config.sweep.heads)} "
+            "(diagnostic_curves reads every H)"
+        )
+    return _view(result, 0, selection)
+
+
+def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(Σ_h θ_h (L, …), the heads' θ_h (L, H, …), "W" or "k") of run (H index i, trial) from its
+    snapshots: W_h, Q_h K_hᵀ, or a learned query's k_h."""
+    curves = result.curves
+    if "param_k" in curves:
+        per_head = np.asarray(curves["param_k"], np.float64)[i, trial, :, :heads]
+        name = "k"
+    elif "param_W" in curves:
+        per_head = np.asarray(curves["param_W"], np.float64)[i, trial, :, :heads]
+        name = "W"
+    elif "param_Q" in curves:
+        Q = np.asarray(curves["param_Q"], np.float64)[i, trial, :, :heads]
+        K = np.asarray(curves["param_K"], np.float64)[i, trial, :, :heads]
+        per_head, name = np.einsum("lhda,lhea->lhde", Q, K), "W"
+    else:
+        raise ConfigError("the max-margin view needs the run's parameters: run with save_params=True")
+    return per_head.sum(axis=1), per_head, name
+
+
+def _view(result, i: int, selection: str) -> Alignment:
+    from dynamics.core.data import trial_data
+
+    cfg = result.config
+    if selection not in SELECTIONS:
+        raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
+    query = cfg.model.query
+    if query == "all":
+        raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
+    H = int(cfg.sweep.heads[i])
+    trials, L = result.curves["train_loss"].shape[1:3]
+    out = {k: np.full((trials, L), np.nan) for k in ("corr", "prob", "norm", "head")}
+    chosen, name = [], "W"
+    for t in range(trials):
+        theta, per_head, name = _theta(result, i, t, H)
+        data = trial_data(cfg, t)
+        X = np.asarray(data.X_train, np.float64)
+        A = _softmax(_scores(theta, X, query))  # (L, n, T) the summed head's attention
+        if selection == "mask":
+            if data.mask_train is None:
+                raise ConfigError("selection='mask' needs data whose relevant tokens are known")
+            sel = np.argmax(np.asarray(data.mask_train), axis=1)
+        else:
+            last = np.flatnonzero(np.all(np.isfinite(theta.reshape(L, -1)), axis=1))
+            sel = np.argmax(A[last[-1] if last.size else -1], axis=1)
+        chosen.append(sel)
+        try:
+            mm = dg.max_margin_p(X, sel) if name == "k" else dg.max_margin_W(X, sel, query).W
+        except dg.MaxMarginError:
+            mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
+        flat = theta.reshape(L, -1)
+        norm = np.linalg.norm(flat, axis=1)
+        out["norm"][t] = norm
+        with np.errstate(invalid="ignore", divide="ignore"):
+            unit = mm.reshape(-1) / np.linalg.norm(mm)
+            out["corr"][t] = flat @ unit / norm
+            heads = per_head.reshape(L, H, -1)
+            out["head"][t] = np.max(heads @ unit / np.linalg.norm(heads, axis=2), axis=1)
+        out["prob"][t] = np.take_along_axis(A, sel[None, :, None], axis=2)[..., 0].mean(axis=1)
+    return Alignment(out["corr"], out["prob"], out["norm"], selection, np.array(chosen), name, out["head"])
+
+
+def diagnostic_curves(result, selection: str = "final") -> tuple[dict[str, np.ndarray], dict]:
+    """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, at every logged step from the
+    engine's own θ (no replay: any optimiser, group rule, θ(0) or query with one query token):
+    curves {name: (heads, trials, L)} — corr(Σ_h θ_h, θ^mm) (Frobenius), the best head's, the mean
+    attention on the selected tokens, ‖Σ_h θ_h‖ — and the results.json summary, which names the
+    selection (the model's final argmax, or the data's mask) and the solution (W^mm or p^mm)."""
+    cfg = result.config
+    views = [_view(result, i, selection) for i in range(len(cfg.sweep.heads))]
+    per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
+    per_view += ([v.norm for v in views],)
+    curves = {name: np.stack(c) for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True)}
+    curves["diagnostic_steps"] = np.asarray(result.steps)
+    summary = {
+        "names": ["maxmargin"],
+        "source": "snapshots",
+        "selection": "the model's final argmax" if selection == "final" else "the data's mask",
+        "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
+        "norm": "frobenius",
+        "steps": [int(s) for s in result.steps],
+        "heads": [int(h) for h in cfg.sweep.heads],
+        "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],
+    }
+    return curves, summary
