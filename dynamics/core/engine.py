@@ -205,7 +205,9 @@ def run_outputs(prog: Program, pack: Pack, params: mdl.Params, f: jax.Array) -> 
 
 def loss_inputs(prog: Program, phi: jax.Array, y: jax.Array) -> jax.Array:
     """What the loss reads per example and run: the margin y·Φ (classification) or the residual
-    Φ − y (regression). Φ (n, R), y (n,)."""
+    Φ − y (regression). Φ (n, R), y (n,); vector targets: Φ (n, R, o), y (n, o), residuals (n, R, o)."""
+    if y.ndim == 2:  # vector targets (regression only; refused for classification at the boundary)
+        return phi - y[:, None, :]
     if parts.LOSSES[prog.loss].task == "regression":
         return phi - y[:, None]
     return y[:, None] * phi
@@ -229,7 +231,7 @@ def evaluate(
     out = {
         "train_loss": jax.vmap(mean_loss, (1, None))(z_train, loss),
         "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
-        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
+        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=tuple(range(1, params["U"].ndim))))),
         "w_norm": jnp.sqrt(per_run_sum(mdl.key_norm2(params))),
         "diversity": mdl.head_diversity(params, pack.member),
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
@@ -260,7 +262,7 @@ def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test)
     """Each run's mean attention on the test set's relevant tokens ((R,); NaN where unknown): the
     weights' mass there, or for an activation that does not normalise, the share Σ_rel |σ_t| / Σ_t |σ_t|."""
     if mask_test is None:
-        return jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
+        return jnp.full(z_test.shape[1:2], jnp.nan, dtype=z_test.dtype)  # (R,)
     mask = mask_test.astype(A_test.dtype)
     if not parts.ACTIVATIONS[prog.attention].normalises:
         A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
@@ -281,20 +283,22 @@ def _head_size(prog: Program) -> int | None:
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
-def init_slots(prog: Program, b: Batch) -> mdl.Params:
+def init_slots(prog: Program, b: Batch, outputs: int = 1) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
-    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
+    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
+    ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets)."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
     if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size, learned)
+        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
+        extra |= {"outputs": outputs} if outputs > 1 else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
@@ -372,7 +376,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
-    params = init_slots(prog, b)
+    params = init_slots(prog, b, outputs_of(data))
     loss = prog.loss
     direction, rules = upd.direction(prog.optimizer), prog.rules()
     batch_key = minibatch_key(b.data_key) if prog.batch_size else None
@@ -382,9 +386,9 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
 
     def objective(p, beta, X, y):
         f = mdl.head_outputs(p, X, prog.query, prog.attention, beta)
-        z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
-        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
+        z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R) or (n, R, o)
+        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,): the mean over examples (and outputs)
+        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
     def one_step(t, carry):
@@ -415,6 +419,16 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
+
+
+def outputs_of(data: Data) -> int:
+    """o of one trial's targets: 1 for y (n,), o for vector targets y (n, o)."""
+    return 1 if data.y_train.ndim == 1 else int(data.y_train.shape[-1])
+
+
+def _not_runs(z: jax.Array) -> tuple[int, ...]:
+    """The axes of z (n, R) or (n, R, o) other than the runs'."""
+    return (0,) if z.ndim == 2 else (0, 2)
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

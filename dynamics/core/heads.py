@@ -11,6 +11,11 @@ and not a divergence).
   examples (and queries);
 - ``head_u_norm``, ``head_key_norm`` (S,): ‖U_h‖ and the key-query part's norm (‖W_h‖_F,
   ‖Q_h K_hᵀ‖_F or ‖k_h‖);
+
+A matrix readout U_h ∈ R^{d×o} (vector targets) enters as a vector twice over: ``head_u_norm`` is
+its Frobenius norm and ``head_u_sim`` compares the flattened matrices, while the cosines with a
+direction of R^d (``head_u_cos``, ``head_uk_cos``) read its top left singular vector (the token
+direction it reads most), computed as the key directions are.
 - ``head_u_cos``, ``head_key_cos`` (S, P): |cos| of U_h and of the head's key direction with
   each of the data's P planted directions; the key direction is k_h for the learned query, else
   the top left singular vector of W_h (the side the keys x_t read in x_tᵀ W_h x_q);
@@ -49,7 +54,12 @@ def key_directions(params: mdl.Params) -> jax.Array:
     deadlocked the engine's sharded programs on several CPU devices)."""
     if "k" in params:
         return params["k"]
-    W = mdl.key_query_matrix(params)  # (S, d, d)
+    return top_left_singular(mdl.key_query_matrix(params))
+
+
+def top_left_singular(W: jax.Array) -> jax.Array:
+    """(S, d): the top left singular vector of each W_h (S, d, e), unit (sign arbitrary; zero for a
+    zero W_h), by the repeated squaring that ``key_directions`` describes."""
     M = jnp.einsum("hde,hfe->hdf", W, W)  # (S, d, d): W Wᵀ, eigenvectors = left singular vectors
     for _ in range(SQUARINGS):
         M = jnp.einsum("hde,hef->hdf", M, M)
@@ -80,13 +90,16 @@ def head_metrics(
 ) -> dict[str, jax.Array]:
     """The per-slot metrics above. ``A_test`` (n, S, T) or (n, S, T_q, T), ``mask_test`` (n, T) or
     None, ``directions`` (P, d) unit rows or None, ``features`` (n, F, T) the per-feature mask or None."""
-    U = params["U"]  # (S, d)
+    U = params["U"]  # (S, d), or (S, d, o) for vector targets
+    flat = U.reshape(U.shape[0], -1)  # (S, d·o)
+    if U.ndim == 3:  # the matrix readout's token direction: its top left singular vector
+        U = top_left_singular(U)
     keys = key_directions(params)
     out = {
-        "head_u_norm": jnp.linalg.norm(U, axis=1),
+        "head_u_norm": jnp.linalg.norm(flat, axis=1),
         "head_key_norm": jnp.sqrt(mdl.key_norm2(params)),
         "head_uk_cos": jnp.diagonal(abs_cos(keys, U)),
-        "head_u_sim": abs_cos(U, U),
+        "head_u_sim": abs_cos(flat, flat),
         "head_key_sim": abs_cos(keys, keys),
     }
     pattern = jnp.moveaxis(A_test, 1, 0).reshape(A_test.shape[1], -1)  # (S, n·…·T)

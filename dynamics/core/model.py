@@ -8,8 +8,10 @@ key-query matrix, ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
 factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), or ``{"U": (H, d), "k": (H, d)}``
 for the learned query (scores s_h = X k_h); any of them may add a bias ``"b"``, one learned
 scalar of the model (shape (); (R,) for the R runs of an engine pack), added to Φ and never
-divided by H. Dimension letters:
-``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size.
+divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout U_h ∈ R^{d×o} (``"U"`` of shape
+(H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ (the arrays, and so the numbers, of
+the scalar model). Dimension letters:
+``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size, ``o`` outputs.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
 a stored head standing for H identical ones, empty slots, a run's own heads among a pack's)
@@ -264,6 +266,7 @@ def init_params(
     head_size: str | int | None = None,
     query: Query | str = Query.FIRST,
     bias: bool = False,
+    outputs: int = 1,
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
     the learned query); the bias b (``bias=True``) starts at 0 in every init.
@@ -275,6 +278,8 @@ def init_params(
     an H' > H head model start where the H-head model does, and a head's draw does not
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
+    ``outputs`` o > 1: a matrix readout U_h (d, o) per head, drawn with the same key (vector
+    targets; ``check_outputs`` says what they allow).
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
@@ -291,6 +296,7 @@ def init_params(
     head_size = "split" if head_size is None else head_size
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
+    outputs = check_outputs(outputs, init=init.name, bias=bias)
     if n_heads * d * d > 2**31:
         raise ValueError(f"n_heads·d² = {n_heads}·{d}² is more than 2^31 parameters (8 GiB of float32)")
     _check_positive("scale", scale)
@@ -301,26 +307,58 @@ def init_params(
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a, learned)
+    shapes = head_shapes(d, a, learned, outputs)
     if not init.random:
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
         extra = {"n_heads": n_heads} if init.per_layer else {}
+        extra |= {"outputs": outputs} if outputs > 1 else {}
         params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
 
 
-def head_shapes(d: int, head_size: int | None = None, learned: bool = False) -> dict[str, tuple[int, ...]]:
+def head_shapes(
+    d: int, head_size: int | None = None, learned: bool = False, outputs: int = 1
+) -> dict[str, tuple[int, ...]]:
     """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, or U, k (d,)
-    for the learned query."""
+    for the learned query; U is (d, o) for ``outputs`` o > 1 (vector targets)."""
+    u = (d,) if outputs == 1 else (d, outputs)
     if learned:
-        return {"U": (d,), "k": (d,)}
+        return {"U": u, "k": (d,)}
     if head_size is None:
-        return {"U": (d,), "W": (d, d)}
-    return {"U": (d,), "Q": (d, head_size), "K": (d, head_size)}
+        return {"U": u, "W": (d, d)}
+    return {"U": u, "Q": (d, head_size), "K": (d, head_size)}
+
+
+# The inits that draw a vector target's matrix readout U_h (d, o): the plain draws. The sphere
+# init keeps a unit vector U_h and the in-context init masks U_h's y channel: both read U_h as
+# one vector, so they are refused for o > 1, as is the bias (one scalar added to Φ).
+VECTOR_INITS = ("zero", "normal")
+
+
+def check_outputs(outputs, *, init: str = "zero", bias: bool = False) -> int:
+    """o, the number of outputs (targets y ∈ R^o), as an int >= 1; for o > 1 the init must be one
+    of ``VECTOR_INITS`` and the model has no bias. A one-line ValueError otherwise."""
+    outputs = _positive_int("outputs", outputs)
+    if outputs > 1 and init not in VECTOR_INITS:
+        raise ValueError(
+            f"init={init!r} has no matrix readout: vector targets (o={outputs} outputs) need init "
+            f"{' or '.join(map(repr, VECTOR_INITS))}"
+        )
+    if outputs > 1 and bias:
+        raise ValueError(
+            f"bias=True is one scalar added to Φ: vector targets (o={outputs} outputs) have no bias"
+        )
+    return outputs
+
+
+def outputs_of(params: Params) -> int:
+    """o of a model's parameters: 1 for a vector readout U (H, d), o for a matrix one (H, d, o)."""
+    U = params["U"]
+    return 1 if U.ndim == 2 else int(U.shape[-1])
 
 
 def init_heads(
@@ -330,10 +368,12 @@ def init_heads(
     scale: float | jax.Array,
     head_size: int | None = None,
     learned: bool = False,
+    outputs: int = 1,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
-    ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,))."""
-    shapes = head_shapes(d, head_size, learned)
+    ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,)); U_h of
+    shape (d, o) for ``outputs`` o > 1."""
+    shapes = head_shapes(d, head_size, learned, outputs)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
@@ -425,9 +465,10 @@ def param_count(
     *,
     query: Query | str = Query.FIRST,
     bias: bool = False,
+    outputs: int = 1,
 ) -> int:
-    """Trainable scalars of θ: H·d (U) plus H·d² (full W), 2·H·d·d_h (factored Q, K) or H·d (the
-    learned query's k), plus 1 for the bias.
+    """Trainable scalars of θ: H·d·o (U; o outputs, 1 for a scalar target) plus H·d² (full W),
+    2·H·d·d_h (factored Q, K) or H·d (the learned query's k), plus 1 for the bias.
 
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
@@ -447,7 +488,8 @@ def param_count(
         key_part = n_heads * d * d
     else:
         key_part = 2 * n_heads * d * d_h
-    return n_heads * d + key_part + int(bool(bias))
+    outputs = _positive_int("outputs", outputs)
+    return n_heads * d * outputs + key_part + int(bool(bias))
 
 
 _LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"})  # a head's arrays; "b" may be added to any
@@ -487,11 +529,16 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
     if "Q" in shapes and shapes["K"] != shapes["Q"]:
         raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
-    if "U" in shapes and shapes["U"] != (H, d):
+    if "U" in shapes and len(shapes["U"]) == 3 and shapes["U"][:2] == (H, d) and shapes["U"][2] >= 2:
+        if "b" in shapes:
+            raise ValueError(
+                "params has a matrix readout U (H, d, o) and a bias b: vector targets have no bias"
+            )
+    elif "U" in shapes and shapes["U"] != (H, d):
         kq_name = next(n for n in ("W", "Q", "k") if n in shapes)
         raise ValueError(
-            f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} as params[{kq_name!r}] "
-            f"{kq}: every array needs the same number of heads H and width d"
+            f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} (or (H, d, o), o >= 2 "
+            f"outputs) as params[{kq_name!r}] {kq}: every array needs the same number of heads H and width d"
         )
     return H, d
 
@@ -566,13 +613,20 @@ def head_outputs(
     activation: str = "softmax",
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
-    """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H); (n, H, o) for
+    a matrix readout U_h (d, o)."""
     check_params(params)
     return readout(params, X, attention(params, X, query, activation, beta))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
-    """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H)."""
+    """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
+    or (n, H, o) for a matrix readout U (H, d, o)."""
+    if params["U"].ndim == 3:
+        XU = jnp.einsum("ntd,hdo->ntho", X, params["U"])  # (n, t, h, o): U_hᵀ x_t
+        if A.ndim == 3:
+            return jnp.einsum("nht,ntho->nho", A, XU)
+        return jnp.einsum("nhst,ntho->nho", A, XU) / X.shape[1]
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
     XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
@@ -600,7 +654,15 @@ def combine_heads(
       the slots with ``member[s, r]``, H_r = ``n_heads[r]`` (R,); Φ has shape (n, R). A select,
       not a product, picks each run's slots, so a non-finite head of one run never reaches
       another.
+
+    Vector outputs f (n, S, o) give Φ (n, o) or (n, R, o): each output combined as above.
     """
+    if jnp.ndim(f) == 3:
+
+        def one(g):  # (n, S) -> (n,) or (n, R)
+            return combine_heads(g, norm=norm, weight=weight, member=member, n_heads=n_heads)
+
+        return jax.vmap(one, in_axes=2, out_axes=-1)(f)
     parts.NORMS.get(norm, "norm")
     try:
         if weight is not None and not isinstance(weight, jax.Array):
@@ -669,8 +731,9 @@ def logits(
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
     """Φ(X; θ) of the stored heads ``params`` (S heads), shape (n,), or (n, R) for R runs
-    sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model
-    with softmax attention at temperature β = 1; plus the bias b when ``params`` has one."""
+    sharing them ((n, o), (n, R, o) for a matrix readout): ``combine_heads`` of ``head_outputs``.
+    With the defaults, the S-head model with softmax attention at temperature β = 1; plus the bias
+    b when ``params`` has one."""
     f = head_outputs(params, X, query, activation, beta)
     phi = combine_heads(f, norm=norm, weight=weight, member=member, n_heads=n_heads)
     return add_bias(phi, params)
