@@ -283,22 +283,25 @@ def _head_size(prog: Program) -> int | None:
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
-def init_slots(prog: Program, b: Batch, outputs: int = 1) -> mdl.Params:
+def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = None) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
     ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
-    ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets)."""
+    ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets); ``tokens`` T sizes the position
+    logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
+    positions = tokens if parts.QUERIES[prog.query].positional else None  # the position logits' T
     if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs)
+        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs, positions)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
+        extra |= {"positions": positions} if positions is not None else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
@@ -376,7 +379,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
-    params = init_slots(prog, b, outputs_of(data))
+    params = init_slots(prog, b, outputs_of(data), data.X_train.shape[-2])
     loss = prog.loss
     direction, rules = upd.direction(prog.optimizer), prog.rules()
     batch_key = minibatch_key(b.data_key) if prog.batch_size else None

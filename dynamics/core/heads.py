@@ -48,12 +48,13 @@ SQUARINGS = 12  # M^(2^12): the top eigenvector dominates unless σ₂/σ₁ > 1
 
 
 def key_directions(params: mdl.Params) -> jax.Array:
-    """(S, d): k_h, or the top left singular vector of each key-query matrix W_h (sign arbitrary; a
-    zero W gives a zero vector). Computed by repeated squaring of M = W Wᵀ, rescaled after each
-    product, then M's largest column normalised: matrix products only (LAPACK's SVD, a custom call,
-    deadlocked the engine's sharded programs on several CPU devices)."""
-    if "k" in params:
-        return params["k"]
+    """(S, d): k_h, the position logits a_h ((S, T): not a token direction), or the top left
+    singular vector of each key-query matrix W_h (sign arbitrary; a zero W gives a zero vector).
+    Computed by repeated squaring of M = W Wᵀ, rescaled after each product, then M's largest
+    column normalised: matrix products only (LAPACK's SVD, a custom call, deadlocked the engine's
+    sharded programs on several CPU devices)."""
+    if "k" in params or "a" in params:
+        return params["k" if "k" in params else "a"]
     return top_left_singular(mdl.key_query_matrix(params))
 
 
@@ -95,10 +96,14 @@ def head_metrics(
     if U.ndim == 3:  # the matrix readout's token direction: its top left singular vector
         U = top_left_singular(U)
     keys = key_directions(params)
+    # position logits a_h ∈ R^T have no direction in token space: no |cos| with U_h or the data's
+    positional = "a" in params
     out = {
         "head_u_norm": jnp.linalg.norm(flat, axis=1),
         "head_key_norm": jnp.sqrt(mdl.key_norm2(params)),
-        "head_uk_cos": jnp.diagonal(abs_cos(keys, U)),
+        "head_uk_cos": jnp.full(U.shape[:1], jnp.nan, U.dtype)
+        if positional
+        else jnp.diagonal(abs_cos(keys, U)),
         "head_u_sim": abs_cos(flat, flat),
         "head_key_sim": abs_cos(keys, keys),
     }
@@ -106,7 +111,8 @@ def head_metrics(
     out["head_attn_sim"] = abs_cos(pattern, pattern)
     if directions is not None:
         out["head_u_cos"] = abs_cos(U, directions)
-        out["head_key_cos"] = abs_cos(keys, directions)
+        no_cos = jnp.full((U.shape[0], directions.shape[0]), jnp.nan, U.dtype)
+        out["head_key_cos"] = no_cos if positional else abs_cos(keys, directions)
     share = attention_share(A_test, normalises)  # read by the two below (traced once; unused: dropped)
     if mask_test is not None:
         mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))

@@ -5,12 +5,13 @@
 
 Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
 key-query matrix, ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
-factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), or ``{"U": (H, d), "k": (H, d)}``
-for the learned query (scores s_h = X k_h); any of them may add a bias ``"b"``, one learned
-scalar of the model (shape (); (R,) for the R runs of an engine pack), added to Φ and never
-divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout U_h ∈ R^{d×o} (``"U"`` of shape
-(H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ (the arrays, and so the numbers, of
-the scalar model). Dimension letters:
+factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), ``{"U": (H, d), "k": (H, d)}``
+for the learned query (scores s_h = X k_h), or ``{"U": (H, d), "a": (H, T)}`` for positional
+attention (scores s_h,t = a_h,t, a learned logit per position); any of them may add a bias
+``"b"``, one learned scalar of the model (shape (); (R,) for the R runs of an engine pack),
+added to Φ and never divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout
+U_h ∈ R^{d×o} (``"U"`` of shape (H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ
+(the arrays, and so the numbers, of the scalar model). Dimension letters:
 ``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size, ``o`` outputs.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
@@ -94,6 +95,11 @@ def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
 def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ k_h for a learned query vector k_h per head: (n, h, t)."""
     return jnp.einsum("ntd,hd->nht", X, k)
+
+
+def scores_position(a: jax.Array, X: jax.Array) -> jax.Array:
+    """a_h,t, a learned logit per head and position, the same for every example: (n, h, t)."""
+    return jnp.broadcast_to(a[None, :, :], (X.shape[0], *a.shape))
 
 
 # The softmaxes' derivative, exact where one weight approaches 1 (saturation).
@@ -267,6 +273,7 @@ def init_params(
     query: Query | str = Query.FIRST,
     bias: bool = False,
     outputs: int = 1,
+    tokens: int | None = None,
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
     the learned query); the bias b (``bias=True``) starts at 0 in every init.
@@ -279,13 +286,27 @@ def init_params(
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     ``outputs`` o > 1: a matrix readout U_h (d, o) per head, drawn with the same key (vector
-    targets; ``check_outputs`` says what they allow).
+    targets; ``check_outputs`` says what they allow). ``query="position"`` needs ``tokens`` T: its
+    logits a_h are (T,) per head (drawn as a vector k_h is).
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
-    learned = parts.QUERIES.get(query, "query").learned
+    part = parts.QUERIES.get(query, "query")
+    learned = part.learned
     if learned and (layout.factored or head_size is not None):
         raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
+    if part.positional and (layout.factored or head_size is not None):
+        raise ValueError("query='position' has a logit per position, no key-query matrix: drop key_query")
+    if part.positional != (tokens is not None):
+        raise ValueError(
+            f"tokens={tokens!r}: query='position' needs tokens=T (one logit per position), "
+            "no other query takes it"
+        )
+    if part.positional and init.name not in VECTOR_INITS:
+        raise ValueError(
+            f"init={init.name!r} needs a key-query matrix or a learned query, not query='position'"
+        )
+    positions = None if tokens is None else _positive_int("tokens", tokens)
     if not isinstance(bias, bool | np.bool_):
         raise TypeError(f"bias={bias!r} must be True or False")
     if scale is not None and not init.random:
@@ -307,13 +328,14 @@ def init_params(
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a, learned, outputs)
+    shapes = head_shapes(d, a, learned, outputs, positions)
     if not init.random:
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
         extra = {"n_heads": n_heads} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
+        extra |= {"positions": positions} if positions is not None else {}
         params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
@@ -321,11 +343,18 @@ def init_params(
 
 
 def head_shapes(
-    d: int, head_size: int | None = None, learned: bool = False, outputs: int = 1
+    d: int,
+    head_size: int | None = None,
+    learned: bool = False,
+    outputs: int = 1,
+    positions: int | None = None,
 ) -> dict[str, tuple[int, ...]]:
-    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, or U, k (d,)
-    for the learned query; U is (d, o) for ``outputs`` o > 1 (vector targets)."""
+    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, U, k (d,)
+    for the learned query, or U, a (T,) for positional attention over ``positions`` T; U is (d, o)
+    for ``outputs`` o > 1 (vector targets)."""
     u = (d,) if outputs == 1 else (d, outputs)
+    if positions is not None:
+        return {"U": u, "a": (positions,)}
     if learned:
         return {"U": u, "k": (d,)}
     if head_size is None:
@@ -369,11 +398,12 @@ def init_heads(
     head_size: int | None = None,
     learned: bool = False,
     outputs: int = 1,
+    positions: int | None = None,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
     ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,)); U_h of
-    shape (d, o) for ``outputs`` o > 1."""
-    shapes = head_shapes(d, head_size, learned, outputs)
+    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T."""
+    shapes = head_shapes(d, head_size, learned, outputs, positions)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
@@ -466,9 +496,11 @@ def param_count(
     query: Query | str = Query.FIRST,
     bias: bool = False,
     outputs: int = 1,
+    tokens: int | None = None,
 ) -> int:
     """Trainable scalars of θ: H·d·o (U; o outputs, 1 for a scalar target) plus H·d² (full W),
-    2·H·d·d_h (factored Q, K) or H·d (the learned query's k), plus 1 for the bias.
+    2·H·d·d_h (factored Q, K), H·d (the learned query's k) or H·T (``tokens`` T: the position
+    logits), plus 1 for the bias.
 
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
@@ -482,7 +514,9 @@ def param_count(
     if learned and layout.factored:
         raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
     d_h = layout.head_size("split" if head_size is None else head_size, d, n_heads)
-    if learned:
+    if parts.QUERIES.get(query, "query").positional:
+        key_part = n_heads * _positive_int("tokens", tokens)
+    elif learned:
         key_part = n_heads * d
     elif not layout.factored:
         key_part = n_heads * d * d
@@ -492,7 +526,7 @@ def param_count(
     return n_heads * d * outputs + key_part + int(bool(bias))
 
 
-_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"})  # a head's arrays; "b" may be added to any
+_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"}, {"U", "a"})  # a head's arrays; "b" may be added to any
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
@@ -516,7 +550,13 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         shapes[name] = tuple(value.shape)
     if "b" in shapes and len(shapes["b"]) > 1:
         raise ValueError(f"params['b'] has shape {shapes['b']}; expected () (one bias) or (R,) (one per run)")
-    if "k" in shapes:
+    if "a" in shapes:  # position logits (H, T): d is U's
+        if len(shapes["a"]) != 2 or 0 in shapes["a"]:
+            raise ValueError(f"params['a'] has shape {shapes['a']}; expected (H, T) with sizes >= 1")
+        if "U" not in shapes:
+            return shapes["a"][0], None
+        kq = (shapes["a"][0], shapes["U"][1] if len(shapes["U"]) >= 2 else 0)
+    elif "k" in shapes:
         kq = shapes["k"]
         if len(kq) != 2 or 0 in kq:
             raise ValueError(f"params['k'] has shape {kq}; expected (H, d) with sizes >= 1")
@@ -535,7 +575,7 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
                 "params has a matrix readout U (H, d, o) and a bias b: vector targets have no bias"
             )
     elif "U" in shapes and shapes["U"] != (H, d):
-        kq_name = next(n for n in ("W", "Q", "k") if n in shapes)
+        kq_name = next(n for n in ("W", "Q", "k", "a") if n in shapes)
         raise ValueError(
             f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} (or (H, d, o), o >= 2 "
             f"outputs) as params[{kq_name!r}] {kq}: every array needs the same number of heads H and width d"
@@ -548,41 +588,53 @@ def head_arrays(params: Params) -> Params:
     return {k: v for k, v in params.items() if k != "b"}
 
 
-def check_tokens(X: jax.Array, d: int) -> None:
-    """X must be a real array (n, T, d) of the parameters' width d, n and T >= 1."""
+def check_tokens(X: jax.Array, d: int | None) -> None:
+    """X must be a real array (n, T, d) of the parameters' width d (None: any), n and T >= 1."""
     dtype = getattr(X, "dtype", None)
     if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"X must be a floating JAX or numpy array (n, T, d), got {X!r:.80}")
-    if X.ndim != 3 or X.shape[2] != d or X.shape[0] < 1 or X.shape[1] < 1:
+    if X.ndim != 3 or (d is not None and X.shape[2] != d) or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X has shape {tuple(X.shape)}; expected (n, T, d={d}) with n, T >= 1")
 
 
 def key_query_matrix(params: Params) -> jax.Array:
     """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads (the learned query has none)."""
     check_params(params, readout=False)
-    if "k" in params:
-        raise ValueError("params has a learned query k per head and no key-query matrix W")
+    if "k" in params or "a" in params:
+        raise ValueError(
+            "params has a learned query k or position logits a per head and no key-query matrix W"
+        )
     if "W" in params:
         return params["W"]
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
 
 
 def key_norm2(params: Params) -> jax.Array:
-    """‖W_h‖_F² (Q_h K_hᵀ for factored heads) or ‖k_h‖² (the learned query): (H,)."""
+    """‖W_h‖_F² (Q_h K_hᵀ for factored heads), ‖k_h‖² (the learned query) or ‖a_h‖² (the position
+    logits): (H,)."""
     if "k" in params:
         return jnp.sum(params["k"] ** 2, axis=1)
+    if "a" in params:
+        return jnp.sum(params["a"] ** 2, axis=1)
     return jnp.sum(key_query_matrix(params) ** 2, axis=(1, 2))
 
 
 def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
     """Pre-activation scores: x_tᵀ W_h x_q (n, H, T) for queries "first"/"last", x_tᵀ k_h (n, H, T)
-    for "learned", (n, H, T_query, T) for "all"."""
+    for "learned", a_h,t (n, H, T) for "position", (n, H, T_query, T) for "all"."""
     part = parts.QUERIES.get(query, "query")
     _, d = check_params(params, readout=False)
     check_tokens(X, d)
-    if part.learned != ("k" in params):
-        need = "a vector k per head" if part.learned else "a key-query matrix (W, or Q and K)"
+    if part.learned != ("k" in params) or part.positional != ("a" in params):
+        need = (
+            "a vector k per head" if part.learned else "position logits a (H, T)" if part.positional else None
+        )
+        need = need or "a key-query matrix (W, or Q and K)"
         raise ValueError(f"query={part.name!r} needs {need}; params has {sorted(params)}")
+    if part.positional:
+        if params["a"].shape[1] != X.shape[1]:
+            raise ValueError(f"params['a'] has {params['a'].shape[1]} positions; X has T={X.shape[1]} tokens")
+        return part.load()(params["a"], X)
     if part.learned:
         return part.load()(params["k"], X)
     return part.load()(key_query_matrix(params), X)
