@@ -31,6 +31,7 @@ _EXPORTS = {
     "datamodels.sparse_token": ("SPARSE_TOKEN",),
     "datamodels.locations": ("MULTI_LOCATION", "SINGLE_LOCATION"),
     "datamodels.icl": ("ICL_LINREG",),
+    "datamodels.emergence": ("EMERGENCE",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -64,6 +65,7 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES  # noqa: F401
+    from datamodels.emergence import EMERGENCE  # noqa: F401
     from datamodels.icl import ICL_LINREG  # noqa: F401
     from datamodels.locations import MULTI_LOCATION, SINGLE_LOCATION  # noqa: F401
     from datamodels.mixture import MIXTURE, class_means, dm1, tokenized_mixture  # noqa: F401

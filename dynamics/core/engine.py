@@ -142,6 +142,8 @@ class Program:
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()
     metric_heads: int = 0
+    # positional attention: the logit each position reads (copies sharing one logit), () for one each
+    tied_positions: tuple[int, ...] = ()
 
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
@@ -293,7 +295,9 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
-    positions = tokens if parts.QUERIES[prog.query].positional else None  # the position logits' T
+    positions = None
+    if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
+        positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     if not init.random:
         shapes = mdl.head_shapes(prog.d, head_size, learned, outputs, positions)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
@@ -388,7 +392,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     total = sum(prog.segments)
 
     def objective(p, beta, X, y):
-        f = mdl.head_outputs(p, X, prog.query, prog.attention, beta)
+        f = mdl.head_outputs(by_position(prog, p), X, prog.query, prog.attention, beta)
         z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R) or (n, R, o)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,): the mean over examples (and outputs)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
@@ -414,7 +418,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         p, state, div_at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, div_at))
         beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
         logged = logged_train_set(prog, data, batch_key, t + n_steps)
-        return (p, state, div_at, t + n_steps), evaluate(prog, p, pack, logged, beta)
+        return (p, state, div_at, t + n_steps), evaluate(prog, by_position(prog, p), pack, logged, beta)
 
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     carry = (params, direction.init(params), jnp.full((prog.runs,), total + 1), jnp.array(0))
@@ -422,6 +426,14 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
     out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
     return out, div_at
+
+
+def by_position(prog: Program, params: mdl.Params) -> mdl.Params:
+    """θ as the model reads it: tied position logits a (S, G) spread to every position (S, T) by
+    ``prog.tied_positions`` (the gradient of a shared logit sums its positions'); θ as is otherwise."""
+    if not prog.tied_positions:
+        return params
+    return {**params, "a": params["a"][:, jnp.array(prog.tied_positions)]}
 
 
 def outputs_of(data: Data) -> int:

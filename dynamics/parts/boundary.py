@@ -117,9 +117,16 @@ def check_sample(out: Any, n: int, T: int | None, d: int | None, at: str) -> tup
     return X, y, mask
 
 
-def sample(model: Any, world: Any, key: Any, n: int, T: int | None, d: int | None, at: str):
-    """``model.sample(world, key, n)`` checked (``check_sample``); an integer y as float32."""
-    X, y, mask = check_sample(model.sample(world, key, n), n, T, d, at)
+def sample(
+    model: Any, world: Any, key: Any, n: int, T: int | None, d: int | None, at: str, test: bool = False
+):
+    """``model.sample(world, key, n)`` checked (``check_sample``); an integer y as float32. ``test``:
+    the test set, drawn by the model's ``sample_test`` where it declares one (a test distribution
+    of its own), else by ``sample``."""
+    draw = getattr(model, "sample_test", None) if test else None
+    if draw is not None and not callable(draw):
+        raise ConfigError(f"{at}: the data model's sample_test is {type(draw).__name__}, not a function")
+    X, y, mask = check_sample((draw or model.sample)(world, key, n), n, T, d, at)
     if len(_shape(y)) == 2 and getattr(model, "task", "classification") != "regression":
         raise ConfigError(
             f"{at} returned vector targets y of shape {_shape(y)} for a classification model; vector "
