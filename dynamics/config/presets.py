@@ -31,7 +31,7 @@ ICL_STEPS = 8000
 
 # The emergence task (docs/frontier.md): T = d = 16, batches of 64, η = 0.5 with the paper's ½.
 EMERGENCE: dict[str, dict[str, Any]] = {
-    "data": {"model": "emergence", "T": 16, "d": 16, "n_train": 64, "n_test": 1024},
+    "data": {"model": "emergence", "T": 16, "d": 16, "n_train": 64, "n_test": 512},
     "model": {"query": "position", "norm": "sum", "init": "zero"},
     "optim": {
         "optimizer": "sgd",
@@ -39,9 +39,9 @@ EMERGENCE: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "lr": 0.25,
         "loss": "mse",
-        "steps": 600,
+        "steps": 400,
     },
-    "sweep": {"heads": (1,), "trials": 8, "log_every": 5},
+    "sweep": {"heads": (1,), "trials": 8, "log_every": 2},
 }
 
 # name -> (one-line purpose, {section: {field: value}})

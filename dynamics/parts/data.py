@@ -212,23 +212,35 @@ class EmergenceParams:
     """The emergence task's own parameters (Zucchet, d'Angelo, Lampinen, Chan 2025)."""
 
     copies: int = knob(
-        1, "B in-context copies of the relevant token (the last B positions)", grid=int, unit="B"
+        1,
+        "B in-context copies of the relevant token (the last B positions)",
+        grid=int,
+        unit="B",
+        hashed="always",
     )
     copy_logits: str = knob(
         "free",
         "positional attention: each copy its own logit (free), or one shared by the B (tied)",
         choices=COPY_LOGITS,
+        hashed="always",
     )
     repetition: float = knob(
         0.0,
         "cross-sample repetition p: the relevant token is a fixed x̄ with probability p",
         grid=float,
         unit="p",
+        hashed="always",
     )
     test_repetition: float = knob(
-        0.0, "the test set's repetition probability (0: tested without repetition)", grid=float, unit="p_test"
+        0.0,
+        "the test set's repetition probability (0: tested without repetition)",
+        grid=float,
+        unit="p_test",
+        hashed="always",
     )
-    target_noise: float = knob(0.0, "target noise σ: y = W*x + σg (noise floor σ²)", grid=float, unit="σ")
+    target_noise: float = knob(
+        0.0, "target noise σ: y = W*x + σg (noise floor σ²)", grid=float, unit="σ", hashed="always"
+    )
 
 
 _INFERRED: dict[tuple[int, Any], tuple[Any, dict[str, int]]] = {}
