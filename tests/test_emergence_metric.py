@@ -43,3 +43,38 @@ def test_power_law_fit_recovers_an_exact_law_and_its_interval_covers_a_noisy_one
     assert 88 <= covered <= 100
     with pytest.raises(ValueError, match="needs >= 3 finite points at >= 2 distinct x"):
         emergence.fit_power_law([4.0, 4.0, 4.0], [1.0, 2.0, np.nan])
+
+
+def test_grid_fit_reads_the_axis_and_pools_the_trials():
+    """A grid-shaped result whose attention crosses ½ at step 4·x^1.5 (x the axis value) exactly."""
+    import types
+
+    x = np.array([1.0, 4.0, 16.0])
+    steps = np.arange(0, 400)
+    cross = 4 * x**1.5  # 4, 32, 256
+    attn = (steps[None, None, :] >= cross[None, :, None]).astype(float) * np.ones((1, 1, 1))  # (H, x, L)
+    attn = np.repeat(attn[:, :, None, :], 3, axis=2)  # (H, x, trials, L)
+    loss = 1.0 - 0.9 * attn
+    grid = types.SimpleNamespace(axes=(("T", tuple(x)),))
+    result = types.SimpleNamespace(grid=grid, steps=steps, curves={"attn_relevant": attn, "test_loss": loss})
+    fit = emergence.grid_fit(result, "T")
+    assert np.isclose(fit.exponent, 1.5) and np.isclose(fit.prefactor, 4.0) and fit.n == 9
+    assert np.isclose(emergence.grid_fit(result, "T", "loss").exponent, 1.5)
+    with pytest.raises(ValueError, match="axis='d' is not an axis of the grid; its axes: T"):
+        emergence.grid_fit(result, "d")
+
+
+def test_a_run_reports_its_emergence_in_the_summary_and_frames():
+    from dynamics.api import run_sweep
+    from tests.test_emergence_data import emergence_config
+
+    result = run_sweep(emergence_config(steps=40), progress=False)
+    row = result.summary()[0]
+    frame = result.emergence_frame()
+    assert (
+        list(frame.columns) == ["heads", "lr", "init_scale", "trial", "t_att", "t_loss"] and len(frame) == 1
+    )
+    want = emergence.times(result.steps, {k: result.curves[k][0] for k in ("attn_relevant", "test_loss")})
+    np.testing.assert_array_equal(frame["t_att"], want["attention"])
+    assert row["emergence"]["loss"] == [None if np.isnan(t) else int(t) for t in want["loss"]]
+    assert {"t_att_mean", "t_loss_n"} <= set(result.summary_frame().columns)
