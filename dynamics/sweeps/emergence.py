@@ -75,9 +75,11 @@ def columns(found: dict[str, list]) -> dict[str, float]:
 
 
 def logged(curves: dict) -> bool:
-    """Whether a result has emergence times: a regression run (its excess-risk curve) whose
-    attention on relevant tokens is logged."""
-    return "excess_risk" in curves and "attn_relevant" in curves and "test_loss" in curves
+    """Whether a result has emergence times: a regression run (its excess-risk curve) whose data
+    know their relevant tokens (an attention curve that is not all NaN)."""
+    if not ("excess_risk" in curves and "attn_relevant" in curves and "test_loss" in curves):
+        return False
+    return bool(np.any(np.isfinite(curves["attn_relevant"])))
 
 
 @dataclass(frozen=True)
