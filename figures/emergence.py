@@ -76,9 +76,13 @@ def emergence_figure(source) -> Figure:
     axes[1].set(xlabel="step", ylabel="attention on the relevant token", title="attention", ylim=(0, 1.02))
     axes[0].legend(fontsize=8)
     axes[2].legend(fontsize=8)
+    shown = {"T": f"T = {data['T']}", "d": f"d = {data['d']}", "copies": f"B = {data['copies']}",
+             "repetition": f"p = {data['repetition']:g}"}  # fmt: skip
+    if grid is not None:
+        shown[grid.axes[0][0]] = f"{grid.axes[0][0]} varied"
     fig.suptitle(
-        f"emergence of sparse attention: {cfg.optim.optimizer} lr {cfg.optim.lr:g}, T = {data['T']}, d = "
-        f"{data['d']}, B = {data['copies']} ({data['copy_logits']}), p = {data['repetition']:g}"
+        f"emergence of sparse attention: {cfg.optim.optimizer} lr {cfg.optim.lr:g}, "
+        f"{', '.join(shown.values())} ({data['copy_logits']} copies)"
     )
     return fig
 
@@ -95,7 +99,7 @@ def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float) -> 
         except ValueError:
             continue
         lo, hi = fit.ci
-        ax.plot(x, fit(x), color=color, label=f"t_{kind[:4]} ∝ x^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
+        ax.plot(x, fit(x), color=color, label=f"{_SHORT[kind]} ∝ x^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
     star = [closed_form(data, lr, **{_KEYS[axis]: v}) for v in values]
     ax.plot(x, star, "k--", label="closed form t*")
     label = "√(p²d + (1 − p)²)" if axis == "repetition" else axis
@@ -105,6 +109,7 @@ def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float) -> 
 
 
 _KEYS = {"T": "T", "d": "d", "copies": "copies", "repetition": "p"}
+_SHORT = {"attention": "t_att", "loss": "t_loss"}
 
 
 def plot_emergence(results_dir: Path, stem: Path) -> list[Path]:
