@@ -674,11 +674,12 @@ def head_outputs(
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
     or (n, H, o) for a matrix readout U (H, d, o)."""
-    if params["U"].ndim == 3:
-        XU = jnp.einsum("ntd,hdo->ntho", X, params["U"])  # (n, t, h, o): U_hᵀ x_t
+    if params["U"].ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
         if A.ndim == 3:
-            return jnp.einsum("nht,ntho->nho", A, XU)
-        return jnp.einsum("nhst,ntho->nho", A, XU) / X.shape[1]
+            Xa = jnp.einsum("nht,ntd->nhd", A, X)  # (n, h, d): Σ_t A_t x_t
+        else:
+            Xa = jnp.einsum("nhst,ntd->nhd", A, X) / X.shape[1]
+        return jnp.einsum("nhd,hdo->nho", Xa, params["U"])
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
     XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
