@@ -285,28 +285,13 @@ def init_params(
     an H' > H head model start where the H-head model does, and a head's draw does not
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
-    ``outputs`` o > 1: a matrix readout U_h (d, o) per head, drawn with the same key (vector
-    targets; ``check_outputs`` says what they allow). ``query="position"`` needs ``tokens`` T: its
-    logits a_h are (T,) per head (drawn as a vector k_h is).
+    ``outputs`` o > 1: a matrix readout U_h (d, o) (``check_outputs``); ``query="position"``
+    needs ``tokens`` T, its logits a_h (T,) drawn as k_h is.
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
-    part = parts.QUERIES.get(query, "query")
-    learned = part.learned
-    if learned and (layout.factored or head_size is not None):
-        raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
-    if part.positional and (layout.factored or head_size is not None):
-        raise ValueError("query='position' has a logit per position, no key-query matrix: drop key_query")
-    if part.positional != (tokens is not None):
-        raise ValueError(
-            f"tokens={tokens!r}: query='position' needs tokens=T (one logit per position), "
-            "no other query takes it"
-        )
-    if part.positional and init.name not in VECTOR_INITS:
-        raise ValueError(
-            f"init={init.name!r} needs a key-query matrix or a learned query, not query='position'"
-        )
-    positions = None if tokens is None else _positive_int("tokens", tokens)
+    learned = parts.QUERIES.get(query, "query").learned
+    positions = _check_query(parts.QUERIES.get(query, "query"), layout, head_size, tokens, init.name)
     if not isinstance(bias, bool | np.bool_):
         raise TypeError(f"bias={bias!r} must be True or False")
     if scale is not None and not init.random:
@@ -333,13 +318,33 @@ def init_params(
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-        extra = {"n_heads": n_heads} if init.per_layer else {}
-        extra |= {"outputs": outputs} if outputs > 1 else {}
-        extra |= {"positions": positions} if positions is not None else {}
+        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions)
         params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
+
+
+def _draw_options(n_heads: int | None, outputs: int, positions: int | None) -> dict:
+    """The keyword arguments an init's draw takes beyond the plain ones (only those it needs)."""
+    extra = {} if n_heads is None else {"n_heads": n_heads}
+    extra |= {"outputs": outputs} if outputs > 1 else {}
+    return extra | ({"positions": positions} if positions is not None else {})
+
+
+def _check_query(part, layout, head_size, tokens, init: str) -> int | None:
+    """The query's layout checks of ``init_params``; T of the position logits (``tokens``), or None."""
+    if not part.matrix and (layout.factored or head_size is not None):
+        what = "a vector k per head" if part.learned else "a logit per position"
+        raise ValueError(f"query={part.name!r} has {what}, no key-query matrix: drop key_query")
+    if part.positional != (tokens is not None):
+        raise ValueError(
+            f"tokens={tokens!r}: query='position' needs tokens=T (one logit per position), "
+            "no other query takes it"
+        )
+    if part.positional and init not in VECTOR_INITS:
+        raise ValueError(f"init={init!r} needs a key-query matrix or a learned query, not query='position'")
+    return None if tokens is None else _positive_int("tokens", tokens)
 
 
 def head_shapes(
