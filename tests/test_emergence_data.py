@@ -64,6 +64,7 @@ def test_a_data_models_test_distribution_is_its_own():
         draw_trial(Model(), cfg, jax.random.PRNGKey(0))
 
 
+@pytest.mark.stress  # two compiled programs: `make stress` and CI run it
 def test_tied_copies_share_one_logit():
     """Tied: the B copies read one logit (T − B + 1 logits); free: a logit per position, and the
     copies' logits, fed the same token, stay exactly equal from a zero init."""

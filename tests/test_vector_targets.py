@@ -138,6 +138,7 @@ def test_engine_gd_matches_a_numpy_loop(tmp_path):
         np.testing.assert_allclose(result.curves["train_loss"][i, 0], want, rtol=2e-5)
 
 
+@pytest.mark.stress  # two compiled programs: `make stress` and CI run it
 def test_fast_path_equals_the_full_path(tmp_path):
     """Zero init: one stored head of weight H is the H-head model, for a matrix readout too."""
     path = vector_file(tmp_path)
