@@ -32,6 +32,7 @@ _EXPORTS = {
     "datamodels.locations": ("MULTI_LOCATION", "SINGLE_LOCATION"),
     "datamodels.icl": ("ICL_LINREG",),
     "datamodels.max_margin": ("MAX_MARGIN",),
+    "datamodels.emergence": ("EMERGENCE",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -65,6 +66,7 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES  # noqa: F401
+    from datamodels.emergence import EMERGENCE  # noqa: F401
     from datamodels.icl import ICL_LINREG  # noqa: F401
     from datamodels.locations import MULTI_LOCATION, SINGLE_LOCATION  # noqa: F401
     from datamodels.max_margin import MAX_MARGIN  # noqa: F401

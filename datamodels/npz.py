@@ -1,5 +1,6 @@
 """User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,),
 and optionally mask_train (n, T) and mask_test (m, T), the relevant tokens (bool, or 0/1).
+Vector targets y_train (n, o), y_test (m, o) with o >= 2 are a regression task (a matrix readout).
 
 Targets are labels, a classification task, when y_train and y_test are each all +-1 or all 0/1
 (0/1 mapped 0 -> -1, array by array). Any other finite targets are kept as they are: a
@@ -76,8 +77,8 @@ def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
 
 
 def _targets(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
-    if y.ndim != 1:
-        raise _fail(path, key, f"must be 1-D (n,), got shape {y.shape}")
+    if y.ndim != 1 and not (y.ndim == 2 and y.shape[1] >= 2):
+        raise _fail(path, key, f"must be 1-D (n,) or (n, o) vector targets with o >= 2, got shape {y.shape}")
     if y.shape[0] != n:
         raise _fail(path, key, f"has {y.shape[0]} labels but {x_key} has n={n} examples")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -178,6 +179,16 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
         )
     y_train = _targets(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
     y_test = _targets(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    if y_train.shape[1:] != y_test.shape[1:]:
+        raise _fail(
+            path, "y_test", f"has targets of shape {y_test.shape[1:]} but y_train has {y_train.shape[1:]}"
+        )
+    if y_train.ndim == 2:  # vector targets: a regression, whatever their values
+        if task == "classification":
+            raise _fail(
+                path, "y_train", f"has vector targets {y_train.shape}: classification needs (n,) labels"
+            )
+        task = "regression"
     if task == "regression":  # targets as they are: never remapped
         pass
     else:
@@ -262,8 +273,10 @@ def _check_shapes(path: Path, headers: dict) -> NpzHeader:
         if len(shapes[key]) != 3:
             raise _fail(path, key, f"must be 3-D (n, T, d), got shape {shapes[key]}")
     for key, x_key in (("y_train", "X_train"), ("y_test", "X_test")):
-        if len(shapes[key]) != 1:
-            raise _fail(path, key, f"must be 1-D (n,), got shape {shapes[key]}")
+        if len(shapes[key]) != 1 and not (len(shapes[key]) == 2 and shapes[key][1] >= 2):
+            raise _fail(
+                path, key, f"must be 1-D (n,) or (n, o) vector targets with o >= 2, got shape {shapes[key]}"
+            )
         if shapes[key][0] != shapes[x_key][0]:
             raise _fail(
                 path, key, f"has {shapes[key][0]} labels but {x_key} has n={shapes[x_key][0]} examples"

@@ -24,7 +24,9 @@ them inferred from one traced sample), y of shape (n,) with labels exactly ±1 f
 and finite targets for regression, the mask bool or None, X and y finite; anything else is
 refused in one line.
 
-Optional attributes of a data model: ``task`` ("classification" or "regression"; default
+Optional attributes of a data model: ``sample_test(world, key, n)``, a test distribution of its
+own (the test set is drawn by it, with the same key and checks as by ``sample``; the training set
+and online batches by ``sample``), ``task`` ("classification" or "regression"; default
 classification), ``noise_floor`` (a number, or a function of the world; the Bayes risk of the
 square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d``, and
 ``relevant_tokens`` (True when ``sample`` returns a mask), and ``initial_params(world, shapes) ->

@@ -188,6 +188,11 @@ FIGURES["max-margin-prompt"] = sweep_entry(
 FIGURES["single-location-grid"] = dataclasses.replace(
     grid_entry("single-location-grid"), plot=plot_single_location_grid
 )
+plot_emergence = lazy_plot("figures.emergence", "plot_emergence")
+FIGURES["emergence"] = sweep_entry("emergence", plot=plot_emergence)
+for _name in ("emergence-T", "emergence-d", "emergence-B", "emergence-B-tied", "emergence-p"):
+    for _grid in (_name, f"{_name}-adam"):
+        FIGURES[_grid] = dataclasses.replace(grid_entry(_grid), plot=plot_emergence)
 
 
 def damaged_npz(results_dir: Path) -> Path | None:

@@ -58,6 +58,7 @@ from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
+from dynamics.sweeps.emergence import columns as emergence_columns
 from dynamics.sweeps.memory import check_memory
 
 
@@ -163,13 +164,26 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
 def format_table(result) -> str:
     """One row per H: the final metrics it logs (mean ± std over trials), diverged runs."""
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
+    rows = result.summary()
+    timed = bool(rows) and "emergence" in rows[0]  # emergence steps (regression, relevant tokens known)
     header = f"{'H':>4}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  drops  diverged"
+    header += f"  {'emerges (attention)':>20}  {'emerges (loss)':>17}" if timed else ""
     lines = [header, "-" * len(header)]
-    for row in result.summary():
+    for row in rows:
         cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
         drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
-        lines.append(f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']}")
+        line = f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
+        if timed:
+            cols = emergence_columns(row["emergence"])
+            line += "".join(f"  {_step_cell(cols, k):>{w}}" for k, w in (("t_att", 20), ("t_loss", 17)))
+        lines.append(line if timed else line.rstrip())
     return "\n".join(lines)
+
+
+def _step_cell(cols: dict, kind: str) -> str:
+    """Mean ± std of the emergence step over the trials that emerged, and how many did."""
+    n = cols[f"{kind}_n"]
+    return "never" if n == 0 else f"{cols[f'{kind}_mean']:.4g} ± {cols[f'{kind}_std']:.2g} ({n})"
 
 
 def _cell(row: dict, metric: str) -> str:

@@ -174,10 +174,16 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
-    if parts.QUERIES[model.query].learned and parts.KEY_QUERIES[model.key_query].factored:
+    if not parts.QUERIES[model.query].matrix and parts.KEY_QUERIES[model.key_query].factored:
         raise ConfigError(
-            f"model.key_query={model.key_query!r} has no effect with model.query='learned' "
-            "(a vector k per head, no key-query matrix): drop it"
+            f"model.key_query={model.key_query!r} has no effect with model.query={model.query!r} "
+            f"({'a vector k per head' if parts.QUERIES[model.query].learned else 'a logit per position'}, "
+            "no key-query matrix): drop it"
+        )
+    if parts.QUERIES[model.query].positional and model.init_from is not None:
+        raise ConfigError(
+            "model.init_from needs a key-query matrix or a learned query: model.query='position' "
+            "has per-position logits (draw θ(0) with model.init)"
         )
     if model.init_from is None:  # a file's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
@@ -388,7 +394,7 @@ def _check_diagnostics(names: tuple[str, ...], model: sec.ModelConfig, data: sec
     changed = {
         k: getattr(model, k) for k, v in added_fields(sec.ModelConfig).items() if getattr(model, k) != v
     }
-    if names and parts.QUERIES[model.query].learned:
+    if names and not parts.QUERIES[model.query].matrix:
         changed = {"query": model.query}
     if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
         name, value = next(iter(changed.items()))

@@ -356,6 +356,38 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
 # A grid preset that starts from a plain preset (then its overrides, then its axes).
 GRID_BASES = {"single-location-grid": "single-location"}
 
+# The emergence grids (docs/frontier.md): plateau length against T, d, B and p, online SGD (lr 0.25,
+# the paper's η = 0.5 with its ½) and Adam (lr 0.01); steps cover the slowest point of each axis.
+_ADAM = {"optimizer": "adam", "lr": 0.01}
+EMERGENCE_GRIDS = {
+    "emergence-T": (
+        "T ∈ {8, …, 128} at d = 16",
+        {"optim": {"steps": 2400}, "sweep": {"log_every": 8}},
+        {"T": "8,16,32,64,128"},
+    ),
+    "emergence-d": ("d ∈ {4, …, 256} at T = 16", {"optim": {"steps": 1000}}, {"d": "4,8,16,32,64,128,256"}),
+    "emergence-B": (
+        "B ∈ {1, 2, 4, 8} free copies at T = 32",
+        {"data": {"T": 32}, "optim": {"steps": 800}},
+        {"copies": "1,2,4,8"},
+    ),
+    "emergence-B-tied": (
+        "B ∈ {1, 2, 4, 8} copies sharing one logit at T = 32",
+        {"data": {"T": 32, "copy_logits": "tied"}, "optim": {"steps": 800}},
+        {"copies": "1,2,4,8"},
+    ),
+    "emergence-p": (
+        "cross-sample repetition p ∈ {0, …, 0.8} at T = 16, d = 64, tested at p = 0",
+        {"data": {"d": 64}, "optim": {"steps": 1000}},
+        {"repetition": "0,0.05,0.1,0.2,0.4,0.8"},
+    ),
+}
+for _name, (_what, _over, _axes) in dict(EMERGENCE_GRIDS).items():
+    GRID_BASES[_name] = GRID_BASES[f"{_name}-adam"] = "emergence"
+    GRID_PRESETS[_name] = (f"grid: emergence, online SGD, {_what}", _over, _axes)
+    _adam = {**_over, "optim": {**_over.get("optim", {}), **_ADAM}}
+    GRID_PRESETS[f"{_name}-adam"] = (f"grid: emergence, Adam lr 0.01, {_what}", _adam, _axes)
+
 
 def grid_preset(name: str) -> tuple[Config, dict[str, Any]]:
     """(config, axes) of a grid preset, or of a plain preset with no axes."""

@@ -45,11 +45,13 @@ def init_scale(cfg) -> str | None:
 def key_query(cfg) -> str | None:
     if parts.QUERIES.get(cfg.model.query).learned:
         return "model.query='learned' has a vector k per head, no key-query matrix"
+    if parts.QUERIES.get(cfg.model.query).positional:
+        return "model.query='position' has a logit per position, no key-query matrix"
     return None
 
 
 def head_size(cfg) -> str | None:
-    if parts.QUERIES.get(cfg.model.query).learned:
+    if not parts.QUERIES.get(cfg.model.query).matrix:
         return key_query(cfg)
     if not parts.KEY_QUERIES.get(cfg.model.key_query).factored:
         return f"model.key_query={cfg.model.key_query!r} has no head size; use model.key_query='factored'"

@@ -29,6 +29,21 @@ _THEORY_DM1 = {
 # 0.01, whose fourth drop comes after about 25 000 steps: docs/frontier.md)
 ICL_STEPS = 8000
 
+# The emergence task (docs/frontier.md): T = d = 16, batches of 64, η = 0.5 with the paper's ½.
+EMERGENCE: dict[str, dict[str, Any]] = {
+    "data": {"model": "emergence", "T": 16, "d": 16, "n_train": 64, "n_test": 512},
+    "model": {"query": "position", "norm": "sum", "init": "zero"},
+    "optim": {
+        "optimizer": "sgd",
+        "sampling": "online",
+        "batch_size": 64,
+        "lr": 0.25,
+        "loss": "mse",
+        "steps": 400,
+    },
+    "sweep": {"heads": (1,), "trials": 8, "log_every": 2},
+}
+
 # name -> (one-line purpose, {section: {field: value}})
 PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
@@ -194,6 +209,14 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             },
             "sweep": {"heads": (1,), "trials": 6, "log_every": 10, "save_params": True},
         },
+    ),
+    # Zucchet, d'Angelo, Lampinen, Chan (2025), as docs/frontier.md sets it up: y = W*x_T ∈ R^d, one
+    # head of position logits a ∈ R^T and a matrix readout U ∈ R^{d×d} from 0, online SGD. Their
+    # loss has a ½ and mhsim's mse has none: η = 0.5 on theirs is lr 0.25 here.
+    "emergence": (
+        "emergence of sparse attention: y = W*x_T, positional attention, vector readout, online SGD "
+        "(Zucchet et al. 2025)",
+        EMERGENCE,
     ),
 }
 

@@ -41,26 +41,31 @@ def data_model(cfg: DataConfig):
 
 
 TRAINING_SET = "the training set"
+TEST_SET = "the test set"
 
 
 def draw_trial(model, cfg: DataConfig, key: jax.Array, train: str = TRAINING_SET) -> Data:
     """One trial of ``model``: its world from the first of three subkeys of ``key``, then the
     training and test sets sampled from that world with the second and third (each checked at the
-    boundary: ``dynamics.parts.boundary``; ``train`` names the training draw in a refusal)."""
+    boundary: ``dynamics.parts.boundary``; ``train`` names the training draw in a refusal). The
+    test set is drawn by the model's ``sample_test`` where it declares one (its own test
+    distribution), else by ``sample``."""
     k_setup, k_train, k_test = jax.random.split(key, 3)
     world = model.setup(k_setup, cfg)
     X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, train)
-    X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, "the test set")
+    X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, TEST_SET, test=True)
     floor = datamodels.noise_floor(model, world)
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
     (mask, _), (mask_test, features) = relevant(mask), relevant(mask_test)
     return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions, features)
 
 
-def checked_sample(model, cfg: DataConfig, world, key: jax.Array, n: int, what: str):
-    """``model.sample(world, key, n)``, its shapes and dtypes checked against n and the config's T
-    and d (``dynamics.parts.boundary.sample``; static, so free inside a trace)."""
-    return boundary.sample(model, world, key, n, cfg.T, cfg.d, boundary.where(cfg.model, n, what))
+def checked_sample(model, cfg: DataConfig, world, key: jax.Array, n: int, what: str, test: bool = False):
+    """``model.sample(world, key, n)`` (``test``: the model's ``sample_test`` where it has one), its
+    shapes and dtypes checked against n and the config's T and d (``dynamics.parts.boundary.sample``;
+    static, so free inside a trace)."""
+    at = boundary.where(cfg.model, n, what)
+    return boundary.sample(model, world, key, n, cfg.T, cfg.d, at, test=test)
 
 
 def relevant(mask: jax.Array | None) -> tuple[jax.Array | None, jax.Array | None]:

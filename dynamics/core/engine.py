@@ -156,6 +156,8 @@ class Program:
     @property
     def head_view(self) -> bool:
         return bool(self.head_log) and (self.head_metrics or self.save_params)
+    # positional attention: the logit each position reads (copies sharing one logit), () for one each
+    tied_positions: tuple[int, ...] = ()
 
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
@@ -219,7 +221,9 @@ def run_outputs(prog: Program, pack: Pack, params: mdl.Params, f: jax.Array) -> 
 
 def loss_inputs(prog: Program, phi: jax.Array, y: jax.Array) -> jax.Array:
     """What the loss reads per example and run: the margin y·Φ (classification) or the residual
-    Φ − y (regression). Φ (n, R), y (n,)."""
+    Φ − y (regression). Φ (n, R), y (n,); vector targets: Φ (n, R, o), y (n, o), residuals (n, R, o)."""
+    if y.ndim == 2:  # vector targets (regression only; refused for classification at the boundary)
+        return phi - y[:, None, :]
     if parts.LOSSES[prog.loss].task == "regression":
         return phi - y[:, None]
     return y[:, None] * phi
@@ -246,7 +250,7 @@ def evaluate(
 
     out = {
         "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
-        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=1))),
+        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=tuple(range(1, params["U"].ndim))))),
         "w_norm": jnp.sqrt(per_run_sum(mdl.key_norm2(params))),
         "diversity": mdl.head_diversity(params, pack.member),
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
@@ -313,7 +317,7 @@ def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test)
     """Each run's mean attention on the test set's relevant tokens ((R,); NaN where unknown): the
     weights' mass there, or for an activation that does not normalise, the share Σ_rel |σ_t| / Σ_t |σ_t|."""
     if mask_test is None:
-        return jnp.full(z_test.shape[1:], jnp.nan, dtype=z_test.dtype)
+        return jnp.full(z_test.shape[1:2], jnp.nan, dtype=z_test.dtype)  # (R,)
     mask = mask_test.astype(A_test.dtype)
     if not parts.ACTIVATIONS[prog.attention].normalises:
         A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
@@ -334,20 +338,27 @@ def _head_size(prog: Program) -> int | None:
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
-def init_slots(prog: Program, b: Batch) -> mdl.Params:
+def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = None) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
-    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0."""
+    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
+    ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets); ``tokens`` T sizes the position
+    logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
+    positions = None
+    if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
+        positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size, learned)
+        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs, positions)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
+        extra |= {"outputs": outputs} if outputs > 1 else {}
+        extra |= {"positions": positions} if positions is not None else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
@@ -438,7 +449,8 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
-    params = world_start(prog, init_slots(prog, b), b, getattr(data, "world_init", None))
+    params = init_slots(prog, b, outputs_of(data), data.X_train.shape[-2])
+    params = world_start(prog, params, b, getattr(data, "world_init", None))
     loss = prog.loss
     direction, rules = upd.direction(prog.optimizer), prog.rules()
     batch_key = minibatch_key(b.data_key) if prog.batch_size else None
@@ -447,10 +459,10 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     total = sum(prog.segments)
 
     def objective(p, beta, X, y):
-        f = mdl.head_outputs(p, X, prog.query, prog.attention, beta)
-        z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,)
-        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
+        f = mdl.head_outputs(by_position(prog, p), X, prog.query, prog.attention, beta)
+        z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R) or (n, R, o)
+        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,): the mean over examples (and outputs)
+        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
     watch = watches_zero_steps(prog)
@@ -482,7 +494,7 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         p, state, at = jax.lax.fori_loop(t, t + n_steps, one_step, (p, state, at))
         beta = prog.beta(jnp.maximum(t + n_steps - 1, 0))  # the last update's β (β₀ at step 0)
         logged = logged_train_set(prog, data, batch_key, t + n_steps)
-        return (p, state, at, t + n_steps), evaluate(prog, p, pack, logged, beta)
+        return (p, state, at, t + n_steps), evaluate(prog, by_position(prog, p), pack, logged, beta)
 
     def watched(body):  # normalised GD: each logged row also carries the first zero step so far
         def with_zero(carry, n_steps):
@@ -513,13 +525,13 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
     metrics from update t's own forward (after the last logged step, n = 0: from their own)."""
 
     def z_of(p):  # what the loss reads on the training set at θ = p (constant β)
-        f = mdl.head_outputs(p, data.X_train, prog.query, prog.attention, prog.beta(0))
+        f = mdl.head_outputs(by_position(prog, p), data.X_train, prog.query, prog.attention, prog.beta(0))
         return loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
 
     def logged_objective(p):  # the objective (``train_pack``'s), with the metrics of its forward
         z = z_of(p)
         per_run_loss = jax.vmap(mean_loss, (1, None))(z, prog.loss)  # (R,)
-        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=0)  # (R,)
+        finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), (finite, train_metrics(prog, z))
 
     def logged_step(t, carry):  # one update; the first of a segment (t = t0) keeps its metrics
@@ -533,7 +545,7 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
 
     def body(carry, n_steps):
         p, state, div_at, t = carry
-        out = evaluate(prog, p, pack, data, prog.beta(0), train=False)
+        out = evaluate(prog, by_position(prog, p), pack, data, prog.beta(0), train=False)
         shapes = jax.eval_shape(train_metrics_of, p)
         kept = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
         p_next, state, div_at, _, kept = jax.lax.fori_loop(
@@ -558,10 +570,12 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
 
     def view_at(p, t, last_key):
         beta = prog.beta(jnp.maximum(t - 1, 0))  # the last update's β, as the segment's evaluate
-        return head_view(prog, p, data, beta, last_key)
+        return head_view(prog, by_position(prog, p), data, beta, last_key)
 
     params = carry[0]
-    key0 = jnp.zeros((prog.slots, prog.d), params["U"].dtype)
+    # the key directions' shape: (S, d), or (S, T) for position logits
+    shape = jax.eval_shape(lambda p: heads.key_directions(by_position(prog, p)), params)
+    key0 = jnp.zeros(shape.shape, shape.dtype)
     shapes, _ = jax.eval_shape(view_at, params, carry[3], key0)
     buffers = {k: jnp.zeros((n_view + 1, *v.shape), v.dtype) for k, v in shapes.items()}
 
@@ -612,6 +626,24 @@ def zero_step(prog: Program, pack: Pack, old: mdl.Params, new: mdl.Params, t) ->
     for r in groups:
         moving = moving | jnp.asarray(r.moving(t))
     return pack.real & moving & ~changed
+
+
+def by_position(prog: Program, params: mdl.Params) -> mdl.Params:
+    """θ as the model reads it: tied position logits a (S, G) spread to every position (S, T) by
+    ``prog.tied_positions`` (the gradient of a shared logit sums its positions'); θ as is otherwise."""
+    if not prog.tied_positions:
+        return params
+    return {**params, "a": params["a"][:, jnp.array(prog.tied_positions)]}
+
+
+def outputs_of(data: Data) -> int:
+    """o of one trial's targets: 1 for y (n,), o for vector targets y (n, o)."""
+    return 1 if data.y_train.ndim == 1 else int(data.y_train.shape[-1])
+
+
+def _not_runs(z: jax.Array) -> tuple[int, ...]:
+    """The axes of z (n, R) or (n, R, o) other than the runs'."""
+    return (0,) if z.ndim == 2 else (0, 2)
 
 
 def _train_batch(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mesh, chunk: int):

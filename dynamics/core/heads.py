@@ -11,6 +11,11 @@ and not a divergence).
   examples (and queries);
 - ``head_u_norm``, ``head_key_norm`` (S,): ‖U_h‖ and the key-query part's norm (‖W_h‖_F,
   ‖Q_h K_hᵀ‖_F or ‖k_h‖);
+
+A matrix readout U_h ∈ R^{d×o} (vector targets) enters as a vector twice over: ``head_u_norm`` is
+its Frobenius norm and ``head_u_sim`` compares the flattened matrices, while the cosines with a
+direction of R^d (``head_u_cos``, ``head_uk_cos``) read its top left singular vector (the token
+direction it reads most), computed as the key directions are.
 - ``head_u_cos``, ``head_key_cos`` (S, P): |cos| of U_h and of the head's key direction with
   each of the data's P planted directions; the key direction is k_h for the learned query, else
   the top left singular vector of W_h (the side the keys x_t read in x_tᵀ W_h x_q);
@@ -48,18 +53,24 @@ KEY_MAX_ITER = 64
 
 
 def key_directions(params: mdl.Params, start: jax.Array | None = None) -> jax.Array:
-    """(S, d): k_h, or the top left singular vector of each key-query matrix W_h (sign arbitrary; a
-    zero W gives a zero vector), by power iteration on P = (W Wᵀ)⁸ warm-started from ``start``
-    (S, d), the direction at the last logged step (else, and where W Wᵀ·start vanishes, from the
-    largest column of W Wᵀ). Accuracy: with ρ = σ₂/σ₁ each iteration shrinks the angle to the top
-    vector by ρ¹⁶, so when an iterate moves by less than δ = ``KEY_TOL`` the angle left is about
-    δ·ρ¹⁶/(1 − ρ¹⁶): below 1e-5 in float32 for ρ ≤ 0.95 (6e-5 at 0.99; 1e-9 in float64), and the
-    |cos| metrics that read the direction err by at most that angle. Matrix products only
-    (LAPACK's SVD, a custom call, deadlocked the engine's sharded programs on several CPU devices);
-    three squarings and, warm-started, a few matrix–vector products."""
-    if "k" in params:
-        return params["k"]
-    W = mdl.key_query_matrix(params)  # (S, d, d)
+    """(S, d): k_h, the position logits a_h ((S, T): not a token direction), or the top left
+    singular vector of each key-query matrix W_h (``top_left_singular``, warm-started from
+    ``start`` (S, d), the direction at the last logged step)."""
+    if "k" in params or "a" in params:
+        return params["k" if "k" in params else "a"]
+    return top_left_singular(mdl.key_query_matrix(params), start)
+
+
+def top_left_singular(W: jax.Array, start: jax.Array | None = None) -> jax.Array:
+    """(S, d): the top left singular vector of each W_h (S, d, e), unit (sign arbitrary; a zero W_h
+    gives a zero vector), by power iteration on P = (W Wᵀ)⁸ warm-started from ``start`` (S, d)
+    (else, and where W Wᵀ·start vanishes, from the largest column of W Wᵀ). Accuracy: with
+    ρ = σ₂/σ₁ each iteration shrinks the angle to the top vector by ρ¹⁶, so when an iterate moves
+    by less than δ = ``KEY_TOL`` the angle left is about δ·ρ¹⁶/(1 − ρ¹⁶): below 1e-5 in float32 for
+    ρ ≤ 0.95 (6e-5 at 0.99; 1e-9 in float64), and the |cos| metrics that read the direction err by
+    at most that angle. Matrix products only (LAPACK's SVD, a custom call, deadlocked the engine's
+    sharded programs on several CPU devices); three squarings and, warm-started, a few
+    matrix–vector products."""
     M = jnp.einsum("hde,hfe->hdf", W, W)  # (S, d, d): W Wᵀ, eigenvectors = left singular vectors
     tol = KEY_TOL[jnp.dtype(M.dtype).itemsize]
     cold = jnp.take_along_axis(M, jnp.argmax(jnp.linalg.norm(M, axis=1), axis=1)[:, None, None], axis=2)[
@@ -119,23 +130,32 @@ def head_metrics(
     None, ``directions`` (P, d) unit rows or None, ``features`` (n, F, T) the per-feature mask or None;
     ``keys`` (S, d) the key directions (``key_directions``; computed here when None); ``sims``: the
     head–head matrices too."""
-    U = params["U"]  # (S, d)
+    U = params["U"]  # (S, d), or (S, d, o) for vector targets
+    flat = U.reshape(U.shape[0], -1)  # (S, d·o)
+    if U.ndim == 3:  # the matrix readout's token direction: its top left singular vector
+        U = top_left_singular(U)
     keys = key_directions(params) if keys is None else keys
+    # position logits a_h ∈ R^T have no direction in token space: no |cos| with U_h or the data's
+    # planted directions
+    positional = "a" in params
     out = {
-        "head_u_norm": jnp.linalg.norm(U, axis=1),
+        "head_u_norm": jnp.linalg.norm(flat, axis=1),
         "head_key_norm": jnp.sqrt(mdl.key_norm2(params)),
-        "head_uk_cos": abs_cos(keys[:, None, :], U[:, None, :])[:, 0, 0],  # (S,): each head's own pair
+        "head_uk_cos": jnp.full(U.shape[:1], jnp.nan, U.dtype)
+        if positional
+        else abs_cos(keys[:, None, :], U[:, None, :])[:, 0, 0],  # (S,): each head's own pair
     }
     if sims:
         pattern = jnp.moveaxis(A_test, 1, 0).reshape(A_test.shape[1], -1)  # (S, n·…·T)
         out.update(
-            head_u_sim=abs_cos(U, U),
+            head_u_sim=abs_cos(flat, flat),
             head_key_sim=abs_cos(keys, keys),
             head_attn_sim=abs_cos(pattern, pattern),
         )
     if directions is not None:
         out["head_u_cos"] = abs_cos(U, directions)
-        out["head_key_cos"] = abs_cos(keys, directions)
+        no_cos = jnp.full((U.shape[0], directions.shape[0]), jnp.nan, U.dtype)
+        out["head_key_cos"] = no_cos if positional else abs_cos(keys, directions)
     share = attention_share(A_test, normalises)  # read by the two below (traced once; unused: dropped)
     if mask_test is not None:
         mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))

@@ -5,11 +5,14 @@
 
 Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
 key-query matrix, ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
-factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), or ``{"U": (H, d), "k": (H, d)}``
-for the learned query (scores s_h = X k_h); any of them may add a bias ``"b"``, one learned
-scalar of the model (shape (); (R,) for the R runs of an engine pack), added to Φ and never
-divided by H. Dimension letters:
-``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size.
+factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), ``{"U": (H, d), "k": (H, d)}``
+for the learned query (scores s_h = X k_h), or ``{"U": (H, d), "a": (H, T)}`` for positional
+attention (scores s_h,t = a_h,t, a learned logit per position); any of them may add a bias
+``"b"``, one learned scalar of the model (shape (); (R,) for the R runs of an engine pack),
+added to Φ and never divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout
+U_h ∈ R^{d×o} (``"U"`` of shape (H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ
+(the arrays, and so the numbers, of the scalar model). Dimension letters:
+``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size, ``o`` outputs.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
 a stored head standing for H identical ones, empty slots, a run's own heads among a pack's)
@@ -92,6 +95,11 @@ def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
 def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ k_h for a learned query vector k_h per head: (n, h, t)."""
     return jnp.einsum("ntd,hd->nht", X, k)
+
+
+def scores_position(a: jax.Array, X: jax.Array) -> jax.Array:
+    """a_h,t, a learned logit per head and position, the same for every example: (n, h, t)."""
+    return jnp.broadcast_to(a[None, :, :], (X.shape[0], *a.shape))
 
 
 # The softmaxes' derivative, exact where one weight approaches 1 (saturation).
@@ -264,6 +272,8 @@ def init_params(
     head_size: str | int | None = None,
     query: Query | str = Query.FIRST,
     bias: bool = False,
+    outputs: int = 1,
+    tokens: int | None = None,
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
     the learned query); the bias b (``bias=True``) starts at 0 in every init.
@@ -275,12 +285,13 @@ def init_params(
     an H' > H head model start where the H-head model does, and a head's draw does not
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
+    ``outputs`` o > 1: a matrix readout U_h (d, o) (``check_outputs``); ``query="position"``
+    needs ``tokens`` T, its logits a_h (T,) drawn as k_h is.
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
     learned = parts.QUERIES.get(query, "query").learned
-    if learned and (layout.factored or head_size is not None):
-        raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
+    positions = _check_query(parts.QUERIES.get(query, "query"), layout, head_size, tokens, init.name)
     if not isinstance(bias, bool | np.bool_):
         raise TypeError(f"bias={bias!r} must be True or False")
     if scale is not None and not init.random:
@@ -291,6 +302,7 @@ def init_params(
     head_size = "split" if head_size is None else head_size
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
+    outputs = check_outputs(outputs, init=init.name, bias=bias)
     if n_heads * d * d > 2**31:
         raise ValueError(f"n_heads·d² = {n_heads}·{d}² is more than 2^31 parameters (8 GiB of float32)")
     _check_positive("scale", scale)
@@ -301,26 +313,86 @@ def init_params(
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a, learned)
+    shapes = head_shapes(d, a, learned, outputs, positions)
     if not init.random:
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-        extra = {"n_heads": n_heads} if init.per_layer else {}
+        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions)
         params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
 
 
-def head_shapes(d: int, head_size: int | None = None, learned: bool = False) -> dict[str, tuple[int, ...]]:
-    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, or U, k (d,)
-    for the learned query."""
+def _draw_options(n_heads: int | None, outputs: int, positions: int | None) -> dict:
+    """The keyword arguments an init's draw takes beyond the plain ones (only those it needs)."""
+    extra = {} if n_heads is None else {"n_heads": n_heads}
+    extra |= {"outputs": outputs} if outputs > 1 else {}
+    return extra | ({"positions": positions} if positions is not None else {})
+
+
+def _check_query(part, layout, head_size, tokens, init: str) -> int | None:
+    """The query's layout checks of ``init_params``; T of the position logits (``tokens``), or None."""
+    if not part.matrix and (layout.factored or head_size is not None):
+        what = "a vector k per head" if part.learned else "a logit per position"
+        raise ValueError(f"query={part.name!r} has {what}, no key-query matrix: drop key_query")
+    if part.positional != (tokens is not None):
+        raise ValueError(
+            f"tokens={tokens!r}: query='position' needs tokens=T (one logit per position), "
+            "no other query takes it"
+        )
+    if part.positional and init not in VECTOR_INITS:
+        raise ValueError(f"init={init!r} needs a key-query matrix or a learned query, not query='position'")
+    return None if tokens is None else _positive_int("tokens", tokens)
+
+
+def head_shapes(
+    d: int,
+    head_size: int | None = None,
+    learned: bool = False,
+    outputs: int = 1,
+    positions: int | None = None,
+) -> dict[str, tuple[int, ...]]:
+    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, U, k (d,)
+    for the learned query, or U, a (T,) for positional attention over ``positions`` T; U is (d, o)
+    for ``outputs`` o > 1 (vector targets)."""
+    u = (d,) if outputs == 1 else (d, outputs)
+    if positions is not None:
+        return {"U": u, "a": (positions,)}
     if learned:
-        return {"U": (d,), "k": (d,)}
+        return {"U": u, "k": (d,)}
     if head_size is None:
-        return {"U": (d,), "W": (d, d)}
-    return {"U": (d,), "Q": (d, head_size), "K": (d, head_size)}
+        return {"U": u, "W": (d, d)}
+    return {"U": u, "Q": (d, head_size), "K": (d, head_size)}
+
+
+# The inits that draw a vector target's matrix readout U_h (d, o): the plain draws. The sphere
+# init keeps a unit vector U_h and the in-context init masks U_h's y channel: both read U_h as
+# one vector, so they are refused for o > 1, as is the bias (one scalar added to Φ).
+VECTOR_INITS = ("zero", "normal")
+
+
+def check_outputs(outputs, *, init: str = "zero", bias: bool = False) -> int:
+    """o, the number of outputs (targets y ∈ R^o), as an int >= 1; for o > 1 the init must be one
+    of ``VECTOR_INITS`` and the model has no bias. A one-line ValueError otherwise."""
+    outputs = _positive_int("outputs", outputs)
+    if outputs > 1 and init not in VECTOR_INITS:
+        raise ValueError(
+            f"init={init!r} has no matrix readout: vector targets (o={outputs} outputs) need init "
+            f"{' or '.join(map(repr, VECTOR_INITS))}"
+        )
+    if outputs > 1 and bias:
+        raise ValueError(
+            f"bias=True is one scalar added to Φ: vector targets (o={outputs} outputs) have no bias"
+        )
+    return outputs
+
+
+def outputs_of(params: Params) -> int:
+    """o of a model's parameters: 1 for a vector readout U (H, d), o for a matrix one (H, d, o)."""
+    U = params["U"]
+    return 1 if U.ndim == 2 else int(U.shape[-1])
 
 
 def init_heads(
@@ -330,10 +402,13 @@ def init_heads(
     scale: float | jax.Array,
     head_size: int | None = None,
     learned: bool = False,
+    outputs: int = 1,
+    positions: int | None = None,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
-    ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,))."""
-    shapes = head_shapes(d, head_size, learned)
+    ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,)); U_h of
+    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T."""
+    shapes = head_shapes(d, head_size, learned, outputs, positions)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
@@ -425,9 +500,12 @@ def param_count(
     *,
     query: Query | str = Query.FIRST,
     bias: bool = False,
+    outputs: int = 1,
+    tokens: int | None = None,
 ) -> int:
-    """Trainable scalars of θ: H·d (U) plus H·d² (full W), 2·H·d·d_h (factored Q, K) or H·d (the
-    learned query's k), plus 1 for the bias.
+    """Trainable scalars of θ: H·d·o (U; o outputs, 1 for a scalar target) plus H·d² (full W),
+    2·H·d·d_h (factored Q, K), H·d (the learned query's k) or H·T (``tokens`` T: the position
+    logits), plus 1 for the bias.
 
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
@@ -441,16 +519,19 @@ def param_count(
     if learned and layout.factored:
         raise ValueError("query='learned' has a vector k per head, no key-query matrix: drop key_query")
     d_h = layout.head_size("split" if head_size is None else head_size, d, n_heads)
-    if learned:
+    if parts.QUERIES.get(query, "query").positional:
+        key_part = n_heads * _positive_int("tokens", tokens)
+    elif learned:
         key_part = n_heads * d
     elif not layout.factored:
         key_part = n_heads * d * d
     else:
         key_part = 2 * n_heads * d * d_h
-    return n_heads * d + key_part + int(bool(bias))
+    outputs = _positive_int("outputs", outputs)
+    return n_heads * d * outputs + key_part + int(bool(bias))
 
 
-_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"})  # a head's arrays; "b" may be added to any
+_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"}, {"U", "a"})  # a head's arrays; "b" may be added to any
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
@@ -474,7 +555,13 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         shapes[name] = tuple(value.shape)
     if "b" in shapes and len(shapes["b"]) > 1:
         raise ValueError(f"params['b'] has shape {shapes['b']}; expected () (one bias) or (R,) (one per run)")
-    if "k" in shapes:
+    if "a" in shapes:  # position logits (H, T): d is U's
+        if len(shapes["a"]) != 2 or 0 in shapes["a"]:
+            raise ValueError(f"params['a'] has shape {shapes['a']}; expected (H, T) with sizes >= 1")
+        if "U" not in shapes:
+            return shapes["a"][0], None
+        kq = (shapes["a"][0], shapes["U"][1] if len(shapes["U"]) >= 2 else 0)
+    elif "k" in shapes:
         kq = shapes["k"]
         if len(kq) != 2 or 0 in kq:
             raise ValueError(f"params['k'] has shape {kq}; expected (H, d) with sizes >= 1")
@@ -487,11 +574,16 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
     if "Q" in shapes and shapes["K"] != shapes["Q"]:
         raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
-    if "U" in shapes and shapes["U"] != (H, d):
-        kq_name = next(n for n in ("W", "Q", "k") if n in shapes)
+    if "U" in shapes and len(shapes["U"]) == 3 and shapes["U"][:2] == (H, d) and shapes["U"][2] >= 2:
+        if "b" in shapes:
+            raise ValueError(
+                "params has a matrix readout U (H, d, o) and a bias b: vector targets have no bias"
+            )
+    elif "U" in shapes and shapes["U"] != (H, d):
+        kq_name = next(n for n in ("W", "Q", "k", "a") if n in shapes)
         raise ValueError(
-            f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} as params[{kq_name!r}] "
-            f"{kq}: every array needs the same number of heads H and width d"
+            f"params['U'] has shape {shapes['U']}; expected (H, d) = {(H, d)} (or (H, d, o), o >= 2 "
+            f"outputs) as params[{kq_name!r}] {kq}: every array needs the same number of heads H and width d"
         )
     return H, d
 
@@ -501,41 +593,53 @@ def head_arrays(params: Params) -> Params:
     return {k: v for k, v in params.items() if k != "b"}
 
 
-def check_tokens(X: jax.Array, d: int) -> None:
-    """X must be a real array (n, T, d) of the parameters' width d, n and T >= 1."""
+def check_tokens(X: jax.Array, d: int | None) -> None:
+    """X must be a real array (n, T, d) of the parameters' width d (None: any), n and T >= 1."""
     dtype = getattr(X, "dtype", None)
     if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"X must be a floating JAX or numpy array (n, T, d), got {X!r:.80}")
-    if X.ndim != 3 or X.shape[2] != d or X.shape[0] < 1 or X.shape[1] < 1:
+    if X.ndim != 3 or (d is not None and X.shape[2] != d) or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X has shape {tuple(X.shape)}; expected (n, T, d={d}) with n, T >= 1")
 
 
 def key_query_matrix(params: Params) -> jax.Array:
     """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads (the learned query has none)."""
     check_params(params, readout=False)
-    if "k" in params:
-        raise ValueError("params has a learned query k per head and no key-query matrix W")
+    if "k" in params or "a" in params:
+        raise ValueError(
+            "params has a learned query k or position logits a per head and no key-query matrix W"
+        )
     if "W" in params:
         return params["W"]
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
 
 
 def key_norm2(params: Params) -> jax.Array:
-    """‖W_h‖_F² (Q_h K_hᵀ for factored heads) or ‖k_h‖² (the learned query): (H,)."""
+    """‖W_h‖_F² (Q_h K_hᵀ for factored heads), ‖k_h‖² (the learned query) or ‖a_h‖² (the position
+    logits): (H,)."""
     if "k" in params:
         return jnp.sum(params["k"] ** 2, axis=1)
+    if "a" in params:
+        return jnp.sum(params["a"] ** 2, axis=1)
     return jnp.sum(key_query_matrix(params) ** 2, axis=(1, 2))
 
 
 def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FIRST) -> jax.Array:
     """Pre-activation scores: x_tᵀ W_h x_q (n, H, T) for queries "first"/"last", x_tᵀ k_h (n, H, T)
-    for "learned", (n, H, T_query, T) for "all"."""
+    for "learned", a_h,t (n, H, T) for "position", (n, H, T_query, T) for "all"."""
     part = parts.QUERIES.get(query, "query")
     _, d = check_params(params, readout=False)
     check_tokens(X, d)
-    if part.learned != ("k" in params):
-        need = "a vector k per head" if part.learned else "a key-query matrix (W, or Q and K)"
+    if part.learned != ("k" in params) or part.positional != ("a" in params):
+        need = (
+            "a vector k per head" if part.learned else "position logits a (H, T)" if part.positional else None
+        )
+        need = need or "a key-query matrix (W, or Q and K)"
         raise ValueError(f"query={part.name!r} needs {need}; params has {sorted(params)}")
+    if part.positional:
+        if params["a"].shape[1] != X.shape[1]:
+            raise ValueError(f"params['a'] has {params['a'].shape[1]} positions; X has T={X.shape[1]} tokens")
+        return part.load()(params["a"], X)
     if part.learned:
         return part.load()(params["k"], X)
     return part.load()(key_query_matrix(params), X)
@@ -566,13 +670,21 @@ def head_outputs(
     activation: str = "softmax",
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
-    """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H)."""
+    """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H); (n, H, o) for
+    a matrix readout U_h (d, o)."""
     check_params(params)
     return readout(params, X, attention(params, X, query, activation, beta))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
-    """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H)."""
+    """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
+    or (n, H, o) for a matrix readout U (H, d, o)."""
+    if params["U"].ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
+        if A.ndim == 3:
+            Xa = jnp.einsum("nht,ntd->nhd", A, X)  # (n, h, d): Σ_t A_t x_t
+        else:
+            Xa = jnp.einsum("nhst,ntd->nhd", A, X) / X.shape[1]
+        return jnp.einsum("nhd,hdo->nho", Xa, params["U"])
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
     XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
@@ -600,7 +712,15 @@ def combine_heads(
       the slots with ``member[s, r]``, H_r = ``n_heads[r]`` (R,); Φ has shape (n, R). A select,
       not a product, picks each run's slots, so a non-finite head of one run never reaches
       another.
+
+    Vector outputs f (n, S, o) give Φ (n, o) or (n, R, o): each output combined as above.
     """
+    if jnp.ndim(f) == 3:
+
+        def one(g):  # (n, S) -> (n,) or (n, R)
+            return combine_heads(g, norm=norm, weight=weight, member=member, n_heads=n_heads)
+
+        return jax.vmap(one, in_axes=2, out_axes=-1)(f)
     parts.NORMS.get(norm, "norm")
     try:
         if weight is not None and not isinstance(weight, jax.Array):
@@ -669,8 +789,9 @@ def logits(
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
     """Φ(X; θ) of the stored heads ``params`` (S heads), shape (n,), or (n, R) for R runs
-    sharing them: ``combine_heads`` of ``head_outputs``. With the defaults, the S-head model
-    with softmax attention at temperature β = 1; plus the bias b when ``params`` has one."""
+    sharing them ((n, o), (n, R, o) for a matrix readout): ``combine_heads`` of ``head_outputs``.
+    With the defaults, the S-head model with softmax attention at temperature β = 1; plus the bias
+    b when ``params`` has one."""
     f = head_outputs(params, X, query, activation, beta)
     phi = combine_heads(f, norm=norm, weight=weight, member=member, n_heads=n_heads)
     return add_bias(phi, params)

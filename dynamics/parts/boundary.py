@@ -11,7 +11,8 @@ A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol`
   given, or inferred from one traced sample: ``infer_sizes``);
 - ``y``: shape (n,), real (floating or integer; integers are read as float32); classification
   labels exactly ±1 (0/1 or ±3 labels are refused: map them yourself), regression targets any
-  finite real number;
+  finite real number; a regression model may return vector targets y of shape (n, o), o >= 2 (the
+  model then has a matrix readout U_h ∈ R^{d×o});
 - ``mask``: None, or bool of shape (n, T) (the relevant tokens) or (n, F, T) (per feature);
 - finite: no NaN or inf in X or y (checked on the drawn arrays, ``check_values``).
 
@@ -94,10 +95,12 @@ def check_sample(out: Any, n: int, T: int | None, d: int | None, at: str) -> tup
         )
     if _dtype(X).kind != "f":
         raise ConfigError(f"{at} returned X of dtype {_dtype(X)}; X must be a real floating array")
-    if _shape(y) != (n,):
+    if len(_shape(y)) == 2 and _shape(y)[0] == n and _shape(y)[1] >= 2:
+        pass  # vector targets (regression: ``sample`` checks the model's task)
+    elif _shape(y) != (n,):
         raise ConfigError(
             f"{at} returned y of shape {_shape(y)}; y must be (n,) = ({n},), one target per example "
-            "(reshape an (n, 1) y with y[:, 0])"
+            "(reshape an (n, 1) y with y[:, 0]), or (n, o) with o >= 2 vector targets (regression)"
         )
     if _dtype(y).kind not in "fiu":
         raise ConfigError(
@@ -119,9 +122,21 @@ def check_sample(out: Any, n: int, T: int | None, d: int | None, at: str) -> tup
     return X, y, mask
 
 
-def sample(model: Any, world: Any, key: Any, n: int, T: int | None, d: int | None, at: str):
-    """``model.sample(world, key, n)`` checked (``check_sample``); an integer y as float32."""
-    X, y, mask = check_sample(model.sample(world, key, n), n, T, d, at)
+def sample(
+    model: Any, world: Any, key: Any, n: int, T: int | None, d: int | None, at: str, test: bool = False
+):
+    """``model.sample(world, key, n)`` checked (``check_sample``); an integer y as float32. ``test``:
+    the test set, drawn by the model's ``sample_test`` where it declares one (a test distribution
+    of its own), else by ``sample``."""
+    draw = getattr(model, "sample_test", None) if test else None
+    if draw is not None and not callable(draw):
+        raise ConfigError(f"{at}: the data model's sample_test is {type(draw).__name__}, not a function")
+    X, y, mask = check_sample((draw or model.sample)(world, key, n), n, T, d, at)
+    if len(_shape(y)) == 2 and getattr(model, "task", "classification") != "regression":
+        raise ConfigError(
+            f"{at} returned vector targets y of shape {_shape(y)} for a classification model; vector "
+            "targets need task = 'regression' (a classification label is one ±1 per example)"
+        )
     if _dtype(y).kind in "iu":
         import jax.numpy as jnp
 

@@ -221,6 +221,45 @@ class MaxMarginParams:
     )
 
 
+COPY_LOGITS = ("free", "tied")
+
+
+@dataclasses.dataclass(frozen=True)
+class EmergenceParams:
+    """The emergence task's own parameters (Zucchet, d'Angelo, Lampinen, Chan 2025)."""
+
+    copies: int = knob(
+        1,
+        "B in-context copies of the relevant token (the last B positions)",
+        grid=int,
+        unit="B",
+        hashed="always",
+    )
+    copy_logits: str = knob(
+        "free",
+        "positional attention: each copy its own logit (free), or one shared by the B (tied)",
+        choices=COPY_LOGITS,
+        hashed="always",
+    )
+    repetition: float = knob(
+        0.0,
+        "cross-sample repetition p: the relevant token is a fixed x̄ with probability p",
+        grid=float,
+        unit="p",
+        hashed="always",
+    )
+    test_repetition: float = knob(
+        0.0,
+        "the test set's repetition probability (0: tested without repetition)",
+        grid=float,
+        unit="p_test",
+        hashed="always",
+    )
+    target_noise: float = knob(
+        0.0, "target noise σ: y = W*x + σg (noise floor σ²)", grid=float, unit="σ", hashed="always"
+    )
+
+
 _INFERRED: dict[tuple[int, Any], tuple[Any, dict[str, int]]] = {}
 
 
@@ -317,6 +356,18 @@ def check_icl(data) -> None:
         )
 
 
+def check_emergence(data) -> None:
+    positive_int("data.copies", data.copies)
+    if data.copies > data.T:
+        raise ConfigError(
+            f"data.copies={data.copies} must be <= data.T={data.T} (the copies fill the last B positions)"
+        )
+    choice("data.copy_logits", data.copy_logits, COPY_LOGITS)
+    finite("data.repetition", data.repetition, lo=0.0, hi=1.0)
+    finite("data.test_repetition", data.test_repetition, lo=0.0, hi=1.0)
+    finite("data.target_noise", data.target_noise, lo=0.0)
+
+
 MIXTURE_SIZES = types.MappingProxyType({"T": DM1_DEFAULTS["T"], "d": DM1_DEFAULTS["d"]})
 PLANTED_SIZES = types.MappingProxyType({"T": 10, "d": 16})
 
@@ -411,6 +462,17 @@ DATA_MODELS: Registry[DataModel] = Registry(
             check=check_max_margin,
             relevant_tokens=True,
             sets_init=True,
+        ),
+        DataModel(
+            "emergence",
+            "y = W*x ∈ R^d of one token x repeated in the last B positions; x a fixed x̄ with prob. p",
+            "datamodels.emergence:EMERGENCE",
+            label="single-location regression with repetition",
+            schema=EmergenceParams,
+            sizes=_sizes(16, 16),
+            check=check_emergence,
+            relevant_tokens=True,
+            task="regression",
         ),
     ),
 )

@@ -30,7 +30,14 @@ class Query(Part):
     all_tokens: bool = False  # every token queries and the head outputs are mean-pooled over queries
     first_token: bool = False  # x_1 alone queries (the attention SVM of --diagnostics maxmargin is posed so)
     learned: bool = False  # a learned vector k_h per head queries (``impl`` maps (k (h, d), X) instead)
+    # a learned logit a_h,t per position, no token content (``impl`` maps (a (h, t), X))
+    positional: bool = False
     fast_path: bool = True
+
+    @property
+    def matrix(self) -> bool:
+        """The scores read a key-query matrix (W, or Q and K): not the learned query, not position."""
+        return not (self.learned or self.positional)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +108,12 @@ QUERIES: Registry[Query] = Registry(
             "a learned vector k_h per head queries: s_h = X k_h (a learned query or prompt token)",
             f"{_MODEL}:scores_learned",
             learned=True,
+        ),
+        Query(
+            "position",
+            "a learned logit a_h,t per position: s_h,t = a_h,t, whatever the tokens' content",
+            f"{_MODEL}:scores_position",
+            positional=True,
         ),
     ),
 )
@@ -182,10 +195,10 @@ def check_sphere(query: str, init: str, constraint: str = "none") -> None:
 
 def check_icl_init(query: str, init: str) -> None:
     """The in-context init masks a key-query matrix's y row: the learned query has none."""
-    if init == "icl" and QUERIES.get(query).learned:
+    if init == "icl" and not QUERIES.get(query).matrix:
         raise ConfigError(
-            "model.init='icl' needs a key-query matrix (W, or Q and K): model.query='learned' has "
-            "a vector k per head; use model.init='normal'"
+            f"model.init='icl' needs a key-query matrix (W, or Q and K): model.query={query!r} has "
+            "none; use model.init='normal'"
         )
 
 

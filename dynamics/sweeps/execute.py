@@ -22,7 +22,7 @@ from dynamics.core import rng
 from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
 from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
-from dynamics.core.model import head_shapes
+from dynamics.core.model import check_outputs, head_shapes
 from dynamics.errors import ConfigError
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
@@ -84,6 +84,36 @@ def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
     return head_shapes(d, head_size, parts.QUERIES[m.query].learned)
 
 
+def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
+    """Vector targets y (n, o), o >= 2 (a matrix readout U_h ∈ R^{d×o}): a regression loss, an init
+    that draws a matrix readout (``model.check_outputs``: zero or normal, no bias), no θ(0) from a
+    file and no user metric (both written for U_h ∈ R^d). Both the fast path (zero init: every head
+    still gets the same gradient) and packing (a head's shapes do not depend on H) hold as for o = 1.
+    A one-line ConfigError otherwise."""
+    lead = data.X_train.ndim - 3  # a leading trial axis, or none for data from a file
+    if data.y_train.ndim - lead != 2:
+        return
+    o = int(data.y_train.shape[-1])
+    try:
+        check_outputs(o, init=cfg.model.init, bias=cfg.model.bias)
+    except ValueError as err:
+        raise ConfigError(f"data.model={cfg.data.model!r}: {err}") from None
+    refused = (
+        (
+            parts.LOSSES[cfg.optim.loss].task != "regression",
+            f"optim.loss={cfg.optim.loss!r} (a classification loss)",
+        ),
+        (cfg.model.init_from is not None, f"model.init_from={cfg.model.init_from!r} (θ(0) with U_h ∈ R^d)"),
+        (user_metrics, "a user metric (written for U_h ∈ R^d)"),
+    )
+    for bad, what in refused:
+        if bad:
+            raise ConfigError(
+                f"data.model={cfg.data.model!r} has vector targets (o={o} outputs); {what} is not "
+                "supported with them: use a regression loss (mse), drawn θ(0) and the built-in metrics"
+            )
+
+
 def run_points(
     cfgs: Sequence[Config],
     schedule: Sequence[int],
@@ -109,6 +139,7 @@ def run_points(
     placer = BatchPlacer(devices)
     with phase("data"):
         data, shared, init_keys = prepare_data(base) if drawn is None else drawn
+        check_vector_targets(base, data, bool(metrics))
         data_keys = trial_keys(base)
         # The worlds stay out of the engine, but for online sampling: their pytree carries the data
         # config (static), so every data setting compiles its own engine program.

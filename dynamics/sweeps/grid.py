@@ -43,7 +43,7 @@ from dynamics.config.grid import GridExperiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
-from dynamics.sweeps import checkpoint
+from dynamics.sweeps import checkpoint, emergence
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.execute import (
     Drawn,
@@ -290,7 +290,13 @@ def summary_frame(result: GridResult):
 
     rows = []
     for row in result.summary():
-        flat = {k: v for k, v in row.items() if k not in ("diverged", "diverged_at", *SUMMARY_METRICS)}
+        flat = {
+            k: v
+            for k, v in row.items()
+            if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
+        }
+        if "emergence" in row:
+            flat.update(emergence.columns(row["emergence"]))
         for m in (m for m in SUMMARY_METRICS if m in row):
             flat[f"{m}_mean"] = row[m]["mean"]
             flat[f"{m}_std"] = row[m]["std"]

@@ -24,6 +24,7 @@ from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model
 from dynamics.core.engine import Batch, Program
 from dynamics.core.update import GroupRule
+from dynamics.errors import ConfigError
 from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
 from dynamics.sweeps.devices import BatchPlacer
 
@@ -75,7 +76,26 @@ def program_for(
         ngd_per_group=bool(cfg.optim.ngd_per_group),
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
+        tied_positions=tied_positions(cfg),
     )
+
+
+def tied_positions(cfg: Config) -> tuple[int, ...]:
+    """The logit each position reads under positional attention, as the data model ties them
+    (its ``tied_positions(params)``), or () (every position its own). Tied logits need
+    ``model.query='position'``: a one-line ConfigError otherwise."""
+    if parts.DATA_MODELS[cfg.data.model].from_file:
+        return ()
+    tie = getattr(data_model(cfg.data), "tied_positions", None)
+    groups = tie(cfg.data.resolved()) if callable(tie) else None
+    if not groups:
+        return ()
+    if not parts.QUERIES[cfg.model.query].positional:
+        raise ConfigError(
+            f"data.model={cfg.data.model!r} ties the logits of its copies, which needs positional attention: "
+            f"model.query='position' (got {cfg.model.query!r}); or untie them (data.copy_logits='free')"
+        )
+    return tuple(int(g) for g in groups)
 
 
 def online_sampler(cfg: Config) -> ModelRef | None:

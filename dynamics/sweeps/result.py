@@ -14,7 +14,7 @@ import numpy as np
 
 from dynamics.config.schema import Config
 from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
-from dynamics.sweeps import plateaus
+from dynamics.sweeps import emergence, plateaus
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -82,6 +82,9 @@ class SweepResult:
             }
             # each trial's plateaus and drops of the training loss (dynamics.sweeps.plateaus)
             row["plateaus"] = [plateaus.summary(self.steps, curve) for curve in self.curves["train_loss"][i]]
+            if emergence.logged(self.curves):  # each trial's emergence steps (dynamics.sweeps.emergence)
+                own = {k: self.curves[k][i] for k in ("attn_relevant", "test_loss")}
+                row["emergence"] = emergence.summary(self.steps, own)
             for name in self._summary_metrics():
                 final = self.curves[name][i, ok, -1]
                 known = ok.any() and bool(np.all(np.isfinite(final)))  # NaN: not known (no noise floor)
@@ -142,9 +145,30 @@ class SweepResult:
                 frame.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
         return pd.DataFrame(frame)
 
+    def emergence_frame(self, threshold: float = emergence.THRESHOLD, fraction: float = emergence.FRACTION):
+        """Each run's emergence steps (``dynamics.sweeps.emergence``) as a tidy pandas DataFrame:
+        one row per H × trial, ``t_att`` (attention on the relevant tokens >= ``threshold``) and
+        ``t_loss`` (test loss <= ``fraction`` of its initial value), NaN where never reached."""
+        import pandas as pd
+
+        found = emergence.times(self.steps, self.curves, threshold, fraction)  # each (n_heads, trials)
+        h, t = np.meshgrid(np.arange(len(self.heads)), np.arange(self.diverged_at.shape[1]), indexing="ij")
+        return pd.DataFrame(
+            {
+                "heads": self.heads[h.ravel()],
+                "lr": self.config.optim.lr,
+                "init_scale": self.config.model.init_scale,
+                "trial": t.ravel(),
+                "t_att": found["attention"].ravel(),
+                "t_loss": found["loss"].ravel(),
+            }
+        )
+
     def summary_frame(self):
         """``summary()`` as a pandas DataFrame indexed by H: the final ``<metric>_mean`` and
-        ``<metric>_std`` over the trials that did not diverge, and ``n_diverged``."""
+        ``<metric>_std`` over the trials that did not diverge, and ``n_diverged``; for a regression
+        run with known relevant tokens, the emergence steps' mean, std and count over the trials
+        that got there (``t_att_*``, ``t_loss_*``)."""
         import pandas as pd
 
         rows = []
@@ -154,5 +178,7 @@ class SweepResult:
                 for stat in ("mean", "std"):
                     value = row[name][stat]
                     flat[f"{name}_{stat}"] = np.nan if value is None else value
+            if "emergence" in row:
+                flat.update(emergence.columns(row["emergence"]))
             rows.append(flat)
         return pd.DataFrame(rows).set_index("heads")

@@ -1,0 +1,145 @@
+"""Emergence times: when a run leaves its plateau, and how that time scales across a grid.
+
+Per run (``times``), at the logged steps:
+
+- ``attention``: the first logged step at which the attention on the relevant tokens
+  (``attn_relevant``, the test set's) reaches ``threshold`` (default ½);
+- ``loss``: the first logged step at which the test loss is at most ``fraction`` (default ½) of its
+  value at step 0.
+
+Either is NaN where the run never gets there (or diverged first, its curve NaN from then on). The
+resolution is the logging interval: log densely (``--log-every``) around the emergence for precise
+times.
+
+Across a grid (``fit_power_law``, ``grid_fit``): t ≈ c·x^k fitted by least squares on log t
+against log x, one point per trial (runs that never emerge left out), with the exponent's 95 %
+confidence interval from Student's t with n − 2 degrees of freedom. numpy and scipy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+THRESHOLD = 0.5  # attention mass on the relevant tokens
+FRACTION = 0.5  # the test loss as a fraction of its initial value
+KINDS = ("attention", "loss")
+
+
+def first_step(steps: np.ndarray, curve: np.ndarray, level: float, *, below: bool = False) -> np.ndarray:
+    """The first of ``steps`` (L,) at which ``curve`` (..., L) is >= ``level`` (``below``: <=
+    ``level``, which may be (...) per curve), as floats (...); NaN where it never is."""
+    curve = np.asarray(curve, np.float64)
+    level = np.asarray(level, np.float64)[..., None]
+    hit = curve <= level if below else curve >= level  # NaN compares False
+    first = np.argmax(hit, axis=-1)
+    return np.where(hit.any(axis=-1), np.asarray(steps, np.float64)[first], np.nan)
+
+
+def times(
+    steps: np.ndarray, curves: dict[str, np.ndarray], threshold: float = THRESHOLD, fraction: float = FRACTION
+) -> dict[str, np.ndarray]:
+    """{"attention": t_att, "loss": t_loss}, each of the curves' leading shape (the logged axis last)."""
+    if not 0 < fraction < 1:
+        raise ValueError(
+            f"fraction={fraction!r} must be in (0, 1): the loss at most that share of its initial value"
+        )
+    if not np.isfinite(threshold):
+        raise ValueError(f"threshold={threshold!r} must be a finite attention mass")
+    loss = np.asarray(curves["test_loss"], np.float64)
+    return {
+        "attention": first_step(steps, curves["attn_relevant"], threshold),
+        "loss": first_step(steps, loss, fraction * loss[..., 0], below=True),
+    }
+
+
+def summary(steps, curves, threshold: float = THRESHOLD, fraction: float = FRACTION) -> dict[str, list]:
+    """One H's emergence times per trial (curves (trials, L)): {"attention": [...], "loss": [...]},
+    None for a trial that never gets there (results.json's summary)."""
+    found = times(steps, curves, threshold, fraction)
+    return {k: [None if np.isnan(t) else int(t) for t in v] for k, v in found.items()}
+
+
+def columns(found: dict[str, list]) -> dict[str, float]:
+    """A summary row's emergence times as frame columns: ``t_att_mean``, ``t_att_std``,
+    ``t_att_n`` (trials that emerged) and the same for ``t_loss``; NaN where none emerged."""
+    out = {}
+    for kind, short in (("attention", "t_att"), ("loss", "t_loss")):
+        t = np.array([np.nan if v is None else v for v in found[kind]], np.float64)
+        done = t[np.isfinite(t)]
+        out[f"{short}_mean"] = float(done.mean()) if done.size else np.nan
+        out[f"{short}_std"] = float(done.std()) if done.size else np.nan
+        out[f"{short}_n"] = int(done.size)
+    return out
+
+
+def logged(curves: dict) -> bool:
+    """Whether a result has emergence times: a regression run (its excess-risk curve) whose data
+    know their relevant tokens (an attention curve that is not all NaN)."""
+    if not ("excess_risk" in curves and "attn_relevant" in curves and "test_loss" in curves):
+        return False
+    return bool(np.any(np.isfinite(curves["attn_relevant"])))
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """t ≈ prefactor · x^exponent, fitted on log–log axes."""
+
+    exponent: float
+    ci: tuple[float, float]  # 95 % (or ``level``) confidence interval of the exponent
+    prefactor: float
+    r2: float
+    n: int  # points fitted (trials that emerged)
+
+    def __call__(self, x):
+        return self.prefactor * np.asarray(x, np.float64) ** self.exponent
+
+
+def fit_power_law(x, t, level: float = 0.95) -> PowerLaw:
+    """Least squares of log t on log x over the finite, positive pairs (``x``, ``t`` broadcast to
+    one shape; at least 3 points and 2 distinct x); the exponent's ``level`` interval from
+    Student's t with n − 2 degrees of freedom."""
+    from scipy import stats
+
+    x, t = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(t, np.float64))
+    keep = np.isfinite(x) & np.isfinite(t) & (x > 0) & (t > 0)
+    lx, lt = np.log(x[keep]), np.log(t[keep])
+    n = lx.size
+    if n < 3 or np.unique(lx).size < 2:
+        raise ValueError(f"a power law needs >= 3 finite points at >= 2 distinct x; got {n} points")
+    slope, intercept = np.polyfit(lx, lt, 1)
+    resid = lt - (slope * lx + intercept)
+    sxx = np.sum((lx - lx.mean()) ** 2)
+    se = np.sqrt(np.sum(resid**2) / (n - 2) / sxx)
+    half = stats.t.ppf(0.5 + level / 2, n - 2) * se
+    total = np.sum((lt - lt.mean()) ** 2)
+    r2 = 1.0 - np.sum(resid**2) / total if total > 0 else 1.0
+    return PowerLaw(
+        float(slope), (float(slope - half), float(slope + half)), float(np.exp(intercept)), float(r2), n
+    )
+
+
+def grid_times(result, threshold: float = THRESHOLD, fraction: float = FRACTION) -> dict[str, np.ndarray]:
+    """A grid's (or a sweep's) emergence times, each (n_heads, *grid shape, trials)."""
+    return times(result.steps, result.curves, threshold, fraction)
+
+
+def grid_fit(
+    result, axis: str, kind: str = "attention", *, head: int = 0, transform=None, **kwargs
+) -> PowerLaw:
+    """The power law of emergence time against the grid axis ``axis`` (a knob name of the grid:
+    T, d, copies, …) for H = ``result.heads[head]``, every trial a point; a grid of more axes is
+    pooled over the others. ``transform`` maps the axis values to the fitted x (e.g. the
+    repetition factor of p); ``kwargs`` go to ``grid_times`` (threshold, fraction)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {', '.join(map(repr, KINDS))}")
+    names = [n for n, _ in result.grid.axes]
+    if axis not in names:
+        raise ValueError(f"axis={axis!r} is not an axis of the grid; its axes: {', '.join(names)}")
+    t = grid_times(result, **kwargs)[kind][head]  # (*grid shape, trials)
+    values = np.asarray(dict(result.grid.axes)[axis], np.float64)
+    x = values if transform is None else np.asarray([transform(v) for v in values], np.float64)
+    shape = [1] * t.ndim
+    shape[names.index(axis)] = len(x)
+    return fit_power_law(x.reshape(shape), t)

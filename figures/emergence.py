@@ -1,0 +1,117 @@
+"""The emergence of sparse attention in the form of Zucchet, d'Angelo, Lampinen, Chan (2025): the test
+loss and the attention on the relevant token over training, one line per value of the grid's axis
+(median over trials), and the emergence step against that value on log–log axes, with the fitted
+power law (exponent and 95 % interval) beside the closed form t* of docs/frontier.md. The preset
+``emergence`` (no axis) draws its trials' curves and their emergence steps.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from dynamics.sweeps import emergence
+from figures.sweep import save_figure
+from figures.theme import DEEP, set_theme
+
+
+def closed_form(data: dict, lr: float, copies=None, d=None, T=None, p=None) -> float:
+    """t* = √(π/2)·√d·T/η steps (η = 2·lr, the ½-loss step), / B tied or / √B free copies, / the
+    repetition factor √(p²d + (1 − p)²) (docs/frontier.md)."""
+    d = data["d"] if d is None else d
+    T = data["T"] if T is None else T
+    B = data.get("copies", 1) if copies is None else copies
+    p = data.get("repetition", 0.0) if p is None else p
+    share = B if data.get("copy_logits") == "tied" else math.sqrt(B)
+    return math.sqrt(math.pi / 2 * d) * T / (2 * lr) / share / math.sqrt(p * p * d + (1 - p) ** 2)
+
+
+def repetition_factor(d: int):
+    return lambda p: math.sqrt(p * p * d + (1 - p) ** 2)
+
+
+def _load(source):
+    from dynamics.api import load_results
+
+    return source if hasattr(source, "curves") else load_results(source)
+
+
+def _curves(ax_loss, ax_attn, steps, loss, attn, color, label):
+    ax_loss.plot(steps, np.nanmedian(loss, axis=0), color=color, label=label)
+    ax_attn.plot(steps, np.nanmedian(attn, axis=0), color=color, label=label)
+
+
+def emergence_figure(source) -> Figure:
+    """A grid over one emergence knob (T, d, copies, repetition), or the plain preset: a Figure."""
+    set_theme()
+    result = _load(source)
+    grid = getattr(result, "grid", None)
+    cfg = result.config
+    data = {k: getattr(cfg.data.resolved(), k) for k in ("T", "d", "copies", "copy_logits", "repetition")}
+    steps = np.asarray(result.steps)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
+    found = emergence.grid_times(result)
+    if grid is None:
+        for trial in range(result.curves["test_loss"].shape[1]):
+            c = DEEP[trial % len(DEEP)]
+            _curves(axes[0], axes[1], steps, result.curves["test_loss"][0, trial][None],
+                    result.curves["attn_relevant"][0, trial][None], c, f"trial {trial}")  # fmt: skip
+        t_att, t_loss = found["attention"][0], found["loss"][0]
+        axes[2].plot(np.arange(len(t_att)), t_att, "o", label="attention ≥ ½")
+        axes[2].plot(np.arange(len(t_loss)), t_loss, "s", label="test loss ≤ ½ of its start")
+        axes[2].axhline(closed_form(data, cfg.optim.lr), color="k", ls="--", label="closed form t*")
+        axes[2].set(xlabel="trial", ylabel="emergence step", title="emergence step per trial")
+    else:
+        (axis, values), = grid.axes  # fmt: skip
+        for i, v in enumerate(values):
+            k = (0, i)
+            _curves(axes[0], axes[1], steps, result.curves["test_loss"][k], result.curves["attn_relevant"][k],
+                    DEEP[i % len(DEEP)], f"{axis} = {v:g}")  # fmt: skip
+        _times(axes[2], result, axis, np.asarray(values, float), data, cfg.optim.lr)
+    axes[0].set(yscale="log", xlabel="step", ylabel="test loss (p = 0)", title="test loss")
+    axes[1].set(xlabel="step", ylabel="attention on the relevant token", title="attention", ylim=(0, 1.02))
+    axes[0].legend(fontsize=8)
+    axes[2].legend(fontsize=8)
+    shown = {"T": f"T = {data['T']}", "d": f"d = {data['d']}", "copies": f"B = {data['copies']}",
+             "repetition": f"p = {data['repetition']:g}"}  # fmt: skip
+    if grid is not None:
+        shown[grid.axes[0][0]] = f"{grid.axes[0][0]} varied"
+    fig.suptitle(
+        f"emergence of sparse attention: {cfg.optim.optimizer} lr {cfg.optim.lr:g}, "
+        f"{', '.join(shown.values())} ({data['copy_logits']} copies)"
+    )
+    return fig
+
+
+def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float) -> None:
+    """Emergence steps against the axis (log–log), every trial a dot, the fits and the closed form."""
+    transform = repetition_factor(data["d"]) if axis == "repetition" else None
+    x = values if transform is None else np.array([transform(v) for v in values])
+    for kind, marker, color in (("attention", "o", DEEP[0]), ("loss", "s", DEEP[1])):
+        t = emergence.grid_times(result)[kind][0]  # (n_values, trials)
+        ax.plot(np.repeat(x, t.shape[1]), t.ravel(), marker, color=color, alpha=0.4, ms=4)
+        try:
+            fit = emergence.grid_fit(result, axis, kind, transform=transform)
+        except ValueError:
+            continue
+        lo, hi = fit.ci
+        ax.plot(x, fit(x), color=color, label=f"{_SHORT[kind]} ∝ x^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
+    star = [closed_form(data, lr, **{_KEYS[axis]: v}) for v in values]
+    ax.plot(x, star, "k--", label="closed form t*")
+    label = "√(p²d + (1 − p)²)" if axis == "repetition" else axis
+    ax.set(
+        xscale="log", yscale="log", xlabel=label, ylabel="emergence step", title=f"emergence step vs {label}"
+    )
+
+
+_KEYS = {"T": "T", "d": "d", "copies": "copies", "repetition": "p"}
+_SHORT = {"attention": "t_att", "loss": "t_loss"}
+
+
+def plot_emergence(results_dir: Path, stem: Path) -> list[Path]:
+    """The figure of an emergence preset's saved results."""
+    return save_figure(emergence_figure(results_dir), stem)
