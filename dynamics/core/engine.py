@@ -496,27 +496,38 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
         logged = logged_train_set(prog, data, batch_key, t + n_steps)
         return (p, state, at, t + n_steps), evaluate(prog, by_position(prog, p), pack, logged, beta)
 
-    def watched(body):  # normalised GD: each logged row also carries the first zero step so far
-        def with_zero(carry, n_steps):
-            carry, out = body(carry, n_steps)
-            return carry, {**out, ZERO_STEP: carry[2][1].astype(out["train_loss"].dtype)}
-
-        return with_zero if watch else body
-
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     never = jnp.full((prog.runs,), total + 1)
     carry = (params, direction.init(params), (never, never if watch else None), jnp.array(0))
+    (_, _, (div_at, _), _), metrics = _scan(prog, pack, data, apply, segment, carry)
+    # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
+    out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
+    return out, div_at
+
+
+def _scan(prog: Program, pack: Pack, data: Data, apply, segment, carry):
+    """The training loop as one ``lax.scan`` over the logged steps: with ``fused_logging``, logged
+    step k then the updates to k + 1 (``apply`` makes one), else ``segment``: the updates to logged
+    step k, then step k; normalised GD's zero steps watched; the per-head view at its own steps."""
     if fused_logging(prog):  # logged step k, then the steps to k + 1 (none after the last)
         body, steps, before = _log_then_train(prog, pack, data, apply), (*prog.segments[1:], 0), True
     else:  # the steps to logged step k, then step k
         body, steps, before = segment, prog.segments, False
+    body = _watched(body) if watches_zero_steps(prog) else body
     if prog.head_view:
-        (_, _, (div_at, _), _), metrics = _scan_with_view(prog, data, watched(body), carry, steps, before)
-    else:
-        (_, _, (div_at, _), _), metrics = jax.lax.scan(watched(body), carry, jnp.array(steps))
-    # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
-    out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
-    return out, div_at
+        return _scan_with_view(prog, data, body, carry, steps, before)
+    return jax.lax.scan(body, carry, jnp.array(steps))
+
+
+def _watched(body):
+    """Normalised GD's scan body: each logged row also carries the first zero step so far (the
+    carry's (div_at, zero_at) slot)."""
+
+    def with_zero(carry, n_steps):
+        carry, out = body(carry, n_steps)
+        return carry, {**out, ZERO_STEP: carry[2][1].astype(out["train_loss"].dtype)}
+
+    return with_zero
 
 
 def _log_then_train(prog: Program, pack: Pack, data: Data, apply):

@@ -162,25 +162,32 @@ def run_points(
                     point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
                 )
                 metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
-            items = point.items
-            shape = (len(items), base.sweep.trials)
+            items, trials = point.items, base.sweep.trials
             zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
             if zero is not None:
-                warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, base.sweep.trials, steps)
-            per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
-            viewed = {k: metrics.pop(k) for k in list(metrics) if is_snapshot(k)}  # the bias's, per run
-            metrics, div_at = finish(metrics, div_at, rows, cols, shape, steps)
-            # the per-head view, at its own steps: NaN from a run's divergence on, as the curves
-            laid = {k: np.array(v[rows, cols]).reshape(*shape, *v.shape[2:]) for k, v in viewed.items()}
-            if per_slot:
-                sizes = [heads[i] for i, _ in items]
-                laid |= lay_out_heads(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
-            mask_diverged(laid, head_steps, div_at_or_never(div_at, steps))
-            metrics.update(laid)
+                warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, trials, steps)
+            metrics, div_at = lay_out(metrics, div_at, batch, rows, cols, items, base, steps, head_steps)
             bar.update(sum(i in todo for i, _ in items))
             yield items, metrics, div_at
     finally:
         bar.close()
+
+
+def lay_out(metrics, div_at, batch, rows, cols, items, base: Config, steps, head_steps):
+    """One point's engine outputs laid out per run: the curves (len(items), trials, L) with
+    divergence from non-finite metrics too (``finish``), the per-head view per run and head at its
+    own steps, NaN from a run's divergence on, as the curves."""
+    heads, shape = base.sweep.heads, (len(items), base.sweep.trials)
+    per_slot = {k: metrics.pop(k) for k in list(metrics) if per_slot_key(k)}
+    viewed = {k: metrics.pop(k) for k in list(metrics) if is_snapshot(k)}  # the bias's, per run
+    metrics, div_at = finish(metrics, div_at, rows, cols, shape, steps)
+    laid = {k: np.array(v[rows, cols]).reshape(*shape, *v.shape[2:]) for k, v in viewed.items()}
+    if per_slot:
+        sizes = [heads[i] for i, _ in items]
+        laid |= lay_out_heads(per_slot, batch, rows, cols, sizes, base.sweep.trials, max(heads))
+    mask_diverged(laid, head_steps, div_at_or_never(div_at, steps))
+    metrics.update(laid)
+    return metrics, div_at
 
 
 class ZeroStepWarning(UserWarning):
