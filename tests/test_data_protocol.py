@@ -315,7 +315,8 @@ def test_npz_attention_metric_reads_the_mask(tmp_path):
     np.savez(tmp_path / "plain.npz", **a)
     a["mask_test"] = np.ones((4, 5), bool)  # every token relevant: all the attention mass
     np.savez(tmp_path / "masked.npz", **a)
-    base = Config(data=DataConfig(model="npz"), sweep=Config().sweep.__class__(heads=(1,), trials=1))
+    sweep = Config().sweep.__class__(heads=(1,), trials=1, head_metrics="off")  # the run-level metric only
+    base = Config(data=DataConfig(model="npz"), sweep=sweep)
     import dataclasses
 
     out = {}
@@ -359,7 +360,7 @@ def test_npz_identical_trials_warn(tmp_path):
     cfg = dataclasses.replace(
         cfg,
         optim=dataclasses.replace(cfg.optim, steps=2),
-        sweep=dataclasses.replace(cfg.sweep, heads=(1,), trials=2),
+        sweep=dataclasses.replace(cfg.sweep, heads=(1,), trials=2, head_metrics="off"),  # not the subject
     )
     with pytest.warns(IdenticalTrialsWarning, match=r"the 2 trials repeat the same run"):
         run_sweep(cfg, progress=False)
