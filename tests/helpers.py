@@ -114,3 +114,21 @@ def cli_error(argv, capsys, tmp_path) -> str:
     assert len(lines) == 1, err
     assert not out.exists()
     return lines[0]
+
+
+def cli_run(argv, capsys, cwd) -> tuple[int, str, str]:
+    """Run ``python -m dynamics.run ARGV`` in this process (dynamics.cli.run.main) with ``cwd`` as
+    the working folder: its exit status, stdout and stderr. The same code as the command in a
+    fresh interpreter (test_cold_start and test_resume run it there), without paying for a new
+    interpreter, its imports and its compiles."""
+    from dynamics.cli import run as cli
+
+    capsys.readouterr()  # what ran before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err

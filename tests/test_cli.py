@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_error
+from helpers import cli_error, cli_run
 
 from dynamics.cli import run as cli
 from dynamics.core.engine import METRICS
@@ -32,18 +32,6 @@ TINY = [
 ]
 
 
-def run_cli(args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "dynamics.run", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def check_schema(out: Path, heads, trials, steps):
     meta = json.loads((out / "results.json").read_text())
     for key in ("config", "config_hash", "versions", "device", "wall_time_s", "summary", "steps", "heads"):
@@ -63,17 +51,19 @@ def check_schema(out: Path, heads, trials, steps):
     return meta
 
 
-def test_cli_end_to_end(tmp_path):
+def test_cli_end_to_end(tmp_path, capsys):
+    """The command in this process (the same run in a fresh interpreter: test_cold_start's; the
+    module entry point python -m dynamics.run: test_resume's)."""
     out = tmp_path / "run"
-    proc = run_cli([*TINY, "--out", str(out)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "train loss" in proc.stdout and "test err" in proc.stdout
+    code, stdout, stderr = cli_run([*TINY, "--out", str(out)], capsys, tmp_path)
+    assert code == 0, stderr
+    assert "train loss" in stdout and "test err" in stdout
     check_schema(out, [1, 2], 2, 6)
     assert (out / "figure.png").stat().st_size > 1000
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_user_data_and_config_file(tmp_path):
+def test_cli_user_data_and_config_file(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X, Xt = rng.normal(size=(12, 4, 6)), rng.normal(size=(9, 4, 6))
     np.savez(
@@ -84,10 +74,9 @@ def test_cli_user_data_and_config_file(tmp_path):
         y_test=rng.choice([-1, 1], 9),
     )
     (tmp_path / "c.toml").write_text('[optim]\noptimizer = "gd"\nlr = 0.5\nsteps = 5\n[sweep]\ntrials = 1\n')
-    proc = run_cli(
-        ["--data", "my.npz", "--heads", "1,3", "--config", "c.toml", "--quiet", "--out", "o"], tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr
+    args = ["--data", "my.npz", "--heads", "1,3", "--config", "c.toml", "--quiet", "--out", "o"]
+    code, _, stderr = cli_run(args, capsys, tmp_path)
+    assert code == 0, stderr
     meta = check_schema(tmp_path / "o", [1, 3], 1, 5)
     assert meta["config"]["data"]["model"] == "npz" and meta["config"]["optim"]["lr"] == 0.5
 
@@ -117,7 +106,7 @@ def test_cli_user_data_and_config_file(tmp_path):
 )
 def test_bad_input_is_one_line_error(tmp_path, capsys, args, needle):
     """Exit status 2, one line on stderr naming the bad value, nothing written (in this process:
-    the subprocess path of the same code is test_cli_end_to_end's)."""
+    the subprocess path of the same code is test_cold_start's and test_resume's)."""
     (tmp_path / "bad.npz").write_bytes(b"not a zip file")
     assert needle in cli_error([*args, "--quiet"], capsys, tmp_path)
 
@@ -155,11 +144,12 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # ...and no temp file is left
 
 
-def test_diverging_step_is_reported_not_plotted(tmp_path):
+def test_diverging_step_is_reported_not_plotted(tmp_path, capsys):
     out = tmp_path / "div"
-    proc = run_cli([*TINY, "--lr", "1e30", "--loss", "exp", "--out", str(out)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "diverged" in proc.stdout and "2/2" in proc.stdout
+    args = [*TINY, "--lr", "1e30", "--loss", "exp", "--out", str(out)]
+    code, stdout, stderr = cli_run(args, capsys, tmp_path)
+    assert code == 0, stderr
+    assert "diverged" in stdout and "2/2" in stdout
     meta = json.loads((out / "results.json").read_text())
     for row in meta["summary"]:
         assert row["diverged"] and row["n_diverged"] == 2 and row["train_loss"]["mean"] is None

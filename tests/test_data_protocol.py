@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import cli_run
 
 from datamodels.npz import infer_task, load_npz
 from dynamics import parts
@@ -23,7 +22,6 @@ from dynamics.config.schema import Config, ConfigError, DataConfig, IdenticalTri
 from dynamics.core import rng
 from dynamics.core.data import data_model, make_data
 
-ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -200,16 +198,12 @@ def test_user_data_model_runs_from_python_with_fresh_worlds(user_path):
     assert doc["data"]["model"] == "user_parts:toy"
 
 
-def test_user_data_model_from_the_command_line_equals_the_same_arrays_in_npz(tmp_path):
+def test_user_data_model_from_the_command_line_equals_the_same_arrays_in_npz(tmp_path, capsys, user_path):
+    """The command line in this process, the user's module on sys.path (as PYTHONPATH puts it)."""
     import importlib
 
-    sys.path.insert(0, str(USER_DIR))
-    try:
-        fixed = importlib.import_module("user_parts").FIXED
-    finally:
-        sys.path.remove(str(USER_DIR))
+    fixed = importlib.import_module("user_parts").FIXED
     np.savez(tmp_path / "fixed.npz", **fixed)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(USER_DIR), str(ROOT)])}
     common = ["--steps", "5", "--heads", "1,2", "--trials", "1", "--no-figure", "--quiet"]
     runs = {
         "user": ["--data-model", "user_parts:fixed", "--n-train", "8", "--n-test", "12"],
@@ -218,9 +212,8 @@ def test_user_data_model_from_the_command_line_equals_the_same_arrays_in_npz(tmp
     curves = {}
     for name, flags in runs.items():
         out = tmp_path / name
-        cmd = [sys.executable, "-m", "dynamics.run", *flags, *common, "--out", str(out)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        code, _, stderr = cli_run([*flags, *common, "--out", str(out)], capsys, tmp_path)
+        assert code == 0, stderr[-2000:]
         curves[name] = np.load(out / "curves.npz")
     doc = json.loads((tmp_path / "user" / "results.json").read_text())
     assert doc["config"]["data"]["model"] == "user_parts:fixed"
@@ -322,7 +315,8 @@ def test_npz_attention_metric_reads_the_mask(tmp_path):
     np.savez(tmp_path / "plain.npz", **a)
     a["mask_test"] = np.ones((4, 5), bool)  # every token relevant: all the attention mass
     np.savez(tmp_path / "masked.npz", **a)
-    base = Config(data=DataConfig(model="npz"), sweep=Config().sweep.__class__(heads=(1,), trials=1))
+    sweep = Config().sweep.__class__(heads=(1,), trials=1, head_metrics="off")  # the run-level metric only
+    base = Config(data=DataConfig(model="npz"), sweep=sweep)
     import dataclasses
 
     out = {}
@@ -366,7 +360,7 @@ def test_npz_identical_trials_warn(tmp_path):
     cfg = dataclasses.replace(
         cfg,
         optim=dataclasses.replace(cfg.optim, steps=2),
-        sweep=dataclasses.replace(cfg.sweep, heads=(1,), trials=2),
+        sweep=dataclasses.replace(cfg.sweep, heads=(1,), trials=2, head_metrics="off"),  # not the subject
     )
     with pytest.warns(IdenticalTrialsWarning, match=r"the 2 trials repeat the same run"):
         run_sweep(cfg, progress=False)

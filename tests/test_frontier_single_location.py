@@ -122,10 +122,11 @@ def test_a_grid_over_the_temperature_runs_each_points_own_temperature():
     # The temperature is static in the compiled program: grid points over it once all ran the
     # first point's program (same numbers at every β₀).
     from dynamics import run_sweep
+    from dynamics.api import with_overrides
     from dynamics.sweeps.grid import run_grid_experiment
 
     small = {"heads": [1], "trials": 1, "steps": 5, "n_train": 8, "n_test": 8}
-    base = run_sweep("default", progress=False, **small).config
+    base = with_overrides("default", **small)  # the config run_sweep runs (not run: its own temperature)
     grid = run_grid_experiment(resolve_grid(base, {"temperature": "0.5,2"}), progress=False)
     alone = run_sweep("default", temperature=2.0, progress=False, **small)
     np.testing.assert_allclose(grid.point(1).curves["train_loss"], alone.curves["train_loss"], rtol=1e-6)

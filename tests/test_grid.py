@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_error
+from helpers import cli_error, cli_run
 
 from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
@@ -222,12 +222,12 @@ def test_an_interrupt_message_says_what_is_on_disk(tmp_path):
     assert "results.json is partial" in _interrupted({"out": out, "grid": False})
 
 
-def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path):
-    r = cli(["--heads", "1,4", "--lr", "0.1,1,200", "--steps", "20", "--trials", "2", "--quiet",
-             "--out", str(tmp_path / "o")], tmp_path)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    table = r.stdout.split("\n")
-    assert any(line.split()[:2] == ["4", "200"] for line in table), r.stdout
+def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path, capsys):
+    args = ["--heads", "1,4", "--lr", "0.1,1,200", "--steps", "20", "--trials", "2", "--quiet"]
+    code, stdout, stderr = cli_run([*args, "--out", str(tmp_path / "o")], capsys, tmp_path)
+    assert code == 0, stderr
+    table = stdout.split("\n")
+    assert any(line.split()[:2] == ["4", "200"] for line in table), stdout
     for name in ("summary.csv", "figure.png", "figure-lines.png", "results.json", "curves.npz"):
         assert (tmp_path / "o" / name).stat().st_size > 0, name
 
@@ -374,31 +374,43 @@ def assert_same_point(point, alone, exact_seconds=False):
         assert mine == theirs
 
 
-def test_a_grid_keeps_the_per_head_curves_of_each_points_sweep(tmp_path, monkeypatch):
+# One configuration with per-head curves (head–head included) and the three diagnostics: the tests
+# below check different properties of its grids and share its compiled programs.
+LOGGED = dict(head_metrics="on", head_sims=True, diagnostics=("sharpness", "kernel", "maxmargin"))
+
+
+def test_a_grid_keeps_the_per_head_curves_and_diagnostics_of_each_points_sweep_through_a_resume(
+    tmp_path, monkeypatch
+):
     from dynamics import load_results
 
-    grid = resolve_grid(tiny(head_sims=True), {"noise": [0.5, 1.5]})
+    cfg = tiny(**LOGGED)
+    grid = resolve_grid(cfg, {"noise": [0.5, 1.5]})
     whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
     L = len(grid.base.steps)
     assert whole.curves["head_u_norm"].shape == (2, 2, 2, L, 2)  # (H, noise, trials, L, H_max)
     assert whole.curves["head_u_sim"].shape == (2, 2, 2, L, 2, 2)  # head–head: H_max twice
     assert np.isnan(whole.curves["head_u_norm"][0, ..., 1]).all()  # H = 1 has no head 1
-    back = load_results(tmp_path / "whole")
+    assert whole.curves["sharpness"].shape == (2, 2, 2, L)
+    assert len(whole.extra["diagnostics"]) == 2  # one summary per grid point
     meta = json.loads((tmp_path / "whole" / "results.json").read_text())
     assert meta["grid"]["head_curves_axes"] == ["heads", "noise", "trial", "step", "head"]
-    for k, point_cfg in enumerate(grid.points):
-        alone = run_sweep(point_cfg, progress=False)
-        assert any(m.startswith("head_") for m in alone.curves)
-        assert_same_point(whole.point(k), alone)
-        assert_same_point(back.point(k), alone)
-    assert len(whole.point(1).head_frame()) == len(alone.head_frame())
+    assert [d["names"] for d in meta["diagnostics"]] == [list(cfg.sweep.diagnostics)] * 2
     resumed = interrupted_then_resumed(grid, tmp_path / "cut", monkeypatch)
     with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
-        assert a.files == b.files and "head_key_sim" in a.files
+        assert a.files == b.files and "head_key_sim" in a.files and "kernel_distance" in a.files
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     for m, v in whole.curves.items():
         np.testing.assert_array_equal(resumed.curves[m], v, err_msg=m)
+    backs = [load_results(tmp_path / folder) for folder in ("whole", "cut")]
+    for k, point_cfg in enumerate(grid.points):
+        alone = run_sweep(point_cfg, progress=False)
+        assert any(m.startswith("head_") for m in alone.curves)
+        assert "kernel_distance" in alone.curves and "diagnostic_steps" in alone.curves
+        for point in (whole.point(k), resumed.point(k), *(back.point(k) for back in backs)):
+            assert_same_point(point, alone)
+    assert len(whole.point(1).head_frame()) == len(alone.head_frame())
     again = run_grid_checkpointed(
         grid, tmp_path / "cut", resume=True, progress=False
     )  # from complete results
@@ -412,10 +424,7 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
 
     from figures.phase import plot_grid
 
-    grid = resolve_grid(
-        tiny(head_metrics="on", head_sims=True, diagnostics=("kernel",)),
-        {"noise": [0.5, 1.5], "lr": [0.5, 1.0]},
-    )
+    grid = resolve_grid(tiny(**LOGGED), {"noise": [0.5, 1.5], "lr": [0.5, 1.0]})
     result = run_grid_experiment(grid, progress=False)
     assert "head_attn_sim" in result.curves and "kernel_distance" in result.curves
     result.extra["complete"] = True
@@ -424,27 +433,9 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
     for source in (tmp_path / "g", result):
         assert plot_grid(source, tmp_path / "f")
     titles = {ax.get_title() for fig in figs for ax in fig.axes}
-    assert titles and not any("head_" in t or "kernel" in t for t in titles), titles
+    assert titles and not any(w in t for t in titles for w in ("head_", "kernel", "sharpness")), titles
     for fig in figs:
         plt.close(fig)
-
-
-def test_diagnostics_on_a_grid_equal_each_points_sweep_and_survive_a_resume(tmp_path, monkeypatch):
-    from dynamics import load_results
-
-    cfg = tiny(diagnostics=("sharpness", "kernel", "maxmargin"), head_metrics="off")
-    grid = resolve_grid(cfg, {"noise": [0.5, 1.5]})
-    resumed = interrupted_then_resumed(grid, tmp_path / "cut", monkeypatch)
-    assert resumed.curves["sharpness"].shape == (2, 2, 2, len(grid.base.steps))
-    assert len(resumed.extra["diagnostics"]) == 2  # one summary per grid point
-    back = load_results(tmp_path / "cut")
-    meta = json.loads((tmp_path / "cut" / "results.json").read_text())
-    assert [d["names"] for d in meta["diagnostics"]] == [list(cfg.sweep.diagnostics)] * 2
-    for k, point_cfg in enumerate(grid.points):
-        alone = run_sweep(point_cfg, progress=False)
-        assert "kernel_distance" in alone.curves and "diagnostic_steps" in alone.curves
-        assert_same_point(resumed.point(k), alone)
-        assert_same_point(back.point(k), alone)
 
 
 def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
@@ -452,7 +443,7 @@ def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
 
     from dynamics.sweeps.sweep import run_grid as run_lrs
 
-    cfg = tiny(diagnostics=("kernel",))
+    cfg = tiny(**LOGGED)
     (point,) = run_lrs(cfg, lrs=[0.5], progress=False)
     alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)
     assert "head_u_norm" in alone.curves and "kernel_distance" in alone.curves
