@@ -74,6 +74,12 @@ def test_notebook_runs_headless(path, backend, monkeypatch):
     else:
         monkeypatch.setenv("MPLBACKEND", backend)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # The kernels keep their compiled programs in the tests' cache folder (conftest.py), every one
+    # however fast it compiled: the quickstart under its second backend loads the first one's
+    # programs (in one process, or when xdist runs them one after the other) and still runs them all.
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ["MHSIM_TEST_CACHE_DIR"])
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(ROOT / "notebooks")}}  # where JupyterLab runs it
     listing = lambda: sorted(p.name for p in (ROOT / "notebooks").iterdir())  # noqa: E731
