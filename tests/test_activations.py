@@ -47,21 +47,25 @@ def sigma_ref(name: str, s: np.ndarray) -> np.ndarray:
 
 def phi_ref(U, W, X, query: str, activation: str, beta: float, norm_c: float, b: float = 0.0) -> np.ndarray:
     """Φ(X) = c_H Σ_h Σ_t σ(β s_h)_t U_hᵀ x_t + b, example by example and head by head; for the
-    learned query ``W`` is the vectors k (H, d) and s_h,t = x_tᵀ k_h."""
+    learned query ``W`` is the vectors k (H, d) and s_h,t = x_tᵀ k_h; for the position query the
+    logits a (H, T) and s_h,t = a_h,t."""
     n, T, _ = X.shape
     out = np.zeros(n)
     for i in range(n):
         for h in range(U.shape[0]):
-            queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i]), "learned": [None]}[query]
+            queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i]), "learned": [None]}
+            queries["position"] = ["position"]
             f = 0.0
-            for xq in queries:
-                if xq is None:
+            for xq in queries[query]:
+                if isinstance(xq, str):  # the position logits a_h (T,): the tokens' content unread
+                    s = np.array([W[h][t] for t in range(T)])
+                elif xq is None:
                     s = np.array([X[i, t] @ W[h] for t in range(T)])
                 else:
                     s = np.array([X[i, t] @ W[h] @ xq for t in range(T)])
                 a = sigma_ref(activation, beta * s)
                 f += sum(a[t] * (U[h] @ X[i, t]) for t in range(T))
-            out[i] += f / len(queries)
+            out[i] += f / len(queries[query])
     return norm_c * out + b
 
 
@@ -71,6 +75,8 @@ def problem(seed=0, n=5, T=4, d=3, H=2, query="first"):
     y = np.where(rng.normal(size=n) > 0, 1.0, -1.0)
     if query == "learned":
         return {"U": rng.normal(size=(H, d)), "k": 0.7 * rng.normal(size=(H, d))}, X, y
+    if query == "position":
+        return {"U": rng.normal(size=(H, d)), "a": 0.7 * rng.normal(size=(H, T))}, X, y
     return {"U": rng.normal(size=(H, d)), "W": 0.7 * rng.normal(size=(H, d, d))}, X, y
 
 
@@ -79,7 +85,7 @@ def problem(seed=0, n=5, T=4, d=3, H=2, query="first"):
 @pytest.mark.parametrize("beta", [1.0, 0.3])
 def test_phi_matches_a_float64_reference(activation, query, beta):
     params, X, _ = problem(query=query)
-    key_part = params.get("W", params.get("k"))
+    key_part = params.get("W", params.get("k", params.get("a")))
     want = phi_ref(params["U"], key_part, X, query, activation, beta, 1 / math.sqrt(2))
     with jax.enable_x64(True):
         got = model.logits(

@@ -21,6 +21,7 @@ import figures.registry as registry  # noqa: E402
 from dynamics.cli.figures import GALLERY_WIDTH, main  # noqa: E402
 from dynamics.config.schema import apply_overrides, preset, validate  # noqa: E402
 from dynamics.infra.files import atomic_write_bytes  # noqa: E402
+from dynamics.parts.metrics import has_head_axes  # noqa: E402
 from dynamics.sweeps.results import load_results, write_results  # noqa: E402
 from dynamics.sweeps.sweep import run_sweep  # noqa: E402
 from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402
@@ -117,10 +118,13 @@ def test_plot_sweep_short_run_uses_linear_time(saved, tmp_path):
 
     def first_steps(meta, curves):
         keep = curves["steps"] <= 5
+        view = curves.get("head_steps", curves["steps"])  # the per-head view's own steps
         for key, arr in curves.items():
-            if arr.ndim >= 3:  # (heads, trials, L) and the per-head curves (heads, trials, L, H, …)
-                curves[key] = arr[:, :, keep]
+            if arr.ndim >= 3:  # (heads, trials, L) and the per-head curves (heads, trials, L_h, H, …)
+                curves[key] = arr[:, :, view <= 5] if has_head_axes(key) else arr[:, :, keep]
         curves["steps"] = curves["steps"][keep]
+        if "head_steps" in curves:
+            curves["head_steps"] = view[view <= 5]
         meta["config"]["optim"]["steps"] = int(curves["steps"][-1])  # the config's schedule, too
 
     folder = rewrite(saved, tmp_path / "results", first_steps)
