@@ -82,6 +82,8 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
     from dynamics.theory import diagnostics as dg
 
     cfg = preset(name)
+    # θ at every logged step (the per-head view, which carries the saved θ, thins itself by default)
+    cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, head_every=1))
     if trials is not None:
         cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, trials=trials))
     jax.config.update("jax_enable_x64", x64)
