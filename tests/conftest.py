@@ -25,6 +25,10 @@ os.environ["MHSIM_CACHE_DIR"] = _CACHE
 
 # Catch silent broadcasting bugs: a shape mismatch must be an error, never a broadcast.
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# Full float32 matmuls on every backend: mhsim's own programs ask for them
+# (dynamics.infra.executables.exact_matmuls); the tests' references and the model functions they
+# call directly must too, or on a GPU they would multiply in TF32 (on the CPU this changes nothing).
+jax.config.update("jax_default_matmul_precision", "highest")
 
 
 @pytest.fixture

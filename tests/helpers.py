@@ -12,6 +12,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -132,3 +133,20 @@ def cli_run(argv, capsys, cwd) -> tuple[int, str, str]:
             code = exit_.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+# mhsim's numbers are bit for bit the same whatever the batch, packing or resume on the CPU. On a GPU
+# XLA picks kernels (and their reduction order) by the batch's shape, and its transcendental
+# functions round differently from the CPU's: the same numbers to float32 rounding, not bit for bit.
+BITWISE = jax.default_backend() == "cpu"
+
+
+def assert_same_numbers(a, b, err_msg: str = "") -> None:
+    """Bit for bit on the CPU; to float32 rounding (a few ulps, grown over a short run) on a GPU."""
+    a, b = np.asarray(a), np.asarray(b)
+    if BITWISE or not np.issubdtype(b.dtype, np.inexact):
+        np.testing.assert_array_equal(a, b, err_msg=err_msg)
+    else:  # a few float32 ulps of the arrays' scale
+        scale = float(np.nanmax(np.abs(b), initial=0.0))
+        atol = 4 * np.finfo(np.float32).eps * scale
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=atol, err_msg=err_msg)

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_same_numbers
 
 from dynamics import parts, run_sweep, trial_data
 from dynamics.config.schema import (
@@ -334,7 +335,7 @@ def test_trial_data_is_what_the_run_trains_and_tests_on(tmp_path):
         progress=False,
     )  # fmt: skip
     for name in ("train_loss", "test_loss", "train_error", "test_error", "margin", "attn_relevant"):
-        np.testing.assert_array_equal(alone.curves[name][:, 0], result.curves[name][:, 1], err_msg=name)
+        assert_same_numbers(alone.curves[name][:, 0], result.curves[name][:, 1], err_msg=name)
     with pytest.raises(ConfigError, match=r"^trial=2 must be an integer in \[0, 2\)"):
         trial_data(cfg, 2)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from helpers import cli_run
+from helpers import assert_same_numbers, cli_run
 
 from datamodels.npz import infer_task, load_npz
 from dynamics import parts
@@ -219,7 +219,7 @@ def test_user_data_model_from_the_command_line_equals_the_same_arrays_in_npz(tmp
     assert doc["config"]["data"]["model"] == "user_parts:fixed"
     assert doc["config"]["sources"]["data.model"]["sha256"]
     for key in ("train_loss", "test_loss", "train_error", "test_error"):
-        np.testing.assert_array_equal(curves["user"][key], curves["npz"][key])
+        assert_same_numbers(curves["user"][key], curves["npz"][key])
 
 
 def test_user_loss_and_activation_parts(user_path):

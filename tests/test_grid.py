@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_error, cli_run
+from helpers import assert_same_numbers, cli_error, cli_run
 
 from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
@@ -190,7 +190,7 @@ def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch
     with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
         assert a.files == b.files
         for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+            assert_same_numbers(a[key], b[key], err_msg=key)
     np.testing.assert_array_equal(whole.diverged_at, resumed.diverged_at)
     # a finished grid resumed again reuses every point from its complete results
     again = run_grid_checkpointed(grid, tmp_path / "cut", resume=True, progress=False)
@@ -400,7 +400,7 @@ def test_a_grid_keeps_the_per_head_curves_and_diagnostics_of_each_points_sweep_t
     with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
         assert a.files == b.files and "head_key_sim" in a.files and "kernel_distance" in a.files
         for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+            assert_same_numbers(a[key], b[key], err_msg=key)
     for m, v in whole.curves.items():
         np.testing.assert_array_equal(resumed.curves[m], v, err_msg=m)
     backs = [load_results(tmp_path / folder) for folder in ("whole", "cut")]

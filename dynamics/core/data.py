@@ -173,7 +173,8 @@ def world_initial_params(cfg: DataConfig, data: Data, shapes: dict[str, tuple[in
         out = boundary.check_initial_params(cfg.model, model.initial_params(world, shapes), shapes)
         return {k: jnp.asarray(v, jnp.float32) for k, v in out.items()}
 
-    with jax.enable_x64(False):  # from the worlds as drawn (float32), used in the working precision
+    # from the worlds as drawn (float32), used in the working precision
+    with jax.enable_x64(False), executables.exact_matmuls():
         given = jax.jit(jax.vmap(one))(data.world)
     given = {k: np.asarray(v) for k, v in given.items()}
     boundary.check_initial_values(cfg.model, given)

@@ -35,6 +35,7 @@ from dynamics.core.data import (
     Data,
     make_data,
 )
+from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.files import atomic_write_bytes
 
 # The --quick settings' data (one trial): every demo draws the same shapes, so a test process
@@ -258,7 +259,8 @@ def demo_run(
     ) -> DemoResult:
         m = sys.modules[module]
         s = settings if settings is not None else (m.QUICK if quick else m.FULL)
-        r = m.compute(s, seed, progress=progress) if compute_progress else m.compute(s, seed)
+        with exact_matmuls():  # full float32 on a GPU too, as the engine
+            r = m.compute(s, seed, progress=progress) if compute_progress else m.compute(s, seed)
         png = save_png(m.draw(r, s), out / picture, slide=m.SLIDE_TITLE if slides else None)
         more = more_files(r, s, out, progress) if more_files is not None else ()
         return DemoResult(m.NAME, (png, *more), *m.report(r, s), arrays=r)

@@ -29,6 +29,7 @@ from dynamics.config.schema import (
 )
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
+from dynamics.infra.executables import exact_matmuls
 from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
 
 EXPRESSIVITY = "bottleneck-expressivity"
@@ -195,6 +196,11 @@ def min_rank_threshold(T: int) -> int:
 
 def run_expressivity(cfg: ExpressivityConfig, *, progress: bool = True) -> dict[str, Any]:
     """All fits of the experiment, one program per T: {'results': json-able dict, 'arrays'}."""
+    with exact_matmuls():  # full float32 on a GPU too, as the engine
+        return _run_expressivity(cfg, progress)
+
+
+def _run_expressivity(cfg: ExpressivityConfig, progress: bool) -> dict[str, Any]:
     if not isinstance(cfg, ExpressivityConfig):
         raise TypeError(f"cfg={cfg!r:.80} must be an ExpressivityConfig")
     cfg.validate()

@@ -24,6 +24,7 @@ from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, tr
 from dynamics.core.hooks import MetricRef
 from dynamics.core.model import check_outputs, head_shapes
 from dynamics.errors import ConfigError
+from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
 from dynamics.parts.registry import is_user_name
@@ -366,7 +367,7 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
         result.curves.update(curves)
         result.extra["diagnostics"] = summary
         return
-    with phase("diagnostics"):
+    with phase("diagnostics"), exact_matmuls():
         data, _, init_keys = prepare_data(cfg) if drawn is None else drawn
         lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
         curves, summary = theory.compute(
