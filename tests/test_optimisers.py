@@ -58,6 +58,12 @@ def ref_loss(p, X, y, H):
     return jnp.mean(jnp.logaddexp(0.0, -y * phi))
 
 
+# Jitted (H static): one compiled program per batch shape, where the op-by-op grad compiled every
+# primitive of it; float64 inside ``jax.enable_x64`` (a program of its own).
+ref_grad = jax.jit(jax.grad(ref_loss), static_argnums=3)
+ref_loss_jit = jax.jit(ref_loss, static_argnums=3)
+
+
 def ref_batches(cfg: Config, trial: int, steps: int) -> list[np.ndarray]:
     """SGD's indices per update, from jax.random's own keys (not the engine's Threefry copy)."""
     B, n = cfg.optim.batch_size, cfg.data.n_train
@@ -92,10 +98,9 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
     m = {k: np.zeros_like(v) for k, v in p.items()}
     v2 = {k: np.zeros_like(v) for k, v in p.items()}
     batches = ref_batches(cfg, trial, o.steps) if o.optimizer == "sgd" else None
-    grad = jax.grad(ref_loss)
     for t in range(o.steps):
         idx = batches[t] if batches is not None else np.arange(len(y))
-        g = {k: np.asarray(v) for k, v in grad(p, X[idx], y[idx], H).items()}
+        g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H).items()}
         rule = {k: _group(o, group[k]) for k in p}
         moving = {k: r[1] <= t < r[2] for k, r in rule.items()}
         if not adam:
@@ -116,7 +121,7 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
         p = {k: p[k] - o.lr * rule[k][0] * g[k] if moving[k] else p[k] for k in p}
         if sphere:
             p["U"] = p["U"] / np.linalg.norm(p["U"], axis=1, keepdims=True)
-    return float(ref_loss(p, X, y, H))
+    return float(ref_loss_jit(p, X, y, H))
 
 
 def _group(o: OptimConfig, g: str):
@@ -163,26 +168,27 @@ def test_sgd_with_the_full_batch_in_epochs_is_gd():
 def test_sgd_batches_depend_on_the_trial_and_the_step_alone():
     data = Data(jnp.arange(24.0)[:, None, None], jnp.arange(24.0), None, None, None)  # type: ignore[arg-type]
     key = engine.minibatch_key(np.array([1, 2], np.uint32))
-    seen = np.concatenate([np.asarray(engine.epoch_batch(data, key, t, 6)[1]) for t in range(4)])
+    # t traced, as in the engine's scan: one compiled program, not every primitive op by op
+    epoch_batch = jax.jit(engine.epoch_batch, static_argnums=3)
+    seen = np.concatenate([np.asarray(epoch_batch(data, key, t, 6)[1]) for t in range(4)])
     assert sorted(seen.tolist()) == list(range(24))  # an epoch shows every example once
-    again = np.asarray(engine.epoch_batch(data, key, 2, 6)[1])
+    again = np.asarray(epoch_batch(data, key, 2, 6)[1])
     np.testing.assert_array_equal(again, seen[12:18])
     other = engine.minibatch_key(np.array([1, 3], np.uint32))  # another trial: other batches
-    assert not np.array_equal(np.asarray(engine.epoch_batch(data, other, 0, 6)[1]), seen[:6])
-    assert not np.array_equal(np.asarray(engine.epoch_batch(data, key, 4, 6)[1]), seen[:6])  # new epoch
+    assert not np.array_equal(np.asarray(epoch_batch(data, other, 0, 6)[1]), seen[:6])
+    assert not np.array_equal(np.asarray(epoch_batch(data, key, 4, 6)[1]), seen[:6])  # new epoch
 
 
 def test_normalised_gd_has_no_fast_path_and_takes_unit_steps_per_run():
     assert not parts.uses_fast_path(config(init="zero", optimizer="normalized-gd"))
     g = {"U": jnp.array([[3.0, 0.0], [0.0, 4.0], [1.0, 0.0]]), "W": jnp.zeros((3, 2, 2))}
     member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
-    out = upd.normalise(g, member)
+    normalise = jax.jit(upd.normalise)  # as the engine's step calls it: one program a shape
+    out = normalise(g, member)
     np.testing.assert_allclose(out["U"], [[0.6, 0.0], [0.0, 0.8], [1.0, 0.0]])
-    zero = upd.normalise({"U": jnp.zeros((2, 2)), "b": jnp.zeros(2)}, jnp.eye(2, dtype=bool))
+    zero = normalise({"U": jnp.zeros((2, 2)), "b": jnp.zeros(2)}, jnp.eye(2, dtype=bool))
     assert all(np.array_equal(v, np.zeros_like(v)) for v in zero.values())  # 0, not NaN
-    with_b = upd.normalise(
-        {"U": jnp.array([[3.0], [1.0]]), "b": jnp.array([4.0, 0.0])}, jnp.eye(2, dtype=bool)
-    )
+    with_b = normalise({"U": jnp.array([[3.0], [1.0]]), "b": jnp.array([4.0, 0.0])}, jnp.eye(2, dtype=bool))
     np.testing.assert_allclose(with_b["U"][:, 0], [0.6, 1.0])
     np.testing.assert_allclose(with_b["b"], [0.8, 0.0])
 
@@ -368,7 +374,7 @@ def test_online_logs_the_training_loss_of_the_next_updates_batch():
             X, y = (np.asarray(a, np.float64) for a in engine.fresh_batch(prog, one, key, int(step)))
             theta = {k: jnp.asarray(v[0, t, j, :3]) for k, v in result.params.items()}
             with jax.enable_x64(True):
-                want = float(ref_loss(theta, jnp.asarray(X), jnp.asarray(y), 3))
+                want = float(ref_loss_jit(theta, jnp.asarray(X), jnp.asarray(y), 3))
             assert result.curves["train_loss"][0, t, j] == pytest.approx(want, rel=1e-5)
 
 
