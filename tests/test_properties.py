@@ -64,19 +64,30 @@ def _fast_pick(o, i):
     return {field: rotate(names, i + o) for field, names in FAST.items()}
 
 
-FAST_CASES = covering(PER_COORDINATE, lambda _: max(map(len, FAST.values())), _fast_pick)
-# The parameter groups' rules (step factors, ranges, weight decay), per-head metrics and the
-# temperature: options rather than parts, each once, in float64 to 1e-9.
-FAST_OPTIONS = {
-    "gd-groups": dict(readout_lr_factor=3.0, attention_steps=(1, 6), readout_weight_decay=0.1),
-    "sgd-decay": dict(optimizer="sgd", attention_weight_decay=0.4),
-    "adamw-groups": dict(optimizer="adam", readout_steps=(0, 3), attention_weight_decay=0.4),
-    "head-metrics": dict(query="last", head_metrics="on", save_params=True),
-    "temperature": dict(attention="sigmoid", temperature=0.7, temperature_decay=0.1),
+FAST_ROUNDS = max(map(len, FAST.values()))
+FAST_CASES = covering(PER_COORDINATE, lambda _: FAST_ROUNDS, _fast_pick)
+# The parameter groups' rules (step factors, ranges, weight decay), per-head metrics with the saved
+# θ and the temperature's decay: options rather than parts, each once, in float64 to 1e-9. Each
+# rides on a case of the covering above (round r of its optimiser), which then runs in float64
+# with it: one pair of programs (fast, full) checks both, the case's parts to 1e-9 rather than to
+# float32 rounding.
+FAST_OPTIONS = {  # name: (optimiser, round, options)
+    "gd-groups": ("gd", 0, dict(readout_lr_factor=3.0, attention_steps=(1, 6), readout_weight_decay=0.1)),
+    "head-metrics": ("gd", 1, dict(head_metrics="on", save_params=True)),
+    "adamw-groups": ("adam", 0, dict(readout_steps=(0, 3), attention_weight_decay=0.4)),
+    "temperature": ("adam", 4, dict(temperature_decay=0.1)),  # on a round with temperature 0.7
+    # (round 0, sum over heads at η·H, grows its test loss to 1e2: float64 rounding then 3e-9 apart)
+    "sgd-decay": ("sgd", 1, dict(attention_weight_decay=0.4)),
 }
+_WITH_OPTIONS = {
+    PER_COORDINATE.index(optimizer) * FAST_ROUNDS + r: name
+    for name, (optimizer, r, _) in FAST_OPTIONS.items()
+}
+FAST_FLOAT32 = [case for j, case in enumerate(FAST_CASES) if j not in _WITH_OPTIONS]
+FAST_FLOAT64 = {name: {**FAST_CASES[j][1], **FAST_OPTIONS[name][2]} for j, name in _WITH_OPTIONS.items()}
 
 
-@pytest.mark.parametrize("knobs", [k for _, k in FAST_CASES], ids=[i for i, _ in FAST_CASES])
+@pytest.mark.parametrize("knobs", [k for _, k in FAST_FLOAT32], ids=[i for i, _ in FAST_FLOAT32])
 def test_the_fast_path_gives_the_full_paths_numbers(knobs):
     cfg = small(**knobs)
     assert parts.uses_fast_path(cfg)
@@ -87,17 +98,17 @@ def test_the_fast_path_gives_the_full_paths_numbers(knobs):
     assert np.isfinite(fast.curves["train_loss"]).all()
 
 
-@pytest.mark.parametrize("case", list(FAST_OPTIONS))
+@pytest.mark.parametrize("case", list(FAST_FLOAT64))
 def test_the_fast_path_holds_with_the_group_rules_and_the_options(case):
-    cfg = small(**FAST_OPTIONS[case])
+    cfg = small(**FAST_FLOAT64[case])
     assert parts.uses_fast_path(cfg)
     with jax.enable_x64(True):
         fast, full = run_sweep(cfg, progress=False), run_sweep(replace(cfg, fast_path=False), progress=False)
-    assert_curves_close(fast, full, case, rtol=1e-9, atol=1e-12)
+    assert_curves_close(fast, full, f"{case}: {FAST_FLOAT64[case]}", rtol=1e-9, atol=1e-12)
     assert set(fast.params) == set(full.params)
     for name in fast.params:  # saved θ: the one stored head of weight H is every head of the full path
         np.testing.assert_allclose(fast.params[name], full.params[name], rtol=1e-9, atol=1e-12)
-    assert np.all(fast.diverged_at == -1)
+    assert np.all(fast.diverged_at == -1) and np.isfinite(fast.curves["train_loss"]).all()
     if "head_u_sim" in fast.curves:  # at step 0 every head is zero: no direction, the cosines NaN
         assert np.all(np.isnan(fast.curves["head_u_sim"][:, :, 0]))
 
@@ -145,7 +156,7 @@ PACK_CASES = covering(list(parts.OPTIMIZERS), _pack_rounds, _pack_pick)
 
 @pytest.mark.parametrize("knobs", [k for _, k in PACK_CASES], ids=[i for i, _ in PACK_CASES])
 def test_a_run_in_a_pack_gives_the_numbers_of_the_run_alone(knobs):
-    cfg = small(**knobs)
+    cfg = small(**knobs, head_metrics="off")  # the metrics below only: a smaller program
     assert parts.can_pack_heads(cfg) and not parts.uses_fast_path(cfg)
     packed = run_sweep(cfg, progress=False, slots=4)  # H = 1 and 3 in one pack of 4 slots
     for i, h in enumerate(cfg.sweep.heads):
@@ -160,7 +171,7 @@ def test_a_run_in_a_pack_gives_the_numbers_of_the_run_alone(knobs):
 
 def test_the_default_packing_gives_the_numbers_of_one_pack():
     """H = 1, 2, 3 in the default packs (two) and in one pack of 6 slots: the same runs."""
-    cfg = small(init="normal", optimizer="adam", heads=(1, 2, 3))
+    cfg = small(init="normal", optimizer="adam", heads=(1, 2, 3), head_metrics="off")
     default, one_pack = run_sweep(cfg, progress=False), run_sweep(cfg, progress=False, slots=6)
     for name in engine.METRICS:
         np.testing.assert_allclose(default.curves[name], one_pack.curves[name], rtol=1e-5, atol=1e-6)
@@ -295,17 +306,11 @@ def reference_curves(cfg, data, init, case):
         def risk(th, X, y):
             return LOSS[case["loss"]](phi_reference(th, X, case), y)
 
-        grad, loss = jax.jit(jax.grad(risk)), jax.jit(risk)
-        m = {k: jnp.zeros_like(v) for k, v in theta.items()}
-        v2 = {k: jnp.zeros_like(v) for k, v in theta.items()}
-        train, test = [], []
-        for t in range(STEPS + 1):
-            train.append(float(loss(theta, Xtr, ytr)))
-            test.append(float(loss(theta, Xte, yte)))
-            if t == STEPS:
-                break
-            idx = batches[t] if batches is not None else np.arange(N)
-            g = grad(theta, Xtr[idx], ytr[idx])
+        @jax.jit  # one plain step at a time (the loop below), one compiled program per case
+        def step(theta, m, v2, t, idx):
+            """The train and test loss at θ, and θ, m, v after update t on the examples idx."""
+            losses = risk(theta, Xtr, ytr), risk(theta, Xte, yte)
+            g = jax.grad(risk)(theta, Xtr[idx], ytr[idx])
             if optimizer == "normalized-gd":  # the run's whole gradient to norm 1
                 norm = jnp.sqrt(sum(jnp.sum(x**2) for x in g.values()))
                 g = {k: x / norm for k, x in g.items()}
@@ -316,7 +321,17 @@ def reference_curves(cfg, data, init, case):
                 g = {
                     k: (m[k] / (1 - b1 ** (t + 1))) / (jnp.sqrt(v2[k] / (1 - b2 ** (t + 1))) + eps) for k in g
                 }
-            theta = {k: theta[k] - lr * g[k] for k in theta}
+            return {k: theta[k] - lr * g[k] for k in theta}, m, v2, losses
+
+        m = {k: jnp.zeros_like(v) for k, v in theta.items()}
+        v2 = {k: jnp.zeros_like(v) for k, v in theta.items()}
+        train, test = [], []
+        for t in range(STEPS + 1):  # the update after the last step is not used, its losses are
+            idx = batches[min(t, STEPS - 1)] if batches is not None else np.arange(N)
+            theta_next, m, v2, (tr, te) = step(theta, m, v2, jnp.float64(t), jnp.asarray(idx))
+            train.append(float(tr))
+            test.append(float(te))
+            theta = theta_next
     return np.array(train), np.array(test)
 
 
@@ -329,7 +344,8 @@ def reference_config(data, init, case) -> Config:
         data=DataConfig(model="npz", path=str(data)),
         model=ModelConfig(init_from=str(init), **model),
         optim=OptimConfig(**optim),
-        sweep=SweepConfig(heads=(H,), trials=1, log_every=1),
+        # the losses alone are compared: no per-head metrics, a smaller program
+        sweep=SweepConfig(heads=(H,), trials=1, log_every=1, head_metrics="off"),
     )
 
 
@@ -358,6 +374,10 @@ def test_the_coverings_meet_every_part_with_every_optimiser():
         for field, values in fields.items():
             seen = {(k["optimizer"], k[field]) for _, k in cases}
             assert seen == set(itertools.product(optimizers, values)), field
+    # every case of the fast covering runs: in float32, or in float64 with one option
+    assert len(_WITH_OPTIONS) == len(FAST_OPTIONS)
+    assert len(FAST_FLOAT32) + len(FAST_FLOAT64) == len(FAST_CASES)
+    assert all(FAST_FLOAT64[name]["optimizer"] == o for name, (o, _, _) in FAST_OPTIONS.items())
     pairs = {(k["attention"], k["query"]) for _, k in REFERENCE_CASES}  # and every activation every query
     assert pairs == set(itertools.product(parts.ACTIVATIONS, QUERIES))
     for field, values in PACK.items():  # packing: every part once, every optimiser
