@@ -15,8 +15,13 @@ from dynamics.theory import diagnostics as dg
 
 def dense_hessian(loss_fn, params) -> np.ndarray:
     """∇²L (P, P) with jax.hessian on the flattened parameters (the reference Lanczos must meet)."""
-    flat, unravel = ravel_pytree(params)
-    return np.asarray(jax.jit(jax.hessian(lambda f: loss_fn(unravel(f))))(flat))
+
+    @jax.jit  # flattened inside the program: an eager ravel_pytree compiles its concatenation alone
+    def hessian(params):
+        flat, unravel = ravel_pytree(params)
+        return jax.hessian(lambda f: loss_fn(unravel(f)))(flat)
+
+    return np.asarray(hessian(params))
 
 
 def small_data(n=8, T=4, d=4, r=1, key=0, M=2):
@@ -106,24 +111,29 @@ def test_lanczos_tolerance_below_full_dimension(x64):
     assert e.size == 144 > dg.DEFAULT_ITERS
     radius = max(abs(e[0]), abs(e[-1]))
     for dtype, tol in ((jnp.float64, 1e-9), (jnp.float32, 1e-5)):
-        p = jax.tree.map(lambda x, dtype=dtype: x.astype(dtype), params)
+        p = jax.tree.map(lambda x, dtype=dtype: np.asarray(x, dtype), params)  # numpy: no eager casts
         f = functools.partial(
             dg.training_loss, X=X.astype(dtype), y=y.astype(dtype), query="all", norm="sqrt", loss="logistic"
         )
-        run = jax.jit(lambda p, k, f=f: dg.hessian_lanczos(f, p, k))  # one program per dtype
-        ext = run(p, jax.random.PRNGKey(1))
+        # one program per dtype; float64 also returns hessian_lanczos's start vector (used below)
+        run = jax.jit(
+            lambda p, k, f=f, start=dtype is jnp.float64: (
+                dg.hessian_lanczos(f, p, k),
+                jax.random.normal(jax.random.split(k)[0], (e.size,), jnp.float64) if start else None,
+            )
+        )
+        ext, start = run(p, jax.random.PRNGKey(1))
         err_max, err_min = rel_err(ext.lam_max, e[-1], radius), rel_err(ext.lam_min, e[0], radius)
         print(f"{jnp.dtype(dtype).name}: k={dg.DEFAULT_ITERS}, P={e.size}: {err_max=:.1e} {err_min=:.1e}")
         assert err_max < tol and err_min < tol
         if dtype is jnp.float64:
+            v0 = np.asarray(start)
             assert e[0] - 1e-12 <= float(ext.lam_min) and float(ext.lam_max) <= e[-1] + 1e-12
             assert np.min(np.abs(e - float(ext.lam_max))) <= float(ext.res_max) + 1e-12
             assert np.min(np.abs(e - float(ext.lam_min))) <= float(ext.res_min) + 1e-12
     # fewer steps do not converge here: the tolerance above is a measurement, not a tautology.
     # 8 Lanczos steps from hessian_lanczos's own start vector, in float64 numpy on the dense
     # Hessian (a second compiled Lanczos program cost as much as the 64-step one).
-    k_start, _ = jax.random.split(jax.random.PRNGKey(1))
-    v0 = np.asarray(jax.random.normal(k_start, (e.size,), jnp.float64))
     few_min, _ = numpy_lanczos_extremes(hessian, v0, 8)
     assert rel_err(few_min, e[0], radius) > 1e-6
 
@@ -189,13 +199,14 @@ def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, opti
     X, y, _ = small_data(key=H)
     params, L = trained_identical_heads(H, X, y, query, norm, loss, optimizer)
     for leaf in params.values():
-        np.testing.assert_array_equal(leaf, jnp.broadcast_to(leaf[:1], leaf.shape))  # identical heads
-    assert float(jnp.linalg.norm(params["W"][0])) > 1e-2  # a state where attention has moved
+        leaf = np.asarray(leaf)  # numpy here and below: eager jnp ops compile one by one
+        np.testing.assert_array_equal(leaf, np.broadcast_to(leaf[:1], leaf.shape))  # identical heads
+    assert float(np.linalg.norm(np.asarray(params["W"][0]))) > 1e-2  # a state where attention has moved
     e = np.linalg.eigvalsh(dense_hessian(L, params))  # (H·p,)
-    one = {k: v[:1] for k, v in params.items()}
+    one = {k: np.asarray(v)[:1] for k, v in params.items()}
     kw = dict(n_heads=H, query=query, norm=norm, loss=loss)
 
-    p = ravel_pytree(one)[0].size
+    p = sum(v.size for v in one.values())  # ravel_pytree(one)[0].size
 
     @jax.jit
     def blocks_and_extremes(one, key):  # one program: the two blocks as dense (p, p) matrices,
@@ -230,9 +241,13 @@ def test_fast_path_rejects_several_stored_heads():
 
 def explicit_ntk(params, X, query, norm):
     """J Jᵀ with J (m, P) from jax.jacfwd of the H-head Φ over the flattened parameters."""
-    flat, unravel = ravel_pytree(params)
-    jacobian = jax.jit(jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm)))
-    J = np.asarray(jacobian(flat))  # (m, P)
+
+    @jax.jit  # flattened inside the program (an eager ravel_pytree compiles its concatenation alone)
+    def jacobian(params):
+        flat, unravel = ravel_pytree(params)
+        return jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm))(flat)
+
+    J = np.asarray(jacobian(params))  # (m, P)
     return J @ J.T
 
 
@@ -252,19 +267,19 @@ def test_fast_path_ntk_is_the_H_head_kernel(x64, H, query, norm):
     K₀ = H c_H² X̄ X̄ᵀ (mean tokens), of rank ≤ d."""
     X, _, _ = small_data(key=2)
     one = random_params(2, 1, 4, scale=2.0)
-    many = {k: jnp.repeat(v, H, axis=0) for k, v in one.items()}
+    many = {k: np.repeat(np.asarray(v), H, axis=0) for k, v in one.items()}  # numpy: no eager compiles
     kernel = jax.jit(functools.partial(dg.fast_path_ntk, n_heads=H, query=query, norm=norm))
     K = kernel(one, X)
     want = explicit_ntk(many, X, query, norm)
     np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
-    zero = jax.tree.map(jnp.zeros_like, one)
+    zero = jax.tree.map(np.zeros_like, one)
     K0 = kernel(zero, X)
     Xbar = np.asarray(X).mean(axis=1)  # (m, d)
     c = model.head_norm(H, norm)
     np.testing.assert_allclose(K0, H * c * c * Xbar @ Xbar.T, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(
-        K0, explicit_ntk(jax.tree.map(jnp.zeros_like, many), X, query, norm), atol=1e-14
+        K0, explicit_ntk(jax.tree.map(np.zeros_like, many), X, query, norm), atol=1e-14
     )
     assert np.linalg.matrix_rank(np.asarray(K0)) <= 4 < X.shape[0]  # degenerate: rank ≤ d < m
 
