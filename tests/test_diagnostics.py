@@ -201,7 +201,7 @@ def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, opti
     for leaf in params.values():
         leaf = np.asarray(leaf)  # numpy here and below: eager jnp ops compile one by one
         np.testing.assert_array_equal(leaf, np.broadcast_to(leaf[:1], leaf.shape))  # identical heads
-    assert float(np.linalg.norm(np.asarray(params["W"][0]))) > 1e-2  # a state where attention has moved
+    assert float(np.linalg.norm(np.asarray(params["W"])[0])) > 1e-2  # a state where attention has moved
     e = np.linalg.eigvalsh(dense_hessian(L, params))  # (H·p,)
     one = {k: np.asarray(v)[:1] for k, v in params.items()}
     kw = dict(n_heads=H, query=query, norm=norm, loss=loss)
