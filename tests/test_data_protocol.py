@@ -118,7 +118,7 @@ def test_icl_linreg_query_last_and_targets_linear_in_context():
     cov = np.cov(X[:, :, :D].reshape(-1, D).T)
     np.testing.assert_allclose(B @ cov @ B.T, np.diag(lam), atol=0.02)
     assert float(world.noise_floor) == 0.0
-    _, world_id, *_ = _draw("icl-linreg", n=2, basis="identity")
+    _, world_id, *_ = _draw("icl-linreg", n=300, basis="identity")  # n = 300: the shapes compiled above
     np.testing.assert_array_equal(np.asarray(world_id.latents["basis"]), np.eye(4))
 
 
@@ -359,7 +359,7 @@ def test_npz_identical_trials_warn(tmp_path):
     cfg = Config(data=DataConfig(model="npz", path=str(tmp_path / "w.npz")))
     cfg = dataclasses.replace(
         cfg,
-        optim=dataclasses.replace(cfg.optim, steps=2),
+        optim=dataclasses.replace(cfg.optim, steps=3),  # the one-trial run: the attention test's program
         sweep=dataclasses.replace(cfg.sweep, heads=(1,), trials=2, head_metrics="off"),  # not the subject
     )
     with pytest.warns(IdenticalTrialsWarning, match=r"the 2 trials repeat the same run"):

@@ -1,5 +1,6 @@
 """The model and its gradients against an independent float64 reference written with loops."""
 
+import functools
 import itertools
 import math
 
@@ -62,21 +63,6 @@ def random_params(rng, H, d, key_query, head_size):
     }
 
 
-def fd_grad(f, params, eps=1e-6):
-    """Central finite differences of a float64 numpy function of a dict of arrays."""
-    grads = {}
-    for name, value in params.items():
-        g = np.zeros_like(value)
-        for idx in np.ndindex(value.shape):
-            plus = {k: v.copy() for k, v in params.items()}
-            minus = {k: v.copy() for k, v in params.items()}
-            plus[name][idx] += eps
-            minus[name][idx] -= eps
-            g[idx] = (f(plus) - f(minus)) / (2 * eps)
-        grads[name] = g
-    return grads
-
-
 @pytest.mark.parametrize("query,norm,layout", list(itertools.product(QUERIES, NORMS, LAYOUTS)))
 def test_logits_match_reference(x64, query, norm, layout):
     rng = np.random.default_rng(0)
@@ -87,13 +73,34 @@ def test_logits_match_reference(x64, query, norm, layout):
     np.testing.assert_allclose(np.asarray(got), ref_logits(params, X, query, norm), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("query,norm,layout,loss", list(itertools.product(QUERIES, NORMS, LAYOUTS, LOSSES)))
-def test_gradients_match_finite_differences(x64, query, norm, layout, loss):
+EPS = 1e-6  # central differences' step
+
+
+@functools.cache
+def _fd_problem(query, norm, layout):
+    """The finite-difference test's parameters and data, and the float64 loop reference's logits at
+    every central-difference point: (params, X, y, {name: {idx: (Φ(θ + ε e_idx), Φ(θ − ε e_idx))}}).
+    The four losses' tests share these evaluations (the loops are this file's run time)."""
     rng = np.random.default_rng(1)
     H, d, T, n = 2, 4, 3, 4
     params = random_params(rng, H, d, layout[0], 2 if layout[1] == 3 else layout[1])
     X = rng.normal(size=(n, T, d))
     y = rng.choice([-1.0, 1.0], size=n)
+    at = {}
+    for name, value in params.items():
+        at[name] = {}
+        for idx in np.ndindex(value.shape):
+            plus = {k: v.copy() for k, v in params.items()}
+            minus = {k: v.copy() for k, v in params.items()}
+            plus[name][idx] += EPS
+            minus[name][idx] -= EPS
+            at[name][idx] = (ref_logits(plus, X, query, norm), ref_logits(minus, X, query, norm))
+    return params, X, y, at
+
+
+@pytest.mark.parametrize("query,norm,layout,loss", list(itertools.product(QUERIES, NORMS, LAYOUTS, LOSSES)))
+def test_gradients_match_finite_differences(x64, query, norm, layout, loss):
+    params, X, y, at = _fd_problem(query, norm, layout)
 
     def ref_objective(p):
         return ref_loss(y * ref_logits(p, X, query, norm), loss)
@@ -103,7 +110,10 @@ def test_gradients_match_finite_differences(x64, query, norm, layout, loss):
         return losses.mean_loss(z, losses.Loss(loss))
 
     got = jax.grad(objective)({k: jnp.asarray(v) for k, v in params.items()})
-    want = fd_grad(ref_objective, params)
+    want = {name: np.zeros_like(v) for name, v in params.items()}  # central differences of ref_objective
+    for name, points in at.items():
+        for idx, (plus, minus) in points.items():
+            want[name][idx] = (ref_loss(y * plus, loss) - ref_loss(y * minus, loss)) / (2 * EPS)
     assert np.isclose(
         float(objective({k: jnp.asarray(v) for k, v in params.items()})), ref_objective(params), rtol=1e-12
     )
@@ -115,8 +125,10 @@ def test_attention_rows_are_distributions():
     rng = np.random.default_rng(2)
     params = {k: jnp.asarray(v, jnp.float32) for k, v in random_params(rng, 3, 5, "full", "split").items()}
     X = jnp.asarray(rng.normal(size=(4, 6, 5)), jnp.float32)
+    # one compiled program for both queries (op by op, every primitive compiled on its own)
+    both = jax.jit(lambda p, X: {q: model.attention(p, X, q) for q in ("first", "all")})(params, X)
     for query, shape in (("first", (4, 3, 6)), ("all", (4, 3, 6, 6))):
-        A = model.attention(params, X, query)
+        A = both[query]
         assert A.shape == shape
         np.testing.assert_allclose(np.asarray(A.sum(-1)), 1.0, rtol=1e-6)
         assert float(A.min()) >= 0.0
@@ -131,19 +143,28 @@ def test_weighted_head_equals_identical_heads(x64):
     X = jnp.asarray(rng.normal(size=(6, 4, 5)))
     three = {k: jnp.asarray(v) for k, v in random_params(rng, 3, 5, "full", "split").items()}
     first2 = {k: v[:2] for k, v in three.items()}
-    for norm in NORMS:
-        np.testing.assert_allclose(
-            model.logits(one, X, norm=norm, weight=jnp.array([8.0])),
-            model.logits(many, X, norm=norm),
-            rtol=1e-12,
-        )
-        gated = model.logits(three, X, norm=norm, weight=jnp.array([1.0, 1.0, 0.0]))
-        np.testing.assert_allclose(gated, model.logits(first2, X, norm=norm), rtol=1e-12)
-        member = jnp.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
-        runs = model.logits(three, X, norm=norm, member=member, n_heads=jnp.array([2.0, 1.0]))
-        np.testing.assert_allclose(runs[:, 0], model.logits(first2, X, norm=norm), rtol=1e-12)
-        last = {k: v[2:] for k, v in three.items()}
-        np.testing.assert_allclose(runs[:, 1], model.logits(last, X, norm=norm), rtol=1e-12)
+    last = {k: v[2:] for k, v in three.items()}
+    member = jnp.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
+
+    @jax.jit  # every logits below in one compiled program (op by op, each primitive compiles alone)
+    def all_logits(one, many, three, first2, last, X):
+        out = {}
+        for norm in NORMS:
+            out[norm] = dict(
+                weighted=model.logits(one, X, norm=norm, weight=jnp.array([8.0])),
+                many=model.logits(many, X, norm=norm),
+                gated=model.logits(three, X, norm=norm, weight=jnp.array([1.0, 1.0, 0.0])),
+                first2=model.logits(first2, X, norm=norm),
+                runs=model.logits(three, X, norm=norm, member=member, n_heads=jnp.array([2.0, 1.0])),
+                last=model.logits(last, X, norm=norm),
+            )
+        return out
+
+    for norm, z in all_logits(one, many, three, first2, last, X).items():
+        np.testing.assert_allclose(z["weighted"], z["many"], rtol=1e-12, err_msg=norm)
+        np.testing.assert_allclose(z["gated"], z["first2"], rtol=1e-12, err_msg=norm)
+        np.testing.assert_allclose(z["runs"][:, 0], z["first2"], rtol=1e-12, err_msg=norm)
+        np.testing.assert_allclose(z["runs"][:, 1], z["last"], rtol=1e-12, err_msg=norm)
 
 
 def test_head_diversity_is_the_largest_pairwise_distance(x64):
@@ -151,12 +172,20 @@ def test_head_diversity_is_the_largest_pairwise_distance(x64):
     params = {k: jnp.asarray(v) for k, v in random_params(rng, 4, 3, "full", "split").items()}
     flat = np.concatenate([np.asarray(v).reshape(4, -1) for v in params.values()], axis=1)
     dist = np.linalg.norm(flat[:, None] - flat[None], axis=-1)
-    active = jnp.array([True, True, True, False])
-    np.testing.assert_allclose(model.head_diversity(params, active), dist[:3, :3].max(), rtol=1e-12)
-    member = jnp.array([[True, False], [True, False], [False, True], [False, True]])
-    np.testing.assert_allclose(model.head_diversity(params, member), [dist[0, 1], dist[2, 3]], rtol=1e-12)
-    same = {k: jnp.repeat(v[:1], 4, axis=0) for k, v in params.items()}
-    assert float(model.head_diversity(same, jnp.ones(4, bool))) == 0.0  # identical heads: exactly 0
+    active = np.array([True, True, True, False])
+    member = np.array([[True, False], [True, False], [False, True], [False, True]])
+    same = {k: np.repeat(np.asarray(v)[:1], 4, axis=0) for k, v in params.items()}
+    diversity = jax.jit(  # one compiled program for the three (op by op, each primitive compiles alone)
+        lambda p, same: (
+            model.head_diversity(p, active),
+            model.head_diversity(p, member),
+            model.head_diversity(same, jnp.ones(4, bool)),
+        )
+    )
+    of_active, of_runs, of_same = diversity(params, same)
+    np.testing.assert_allclose(of_active, dist[:3, :3].max(), rtol=1e-12)
+    np.testing.assert_allclose(of_runs, [dist[0, 1], dist[2, 3]], rtol=1e-12)
+    assert float(of_same) == 0.0  # identical heads: exactly 0
 
 
 @pytest.mark.parametrize(
@@ -169,15 +198,21 @@ def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
     W = np.einsum("hda,hea->hde", np.asarray(fac["Q"]), np.asarray(fac["K"]))  # numpy, not key_query_matrix
     full = {"U": fac["U"], "W": jnp.asarray(W)}
     X = jnp.asarray(rng.normal(size=(5, 4, d)))
+
+    @jax.jit  # one compiled program per case (op by op, each primitive compiles on its own)
+    def both(fac, full, X):
+        return {
+            query: [(model.logits(p, X, query=query), model.attention(p, X, query)) for p in (fac, full)]
+            for query in QUERIES
+        } | {"W": model.key_query_matrix(fac)}
+
+    out = both(fac, full, X)
     for query in QUERIES:
-        np.testing.assert_allclose(
-            model.logits(fac, X, query=query), model.logits(full, X, query=query), rtol=1e-12
-        )
-        np.testing.assert_allclose(
-            model.attention(fac, X, query), model.attention(full, X, query), rtol=1e-12, atol=1e-15
-        )
+        (logits_fac, attention_fac), (logits_full, attention_full) = out[query]
+        np.testing.assert_allclose(logits_fac, logits_full, rtol=1e-12)
+        np.testing.assert_allclose(attention_fac, attention_full, rtol=1e-12, atol=1e-15)
     a = model.resolve_head_size(head_size, d, H)
-    assert all(np.linalg.matrix_rank(np.asarray(w)) <= a for w in model.key_query_matrix(fac))
+    assert all(np.linalg.matrix_rank(np.asarray(w)) <= a for w in out["W"])
 
 
 def test_init_shapes_and_scale():
