@@ -150,3 +150,18 @@ def assert_same_numbers(a, b, err_msg: str = "") -> None:
         scale = float(np.nanmax(np.abs(b), initial=0.0))
         atol = 4 * np.finfo(np.float32).eps * scale
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=atol, err_msg=err_msg)
+
+
+def fd_grad(f, params: dict[str, np.ndarray], eps: float = 1e-6) -> dict[str, np.ndarray]:
+    """Central finite differences of a float64 numpy function of a dict of arrays."""
+    grads = {}
+    for name, value in params.items():
+        g = np.zeros_like(value)
+        for idx in np.ndindex(value.shape):
+            plus = {k: v.copy() for k, v in params.items()}
+            minus = {k: v.copy() for k, v in params.items()}
+            plus[name][idx] += eps
+            minus[name][idx] -= eps
+            g[idx] = (f(plus) - f(minus)) / (2 * eps)
+        grads[name] = g
+    return grads

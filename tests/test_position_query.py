@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import fd_grad
 
 from dynamics.api import run_sweep
 from dynamics.core import losses, model
 from dynamics.errors import ConfigError
-from tests.test_model import fd_grad
 from tests.test_vector_targets import vector_config, vector_file
 
 SIGMA = {

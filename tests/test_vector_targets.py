@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import fd_grad
 
 from dynamics.api import run_sweep
 from dynamics.config.schema import DataConfig
 from dynamics.core import losses, model
 from dynamics.errors import ConfigError
 from tests.helpers import small
-from tests.test_model import fd_grad
 
 
 def ref_vector_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray:
