@@ -61,7 +61,8 @@ Compiler options: on the CPU the engine lets YNNPACK fuse only around dots
 (``CPU_COMPILER_OPTIONS``): with jaxlib 0.10's default YNNPACK fusions a one-head step ran
 about 1.7× slower, with YNNPACK off a many-head step ran up to 3× slower
 (benchmarks/README.md). On a GPU the float32 matmuls are asked for full float32 precision
-(no TF32), so results do not depend on the GPU generation.
+(no TF32: ``executables.call`` traces every program under ``executables.exact_matmuls``), so
+results do not depend on the GPU generation.
 """
 
 from __future__ import annotations
@@ -695,9 +696,8 @@ def train_batch(
     platform = mesh.devices.flat[0].platform
     kind = "cpu" if platform == "cpu" else "other"
     static = dict(prog=prog, shared_data=shared_data, mesh=mesh, chunk=chunk)
-    with jax.default_matmul_precision("highest"):
-        arrays = {"data": data, "batch": batch}
-        return executables.call(_JIT[kind], f"engine.train_batch.{kind}", static, arrays)
+    arrays = {"data": data, "batch": batch}  # executables.call traces it with exact_matmuls
+    return executables.call(_JIT[kind], f"engine.train_batch.{kind}", static, arrays)
 
 
 def float_dtype() -> np.dtype:
