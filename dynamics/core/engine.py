@@ -157,6 +157,7 @@ class Program:
     @property
     def head_view(self) -> bool:
         return bool(self.head_log) and (self.head_metrics or self.save_params)
+
     # positional attention: the logit each position reads (copies sharing one logit), () for one each
     tied_positions: tuple[int, ...] = ()
 
@@ -240,7 +241,9 @@ def evaluate(
 ) -> dict[str, jax.Array]:
     """All logged metrics of every run of the pack at one step, each (R,); ``beta`` the
     temperature of the last update (β₀ before the first). ``train`` False: all but the training
-    set's (``train_metrics``), which the caller takes from the update's own forward pass."""
+    set's (``train_metrics``), which the caller takes from the update's own forward pass. With the
+    per-head metrics on, also the test set's attention weights under ``TEST_ATTENTION`` (not a
+    metric: ``_scan_with_view`` hands them to the per-head view of the same step and drops them)."""
     loss = prog.loss
     A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)  # (n, S, t) or (n, S, s, t)
     f_test = mdl.readout(params, data.X_test, A_test)
@@ -267,6 +270,8 @@ def evaluate(
         out["excess_risk"] = out["test_loss"] - floor
     else:
         out["test_error"] = jax.vmap(error_rate, 1)(z_test)
+    if prog.head_view and prog.head_metrics:
+        out[TEST_ATTENTION] = A_test
     if train:
         f_train = mdl.head_outputs(params, data.X_train, prog.query, prog.attention, beta)
         z_train = loss_inputs(prog, run_outputs(prog, pack, params, f_train), data.y_train)  # (n, R)
@@ -291,16 +296,28 @@ def fused_logging(prog: Program) -> bool:
     return not prog.batch_size and prog.temperature_decay == 0.0
 
 
+# The key under which ``evaluate`` hands the test set's attention weights to the per-head view.
+TEST_ATTENTION = "_test_attention"
+
+
 def head_view(
-    prog: Program, params: mdl.Params, data: Data, beta: float | jax.Array, last_key: jax.Array
+    prog: Program,
+    params: mdl.Params,
+    data: Data,
+    beta: float | jax.Array,
+    last_key: jax.Array,
+    A_test: jax.Array | None = None,
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """The per-head view at one logged step: (the per-head metrics per slot (S, …) and the snapshots
     of θ (per slot; the bias per run), the key directions (S, d)). ``last_key``: the key directions
-    at the last step the view was logged, the power iteration's start (``heads.key_directions``)."""
+    at the last step the view was logged, the power iteration's start (``heads.key_directions``).
+    ``A_test``: the test set's attention weights at θ = ``params`` and ``beta`` where the caller
+    has them (the step's evaluation computed them), else computed here."""
     out: dict[str, jax.Array] = {}
     keys = last_key
     if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
-        A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)
+        if A_test is None:
+            A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)
         normalises = parts.ACTIVATIONS[prog.attention].normalises
         directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
         features = getattr(data, "features_test", None)
@@ -574,41 +591,50 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     ``prog.head_log``: computed under a ``lax.cond`` (the other logged steps skip it and give
     zeros) and written at the step's row of buffers (L_h + 1, …) carried along with the last key
     directions (the other steps write the spare last row, dropped); ``before``: iteration k logs
-    step k before its segment's updates, else after them. Returns the aggregate curves (L, …) and
+    step k before its segment's updates, else after them (the θ the segment's evaluation reads,
+    whose test-set attention weights the view reuses). Returns the aggregate curves (L, …) and
     the view's (L_h, …) together."""
     n_view = len(prog.head_log)
     at = np.full(len(prog.segments), n_view, np.int32)  # the spare row
     at[list(prog.head_log)] = np.arange(n_view)
 
-    def view_at(p, t, last_key):
+    def view_at(p, t, last_key, A_test):
         beta = prog.beta(jnp.maximum(t - 1, 0))  # the last update's β, as the segment's evaluate
-        return head_view(prog, by_position(prog, p), data, beta, last_key)
+        return head_view(prog, by_position(prog, p), data, beta, last_key, A_test)
 
     params = carry[0]
     # the key directions' shape: (S, d), or (S, T) for position logits
     shape = jax.eval_shape(lambda p: heads.key_directions(by_position(prog, p)), params)
     key0 = jnp.zeros(shape.shape, shape.dtype)
-    shapes, _ = jax.eval_shape(view_at, params, carry[3], key0)
+    A0 = None
+    if prog.head_metrics:  # the evaluation's test-set attention weights (n, S, …, t)
+        A0 = jax.eval_shape(lambda p: _test_attention(prog, p, data), params)
+    shapes, _ = jax.eval_shape(view_at, params, carry[3], key0, A0)
     buffers = {k: jnp.zeros((n_view + 1, *v.shape), v.dtype) for k, v in shapes.items()}
 
-    def log(at_step, view, i):  # the view at the carry ``at_step``, written at row i
+    def log(at_step, view, i, A_test):  # the view at the carry ``at_step``, written at row i
         bufs, last_key = view
-        skip = lambda p, t, k: (jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), k)  # noqa: E731
-        values, keys = jax.lax.cond(i < n_view, view_at, skip, at_step[0], at_step[3], last_key)
+        skip = lambda p, t, k, a: (jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), k)  # noqa: E731
+        values, keys = jax.lax.cond(i < n_view, view_at, skip, at_step[0], at_step[3], last_key, A_test)
         return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
 
     def step(full, xs):
         (inner, view), (n_steps, i) = full, xs
-        if before:
-            view = log(inner, view, i)
+        logged = inner  # before: the carry the segment evaluates first, then updates
         inner, out = segment(inner, n_steps)
-        if not before:
-            view = log(inner, view, i)
+        out = dict(out)
+        A_test = out.pop(TEST_ATTENTION, None)  # the evaluation's, at the view's θ
+        view = log(logged if before else inner, view, i, A_test)
         return (inner, view), out
 
     xs = (jnp.array(steps), jnp.asarray(at))
     (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
     return inner, {**metrics, **{k: v[:n_view] for k, v in bufs.items()}}
+
+
+def _test_attention(prog: Program, params: mdl.Params, data: Data) -> jax.Array:
+    """The test set's attention weights at θ (their shape for the per-head view's buffers)."""
+    return mdl.attention(by_position(prog, params), data.X_test, prog.query, prog.attention, prog.beta(0))
 
 
 # The first update t (0-based) at which a run of a normalising optimiser did not move (its gradient
