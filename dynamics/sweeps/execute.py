@@ -371,7 +371,7 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
         from dynamics.theory.maxmargin import diagnostic_curves
 
         with phase("diagnostics"):
-            curves, summary = diagnostic_curves(result)
+            curves, summary = diagnostic_curves(result, norm=cfg.sweep.maxmargin_norm)
         result.curves.update(curves)
         result.extra["diagnostics"] = summary
         return
