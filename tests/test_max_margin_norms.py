@@ -100,6 +100,7 @@ def test_p_mm_is_the_same_for_both_norms():
     A, _ = constraints(X, sel, "first")
     p = dg.max_margin_p(X, sel)
     np.testing.assert_array_equal(dg.max_margin_p(X, sel, norm="nuc"), p)
+    np.testing.assert_allclose(dg.max_margin_p(X, sel, formulation="primal"), p, rtol=1e-6, atol=1e-8)
     P = cp.Variable((3, 1))
     problem = cp.Problem(cp.Minimize(cp.normNuc(P)), [A @ P >= 1])
     problem.solve(solver="CLARABEL")

@@ -438,14 +438,10 @@ def max_margin_direction(
     KKT, which the returned values satisfy: W = Σ_c α_c (x_{i,r} − x_{i,t}) x_{i,1}ᵀ, α ≥ 0,
     α_c (a_cᵀ W b_c − 1) = 0; ``dual`` holds α as α[i, r, t]. W^mm is unique (strictly convex
     objective), α is not when the active g_c are linearly dependent (e.g. more of them than d²).
-    ``formulation`` None is "dual".
-
-    ``norm="nuc"``: W^mm = argmin ‖W‖_* (the nuclear norm, the sum of W's singular values) under the
-    same constraints, cvxpy's ``normNuc`` (an SDP; Clarabel solves it), ``formulation`` None or
-    "primal" (the problem as written; its dual, max Σα s.t. ‖Σ_c α_c a_c b_cᵀ‖₂ ≤ 1, α ≥ 0, gives no W).
-    ``dual`` holds the constraints' multipliers α, which certify the solution: M = Σ_c α_c a_c b_cᵀ
-    has spectral norm ≤ 1 and Σ_c α_c = ‖W‖_*. The nuclear minimiser need not be unique (the
-    Frobenius one is): the solver returns one of them.
+    ``formulation`` None is "dual". ``norm="nuc"``: argmin ‖W‖_* (nuclear: the sum of singular
+    values) under the same constraints, cvxpy's ``normNuc`` as written (an SDP; ``formulation``
+    None or "primal"); ``dual`` holds the multipliers α, a certificate: ‖Σ_c α_c a_c b_cᵀ‖₂ ≤ 1
+    and Σ_c α_c = ‖W‖_*. Unlike the Frobenius W^mm, the nuclear one need not be unique.
 
     Status: "optimal" is the only success, and only if the returned W also meets every margin to
     1e-6 (checked here). Infeasible data (e.g. a token relevant in one example and irrelevant in
