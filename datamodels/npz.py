@@ -208,6 +208,7 @@ class NpzHeader(NamedTuple):
     T: int
     d: int
     nbytes: int  # the four arrays' size in memory once loaded, before the float32 copy
+    outputs: int = 1  # o of vector targets y (n, o); 1 for scalar targets (n,)
 
 
 MAX_MEMBER_HEADER = 65536  # an .npy header is a few hundred bytes; numpy itself caps it near here
@@ -289,7 +290,8 @@ def _check_shapes(path: Path, headers: dict) -> NpzHeader:
         )
     nbytes = sum(math.prod(s) * d.itemsize for s, d in headers.values())
     (n, T, d), m = shapes["X_train"], shapes["X_test"][0]
-    return NpzHeader(n_train=int(n), n_test=int(m), T=int(T), d=int(d), nbytes=int(nbytes))
+    o = shapes["y_train"][1] if len(shapes["y_train"]) == 2 else 1
+    return NpzHeader(n_train=int(n), n_test=int(m), T=int(T), d=int(d), nbytes=int(nbytes), outputs=int(o))
 
 
 def content_digest(path: str | os.PathLike) -> str:

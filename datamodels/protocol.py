@@ -34,7 +34,10 @@ square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d
 (``{"U": (d,), "W": (d, d)}``; U, Q, K for factored heads; U, k for a learned query); the model
 returns any of them, each of exactly that shape, real floating and finite (checked at the boundary),
 and every head of every run of the trial starts from it; the rest come from the configured init
-(or file, which these values override).
+(or file, which these values override). A model whose ``sample`` returns vector targets y (n, o)
+may declare ``outputs`` (o, or a function of ``params`` giving it): the memory estimate, made before
+anything is drawn, then counts the matrix readout and the targets (undeclared, it counts o = 1);
+a declared o that differs from the drawn one is refused.
 
 The built-in models return a ``World``: its ``latents`` and ``planted`` directions (a dict of
 name -> unit vectors (P, d) or (d,)), its ``noise_floor`` (a float32 scalar, NaN where unknown)

@@ -112,3 +112,11 @@ def head_sims(cfg) -> str | None:
         mode, top = cfg.sweep.head_metrics, max(cfg.sweep.heads)
         return f"sweep.head_metrics={mode!r} logs no per-head metrics (largest H = {top})"
     return None
+
+
+def maxmargin(cfg) -> str | None:
+    if "maxmargin" not in cfg.sweep.diagnostics:
+        return (
+            f"sweep.diagnostics={list(cfg.sweep.diagnostics)} has no maxmargin (the max-margin view's norm)"
+        )
+    return None

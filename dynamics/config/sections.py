@@ -38,6 +38,7 @@ INITS = parts.INITS.names
 LOSSES = parts.LOSSES.names
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = values.DIAGNOSTICS
+MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.diagnostics.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
 
 # The data models whose parameters the first results files listed for every model (None where
@@ -373,6 +374,14 @@ class SweepConfig:
         "(docs/theory.md)",
         parse=str,
         coerce=lambda name, value: parse_diagnostics(value),
+    )
+    maxmargin_norm: str = knob(
+        "fro",
+        "the norm the maxmargin diagnostic's W^mm minimises: fro (Frobenius, the attention SVM) or nuc "
+        "(nuclear, the sum of singular values: a low-rank W^mm); p^mm of a learned query is the same "
+        "for both",
+        choices=MAXMARGIN_NORMS,
+        idle=idle.maxmargin,
     )
     head_metrics: str = knob(
         "auto",

@@ -35,7 +35,9 @@ class DataModel(Part):
     test set's relevant-token mask is known (attention metrics, the max-margin diagnostic);
     ``from_file``: the data come from ``data.path`` (the file fixes n, T and d; the task is
     inferred from its targets, ``data_task``); ``task``: classification (±1 labels) or regression
-    (real targets); ``sets_init``: its worlds set θ(0) (``initial_params``: ``datamodels.protocol``)."""
+    (real targets); ``sets_init``: its worlds set θ(0) (``initial_params``: ``datamodels.protocol``);
+    ``outputs``: o of its vector targets y ∈ R^o as a function of the resolved DataConfig (None: scalar
+    targets), what the memory estimate counts before anything is drawn."""
 
     schema: type | None = None
     sizes: Mapping[str, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
@@ -44,6 +46,7 @@ class DataModel(Part):
     from_file: bool = False
     task: str = "classification"
     sets_init: bool = False
+    outputs: Callable[[Any], int] | None = None
 
     @classmethod
     def from_object(cls, name: str, obj: Any) -> DataModel:  # type: ignore[override]
@@ -76,6 +79,7 @@ class DataModel(Part):
             relevant_tokens=bool(getattr(obj, "relevant_tokens", False)),
             task=task,
             sets_init=callable(getattr(obj, "initial_params", None)),
+            outputs=_declared_outputs(getattr(obj, "outputs", None)),
         )
 
     @property
@@ -279,6 +283,21 @@ def _inferred(obj: Any, name: str, data) -> dict[str, int]:
     return cached[1]
 
 
+def _declared_outputs(value: Any) -> Callable[[Any], int] | None:
+    """A user model's ``outputs`` (o of its vector targets: an int, or a function of the resolved
+    DataConfig) as a function, or None where it declares none."""
+    if callable(value):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return lambda data: value
+    return None
+
+
+def emergence_outputs(data) -> int:
+    """The emergence model's targets y = W*x ∈ R^d: o = d."""
+    return int(data.d)
+
+
 def parameter_names() -> tuple[str, ...]:
     """Every registered data model's own parameter names, each once, in registration order."""
     return tuple(dict.fromkeys(n for m in DATA_MODELS.values() for n in m.parameters))
@@ -473,6 +492,7 @@ DATA_MODELS: Registry[DataModel] = Registry(
             check=check_emergence,
             relevant_tokens=True,
             task="regression",
+            outputs=emergence_outputs,
         ),
     ),
 )

@@ -88,13 +88,21 @@ def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
     """Vector targets y (n, o), o >= 2 (a matrix readout U_h ∈ R^{d×o}): a regression loss, an init
     that draws a matrix readout (``model.check_outputs``: zero or normal, no bias), no θ(0) from a
-    file and no user metric (both written for U_h ∈ R^d). Both the fast path (zero init: every head
+    file and no user metric (both written for U_h ∈ R^d); a declared ``outputs`` (``DataModel.outputs``,
+    what the memory estimate counts) must be the drawn o. Both the fast path (zero init: every head
     still gets the same gradient) and packing (a head's shapes do not depend on H) hold as for o = 1.
     A one-line ConfigError otherwise."""
     lead = data.X_train.ndim - 3  # a leading trial axis, or none for data from a file
-    if data.y_train.ndim - lead != 2:
+    vector = data.y_train.ndim - lead == 2
+    o = int(data.y_train.shape[-1]) if vector else 1
+    declared = parts.DATA_MODELS[cfg.data.model].outputs  # what the memory estimate counted
+    if declared is not None and int(declared(cfg.data)) != o:
+        raise ConfigError(
+            f"data.model={cfg.data.model!r} declares outputs={int(declared(cfg.data))} but its targets y "
+            f"have o={o} (shape {tuple(data.y_train.shape[lead:])}): declare the o its sample returns"
+        )
+    if not vector:
         return
-    o = int(data.y_train.shape[-1])
     try:
         check_outputs(o, init=cfg.model.init, bias=cfg.model.bias)
     except ValueError as err:
@@ -363,7 +371,7 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
         from dynamics.theory.maxmargin import diagnostic_curves
 
         with phase("diagnostics"):
-            curves, summary = diagnostic_curves(result)
+            curves, summary = diagnostic_curves(result, norm=cfg.sweep.maxmargin_norm)
         result.curves.update(curves)
         result.extra["diagnostics"] = summary
         return

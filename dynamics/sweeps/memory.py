@@ -2,22 +2,32 @@
 
 ``sweep_bytes`` adds up, in bytes (float32, or float64 with ``x64``):
 
-- data: synthetic, ``trials·(n + m)·T·d`` (one draw per trial); user data, the file's arrays
-  (their dtype) plus the float32 copy, once;
+- data: synthetic, ``trials·(n + m)·(T·d + o')`` (one draw per trial); user data, the file's
+  arrays (their dtype) plus the float32 copy, once; o' = o for vector targets y (n, o) and 0 for
+  a scalar target (its n numbers, like the masks, are left out: T·d times fewer than X's);
 - per run element (a pack of S ≤ 2·max H head slots, one trial; ``trials`` of them live at
-  once): parameters P per slot (full W_h d², or Q_h, K_h 2·d·d_h, plus U_h d) times 4 (the
+  once): parameters P per slot (``slot_numbers``: the readout U_h d·o, plus the key-query part:
+  full W_h d², or Q_h, K_h 2·d·d_h, a learned query k_h d, position logits a_h T) times 4 (the
   parameters, their gradient and two optimiser moments), the per-step intermediates of the
   forward and backward pass (3 × the activations: ``(n + m)·S·(T + d)`` with query "first",
-  ``(n + m)·S·T·(T + d)`` with "all"), and the head-diversity metric (``S·P``: its pairs are
+  ``(n + m)·S·T·(T + d)`` with "all", plus ``(n + m)·S·o`` for vector targets: the head outputs
+  (n, S, o), Φ and the residuals (n, R, o)), and the head-diversity metric (``S·P``: its pairs are
   computed one head at a time, never all ``S²·P`` at once);
 - the logged curves: ``len(heads)·trials·L·|metrics of the run|`` float64;
 - the per-head metrics (when on), at the L_h steps of the per-head view (``sweep.head_every``):
   ``len(heads)·trials·L_h`` times the numbers each logged per-head metric logs per run and step
   (``Metric.numbers``: H_max per head, H_max·P per planted direction, H_max·F per feature, H_max²
   head–head with ``sweep.head_sims``; P and F bounded here by d), once in the engine's type and once
-  in float32 (the engine's per-slot output and its per-head layout);
+  in float32 (the engine's per-slot output and its per-head layout); none of them depends on o or
+  on the query (a matrix readout's cosines read its top singular vector in R^d, position logits
+  have no planted-direction cosine);
 - the snapshots (``sweep.save_params``): every head's parameters at the per-head view's steps,
-  ``len(heads)·trials·L_h·H_max·P_head``, twice in the engine's type (as above).
+  ``len(heads)·trials·L_h·H_max·P_head``, twice in the engine's type (as above); P_head is P with
+  position logits spread to all T positions (tied copies are saved as the model reads them).
+
+o, the targets' outputs, is a data file's (its header), a data model's declared ``outputs`` (a
+function of the resolved DataConfig; ``DataModel.outputs``, a user model's ``outputs`` attribute),
+else 1: a user model with vector targets that declares none is counted as scalar.
 
 ``check_memory`` refuses configs (a sweep's, or the points of a grid: sized by the largest) whose
 estimate exceeds the limit with one line naming both; ``run_sweep``, ``run_grid``, the grids and
@@ -41,29 +51,52 @@ ENV = "MHSIM_MEMORY_LIMIT"
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def sweep_bytes(cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0) -> dict[str, int]:
-    """The estimate of a resolved ``Config``'s peak memory, by part (see the module docstring)."""
+def slot_numbers(cfg, outputs: int = 1) -> int:
+    """One head slot's trainable numbers: U_h (d·o) and the key-query part (W_h d², Q_h and K_h
+    2·d·d_h, k_h d, or position logits a_h T; tied position logits are fewer, counted as T)."""
+    d = cfg.data.d
+    query = registries.QUERIES[cfg.model.query]
+    if query.positional:
+        key = cfg.data.T
+    elif query.learned:
+        key = d
+    elif not registries.KEY_QUERIES[cfg.model.key_query].factored:
+        key = d * d
+    else:
+        d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(cfg.sweep.heads))
+        key = 2 * d * d_h
+    return d * outputs + key
+
+
+def outputs_of(cfg) -> int:
+    """o of the config's targets y ∈ R^o from its data model's declared ``outputs`` (1 where it
+    declares none: scalar targets); a data file's is read from its header (``config_bytes``)."""
+    declared = registries.DATA_MODELS[cfg.data.model].outputs
+    return 1 if declared is None else int(declared(cfg.data))
+
+
+def sweep_bytes(
+    cfg, n_logged: int, x64: bool = False, data_file_bytes: int = 0, outputs: int | None = None
+) -> dict[str, int]:
+    """The estimate of a resolved ``Config``'s peak memory, by part (see the module docstring);
+    ``outputs`` o of the targets (None: ``outputs_of(cfg)``)."""
     data = cfg.data
     from_file = registries.DATA_MODELS[data.model].from_file
     f = 8 if x64 else 4
+    o = outputs_of(cfg) if outputs is None else int(outputs)
+    vector = o if o > 1 else 0  # what vector targets add to the scalar model's counts
     n, m, T, d = data.n_train, data.n_test, data.T, data.d
     heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
     slots = 2 * max(heads)
-    layout = registries.KEY_QUERIES[cfg.model.key_query]
-    if not layout.factored:
-        per_slot = d * d + d
-    else:
-        d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(heads))
-        per_slot = 2 * d * d_h + d
-    if registries.QUERIES[cfg.model.query].learned:
-        per_slot = 2 * d
-    act = (n + m) * slots * (T + d) * (T if registries.QUERIES[cfg.model.query].all_tokens else 1)
+    per_slot = slot_numbers(cfg, o)
+    all_tokens = registries.QUERIES[cfg.model.query].all_tokens
+    act = (n + m) * slots * ((T + d) * (T if all_tokens else 1) + vector)
     logged = len(heads) * trials * n_logged * 8  # float64 per number a run logs per step
     viewed = len(heads) * trials * len(head_indices(cfg, n_logged))  # runs × the per-head view's steps
     h_max = max(heads)
     per_head = sum(metric.numbers(h_max, P=d, F=d) for metric in logged_per_head(cfg))  # P, F bounded by d
     parts = {
-        "data": (n + m) * T * d * f * (1 if from_file else trials) + data_file_bytes,
+        "data": (n + m) * (T * d + vector) * f * (1 if from_file else trials) + data_file_bytes,
         "parameters and optimiser": trials * 4 * slots * per_slot * f,
         "intermediates": trials * 3 * act * f,
         "head diversity": trials * slots * per_slot * f,
@@ -135,12 +168,13 @@ def check_memory(cfgs: Sequence, n_logged: int, x64: bool | None = None) -> dict
 
 def config_bytes(cfg, n_logged: int, x64: bool) -> dict[str, int]:
     """``sweep_bytes`` of a resolved config, a data file's arrays counted."""
-    extra = 0
+    extra, outputs = 0, None
     if registries.DATA_MODELS[cfg.data.model].from_file:
         from datamodels.npz import read_header
 
-        extra = read_header(cfg.data.path).nbytes
-    return sweep_bytes(cfg, n_logged, x64=x64, data_file_bytes=extra)
+        header = read_header(cfg.data.path)
+        extra, outputs = header.nbytes, header.outputs
+    return sweep_bytes(cfg, n_logged, x64=x64, data_file_bytes=extra, outputs=outputs)
 
 
 def check_sweep(exp, x64: bool = False) -> dict[str, int]:

@@ -359,6 +359,9 @@ SOLVER = "CLARABEL"  # open-source interior-point solver installed with cvxpy; c
 # a few more iterations. Passed only when ``solver`` is Clarabel.
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 FORMULATIONS = ("dual", "primal")
+# The norm W^mm minimises: "fro" ‖W‖_F (Tarzanagh et al.'s SVM), "nuc" the nuclear norm ‖W‖_* = Σ σ_i
+# (the sum of singular values; it favours low rank), solved as cvxpy's normNuc (a semidefinite program).
+NORMS = ("fro", "nuc")
 
 
 class MaxMarginError(RuntimeError):
@@ -413,10 +416,11 @@ def max_margin_direction(
     X: np.ndarray | jax.Array,
     relevant_mask: np.ndarray | jax.Array | None,
     *,
-    formulation: str = "dual",
+    formulation: str | None = None,
     solver: str = SOLVER,
     solver_options: dict | None = None,
     check: bool = True,
+    norm: str = "fro",
 ) -> MaxMargin:
     """The attention SVM (query = first token; Tarzanagh et al., NeurIPS 2023):
 
@@ -434,6 +438,10 @@ def max_margin_direction(
     KKT, which the returned values satisfy: W = Σ_c α_c (x_{i,r} − x_{i,t}) x_{i,1}ᵀ, α ≥ 0,
     α_c (a_cᵀ W b_c − 1) = 0; ``dual`` holds α as α[i, r, t]. W^mm is unique (strictly convex
     objective), α is not when the active g_c are linearly dependent (e.g. more of them than d²).
+    ``formulation`` None is "dual". ``norm="nuc"``: argmin ‖W‖_* (nuclear: the sum of singular
+    values) under the same constraints, cvxpy's ``normNuc`` as written (an SDP; ``formulation``
+    None or "primal"); ``dual`` holds the multipliers α, a certificate: ‖Σ_c α_c a_c b_cᵀ‖₂ ≤ 1
+    and Σ_c α_c = ‖W‖_*. Unlike the Frobenius W^mm, the nuclear one need not be unique.
 
     Status: "optimal" is the only success, and only if the returned W also meets every margin to
     1e-6 (checked here). Infeasible data (e.g. a token relevant in one example and irrelevant in
@@ -442,8 +450,7 @@ def max_margin_direction(
     ``check=False`` it is returned instead, with W and the duals NaN. Refuses (ValueError) data
     without a mask, or with an example that lacks relevant or irrelevant tokens.
     """
-    if formulation not in FORMULATIONS:
-        raise ValueError(f"formulation={formulation!r} is not one of {FORMULATIONS}")
+    formulation = _formulation(formulation, norm)
     X = np.asarray(X, np.float64)
     n, T, d = X.shape
     A, B, (i, r, t) = svm_constraints(X, relevant_mask)  # (C, d), (C, d)
@@ -490,10 +497,12 @@ def _selection(X: np.ndarray, selected) -> tuple[np.ndarray, np.ndarray]:
 
 
 def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
-    """W^mm = argmin ‖W‖_F s.t. (x_{i,α_i} − x_{i,t})ᵀ W x_{i,q} ≥ 1 for every example i and token
+    """W^mm = argmin ‖W‖ s.t. (x_{i,α_i} − x_{i,t})ᵀ W x_{i,q} ≥ 1 for every example i and token
     t ≠ α_i: the max-margin key-query matrix for the selected tokens α (n,) (``selected_tokens``
-    of one head, or the data's own), query x_q the first or the last token. ``options`` those of
-    ``max_margin_direction`` (formulation, solver, solver_options, check)."""
+    of one head, or the data's own), query x_q the first or the last token; ‖W‖ the Frobenius
+    norm (``norm="fro"``, the default) or the nuclear norm ‖W‖_* (``norm="nuc"``: the sum of the
+    singular values, a low-rank W^mm). ``options`` those of ``max_margin_direction`` (norm,
+    formulation, solver, solver_options, check)."""
     X, mask = _selection(X, selected)
     if query not in ("first", "last"):
         raise ValueError(f"query={query!r}: W^mm is for the query 'first' or 'last' (learned: max_margin_p)")
@@ -506,10 +515,16 @@ def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
 
 def max_margin_p(X, selected, **options) -> np.ndarray:
     """p^mm = argmin ‖p‖ s.t. (x_{i,α_i} − x_{i,t})ᵀ p ≥ 1 for every example i and token t ≠ α_i:
-    the max-margin query vector (the learned query's k) for the selected tokens α (n,); (d,)."""
+    the max-margin query vector (the learned query's k) for the selected tokens α (n,); (d,).
+    ``norm`` "fro" or "nuc" give the same p^mm: p is a d×1 matrix, whose one singular value is
+    ‖p‖₂, so its nuclear and Frobenius norms are both ‖p‖₂ (solved as the Frobenius SVM either way).
+    ``options`` as ``max_margin_W``'s (norm, formulation, solver, solver_options)."""
     X, mask = _selection(X, selected)
     A, _, _ = svm_constraints(X, mask)
-    formulation = options.get("formulation", "dual")
+    norm = options.get("norm", "fro")
+    if norm not in NORMS:
+        raise ValueError(f"norm={norm!r} is not one of {NORMS}")
+    formulation = _formulation(options.get("formulation"), "fro")  # a vector: ‖p‖_* = ‖p‖_F
     solver = options.get("solver", SOLVER)
     opts = options.get("solver_options")
     opts = dict(CLARABEL_OPTIONS) if opts is None and solver == SOLVER else opts or {}
@@ -519,22 +534,51 @@ def max_margin_p(X, selected, **options) -> np.ndarray:
     return W[:, 0]
 
 
+def _formulation(formulation: str | None, norm: str) -> str:
+    """The problem ``_svm_problem`` solves: "dual" or "primal" (Frobenius), "nuclear" (``norm="nuc"``)."""
+    if norm not in NORMS:
+        raise ValueError(f"norm={norm!r} is not one of {NORMS}")
+    if norm == "nuc":
+        if formulation not in (None, "primal"):
+            raise ValueError(
+                f"formulation={formulation!r} with norm='nuc': the nuclear-norm SVM is solved as written "
+                "(formulation None or 'primal'); 'dual' is the Frobenius SVM's"
+            )
+        return "nuclear"
+    if formulation is None:
+        return "dual"
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"formulation={formulation!r} is not one of {FORMULATIONS}")
+    return formulation
+
+
 def _svm_problem(A: np.ndarray, B: np.ndarray, formulation: str):
-    """(cvxpy problem, status map, recover () -> (W (d, d), α (C,))) of the SVM with constraints
-    a_cᵀ W b_c ≥ 1 (``max_margin_direction`` describes both formulations)."""
+    """(cvxpy problem, status map, recover () -> (W (d, e), α (C,))) of the SVM with constraints
+    a_cᵀ W b_c ≥ 1, A (C, d), B (C, e) (``max_margin_direction`` describes the formulations; "nuclear"
+    minimises ‖W‖_*)."""
     import cvxpy as cp  # a heavy import, needed only here
 
     C, d = A.shape
+    if formulation == "nuclear":
+        W = cp.Variable((d, B.shape[1]))
+        margins = cp.sum(cp.multiply(A @ W, B), axis=1) >= 1.0  # a_cᵀ W b_c = Σ_e (A W)_ce B_ce
+        problem = cp.Problem(cp.Minimize(cp.normNuc(W)), [margins])
+
+        def recover():
+            return np.asarray(W.value, np.float64), np.asarray(margins.dual_value, np.float64).reshape(C)
+
+        return problem, {cp.OPTIMAL: "optimal", cp.INFEASIBLE: "infeasible"}, recover
     if formulation == "primal":
-        G = np.einsum("cd,ce->cde", A, B).reshape(C, d * d)  # (C, d·d), C order like vec(W)
-        w = cp.Variable(d * d)
+        e = B.shape[1]
+        G = np.einsum("cd,ce->cde", A, B).reshape(C, d * e)  # (C, d·e), C order like vec(W)
+        w = cp.Variable(d * e)
         margins = G @ w >= 1.0
         problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), [margins])
         statuses = {cp.OPTIMAL: "optimal", cp.INFEASIBLE: "infeasible"}
 
         def recover():
             a = np.asarray(margins.dual_value, np.float64).reshape(C)
-            return np.asarray(w.value).reshape(d, d), a
+            return np.asarray(w.value).reshape(d, e), a
 
         return problem, statuses, recover
     K = (A @ A.T) * (B @ B.T)  # (C, C) Gram of the g_c

@@ -4,7 +4,9 @@ For each trial of a one-head sweep with the query ``first``, ``last`` or ``learn
 the model selects (the argmax of its attention in each training example) at the final logged
 step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for that
 selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
-``diagnostics.max_margin_p``); and at every logged step corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
+``diagnostics.max_margin_p``), of least Frobenius norm (Tarzanagh et al.'s SVM) or with
+``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm (the same p^mm: a vector's two
+norms agree); and at every logged step corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
 (Frobenius), the mean attention on the selected tokens and ‖θ‖ — the quantities of Tarzanagh,
 Li, Thrampoulidis, Oymak's figures. Computed in float64 numpy from the saved float32/64
 parameters and the trial's data (``core.data.trial_data``).
@@ -21,6 +23,7 @@ from dynamics.theory import diagnostics as dg
 from dynamics.theory.replay import SNAPSHOT_CURVES
 
 SELECTIONS = ("final", "mask")
+NORM_NAMES = {"fro": "frobenius", "nuc": "nuclear"}  # diagnostics.NORMS as results.json names them
 
 
 class Alignment(NamedTuple):
@@ -49,15 +52,16 @@ def _softmax(s: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def alignment(result, selection: str = "final") -> Alignment:
+def alignment(result, selection: str = "final", norm: str = "fro") -> Alignment:
     """The max-margin view of every trial of ``result`` (a ``SweepResult``, e.g.
-    ``dynamics.load_results(folder)``, run with ``save_params`` and one H): see the module docstring."""
+    ``dynamics.load_results(folder)``, run with ``save_params`` and one H): see the module docstring.
+    ``norm``: the norm θ^mm minimises, "fro" (Frobenius) or "nuc" (nuclear)."""
     if len(result.config.sweep.heads) != 1:
         raise ConfigError(
             f"the max-margin view reads a sweep of one H; got heads={list(result.config.sweep.heads)} "
             "(diagnostic_curves reads every H)"
         )
-    return _view(result, 0, selection)
+    return _view(result, 0, selection, norm)
 
 
 def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarray, str]:
@@ -79,12 +83,14 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
     return per_head.sum(axis=1), per_head, name
 
 
-def _view(result, i: int, selection: str) -> Alignment:
+def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     from dynamics.core.data import trial_data
 
     cfg = result.config
     if selection not in SELECTIONS:
         raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
+    if norm not in NORM_NAMES:
+        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(NORM_NAMES)}")
     query = cfg.model.query
     if query == "all":
         raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
@@ -106,7 +112,11 @@ def _view(result, i: int, selection: str) -> Alignment:
             sel = np.argmax(A[last[-1] if last.size else -1], axis=1)
         chosen.append(sel)
         try:
-            mm = dg.max_margin_p(X, sel) if name == "k" else dg.max_margin_W(X, sel, query).W
+            mm = (
+                dg.max_margin_p(X, sel, norm=norm)
+                if name == "k"
+                else dg.max_margin_W(X, sel, query, norm=norm).W
+            )
         except dg.MaxMarginError:
             mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
         flat = theta.reshape(L, -1)
@@ -121,14 +131,17 @@ def _view(result, i: int, selection: str) -> Alignment:
     return Alignment(out["corr"], out["prob"], out["norm"], selection, np.array(chosen), name, out["head"])
 
 
-def diagnostic_curves(result, selection: str = "final") -> tuple[dict[str, np.ndarray], dict]:
+def diagnostic_curves(
+    result, selection: str = "final", norm: str = "fro"
+) -> tuple[dict[str, np.ndarray], dict]:
     """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, at every logged step from the
     engine's own θ (no replay: any optimiser, group rule, θ(0) or query with one query token):
     curves {name: (heads, trials, L)} — corr(Σ_h θ_h, θ^mm) (Frobenius), the best head's, the mean
     attention on the selected tokens, ‖Σ_h θ_h‖ — and the results.json summary, which names the
-    selection (the model's final argmax, or the data's mask) and the solution (W^mm or p^mm)."""
+    selection (the model's final argmax, or the data's mask), the solution (W^mm or p^mm) and the
+    norm it minimises (``norm``: "fro" or "nuc", ``sweep.maxmargin_norm``)."""
     cfg = result.config
-    views = [_view(result, i, selection) for i in range(len(cfg.sweep.heads))]
+    views = [_view(result, i, selection, norm) for i in range(len(cfg.sweep.heads))]
     per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
     per_view += ([v.norm for v in views],)
     curves = {name: np.stack(c) for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True)}
@@ -138,7 +151,7 @@ def diagnostic_curves(result, selection: str = "final") -> tuple[dict[str, np.nd
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
         "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
-        "norm": "frobenius",
+        "norm": NORM_NAMES[norm],
         "steps": [int(s) for s in result.steps],
         "heads": [int(h) for h in cfg.sweep.heads],
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],

@@ -142,7 +142,9 @@ def _svm(cfg: Config, data: Data, trials: int) -> tuple[list[np.ndarray | None],
         raise RuntimeError("max-margin: the redrawn training tokens differ from the sweep's data")
     solutions, statuses = [], []
     for t in range(trials):
-        sol = dg.max_margin_direction(X_used[t], np.asarray(mask[t]), check=False)
+        sol = dg.max_margin_direction(
+            X_used[t], np.asarray(mask[t]), check=False, norm=cfg.sweep.maxmargin_norm
+        )
         statuses.append(sol.status)
         solutions.append(sol.W if sol.status == "optimal" else None)
         if sol.status != "optimal":
@@ -299,6 +301,7 @@ def _summary(cfg: Config, lrs, dsteps, out: dict, statuses, gap: float, seconds:
         doc["kernel_distance_final"] = _final(out["kernel_distance"])
     if "maxmargin_cos" in out:
         doc["svm_status"] = statuses
+        doc["svm_norm"] = {"fro": "frobenius", "nuc": "nuclear"}[cfg.sweep.maxmargin_norm]
         doc["maxmargin_cos_final"] = _final(out["maxmargin_cos"])
         doc["maxmargin_cos_head_final"] = _final(out["maxmargin_cos_head"])
     return doc
