@@ -43,7 +43,8 @@ def plan(**picks: Any) -> tuple[str | None, tuple, dict[str, Any]]:
     swept = [k for k, v in values.items() if len(v) > 1]
     if len(swept) > 1:
         raise ConfigError(
-            f"several values of {' and '.join(swept)}: sweep one knob at a time (one value for the others)"
+            f"several values of {', '.join(swept[:-1])} and {swept[-1]}: sweep one knob at a time "
+            "(one value for the others)"
         )
     fixed = {k: v[0] for k, v in values.items() if len(v) == 1}
     axis = swept[0] if swept else None
