@@ -13,6 +13,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from dynamics.sweeps import emergence
 from figures.sweep import save_figure
@@ -63,7 +64,8 @@ def emergence_figure(source) -> Figure:
         t_att, t_loss = found["attention"][0], found["loss"][0]
         axes[2].plot(np.arange(len(t_att)), t_att, "o", label="attention ≥ ½")
         axes[2].plot(np.arange(len(t_loss)), t_loss, "s", label="test loss ≤ ½ of its start")
-        axes[2].axhline(closed_form(data, cfg.optim.lr), color="k", ls="--", label="closed form t*")
+        if cfg.optim.optimizer == "sgd":  # t* is online SGD's (none is known for Adam)
+            axes[2].axhline(closed_form(data, cfg.optim.lr), color="k", ls="--", label="closed form t*")
         axes[2].set(xlabel="trial", ylabel="emergence step", title="emergence step per trial")
     else:
         (axis, values), = grid.axes  # fmt: skip
@@ -71,7 +73,8 @@ def emergence_figure(source) -> Figure:
             k = (0, i)
             _curves(axes[0], axes[1], steps, result.curves["test_loss"][k], result.curves["attn_relevant"][k],
                     DEEP[i % len(DEEP)], f"{axis} = {v:g}")  # fmt: skip
-        _times(axes[2], result, axis, np.asarray(values, float), data, cfg.optim.lr)
+        lr = cfg.optim.lr if cfg.optim.optimizer == "sgd" else None
+        _times(axes[2], result, axis, np.asarray(values, float), data, lr)
     axes[0].set(yscale="log", xlabel="step", ylabel="test loss (p = 0)", title="test loss")
     axes[1].set(xlabel="step", ylabel="attention on the relevant token", title="attention", ylim=(0, 1.02))
     axes[0].legend(fontsize=8)
@@ -87,8 +90,9 @@ def emergence_figure(source) -> Figure:
     return fig
 
 
-def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float) -> None:
-    """Emergence steps against the axis (log–log), every trial a dot, the fits and the closed form."""
+def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float | None) -> None:
+    """Emergence steps against the axis (log–log), every trial a dot, the fits and the closed form
+    (``lr`` None: not drawn), the axis's values as its ticks."""
     transform = repetition_factor(data["d"]) if axis == "repetition" else None
     x = values if transform is None else np.array([transform(v) for v in values])
     for kind, marker, color in (("attention", "o", DEEP[0]), ("loss", "s", DEEP[1])):
@@ -100,16 +104,71 @@ def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float) -> 
             continue
         lo, hi = fit.ci
         ax.plot(x, fit(x), color=color, label=f"{_SHORT[kind]} ∝ x^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
-    star = [closed_form(data, lr, **{_KEYS[axis]: v}) for v in values]
-    ax.plot(x, star, "k--", label="closed form t*")
+    if lr is not None:
+        ax.plot(x, [closed_form(data, lr, **{_KEYS[axis]: v}) for v in values], "k--", label="closed form t*")
     label = "√(p²d + (1 − p)²)" if axis == "repetition" else axis
     ax.set(
         xscale="log", yscale="log", xlabel=label, ylabel="emergence step", title=f"emergence step vs {label}"
     )
+    ax.set_xticks(x, [f"{v:.3g}" for v in x])
+    ax.xaxis.set_minor_formatter(NullFormatter())  # the values alone (log minor labels overlap)
 
 
 _KEYS = {"T": "T", "d": "d", "copies": "copies", "repetition": "p"}
 _SHORT = {"attention": "t_att", "loss": "t_loss"}
+_LETTER = {"T": "T", "d": "d", "copies": "B", "repetition": "p"}
+_SYMBOL = {"T": "T", "d": "d", "copies": "B", "repetition": "√(p²d + (1 − p)²)"}
+
+
+def closed_exponent(axis: str, copy_logits: str = "free") -> float:
+    """The closed form's exponent along ``axis``: T¹, d^½, B⁻¹ tied or B^−½ free copies, and the
+    repetition factor's −1."""
+    return {"T": 1.0, "d": 0.5, "repetition": -1.0}.get(axis, -1.0 if copy_logits == "tied" else -0.5)
+
+
+def _steps(t: np.ndarray) -> str:
+    """Trials' emergence steps as 'mean ± std (emerged/trials)', or 'none (0/trials)'."""
+    done = t[np.isfinite(t)]
+    if not done.size:
+        return f"none (0/{t.size})"
+    return f"{done.mean():.0f} ± {done.std():.0f} ({done.size}/{t.size})"
+
+
+def report(source) -> list[str]:
+    """A few lines beside the figure: per value of the grid's axis (or for the one setting) the
+    mean emergence steps over the trials that emerged and the closed form t* (online SGD; none is
+    known for Adam), then for a grid the fitted exponents with their 95 % intervals beside the
+    closed form's."""
+    result = _load(source)
+    cfg, grid = result.config, getattr(result, "grid", None)
+    data = {k: getattr(cfg.data.resolved(), k) for k in ("T", "d", "copies", "copy_logits", "repetition")}
+    sgd = cfg.optim.optimizer == "sgd"
+    found = emergence.grid_times(result)
+    if grid is None:
+        at = f"T = {data['T']}, d = {data['d']}, B = {data['copies']}, p = {data['repetition']:g}"
+        points = [((0,), at, {})]
+    else:
+        (axis, values), = grid.axes  # fmt: skip
+        points = [((0, i), f"{_LETTER[axis]} = {v:g}", {_KEYS[axis]: v}) for i, v in enumerate(values)]
+    lines = []
+    for k, at, where in points:
+        star = f"; t*/η = {closed_form(data, cfg.optim.lr, **where):.0f}" if sgd else ""
+        lines.append(f"{at}: t_att {_steps(found['attention'][k])}, t_loss {_steps(found['loss'][k])}{star}")
+    if grid is None:
+        return lines
+    transform = repetition_factor(data["d"]) if axis == "repetition" else None
+    fits = []
+    for kind in emergence.KINDS:
+        try:
+            fit = emergence.grid_fit(result, axis, kind, transform=transform)
+        except ValueError:
+            fits.append(f"{_SHORT[kind]}: too few runs emerged to fit")
+            continue
+        lo, hi = fit.ci
+        fits.append(f"{_SHORT[kind]} ∝ {_SYMBOL[axis]}^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
+    known = f"closed form {_SYMBOL[axis]}^{closed_exponent(axis, data['copy_logits']):g}"
+    lines.append(", ".join(fits) + f"; {known}" + ("" if sgd else " (online SGD's; none for Adam)"))
+    return lines
 
 
 def plot_emergence(results_dir: Path, stem: Path) -> list[Path]:

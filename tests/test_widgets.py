@@ -19,7 +19,9 @@ from PIL import Image
 from test_demo import MODULES, RESULT_TYPES, hand_made
 
 from dynamics.demo import attention, step_size
-from dynamics.demo.widgets import LR_CHOICES, for_screen, heads_select, lr_slider
+from dynamics.demo.widgets import LR_CHOICES, for_screen, heads_select, lr_slider, run_controls
+from dynamics.errors import ConfigError
+from dynamics.experiments import emergence as ex
 
 OUTPUT_PX = 844  # the output area under a widget, JupyterLab 4 at 1280 × 720 with the file browser open
 MIN_PX = 12.0
@@ -42,9 +44,8 @@ def _png_width(fig) -> int:
     return Image.open(buf).size[0]
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
-def test_screen_figure_is_readable_at_projector_size(module):
-    fig, _ = _screen_figure(module)
+def _assert_readable(fig) -> None:
+    """As wide as the output area at most, every drawn text at least ``MIN_PX`` tall there."""
     width = _png_width(fig)
     assert width <= OUTPUT_PX, f"{width} px: JupyterLab would shrink it into {OUTPUT_PX} px"
     scale = min(1.0, OUTPUT_PX / width)
@@ -58,6 +59,12 @@ def test_screen_figure_is_readable_at_projector_size(module):
             if t.get_visible() and t.get_text() and t.get_fontsize() * fig.dpi / 72 * scale < MIN_PX:
                 small.append((t.get_text(), t.get_fontsize()))
     assert not small, f"texts under {MIN_PX} px on screen: {small[:10]}"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
+def test_screen_figure_is_readable_at_projector_size(module):
+    fig, _ = _screen_figure(module)
+    _assert_readable(fig)
     plt.close(fig)
 
 
@@ -101,3 +108,68 @@ def test_controls_show_exact_step_sizes_and_every_head():
     assert set(LR_CHOICES) <= set(lr.options and dict(lr.options).values())
     heads = heads_select([1, 2, 4, 8, 16, 32, 64], (1, 4, 16, 64))
     assert heads.rows == len(heads.options) == 7 and heads.value == (1, 4, 16, 64)
+
+
+def _emergence_grid(optimizer="sgd", T=(4, 8, 16), trials=2):
+    """A grid over T shaped as ``run`` returns it, from hand-made curves (no training): the
+    attention reaches ½ at step 6·T and the test loss halves at step 4·T, except trial 1 at the
+    last T, whose attention never does."""
+    import types
+
+    cfg = ex.config({"d": 8, "copies": 1, "repetition": 0.0}, copy_logits="free", optimizer=optimizer,
+                    trials=trials, steps=200)  # fmt: skip
+    steps = np.arange(0, 201, 2)
+    x = np.asarray(T, np.float64)[:, None, None]
+    attn = np.where(steps >= 6 * x, 0.9, 1 / x) * np.ones((1, trials, 1))  # (T, trials, L)
+    attn[-1, 1] = 1 / x[-1, 0, 0]
+    loss = np.where(steps >= 4 * x, 0.3, 1.0) * np.ones((1, trials, 1))
+    grid = types.SimpleNamespace(axes=(("T", tuple(T)),))
+    curves = {"attn_relevant": attn[None], "test_loss": loss[None]}
+    return types.SimpleNamespace(config=cfg, grid=grid, steps=steps, curves=curves)
+
+
+def test_emergence_report_and_figure_from_hand_made_curves():
+    import math
+
+    from figures.emergence import emergence_figure, report
+
+    result = _emergence_grid()
+    lines = report(result)
+    eta = 2 * result.config.optim.lr  # the step on the paper's ½ loss
+    for T, line in zip((4, 8, 16), lines[:3], strict=True):
+        star = math.sqrt(math.pi / 2) * math.sqrt(8) * T / eta  # docs/frontier.md's t*, by hand
+        emerged = "1/2" if T == 16 else "2/2"
+        assert line == f"T = {T}: t_att {6 * T} ± 0 ({emerged}), t_loss {4 * T} ± 0 (2/2); t*/η = {star:.0f}"
+    assert lines[3] == "t_att ∝ T^1.00 [1.00, 1.00], t_loss ∝ T^1.00 [1.00, 1.00]; closed form T^1"
+    fig = for_screen(emergence_figure(result))
+    assert "closed form t*" in [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
+    _assert_readable(fig)
+    plt.close(fig)
+    adam = _emergence_grid("adam")
+    assert "t*/η" not in report(adam)[0] and report(adam)[3].endswith("(online SGD's; none for Adam)")
+    fig = emergence_figure(adam)
+    assert "closed form t*" not in [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_emergence_controls_sweep_one_knob_at_a_time():
+    from dynamics.config.grid import grid_preset
+
+    assert ex.plan(T=(32, 8, 16), d=(16,), copies=1, repetition=(0.0,)) == (
+        "T", (8, 16, 32), {"d": 16, "copies": 1, "repetition": 0.0}
+    )  # fmt: skip
+    assert ex.plan(T=(16,), d=16, copies=(2,), repetition=0.1)[:2] == (None, ())
+    with pytest.raises(ConfigError, match="several values of T and copies: sweep one knob at a time"):
+        ex.plan(T=(8, 16), d=16, copies=(1, 2), repetition=0.0)
+    with pytest.raises(ConfigError, match="pick at least one value of d"):
+        ex.plan(T=16, d=(), copies=1, repetition=0.0)
+    # the optimisers' steps are the preset's (SGD) and the -adam grid presets' (Adam)
+    assert ex.step_size("sgd") == grid_preset("emergence")[0].optim.lr
+    assert ex.step_size("adam") == grid_preset("emergence-d-adam")[0].optim.lr
+    with pytest.raises(ConfigError, match="optimizer='gd' is not one of 'sgd', 'adam'"):
+        ex.step_size("gd")
+    pytest.importorskip("ipywidgets", reason="needs the notebook extra")
+    import ipywidgets as widgets
+
+    ui = run_controls(lambda T: None, how_to="<b>pick T</b>", T=widgets.IntSlider(value=4))
+    assert ui.children[0].value == "<b>pick T</b>"

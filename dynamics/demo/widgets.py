@@ -143,16 +143,17 @@ def steps_slider(value: int, max_steps: int = 5000, description: str = "steps"):
     return widgets.IntSlider(value=value, min=10, max=max(max_steps, value), step=10, description=description)
 
 
-def run_controls(fn: Callable[..., Any], **controls):
+def run_controls(fn: Callable[..., Any], *, how_to: str = HOW_TO, **controls):
     """``fn``'s controls and a *Run Interact* button (``fn`` runs only when pressed; whatever it
-    returns is not shown), under the how-to line."""
+    returns is not shown), under the how-to line (``how_to``, HTML: the H, η and steps one by
+    default)."""
     import ipywidgets as widgets
 
     def quiet(**kwargs) -> None:
         fn(**kwargs)  # interact would print a returned value under the figure
 
     ui = widgets.interactive(quiet, {"manual": True, "manual_name": RUN_LABEL}, **controls)
-    return widgets.VBox([widgets.HTML(HOW_TO), ui])
+    return widgets.VBox([widgets.HTML(how_to), ui])
 
 
 class DemoPanel:
