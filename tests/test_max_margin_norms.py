@@ -131,22 +131,24 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     with pytest.raises(ValueError, match="maxmargin_norm.*has no maxmargin"):
         with_overrides("max-margin", maxmargin_norm="nuc")
     cfg = with_overrides(
-        "max-margin", maxmargin_norm="nuc", diagnostics=("maxmargin",), save_params=True, trials=1,
+        "max-margin", maxmargin_norm="nuc", diagnostics=("maxmargin",), save_params=True, trials=2,
         n_train=3, T=3, d=3, steps=2, log_every=1,
     )  # fmt: skip
     X, _ = tiny(seed=5)
     monkeypatch.setattr(
         core_data, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
     )
-    W = np.random.default_rng(1).normal(size=(1, 1, 3, 1, 3, 3))  # (heads, trials, L, H, d, d)
+    W = np.random.default_rng(1).normal(size=(1, 2, 3, 1, 3, 3))  # (heads, trials, L, H, d, d)
     result = types.SimpleNamespace(
-        config=cfg, steps=np.arange(3), curves={"train_loss": np.zeros((1, 1, 3)), "param_W": W}, extra={}
+        config=cfg, steps=np.arange(3), curves={"train_loss": np.zeros((1, 2, 3)), "param_W": W}, extra={}
     )
     add_diagnostics(types.SimpleNamespace(config=cfg), result, progress=False)
     assert result.extra["diagnostics"]["norm"] == "nuclear"
-    sel = np.argmax(np.einsum("ntd,de,ne->nt", X, W[0, 0, -1, 0], X[:, 0]), axis=1)  # the final argmax
-    mm = dg.max_margin_W(X, sel, norm="nuc").W
+    for trial in range(2):  # every trial solves the nuclear W^mm (not only the first)
+        sel = np.argmax(np.einsum("ntd,de,ne->nt", X, W[0, trial, -1, 0], X[:, 0]), axis=1)  # final argmax
+        mm = dg.max_margin_W(X, sel, norm="nuc").W
+        flat = W[0, trial, :, 0].reshape(3, -1)
+        want = flat @ mm.reshape(-1) / (np.linalg.norm(flat, axis=1) * np.linalg.norm(mm))
+        np.testing.assert_allclose(result.curves["maxmargin_cos"][0, trial], want, rtol=1e-9)
+        np.testing.assert_allclose(result.curves["maxmargin_norm"][0, trial], np.linalg.norm(flat, axis=1))
     assert nuclear(mm) < nuclear(dg.max_margin_W(X, sel).W) - 1e-3  # another W^mm than the default's
-    flat = W[0, 0, :, 0].reshape(3, -1)
-    want = flat @ mm.reshape(-1) / (np.linalg.norm(flat, axis=1) * np.linalg.norm(mm))
-    np.testing.assert_allclose(result.curves["maxmargin_cos"][0, 0], want, rtol=1e-9)

@@ -120,11 +120,11 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         except dg.MaxMarginError:
             mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
         flat = theta.reshape(L, -1)
-        norm = np.linalg.norm(flat, axis=1)
-        out["norm"][t] = norm
+        size = np.linalg.norm(flat, axis=1)  # ‖θ‖ at every logged step (``norm`` is the solver's)
+        out["norm"][t] = size
         with np.errstate(invalid="ignore", divide="ignore"):
             unit = mm.reshape(-1) / np.linalg.norm(mm)
-            out["corr"][t] = flat @ unit / norm
+            out["corr"][t] = flat @ unit / size
             heads = per_head.reshape(L, H, -1)
             out["head"][t] = np.max(heads @ unit / np.linalg.norm(heads, axis=2), axis=1)
         out["prob"][t] = np.take_along_axis(A, sel[None, :, None], axis=2)[..., 0].mean(axis=1)
