@@ -201,7 +201,7 @@ def compare_independent(cfg, seed: int) -> dict:
             "mhsim": (m, sm, nm),
             "numpy": (o, so, no),
             "rel": rel,
-            "z": (m - o) / se,
+            "z": (m - o) / se if se else (0.0 if m == o else math.copysign(math.inf, m - o)),
             "ok": abs(rel) <= 0.03 or abs(m - o) <= 2 * se,
         }
     return out
@@ -210,11 +210,11 @@ def compare_independent(cfg, seed: int) -> dict:
 def run_independent(args) -> None:
     base, axes = grid_preset(args.grid)
     ((axis, values),) = axes.items()
-    steps, every = base.optim.steps, base.sweep.log_every
+    steps, every = base.optim.steps, args.log_every or base.sweep.log_every
     print(f"{args.grid}: {args.trials} trials each side, steps {steps}, log every {every}")
     for value in values.split(","):
         over = {"data": {axis: float(value) if axis == "repetition" else int(value)}}
-        over["sweep"] = {"trials": args.trials}
+        over["sweep"] = {"trials": args.trials, **({"log_every": args.log_every} if args.log_every else {})}
         cfg = apply_overrides(base, over, "cli")
         cfg = dataclasses.replace(cfg, data=cfg.data.resolved())
         start = time.perf_counter()
@@ -246,6 +246,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--independent", action="store_true", help="numpy draws its own data")
     parser.add_argument("--grid", default="emergence-T", help="the grid preset (--independent)")
+    parser.add_argument("--log-every", type=int, default=None, help="the preset's if not given")
     parser.add_argument("--seed", type=int, default=12345, help="numpy's seed (--independent)")
     args = parser.parse_args(argv)
     args.trials = args.trials or (20 if args.independent else 3)
