@@ -301,23 +301,16 @@ TEST_ATTENTION = "_test_attention"
 
 
 def head_view(
-    prog: Program,
-    params: mdl.Params,
-    data: Data,
-    beta: float | jax.Array,
-    last_key: jax.Array,
-    A_test: jax.Array | None = None,
+    prog: Program, params: mdl.Params, data: Data, last_key: jax.Array, A_test: jax.Array | None
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """The per-head view at one logged step: (the per-head metrics per slot (S, …) and the snapshots
     of θ (per slot; the bias per run), the key directions (S, d)). ``last_key``: the key directions
     at the last step the view was logged, the power iteration's start (``heads.key_directions``).
-    ``A_test``: the test set's attention weights at θ = ``params`` and ``beta`` where the caller
-    has them (the step's evaluation computed them), else computed here."""
+    ``A_test``: the test set's attention weights at θ = ``params`` (the step's evaluation computed
+    them, at the last update's β; None when the per-head metrics are off)."""
     out: dict[str, jax.Array] = {}
     keys = last_key
     if prog.head_metrics:  # per slot: (S, …), laid out per run and head by the sweep
-        if A_test is None:
-            A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)
         normalises = parts.ACTIVATIONS[prog.attention].normalises
         directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
         features = getattr(data, "features_test", None)
@@ -598,9 +591,8 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     at = np.full(len(prog.segments), n_view, np.int32)  # the spare row
     at[list(prog.head_log)] = np.arange(n_view)
 
-    def view_at(p, t, last_key, A_test):
-        beta = prog.beta(jnp.maximum(t - 1, 0))  # the last update's β, as the segment's evaluate
-        return head_view(prog, by_position(prog, p), data, beta, last_key, A_test)
+    def view_at(p, t, last_key, A_test):  # t: the step (unused: the evaluation applied its β)
+        return head_view(prog, by_position(prog, p), data, last_key, A_test)
 
     params = carry[0]
     # the key directions' shape: (S, d), or (S, T) for position logits
