@@ -134,8 +134,8 @@ def engine_arrays(cfg: Config):
     def held(d, b):
         p = engine.init_slots(prog, b, engine.outputs_of(d), d.X_train.shape[-2])
         q = engine.by_position(prog, p)  # as the model and the per-head view read it
-        view, _ = engine.head_view(prog, q, d, 1.0, heads.key_directions(q))
         A = [model.attention(q, X, prog.query) for X in (d.X_train, d.X_test)]
+        view, _ = engine.head_view(prog, q, d, heads.key_directions(q), A[1])
         return p, view, A, [model.readout(q, X, a) for X, a in zip((d.X_train, d.X_test), A, strict=True)]
 
     return exp, data, jax.eval_shape(held, trial, element)
