@@ -18,8 +18,8 @@ test: $(BIN)/.installed  ## set up, then lint and run the test suite
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-stress: $(BIN)/.installed  ## the long stress runs (random-moment interrupts, big fuzz budgets)
-	$(BIN)/python -m pytest -m stress
+stress: $(BIN)/.installed  ## the slow tests and the long stress runs (random-moment interrupts, big fuzz budgets)
+	$(BIN)/python -m pytest -m "slow or stress"
 
 figures: $(BIN)/.installed  ## regenerate every preset's figure
 	$(BIN)/python -m figures

@@ -31,6 +31,28 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_default_matmul_precision", "highest")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.slow_cases(*ids)``: the cases of a parametrised test not named stay out of the
+    quick run (marked ``slow``). When whole files were collected, a name that matches no case is an
+    error, so renaming a case never silently moves the whole test out of the quick run."""
+    seen: dict[tuple, tuple[set[str], tuple[str, ...]]] = {}
+    for item in items:
+        marker = item.get_closest_marker("slow_cases")
+        if marker is None:
+            continue
+        case = item.callspec.id if hasattr(item, "callspec") else ""
+        seen.setdefault((item.path, item.originalname), (set(), marker.args))[0].add(case)
+        if case not in marker.args:
+            item.add_marker(pytest.mark.slow)
+    if any("::" in arg for arg in config.args):  # some cases picked by name: the others are not here
+        return
+    for (path, name), (cases, keep) in seen.items():
+        unknown = set(keep) - cases
+        if unknown:
+            raise pytest.UsageError(f"{path.name}::{name}: slow_cases names no case {sorted(unknown)}")
+
+
 @pytest.fixture
 def x64():
     """Run a test in float64 (for comparisons against float64 references)."""

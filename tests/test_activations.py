@@ -139,6 +139,7 @@ def tiny(**model_kw) -> Config:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["sigmoid", "erf"])
 def test_the_engines_temperature_schedule_matches_a_plain_loop(activation):
     """β_t = β₀/(1 + c·t) at update t, and a logged step evaluated at its last update's β."""

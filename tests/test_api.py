@@ -123,6 +123,7 @@ def test_no_module_switches_the_matplotlib_backend_at_import():
     assert out.stdout.strip() == "svg"
 
 
+@pytest.mark.slow
 def test_demo_slides_with_heads_and_lr_write_a_16_by_9_picture(tmp_path, capsys):
     from dynamics.demo.__main__ import main
 

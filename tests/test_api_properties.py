@@ -241,6 +241,7 @@ layout_values = st.one_of(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["packs_per_call", "chunk"])
 @FAST
 @given(value=layout_values)

@@ -103,6 +103,7 @@ def test_a_result_file_path_loads_its_folder(result, tmp_path):
         load_results(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_loads_as_partial_and_its_figure_says_so(result, tmp_path, monkeypatch):
     import dynamics.sweeps.sweep
     from dynamics.sweeps.checkpoint import run_checkpointed
@@ -151,6 +152,7 @@ def test_diagnostics_survive_loading_and_the_dataframe(result, tmp_path):
     assert len(back.to_dataframe()) == len(df)
 
 
+@pytest.mark.slow
 def test_a_diagnostics_run_loads_back_whole(tmp_path):
     """``--diagnostics all`` as the command line runs it (run_checkpointed, its ``finish`` putting the
     timings into the result before its one write): load_results gives every curve, the diagnostics'

@@ -82,6 +82,7 @@ def test_attention_errors_use_the_models_attention(x64):
         assert float(loss) == pytest.approx(kl, rel=1e-10)
 
 
+@pytest.mark.slow
 def test_fit_reaches_zero_error_from_T_minus_1_and_not_below():
     """T = 4: d_h = T − 1 and T fit every target (row shift: T − 1 suffices); d_h = 1, 2 cannot."""
     T, d, sizes = 4, 8, (1, 2, 3, 4)

@@ -317,6 +317,7 @@ def test_a_per_trial_init_file_does_not_warn_of_identical_trials(tmp_path):
 # trial_data: the run's own data; results whose direction names were reordered.
 
 
+@pytest.mark.slow
 def test_trial_data_is_what_the_run_trains_and_tests_on(tmp_path):
     cfg = Config(
         data=DataConfig(model="dm1", T=T, d=D, n_train=N, n_test=12),

@@ -51,6 +51,7 @@ def check_schema(out: Path, heads, trials, steps):
     return meta
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(tmp_path, capsys):
     """The command in this process (the same run in a fresh interpreter: test_cold_start's; the
     module entry point python -m dynamics.run: test_resume's)."""
@@ -63,6 +64,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cli_user_data_and_config_file(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X, Xt = rng.normal(size=(12, 4, 6)), rng.normal(size=(9, 4, 6))
@@ -144,6 +146,7 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]  # ...and no temp file is left
 
 
+@pytest.mark.slow
 def test_diverging_step_is_reported_not_plotted(tmp_path, capsys):
     out = tmp_path / "div"
     args = [*TINY, "--lr", "1e30", "--loss", "exp", "--out", str(out)]

@@ -52,6 +52,7 @@ def test_help_imports_neither_jax_nor_plotting(tmp_path):
     assert not {"jax", "jaxlib", "optax", *PLOTTING} & set(seen["modules"])
 
 
+@pytest.mark.slow
 def test_second_process_loads_every_program_from_the_cache(tmp_path):
     """Two identical runs sharing a cache folder: the first compiles and fills it, the second
     compiles nothing (JAX's compile events and dynamics.infra.executables' loads, recorded in

@@ -49,6 +49,7 @@ def _orthonormal_rows(V: np.ndarray) -> None:
 # The paper models, one defining property each.
 
 
+@pytest.mark.slow
 def test_sparse_token_positives_carry_theta_xi_on_r_tokens():
     cfg, world, X, y, mask = _draw("sparse-token", n=300)
     xi = np.asarray(world.latents["xi"], np.float64)
@@ -82,6 +83,7 @@ def test_single_location_target_is_x_dot_v_star_plus_noise():
     np.testing.assert_allclose(y0, x @ v, atol=1e-4)  # same draw without noise: exactly xᵀv*
 
 
+@pytest.mark.slow
 def test_multi_location_target_is_the_strength_weighted_sum():
     c = (1.0, 0.7, 0.5)
     cfg, world, X, y, mask = _draw("multi-location", n=500, gamma=0.3, epsilon=0.0)
@@ -198,6 +200,7 @@ def test_user_data_model_runs_from_python_with_fresh_worlds(user_path):
     assert doc["data"]["model"] == "user_parts:toy"
 
 
+@pytest.mark.slow
 def test_user_data_model_from_the_command_line_equals_the_same_arrays_in_npz(tmp_path, capsys, user_path):
     """The command line in this process, the user's module on sys.path (as PYTHONPATH puts it)."""
     import importlib

@@ -97,6 +97,7 @@ def test_class_means_needs_d_at_least_M_plus_2():
 # --------------------------------------------------------------------------- mixture
 
 
+@pytest.mark.slow_cases("antipodal-4-True", "orthogonal-0-False")
 @pytest.mark.parametrize(
     "geometry, M, first_relevant",
     list(itertools.product(GEOMETRIES, [0, 4], [False, True])),
@@ -310,6 +311,7 @@ def _save_reference() -> None:
     np.savez(REFERENCE, **_reference_draws())
 
 
+@pytest.mark.slow
 def test_generators_draw_the_reference_arrays_bit_for_bit():
     with np.load(REFERENCE) as z:
         saved = {k: z[k] for k in z.files}

@@ -35,6 +35,7 @@ def ran(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow_cases("step-size")
 @pytest.mark.parametrize("name", list(demo.DEMOS))
 def test_demo_writes_readable_pictures(ran, name):
     out, result = ran(name)
@@ -56,6 +57,7 @@ def test_demo_writes_readable_pictures(ran, name):
     assert all(np.isfinite(v) for v in result.numbers.values())
 
 
+@pytest.mark.slow
 def test_attention_demo_has_a_gif_and_attention_moves_to_relevant_tokens(ran):
     _, result = ran("attention")
     assert {p.suffix for p in result.files} == {".png", ".gif"}
@@ -64,6 +66,7 @@ def test_attention_demo_has_a_gif_and_attention_moves_to_relevant_tokens(ran):
     assert result.numbers[f"mass_final_H{quick.heads[0]}"] > result.numbers["mass_uniform"]
 
 
+@pytest.mark.slow
 def test_symmetry_demo_zero_init_diversity_is_exactly_zero(ran):
     _, result = ran("symmetry")
     assert result.numbers["zero_init_diversity_max"] == 0.0
@@ -78,6 +81,7 @@ def test_step_size_demo_runs_agree_to_float_tolerance(ran):
             assert result.numbers[f"max_abs_diff_{key}_H{h}"] < 2e-6, (h, key)  # float32 rounding
 
 
+@pytest.mark.slow
 def test_lazy_demo_more_heads_move_less(ran):
     _, result = ran("lazy-vs-rich")
     small, large = demo.lazy_rich.QUICK.heads

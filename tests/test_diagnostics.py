@@ -80,6 +80,7 @@ def test_lanczos_is_exact_at_full_dimension_and_survives_breakdown(x64):
 QNL = [("first", "sqrt", "full"), ("all", "mean", "full"), ("first", "sum", "factored")]
 
 
+@pytest.mark.slow_cases("first-sqrt-full")
 @pytest.mark.parametrize("query,norm,key_query", QNL)
 def test_hessian_extremes_match_dense_hessian_at_random_init(x64, query, norm, key_query):
     """The generic case: random init, all heads different; k = P steps, under jit."""
@@ -98,6 +99,7 @@ def test_hessian_extremes_match_dense_hessian_at_random_init(x64, query, norm, k
     assert e[0] < 0 < e[-1]  # the test sees both ends
 
 
+@pytest.mark.slow
 def test_lanczos_tolerance_below_full_dimension(x64):
     """The default step count on a model with P > k: the measured error of both ends, in float64
     and float32, against dense eigenvalues; Ritz values lie inside the spectrum and within their
@@ -192,6 +194,7 @@ FAST = [  # H = 1 (no difference block), 2 (no third stored head), 3 (the genera
 ]
 
 
+@pytest.mark.slow_cases("1-first-sqrt-logistic-gd")
 @pytest.mark.parametrize("H,query,norm,loss,optimizer", FAST)
 def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, optimizer):
     """spec ∇²L of the explicit H-head model (dense jax.hessian) = spec(A + (H−1)B) ∪ spec(A − B)^(H−1)

@@ -82,6 +82,7 @@ def trial_data(data: data_mod.Data, i: int) -> data_mod.Data:
     return jax.tree_util.tree_map(lambda a: a[i], data)
 
 
+@pytest.mark.slow_cases("adam-zero-full-False", "gd-normal-full-False")
 @pytest.mark.parametrize(
     "optimizer,init,key_query,fast",
     [
@@ -115,6 +116,7 @@ def test_engine_matches_plain_loop(optimizer, init, key_query, fast):
                 )
 
 
+@pytest.mark.slow_cases("first-adam", "first-gd")
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
 @pytest.mark.parametrize("query", ["first", "last", "all"])
 def test_zero_init_heads_stay_identical_to_the_last_bit(optimizer, query):

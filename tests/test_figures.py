@@ -95,6 +95,7 @@ def saved(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow_cases("fig3-gd", "planted-adam")
 @pytest.mark.parametrize("name", PRESET_FIGURES)
 def test_each_preset_figure_renders_from_saved_results(saved, tmp_path, name):
     # The tiny sweep's curves under each preset's (tiny) config: the title, labels and axes
@@ -164,6 +165,7 @@ def test_diverged_heads_are_marked_not_dropped(saved, tmp_path):
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_cache_reused_then_invalidated_by_a_config_change(tmp_path, monkeypatch):
     calls = []
 

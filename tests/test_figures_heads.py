@@ -103,6 +103,7 @@ def head_lines(ax, L: int) -> list:
     return [line for line in ax.get_lines() if len(line.get_xdata()) == L]
 
 
+@pytest.mark.slow
 def test_memory_and_folder_draw_the_same(real, tmp_path):
     for k, result in enumerate((real, with_directions(real, names=planted_names(real.config.data)))):
         folder = tmp_path / f"r{k}"
@@ -118,6 +119,7 @@ def test_memory_and_folder_draw_the_same(real, tmp_path):
         plt.close("all")
 
 
+@pytest.mark.slow
 def test_panels_are_drawn_only_where_there_are_data(real):
     fig = heads_figure(without_directions(real))  # a data model that plants no direction
     assert not images(fig)
@@ -202,6 +204,7 @@ def test_results_without_per_head_curves_are_refused(real):
         heads_figure(bare)
 
 
+@pytest.mark.slow
 def test_saved_as_png_and_pdf_and_from_the_command_line(real, tmp_path, capsys):
     folder = tmp_path / "run"
     write_results(with_directions(real, names=planted_names(real.config.data)), folder)

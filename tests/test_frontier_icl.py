@@ -93,6 +93,7 @@ def test_icl_init_masks_the_y_channel_and_scales_by_the_layer(key_query, head_si
         np.testing.assert_allclose(np.asarray(value), expect, rtol=1e-6, atol=0)
 
 
+@pytest.mark.slow
 def test_icl_init_in_the_engine_is_init_params_and_refuses_a_learned_query():
     """Packed runs of H = 2 and 3 start exactly where ``init_params`` starts them: each run's
     variance reads its own H (the engine passes it), not the pack's slot count."""
@@ -131,6 +132,7 @@ def test_whiten_centres_inputs_and_whitens_task_vectors():
     np.testing.assert_allclose(y, np.einsum("nd,nd->n", X[:, -1, :D], W), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_a_tiny_staircase_has_one_drop_per_eigenvalue_and_the_full_model_one():
     """D = 2, N = 15: the rank-one heads sit near ℒ_0, ℒ_1, ℒ_2 in turn (a finite set's levels
     scatter by a few %); the full key-query model goes from ℒ_0 to ℒ_2 without stopping at ℒ_1."""

@@ -50,6 +50,7 @@ def tiny():
     return run_sweep("single-location", save_params=True, head_metrics="on", progress=False, **TINY)
 
 
+@pytest.mark.slow
 def test_tiny_run_stays_on_the_sphere_and_logs_the_four_quantities(tiny):
     a = sl.alignments(tiny)
     assert set(a) == set(sl.QUANTITIES)
@@ -60,6 +61,7 @@ def test_tiny_run_stays_on_the_sphere_and_logs_the_four_quantities(tiny):
     assert np.all(a["kappa"] <= 1 + 1e-6) and np.all(a["distance"] <= math.sqrt(3) + 1e-6)
 
 
+@pytest.mark.slow
 def test_quantities_equal_numpy_on_the_saved_parameters(tiny):
     k = tiny.params["k"][0, :, :, 0]  # (trials, L, d)
     v = tiny.params["U"][0, :, :, 0]
@@ -107,6 +109,7 @@ print(json.dumps(r.curves["excess_risk"].tolist()))
 """
 
 
+@pytest.mark.slow
 def test_a_second_run_loads_its_data_program_from_the_cache(tmp_path):
     # The data draw's QR is a LAPACK call: loaded from the disk cache before jaxlib bound LAPACK,
     # it crashed the process (segfault) on every second run of single-location data.
@@ -118,6 +121,7 @@ def test_a_second_run_loads_its_data_program_from_the_cache(tmp_path):
     assert runs[0].stdout == runs[1].stdout
 
 
+@pytest.mark.slow
 def test_a_grid_over_the_temperature_runs_each_points_own_temperature():
     # The temperature is static in the compiled program: grid points over it once all ran the
     # first point's program (same numbers at every β₀).

@@ -53,6 +53,7 @@ def two_steps():
     return exp, run_sweep(exp, progress=False)
 
 
+@pytest.mark.slow
 def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly(two_steps):
     _, result = two_steps
     k, U = (result.curves[f"param_{n}"][0, :, :, 0] for n in ("k", "U"))  # (trials, L, d)
@@ -63,6 +64,7 @@ def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly(two_steps):
     assert np.all(np.isnan(result.curves["head_key_cos"][0, :, 1]))  # q = 0 has no direction
 
 
+@pytest.mark.slow_cases("True")
 @pytest.mark.parametrize("x64", [False, True])
 def test_two_steps_agree_with_a_float64_numpy_reference(x64, two_steps):
     cfg, result = two_steps

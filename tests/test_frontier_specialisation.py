@@ -80,6 +80,7 @@ def test_numpy_attention_matches_the_engine():
         np.testing.assert_allclose(spec._attention(s, act), np.moveaxis(engine, -1, 1), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_tiny_run_summarises_heads():
     from dynamics.sweeps.sweep import run_sweep
 

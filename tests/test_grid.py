@@ -103,6 +103,7 @@ def test_toml_takes_lists_and_the_shorthand(tmp_path):
     assert grid.points[4].optim.lr == 1.0 and grid.points[4].data.noise == 1.0  # C order
 
 
+@pytest.mark.slow_cases("normal")
 @pytest.mark.parametrize("init", ["zero", "normal"])
 def test_a_grid_point_equals_its_configuration_run_alone(init):
     cfg = small(model={"init": init, **({"init_scale": 0.5} if init == "normal" else {})})
@@ -134,6 +135,7 @@ def test_a_mixed_grid_compiles_one_program_per_shape():
     assert programs() - before == 2
 
 
+@pytest.mark.slow
 def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
     # σ = 1 (the default) and 1.5 as the grids below and above draw them: the same data programs
     grid = resolve_grid(small(optim={"loss": "exp"}), {"lr": [0.5, 1e5], "noise": [1.0, 1.5]})
@@ -184,6 +186,7 @@ def interrupted_then_resumed(grid, out: Path, monkeypatch):
     return resumed
 
 
+@pytest.mark.slow
 def test_a_grid_resumes_per_grid_point_to_the_same_numbers(tmp_path, monkeypatch):
     grid = resolve_grid(small(), {"lr": [0.2, 1.0, 5.0]})
     whole = run_grid_checkpointed(grid, tmp_path / "whole", progress=False)
@@ -223,6 +226,7 @@ def test_an_interrupt_message_says_what_is_on_disk(tmp_path):
     assert "results.json is partial" in _interrupted({"out": out, "grid": False})
 
 
+@pytest.mark.slow
 def test_the_done_when_command_writes_the_table_summary_and_phase_diagram(tmp_path, capsys):
     args = ["--heads", "1,4", "--lr", "0.1,1,200", "--steps", "20", "--trials", "2", "--quiet"]
     code, stdout, stderr = cli_run([*args, "--out", str(tmp_path / "o")], capsys, tmp_path)
@@ -320,6 +324,7 @@ def test_a_grid_over_knobs_draws_a_panel_per_h_the_gain_and_names_each_fixed_val
     assert b"/Type3" not in data and b"/CIDFontType2" in data  # TrueType fonts in the PDF
 
 
+@pytest.mark.slow
 def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
@@ -380,6 +385,7 @@ def assert_same_point(point, alone, exact_seconds=False):
 LOGGED = dict(head_metrics="on", head_sims=True, diagnostics=("sharpness", "kernel", "maxmargin"))
 
 
+@pytest.mark.slow
 def test_a_grid_keeps_the_per_head_curves_and_diagnostics_of_each_points_sweep_through_a_resume(
     tmp_path, monkeypatch
 ):
@@ -420,6 +426,7 @@ def test_a_grid_keeps_the_per_head_curves_and_diagnostics_of_each_points_sweep_t
         np.testing.assert_array_equal(again.curves[m], v, err_msg=m)
 
 
+@pytest.mark.slow
 def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
@@ -439,6 +446,7 @@ def test_grid_figures_ignore_the_per_head_curves_and_diagnostics(tmp_path, monke
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_the_apis_run_grid_keeps_per_head_curves_and_diagnostics_as_run_sweep():
     import dataclasses
 
@@ -464,6 +472,7 @@ def test_the_command_line_runs_diagnostics_on_a_grid(tmp_path):
         assert z["kernel_distance"].shape[:2] == (2, 2) and "head_u_norm" in z.files
 
 
+@pytest.mark.slow
 def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
     from dynamics import load_results
 

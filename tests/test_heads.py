@@ -81,6 +81,7 @@ def reference(
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+@pytest.mark.slow_cases("learned-linear", "learned-softmax")
 @pytest.mark.parametrize(
     "query,attention", list(itertools.product(["first", "learned"], ["softmax", "linear"]))
 )
@@ -113,6 +114,7 @@ def test_a_zero_vectors_cosine_is_nan():
     assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)
 
 
+@pytest.mark.slow
 def test_planted_directions_are_named_saved_and_loaded(tmp_path):
     from dynamics import load_results
     from dynamics.config.schema import ConfigError
@@ -149,6 +151,7 @@ def test_planted_directions_are_named_saved_and_loaded(tmp_path):
         load_results(tmp_path)
 
 
+@pytest.mark.slow_cases("linear")
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
     # Multi-location's mask is per feature (n, F, T): each head's share on feature f's token, over the
@@ -189,6 +192,7 @@ def test_a_feature_no_example_holds_is_nan():
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
 
 
+@pytest.mark.slow
 def test_every_per_head_metric_is_declared_with_the_kind_its_shape_has():
     """What ``head_metrics`` computes is what the registry declares: each name registered, each
     array's shape the one its kind says (S slots, P planted directions, F features), and every

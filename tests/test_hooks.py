@@ -55,6 +55,7 @@ def result(request):
     return run_sweep("default", init=request.param, metrics=METRICS, **SMALL)
 
 
+@pytest.mark.slow_cases("zero")
 def test_metrics_see_every_head_and_the_test_set(result):
     curves, L = result.curves, len(result.steps)
     for i, H in enumerate(result.heads):  # the fast path's one stored head is expanded to H
@@ -68,12 +69,14 @@ def test_metrics_see_every_head_and_the_test_set(result):
     )  # the training set
 
 
+@pytest.mark.slow_cases("zero")
 def test_built_in_metrics_unchanged_by_the_hook(result):
     plain = run_sweep("default", init=result.config.model.init, **SMALL)
     for k, v in plain.curves.items():
         np.testing.assert_allclose(result.curves[k], v, rtol=1e-6, atol=1e-7, err_msg=k)
 
 
+@pytest.mark.slow_cases("zero")
 def test_saved_and_loaded_with_their_source(result, tmp_path):
     write_results(result, tmp_path)
     back = load_results(tmp_path)
@@ -83,6 +86,7 @@ def test_saved_and_loaded_with_their_source(result, tmp_path):
     assert record["function"] == f"{__name__}:u_norms" and record["path"].endswith("test_hooks.py")
 
 
+@pytest.mark.slow
 def test_a_redefined_function_gets_its_own_program():
     # Two functions of one name (a notebook cell run twice): the second is traced anew.
     values = []

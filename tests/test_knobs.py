@@ -121,6 +121,7 @@ def test_readout_decay_under_the_sphere_counts_for_adam_and_the_bias():
     validate(apply_overrides(Config(), bias, "test"))  # b is not on the sphere
 
 
+@pytest.mark.slow
 def test_run_sweep_takes_a_file_path_and_x64(tmp_path):
     import jax.numpy as jnp
 

@@ -64,6 +64,7 @@ def test_notebook_shows_figures_whatever_the_backend(path):
         assert "plt.show(" not in shown, f"{path.name}: plt.show() takes no figure (a TypeError under Agg)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("path", "backend"), RUN_PARAMS)
 def test_notebook_runs_headless(path, backend, monkeypatch):
     monkeypatch.setenv("MHSIM_NOTEBOOK_QUICK", "1")

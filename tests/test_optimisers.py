@@ -146,6 +146,7 @@ REFERENCE_CASES = {
 }
 
 
+@pytest.mark.slow_cases("gd-groups", "adamw-groups", "normalized-gd")
 @pytest.mark.parametrize("case", list(REFERENCE_CASES))
 def test_the_engine_makes_the_reference_steps(case):
     cfg = config(**REFERENCE_CASES[case])
@@ -155,6 +156,7 @@ def test_the_engine_makes_the_reference_steps(case):
     np.testing.assert_allclose(got[0], want, rtol=1e-9, err_msg=case)
 
 
+@pytest.mark.slow
 def test_sgd_with_the_full_batch_in_epochs_is_gd():
     gd = config(steps=100, log_every=10)
     sgd = config(steps=100, log_every=10, optimizer="sgd", batch_size=N)
@@ -193,6 +195,7 @@ def test_normalised_gd_has_no_fast_path_and_takes_unit_steps_per_run():
     np.testing.assert_allclose(with_b["b"], [0.8, 0.0])
 
 
+@pytest.mark.slow
 def test_a_frozen_group_does_not_move_at_all():
     cfg = config(optimizer="adam", lr=0.05, attention_steps=(0, 2), readout_steps=(4, None), log_every=1)
     r = run_sweep(cfg, progress=False)
@@ -201,6 +204,7 @@ def test_a_frozen_group_does_not_move_at_all():
     assert np.all(u[:, :5] == u[:, :1]) and not np.all(u[:, 5] == u[:, 4])
 
 
+@pytest.mark.slow_cases("normalized-gd")
 @pytest.mark.parametrize("optimizer", ["sgd", "normalized-gd"])
 def test_lr_scaling_applies_to_every_optimiser(optimizer):
     extra = {"batch_size": 8} if optimizer == "sgd" else {}
@@ -331,6 +335,7 @@ def online(**kw) -> Config:
     return dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, save_params=True, log_every=4))
 
 
+@pytest.mark.slow
 def test_online_batches_are_the_data_models_samples_of_the_trials_world():
     import datamodels
     from dynamics.sweeps.sweep import program_for
@@ -353,12 +358,14 @@ def test_online_batches_are_the_data_models_samples_of_the_trials_world():
     assert not any(np.allclose(X3[0], x) for x in np.asarray(one.X_train))  # not the training set
 
 
+@pytest.mark.slow
 def test_online_sgd_learns():
     """From log 2 at θ = 0 to below 0.75 of it (a packed online run's batches: test_properties.py)."""
     test = run_sweep(online(heads=(1, 3), steps=60, lr=0.5), progress=False).curves["test_loss"]
     assert np.all(test[:, :, -1] < 0.75 * test[:, :, 0])
 
 
+@pytest.mark.slow
 def test_online_logs_the_training_loss_of_the_next_updates_batch():
     from dynamics.sweeps.sweep import program_for
 

@@ -87,6 +87,9 @@ FAST_FLOAT32 = [case for j, case in enumerate(FAST_CASES) if j not in _WITH_OPTI
 FAST_FLOAT64 = {name: {**FAST_CASES[j][1], **FAST_OPTIONS[name][2]} for j, name in _WITH_OPTIONS.items()}
 
 
+@pytest.mark.slow_cases(
+    "optimizer=gd-query=learned-norm=sqrt-attention=softmax-loss=square-lr_scaling=constant-bias=True-temperature=0.7",
+)
 @pytest.mark.parametrize("knobs", [k for _, k in FAST_FLOAT32], ids=[i for i, _ in FAST_FLOAT32])
 def test_the_fast_path_gives_the_full_paths_numbers(knobs):
     cfg = small(**knobs)
@@ -98,6 +101,7 @@ def test_the_fast_path_gives_the_full_paths_numbers(knobs):
     assert np.isfinite(fast.curves["train_loss"]).all()
 
 
+@pytest.mark.slow_cases("sgd-decay")
 @pytest.mark.parametrize("case", list(FAST_FLOAT64))
 def test_the_fast_path_holds_with_the_group_rules_and_the_options(case):
     cfg = small(**FAST_FLOAT64[case])
@@ -154,6 +158,9 @@ def _pack_pick(o, i):
 PACK_CASES = covering(list(parts.OPTIMIZERS), _pack_rounds, _pack_pick)
 
 
+@pytest.mark.slow_cases(
+    "optimizer=gd-init=normal-query=first-norm=sqrt-attention=softmax-lr_scaling=constant",
+)
 @pytest.mark.parametrize("knobs", [k for _, k in PACK_CASES], ids=[i for i, _ in PACK_CASES])
 def test_a_run_in_a_pack_gives_the_numbers_of_the_run_alone(knobs):
     cfg = small(**knobs, head_metrics="off")  # the metrics below only: a smaller program
@@ -169,6 +176,7 @@ def test_a_run_in_a_pack_gives_the_numbers_of_the_run_alone(knobs):
     assert not np.allclose(packed.curves["train_loss"][0], packed.curves["train_loss"][1])  # H differ
 
 
+@pytest.mark.slow
 def test_the_default_packing_gives_the_numbers_of_one_pack():
     """H = 1, 2, 3 in the default packs (two) and in one pack of 6 slots: the same runs."""
     cfg = small(init="normal", optimizer="adam", heads=(1, 2, 3), head_metrics="off")
@@ -349,6 +357,12 @@ def reference_config(data, init, case) -> Config:
     )
 
 
+@pytest.mark.slow_cases(
+    "optimizer=gd-attention=softmax-query=first-loss=logistic-norm=sqrt-bias=False-temperature=1.0",
+    "optimizer=sgd-attention=sigmoid-query=last-loss=mse-norm=sum-bias=True-temperature=0.7",
+    "optimizer=normalized-gd-attention=erf-query=learned-loss=square-norm=mean-bias=True-temperature=1.0",
+    "optimizer=adam-attention=linear-query=learned-loss=logistic-norm=sqrt-bias=True-temperature=0.7",
+)
 @pytest.mark.parametrize("case", [k for _, k in REFERENCE_CASES], ids=[i for i, _ in REFERENCE_CASES])
 def test_every_part_with_every_optimiser_trains_as_the_float64_reference(tmp_path, case):
     regression = parts.LOSSES[case["loss"]].task == "regression"
@@ -386,6 +400,7 @@ def test_the_coverings_meet_every_part_with_every_optimiser():
     assert {k["sampling"] for _, k in PACK_CASES if "sampling" in k} == set(parts.SAMPLINGS)
 
 
+@pytest.mark.slow
 def test_the_command_line_agrees_with_the_reference(tmp_path):
     """python -m dynamics.run --x64 end to end: the file it writes holds the reference's curve."""
     case = dict(optimizer="gd", attention="erf", query="learned", loss="mse", norm="sqrt", bias=True)

@@ -56,6 +56,7 @@ def cli(args, cwd, **kw):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_sweep_resumes_to_the_same_numbers(tmp_path, sig):
     out = tmp_path / "cut"
@@ -112,6 +113,7 @@ def test_resume_skips_finished_points_and_ignores_other_configs(tmp_path, monkey
     assert load_points(out, "another-hash") == {}
 
 
+@pytest.mark.slow
 def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch):
     """Results of an older engine (other random draws) are recomputed, never resumed or reused."""
     import dynamics.config.sections

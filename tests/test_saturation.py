@@ -143,6 +143,7 @@ def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
 
 
+@pytest.mark.slow
 def test_forward_mode_and_forward_over_reverse_work():
     """jax.linearize of Φ (the lazy/rich demo) and jax.jvp of jax.grad (the Hessian diagnostics)
     through both softmaxes: the Hessian-vector product agrees with central differences of ∇L."""
@@ -197,6 +198,7 @@ def _tiny_gradients(rng, scale):
     return {k: scale * v for k, v in g.items()}
 
 
+@pytest.mark.slow_cases("float32")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
     """Without ε: each run moves exactly η, with gradients whose squares underflow (float32:

@@ -41,6 +41,7 @@ def assert_same(a, b, rtol=0.0, atol=0.0):
             np.testing.assert_allclose(a.curves[name], b.curves[name], rtol=rtol, atol=atol, err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", ["zero", "normal"])
 def test_batched_packs_equal_one_pack_per_call(init):
     cfg = tiny(init=init)
@@ -75,6 +76,7 @@ def test_one_program_per_H_pads_no_batch_beyond_the_devices():
     assert all(p.chunk == 1 and p.batch_size == 2 for p in plan)  # 1 pack × 2 trials on 2 devices
 
 
+@pytest.mark.slow
 def test_a_diverging_run_leaves_its_pack_mates_alone():
     cfg = tiny(init="normal", optimizer="gd", heads=(1, 2, 3), loss="exp")
     grid = run_grid(cfg, lrs=[0.5, 1e30], progress=False, slots=12)  # every run of a trial in one pack
@@ -132,6 +134,7 @@ def test_run_grid_equals_separate_sweeps():
     assert not np.allclose(grid[0].curves["train_loss"], grid[3].curves["train_loss"])
 
 
+@pytest.mark.slow
 def test_on_point_and_skip_heads_resume_to_the_same_numbers():
     cfg = tiny(init="normal", heads=(1, 2, 4))
     seen = []
@@ -197,6 +200,7 @@ def test_sharded_over_8_devices_equals_unsharded(tmp_path):
             np.testing.assert_allclose(one, eight, rtol=2e-6, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow_cases("adam")
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
 def test_x64_engine_matches_float64_loop(optimizer):
     cfg = tiny(init="normal", optimizer=optimizer, heads=(3,), head_metrics="off")  # train_loss only
@@ -241,6 +245,7 @@ def test_device_flag(tmp_path, capsys):
         devices.select_devices("tpu")
 
 
+@pytest.mark.slow
 def test_two_processes_with_jax_distributed_equal_two_devices(tmp_path):
     """--distributed: two processes (one CPU device each, gloo) give the 2-device numbers."""
     import socket

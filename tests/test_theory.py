@@ -87,6 +87,7 @@ def case_config(optimizer, init, fast):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer,init,fast", CASES)
 def test_logged_diagnostics_match_dense_references(x64, optimizer, init, fast):
     cfg = case_config(optimizer, init, fast)
@@ -147,6 +148,7 @@ def _explicit_kernel(p, X, cfg) -> np.ndarray:
     return np.asarray(J) @ np.asarray(J).T
 
 
+@pytest.mark.slow
 def test_diagnostics_off_leaves_curves_unchanged():
     on = swept(case_config("gd", "zero", True))
     off = swept(dataclasses.replace(on.config, sweep=dataclasses.replace(on.config.sweep, diagnostics=())))

@@ -32,6 +32,7 @@ def both():
     return mh, {k: np.asarray(v, np.float64).reshape(mh[k].shape) for k, v in ours.items()}
 
 
+@pytest.mark.slow
 def test_train_loss_curve_agrees_with_mhsim(both):
     mh, ours = both
     assert mh["train_loss"].shape == (2, 2, 26)
@@ -40,6 +41,7 @@ def test_train_loss_curve_agrees_with_mhsim(both):
     np.testing.assert_allclose(ours["train_loss"], mh["train_loss"], rtol=1e-5, atol=0)
 
 
+@pytest.mark.slow
 def test_every_metric_agrees_with_mhsim(both):
     """The loop logs every curve mhsim logs on this sweep (per-head metrics on: H ≤ 16, at the per-head
     view's steps, the head–head matrices asked for), the same values to float32 rounding (the key

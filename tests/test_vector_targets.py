@@ -41,6 +41,7 @@ def vector_params(rng, H=2, d=4, o=3) -> dict:
     return {"U": rng.normal(size=(H, d, o)), "W": rng.normal(size=(H, d, d)) / d}
 
 
+@pytest.mark.slow_cases("last-mean")
 @pytest.mark.parametrize("query,norm", [("first", "sqrt"), ("last", "mean"), ("all", "sum")])
 def test_vector_model_loss_and_gradient_match_reference(x64, query, norm):
     rng = np.random.default_rng(3)
