@@ -116,6 +116,7 @@ def result_shapes(module, s) -> dict[str, tuple[int, ...]]:
 MODULES = [attention, symmetry, lazy_rich, step_size]
 
 
+@pytest.mark.slow_cases("step-size")
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
 def test_compute_returns_the_documented_arrays(ran, module):
     """run() passes compute's result on in DemoResult.arrays: check it there (no second training)."""

@@ -138,6 +138,7 @@ def test_panels_are_drawn_only_where_there_are_data(real):
     plt.close("all")
 
 
+@pytest.mark.slow
 def test_heatmaps_show_the_curves_at_the_chosen_steps(real):
     result = with_directions(real)
     steps = [0, 2, 5]

@@ -89,6 +89,7 @@ def test_beta_at_is_the_last_updates_temperature():
     np.testing.assert_allclose(sl.beta_at([0, 1, 2, 200_000], 2.0, 1e-4), [2.0, 2.0, 2 / 1.0001, 2 / 20.9999])
 
 
+@pytest.mark.slow
 def test_figure_draws_from_the_result(tiny):
     import matplotlib.pyplot as plt
 

@@ -64,7 +64,7 @@ def test_the_first_step_moves_w_and_b_and_leaves_q_at_zero_exactly(two_steps):
     assert np.all(np.isnan(result.curves["head_key_cos"][0, :, 1]))  # q = 0 has no direction
 
 
-@pytest.mark.slow_cases("True")
+@pytest.mark.slow
 @pytest.mark.parametrize("x64", [False, True])
 def test_two_steps_agree_with_a_float64_numpy_reference(x64, two_steps):
     cfg, result = two_steps

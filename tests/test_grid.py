@@ -487,6 +487,7 @@ def test_a_grids_snapshots_go_to_params_npz_and_load_back(tmp_path):
     assert_same_point(load_results(tmp_path).point(1), alone)
 
 
+@pytest.mark.slow
 def test_a_grid_over_the_width_keeps_snapshots_of_every_width(tmp_path):
     """A grid over d with snapshots: each point's θ has its own shapes (W is d × d). They are kept,
     NaN-padded to the largest d, and each point's equals its configuration run alone (the grid

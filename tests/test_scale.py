@@ -116,6 +116,7 @@ def test_fast_path_flag_is_respected():
     # (the two paths agree: test_properties.py)
 
 
+@pytest.mark.slow
 def test_run_grid_equals_separate_sweeps():
     # test_a_diverging_run_leaves_its_pack_mates_alone's config: its sweep alone, these sweeps and
     # this grid (4 variants of H = 1, 2, 3 pack as 3 slots, 2 runs) are one compiled program

@@ -162,6 +162,7 @@ def test_diagnostics_off_leaves_curves_unchanged():
     assert on.config.hash() != off.config.hash()
 
 
+@pytest.mark.slow
 def test_diagnostics_figure_renders(tmp_path):
     pytest.importorskip("matplotlib")
     from figures.theory import plot_diagnostics
