@@ -95,10 +95,11 @@ def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) ->
     lead = data.X_train.ndim - 3  # a leading trial axis, or none for data from a file
     vector = data.y_train.ndim - lead == 2
     o = int(data.y_train.shape[-1]) if vector else 1
-    declared = parts.DATA_MODELS[cfg.data.model].outputs  # what the memory estimate counted
-    if declared is not None and int(declared(cfg.data)) != o:
+    declares = parts.DATA_MODELS[cfg.data.model].outputs  # what the memory estimate counted
+    declared = None if declares is None else int(declares(cfg.data))
+    if declared is not None and declared != o:
         raise ConfigError(
-            f"data.model={cfg.data.model!r} declares outputs={int(declared(cfg.data))} but its targets y "
+            f"data.model={cfg.data.model!r} declares outputs={declared} but its targets y "
             f"have o={o} (shape {tuple(data.y_train.shape[lead:])}): declare the o its sample returns"
         )
     if not vector:

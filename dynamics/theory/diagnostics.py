@@ -362,6 +362,7 @@ FORMULATIONS = ("dual", "primal")
 # The norm W^mm minimises: "fro" ‖W‖_F (Tarzanagh et al.'s SVM), "nuc" the nuclear norm ‖W‖_* = Σ σ_i
 # (the sum of singular values; it favours low rank), solved as cvxpy's normNuc (a semidefinite program).
 NORMS = ("fro", "nuc")
+NORM_NAMES = {"fro": "frobenius", "nuc": "nuclear"}  # each of NORMS as results.json names it
 
 
 class MaxMarginError(RuntimeError):

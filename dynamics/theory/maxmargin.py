@@ -23,7 +23,6 @@ from dynamics.theory import diagnostics as dg
 from dynamics.theory.replay import SNAPSHOT_CURVES
 
 SELECTIONS = ("final", "mask")
-NORM_NAMES = {"fro": "frobenius", "nuc": "nuclear"}  # diagnostics.NORMS as results.json names them
 
 
 class Alignment(NamedTuple):
@@ -89,8 +88,8 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     cfg = result.config
     if selection not in SELECTIONS:
         raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
-    if norm not in NORM_NAMES:
-        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(NORM_NAMES)}")
+    if norm not in dg.NORMS:
+        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(dg.NORMS)}")
     query = cfg.model.query
     if query == "all":
         raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
@@ -151,7 +150,7 @@ def diagnostic_curves(
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
         "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
-        "norm": NORM_NAMES[norm],
+        "norm": dg.NORM_NAMES[norm],
         "steps": [int(s) for s in result.steps],
         "heads": [int(h) for h in cfg.sweep.heads],
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],

@@ -301,7 +301,7 @@ def _summary(cfg: Config, lrs, dsteps, out: dict, statuses, gap: float, seconds:
         doc["kernel_distance_final"] = _final(out["kernel_distance"])
     if "maxmargin_cos" in out:
         doc["svm_status"] = statuses
-        doc["svm_norm"] = {"fro": "frobenius", "nuc": "nuclear"}[cfg.sweep.maxmargin_norm]
+        doc["svm_norm"] = dg.NORM_NAMES[cfg.sweep.maxmargin_norm]
         doc["maxmargin_cos_final"] = _final(out["maxmargin_cos"])
         doc["maxmargin_cos_head_final"] = _final(out["maxmargin_cos_head"])
     return doc
