@@ -591,7 +591,7 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     at = np.full(len(prog.segments), n_view, np.int32)  # the spare row
     at[list(prog.head_log)] = np.arange(n_view)
 
-    def view_at(p, t, last_key, A_test):  # t: the step (unused: the evaluation applied its β)
+    def view_at(p, last_key, A_test):  # A_test: the evaluation's, at the last update's β
         return head_view(prog, by_position(prog, p), data, last_key, A_test)
 
     params = carry[0]
@@ -601,13 +601,13 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
     A0 = None
     if prog.head_metrics:  # the evaluation's test-set attention weights (n, S, …, t)
         A0 = jax.eval_shape(lambda p: _test_attention(prog, p, data), params)
-    shapes, _ = jax.eval_shape(view_at, params, carry[3], key0, A0)
+    shapes, _ = jax.eval_shape(view_at, params, key0, A0)
     buffers = {k: jnp.zeros((n_view + 1, *v.shape), v.dtype) for k, v in shapes.items()}
 
     def log(at_step, view, i, A_test):  # the view at the carry ``at_step``, written at row i
         bufs, last_key = view
-        skip = lambda p, t, k, a: (jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), k)  # noqa: E731
-        values, keys = jax.lax.cond(i < n_view, view_at, skip, at_step[0], at_step[3], last_key, A_test)
+        skip = lambda p, k, a: (jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), k)  # noqa: E731
+        values, keys = jax.lax.cond(i < n_view, view_at, skip, at_step[0], last_key, A_test)
         return {k: jax.lax.dynamic_update_index_in_dim(bufs[k], values[k], i, 0) for k in bufs}, keys
 
     def step(full, xs):
