@@ -56,33 +56,49 @@ def batches(cfg, trial: int, world, steps: int):
             yield np.asarray(X, np.float64), np.asarray(y, np.float64)
 
 
+def attention(a: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The position softmax (k, T) of k runs' logits a (k, G), position t reading logit groups[t]."""
+    alpha = np.exp(a[:, groups] - a[:, groups].max(axis=1, keepdims=True))
+    return alpha / alpha.sum(axis=1, keepdims=True)
+
+
+def sgd_step(a, U, X, y, groups: np.ndarray, lr: float):
+    """One SGD update of k runs of the vector model ŷ = Σ_t α_t x_tᵀ U on their batches X (k, n, T, d),
+    y (k, n, o), the loss the mean over examples and outputs: the new (a (k, G), U (k, d, o))."""
+    alpha = attention(a, groups)  # (k, T)
+    xbar = np.einsum("kt,kntd->knd", alpha, X)  # (k, n, d)
+    g = 2 * (xbar @ U - y) / y[0].size  # dL/dŷ (k, n, o)
+    v = np.einsum("kntd,knd->kt", X, g @ U.transpose(0, 2, 1))  # dL/dα_t
+    g_pos = alpha * (v - np.sum(alpha * v, axis=1, keepdims=True))  # dL/ds_t
+    tied = np.zeros_like(a)
+    np.add.at(tied, (slice(None), groups), g_pos)  # a tied logit: the sum over its positions
+    return a - lr * tied, U - lr * xbar.transpose(0, 2, 1) @ g
+
+
+def position_groups(data) -> np.ndarray:
+    """The logit each position reads: its own (free copies), or the last B share one (tied)."""
+    T, B = data.T, data.copies
+    return np.arange(T) if data.copy_logits == "free" else np.minimum(np.arange(T), T - B)
+
+
 def simulate(cfg, trial: int) -> tuple[np.ndarray, np.ndarray]:
     """(attention on the relevant positions, test loss) at every step 0..steps, float64."""
     data = trial_data(cfg, trial)
     world = jax.tree_util.tree_map(np.asarray, data.world)
-    T, d, B = cfg.data.T, cfg.data.d, cfg.data.copies
-    groups = np.arange(T) if cfg.data.copy_logits == "free" else np.minimum(np.arange(T), T - B)
-    a, U, lr = np.zeros(groups.max() + 1), np.zeros((d, d)), cfg.optim.lr
+    d, groups = cfg.data.d, position_groups(cfg.data)
+    a, U, lr = np.zeros((1, groups.max() + 1)), np.zeros((1, d, d)), cfg.optim.lr
     relevant = data.mask_test[0]  # the last B positions
     Xt, yt = data.X_test.astype(np.float64), data.y_test.astype(np.float64)
     attn, loss = [], []
 
     def record():
-        alpha = np.exp(a[groups] - a[groups].max())
-        alpha /= alpha.sum()
+        alpha = attention(a, groups)[0]
         attn.append(alpha[relevant].sum())
-        loss.append(np.mean((np.einsum("t,ntd->nd", alpha, Xt) @ U - yt) ** 2))
+        loss.append(np.mean((np.einsum("t,ntd->nd", alpha, Xt) @ U[0] - yt) ** 2))
 
     record()
     for X, y in batches(cfg, trial, world, cfg.optim.steps):
-        alpha = np.exp(a[groups] - a[groups].max())
-        alpha /= alpha.sum()  # (T,)
-        xbar = np.einsum("t,ntd->nd", alpha, X)  # (n, d)
-        g = 2 * (xbar @ U - y) / y.size  # dL/dŷ (n, o)
-        v = np.einsum("ntd,do,no->t", X, U, g)  # dL/dα_t
-        g_pos = alpha * (v - alpha @ v)  # dL/ds_t
-        U = U - lr * xbar.T @ g
-        a = a - lr * np.bincount(groups, g_pos)  # a tied logit: the sum over its positions
+        a, U = sgd_step(a, U, X[None], y[None], groups, lr)
         record()
     return np.array(attn), np.array(loss)
 
@@ -105,7 +121,7 @@ def compare(cfg) -> dict:
     rows = []
     for trial in range(cfg.sweep.trials):
         attn, loss = simulate(cfg, trial)
-        ours = {"t_att": first(attn, 0.5), "t_loss": first(loss, 0.5 * loss[0], below=True)}
+        ours = {"t_att": first(attn, THRESHOLD), "t_loss": first(loss, FRACTION * loss[0], below=True)}
         theirs = mh[mh.trial == trial].iloc[0]
         rows.append({k: (float(theirs[k]), ours[k]) for k in ours})
     rel = max(abs(m - n) / n for r in rows for m, n in r.values())
@@ -145,18 +161,14 @@ def simulate_independent(cfg, logged: np.ndarray, trials: int, seed: int) -> dic
     W, x_bar = haar_orthogonal(rng, trials, d), rng.standard_normal((trials, d))
     draw = dict(T=T, copies=B, noise=data.target_noise)
     Xt, yt = draw_examples(rng, W, x_bar, data.n_test, repetition=data.test_repetition, **draw)
-    groups = np.arange(T) if data.copy_logits == "free" else np.minimum(np.arange(T), T - B)
+    groups = position_groups(data)
     a, U = np.zeros((trials, groups.max() + 1)), np.zeros((trials, d, d))
     found = {"t_att": np.full(trials, np.nan), "t_loss": np.full(trials, np.nan)}
     loss0, marks = None, set(int(s) for s in logged)
 
-    def softmax():
-        alpha = np.exp(a[:, groups] - a[:, groups].max(axis=1, keepdims=True))
-        return alpha / alpha.sum(axis=1, keepdims=True)  # (k, T)
-
     for step in range(optim.steps + 1):
         if step in marks:
-            alpha = softmax()
+            alpha = attention(a, groups)
             xbar = np.einsum("kt,kntd->knd", alpha, Xt)
             loss = np.mean((xbar @ U - yt) ** 2, axis=(1, 2))
             loss0 = loss if loss0 is None else loss0
@@ -168,15 +180,7 @@ def simulate_independent(cfg, logged: np.ndarray, trials: int, seed: int) -> dic
         if step == optim.steps:
             break
         X, y = draw_examples(rng, W, x_bar, n, repetition=data.repetition, **draw)
-        alpha = softmax()
-        xbar = np.einsum("kt,kntd->knd", alpha, X)
-        g = 2 * (xbar @ U - y) / (n * d)  # dL/dŷ (k, n, o)
-        v = np.einsum("kntd,knd->kt", X, g @ U.transpose(0, 2, 1))  # dL/dα_t
-        g_pos = alpha * (v - np.sum(alpha * v, axis=1, keepdims=True))  # dL/ds_t
-        U = U - lr * xbar.transpose(0, 2, 1) @ g
-        tied = np.zeros_like(a)
-        np.add.at(tied, (slice(None), groups), g_pos)  # a tied logit: the sum over its positions
-        a = a - lr * tied
+        a, U = sgd_step(a, U, X, y, groups, lr)
     return found
 
 
