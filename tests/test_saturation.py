@@ -287,7 +287,11 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     largest = np.maximum(A.max(axis=-1), a0[..., 0])
     sat = 1.0 - largest < mdl.SATURATION
     assert 0 < sat.sum() < sat.size  # both kinds of query occur
-    assert_same_numbers(new[~sat], old[~sat])  # JAX's own derivative (bit for bit on the CPU)
+    if BITWISE:  # JAX's own derivative, bit for bit
+        assert_same_numbers(new[~sat], old[~sat])
+    else:  # a GPU fuses the two programs apart: each rounds its cancellation, to ε / SATURATION
+        atol = 4 * np.finfo(np.float32).eps / mdl.SATURATION * np.abs(old).max()
+        np.testing.assert_allclose(new[~sat], old[~sat], rtol=0, atol=atol)
     A32 = np.asarray(plain(s), np.float64)
     g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)
     ref = softmax_vjp_ref(np.asarray(s, np.float64), g, null)
@@ -384,20 +388,13 @@ def check_local_convergence(tmp_path, seed: int, steps: int, x64: bool) -> None:
     assert 1.0 - softmax_ref(s, False).max(axis=1).min() < 1e-9
 
 
-# Measured on an H200 (benchmarks/README.md, "GPU"): there normalised GD leaves the float64 reference
-# once the softmax saturates deeply (seed 0: corr 0.994 in x64, 0.971 in float32 at step 1500, first
-# below 1 − 1e-9 near step 1100), where the CPU agrees to 4e-16. Cause not established.
-ON_GPU_NGD_DEPARTS = pytest.mark.xfail(
-    not BITWISE, reason="GPU: normalised GD departs from the reference at deep saturation", strict=False
-)
-
-
-@ON_GPU_NGD_DEPARTS
+# On a GPU too (an H100, benchmarks/README.md "GPU"): it once departed there (corr 0.994 in x64 at
+# step 1500), the GPU's fused kernels rounding token r's own term of the softmax's transposed
+# derivative differently in its two copies; the transpose now leaves that term out.
 def test_normalised_gd_follows_the_reference_where_the_softmax_saturates(tmp_path):
     check_local_convergence(tmp_path, seed=0, steps=1500, x64=True)
 
 
-@ON_GPU_NGD_DEPARTS
 @pytest.mark.stress
 @pytest.mark.parametrize("x64", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])

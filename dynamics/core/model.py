@@ -112,8 +112,8 @@ def scores_position(a: jax.Array, X: jax.Array) -> jax.Array:
 # normalised GD would follow that noise. Relative to the largest-weight token r (the null token
 # where it is the largest) the same derivative is
 #     Ȧ_t = A_t ((ṡ_t − ṡ_r) − Σ_u A_u (ṡ_u − ṡ_r) + a₀ ṡ_r),
-# whose transpose gives token r the cotangent −Σ_{u≠r} A_u (g_u − Σ A g) (the r-term of the sum
-# cancels exactly against its own copy) and every other token A_u (g_u − Σ A g): each to the
+# whose transpose gives token r the cotangent −Σ_{u≠r} A_u (g_u − Σ A g) (the r-term is left out
+# of the sum, not cancelled against a copy) and every other token A_u (g_u − Σ A g): each to the
 # relative precision of its own size. A custom JVP, not a custom VJP: forward mode (jax.linearize
 # of Φ, the Hessian diagnostics' jax.jvp of jax.grad) keeps working, and reverse mode transposes it.
 #
@@ -136,7 +136,11 @@ def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Arr
     ds_ref = jnp.take_along_axis(ds, jnp.maximum(ref, 0), axis=-1)  # (…, 1)
     if null is not None:
         ds_ref = jnp.where(ref >= 0, ds_ref, 0.0)
-    rel = ds - ds_ref
+    # ṡ_r − ṡ_r is 0; the select makes the transpose drop token r's own term (A_r (g_r − Σ A g),
+    # rounding noise) instead of counting it once directly and once, negated, in −Σ_u: two
+    # copies that cancel only where the compiler rounds both alike (a GPU's fused kernels did not)
+    tokens = jax.lax.broadcasted_iota(ref.dtype, ds.shape, ds.ndim - 1)
+    rel = jnp.where(tokens == ref, 0.0, ds - ds_ref)
     out = rel - jnp.sum(A * rel, axis=-1, keepdims=True)
     if null is not None:
         out = out + null * ds_ref
