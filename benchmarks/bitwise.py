@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks import child_env
 
 PRESETS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 BOTTLENECK = ("bottleneck-expressivity", "bottleneck-heads")
@@ -57,7 +58,7 @@ _IGNORED_KEYS = {"wall_time_s", "timings", "command", "created", "out", "path", 
 
 
 def _run(repo: Path, args: list[str], log) -> None:
-    env = {**os.environ, "PYTHONPATH": str(repo), "MPLBACKEND": "Agg"}
+    env = child_env(repo, MPLBACKEND="Agg")
     print("$", " ".join(args), flush=True)
     subprocess.run([sys.executable, *args], cwd=repo, env=env, check=True, stdout=log, stderr=log)
 

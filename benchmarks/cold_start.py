@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import child_env
+
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 SWEEP = "--data-model dm1 --heads 1,2,4,8,16,32,64 --lr 1 --lr-scaling linear --trials 5 --steps 1000"
@@ -42,7 +44,7 @@ PHASES = ("imports", "data", "compile", "simulation", "writing", "plotting", "ot
 
 def run(module: str, args: list[str], repo: Path, cache: str, out: Path, timings: bool) -> dict:
     """One process: wall time, the load average before it, and its --timings table."""
-    env = {**os.environ, "PYTHONPATH": str(repo), "MHSIM_CACHE_DIR": cache}
+    env = child_env(repo, MHSIM_CACHE_DIR=cache)
     cmd = [sys.executable, "-m", module, *args, "--out", str(out), "--quiet"]
     if timings:
         cmd.append("--timings")
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(
             [sys.executable, "-m", "dynamics.run", "--help"],
             cwd=elsewhere,
-            env={**os.environ, "PYTHONPATH": str(args.repo)},
+            env=child_env(args.repo),
             capture_output=True,
             check=True,
         )

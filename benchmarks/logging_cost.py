@@ -56,6 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import child_env
+
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
 RANDOM_INIT = (
@@ -111,7 +113,7 @@ def logged_steps(steps: int, every: int) -> int:
 def run_process(cmd: list[str], cache: Path | None = None) -> dict:
     """One whole process: wall, CPU (user + system) and peak memory (MiB, ``ru_maxrss``) of that
     child alone (``os.wait4``), the load average before it, and the phases it printed (--timings)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT)
     if cache is not None:
         env["MHSIM_CACHE_DIR"] = str(cache)
     load = os.getloadavg()[0]
@@ -267,7 +269,7 @@ def part_torch(names, steps, trials, pairs, threads, tmp: Path) -> list[dict]:
         inputs = tmp / f"inputs-{name}.npz"
         subprocess.run(
             [sys.executable, "-m", "benchmarks.loop_inputs", "--file", str(inputs), "--", *args],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
+            cwd=ROOT, env=child_env(ROOT), check=True,
         )  # fmt: skip
         cache, out = tmp / f"cache-torch-{name}", tmp / f"torch-{name}"
         settings = {"mhsim": partial(mhsim, args, out / "mhsim", cache)}

@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import child_env
 from dynamics.parts import INITS, KEY_QUERIES, QUERIES
 
 PRESET_SWEEPS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
@@ -257,7 +258,7 @@ def baselines(cfg, data, baseline_steps: int, warm_s: float, L: int) -> dict:
 
 # --------------------------------------------------------------------------- driver
 def run_job(job: dict, host_devices: int | None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env(ROOT)
     if host_devices:
         flag = f"--xla_force_host_platform_device_count={host_devices}"
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}".strip()
