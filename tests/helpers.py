@@ -9,6 +9,7 @@ programs (the programs are cached per process and on disk for the whole session)
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,21 @@ import pytest
 
 from dynamics import parts
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+# Config().hash(): the default run's config hash. It changes only with NUMERICS_VERSION (last: 4)
+# or a deliberate change of what is hashed; adding a knob at its default must leave it.
+DEFAULT_CONFIG_HASH = "1e79a632434b9561"
+
+
+def child_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a process a test starts: ``base`` (the test's own environment), the
+    repository first on PYTHONPATH and the inherited PYTHONPATH after it (packages installed
+    with --target, as on a GPU machine), then ``extra``."""
+    base = dict(os.environ if base is None else base)
+    path = os.pathsep.join(p for p in (str(ROOT), base.get("PYTHONPATH", "")) if p)
+    return {**base, "PYTHONPATH": path, **extra}
+
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
 DEFAULTS = {

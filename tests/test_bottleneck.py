@@ -4,7 +4,6 @@ import dataclasses
 import itertools
 import json
 import math
-import os
 import subprocess
 import sys
 from functools import partial
@@ -14,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import DEFAULT_CONFIG_HASH, child_env
 
 from dynamics.cli import bottleneck as bottleneck_cli
 from dynamics.cli import run as cli
@@ -169,7 +169,7 @@ def test_bad_input_is_one_line_error(tmp_path, capsys, args, needle):
 
 
 def run_cli(args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run(
         [sys.executable, "-m", "dynamics.run", *args],
         cwd=cwd,
@@ -233,15 +233,16 @@ def test_heads_preset_end_to_end(tmp_path):
 
 
 # The figures cache and --resume key on these hashes: a refactor must leave them unchanged.
-# They change only with NUMERICS_VERSION or a config field/default, and then deliberately.
+# They change only with NUMERICS_VERSION or a config field/default, and then deliberately
+# (last: NUMERICS_VERSION 4).
 CACHE_KEYS = {
-    "Config()": "b0a7a9eebb4c8d56",
-    "fig2": "502650c5b3b30fba",
-    "planted-adam": "cd2cea669dfbdb1d",
-    "heads_key()": "487dbaf4fb0d2562",
-    "expressivity_key()": "428416b1b485f470",
-    "heads_key(QUICK_HEADS)": "3dce553e82923f47",
-    "expressivity_key(QUICK_EXPRESSIVITY)": "f706b65c45af9842",
+    "Config()": DEFAULT_CONFIG_HASH,
+    "fig2": "9a5a514a740752bf",
+    "planted-adam": "473e541eca04d9e6",
+    "heads_key()": "9ef9f26a744e13ea",
+    "expressivity_key()": "40a5da3d06cc5ab1",
+    "heads_key(QUICK_HEADS)": "4cc51fba7f9b6f43",
+    "expressivity_key(QUICK_EXPRESSIVITY)": "068e97bd1e7e2e01",
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from helpers import assert_same_numbers, cli_run
+from helpers import DEFAULT_CONFIG_HASH, assert_same_numbers, cli_run
 
 from datamodels.npz import infer_task, load_npz
 from dynamics import parts
@@ -168,7 +168,7 @@ def test_strengths_from_a_list_and_the_flag():
 
 
 def test_builtin_hashes_unchanged():
-    assert Config().hash() == "b0a7a9eebb4c8d56"
+    assert Config().hash() == DEFAULT_CONFIG_HASH
     assert "sources" not in Config().to_dict()
 
 

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import DEFAULT_CONFIG_HASH
 
 from dynamics.config.schema import (
     Config,
@@ -32,7 +33,7 @@ def npz(folder, y_train, y_test, T=3, d=4, name="data.npz"):
 
 def test_the_task_and_loss_follow_the_data(tmp_path):
     assert validate(Config()).optim.task == "classification"
-    assert Config().hash() == "b0a7a9eebb4c8d56"  # the default run's hash, as before these fields
+    assert Config().hash() == DEFAULT_CONFIG_HASH  # the default run's hash, as before these fields
     real = npz(tmp_path, np.array([0.3, -1.2, 2.0]), np.array([0.1, 0.5]))
     cfg = validate(Config(data=DataConfig(model="npz", path=real)))
     assert (cfg.optim.task, cfg.optim.loss) == ("regression", "mse")  # the task's first loss
