@@ -13,12 +13,12 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from helpers import child_env
 from hypothesis import strategies as st
 
 from datamodels.npz import DataError, load_npz
@@ -225,7 +225,7 @@ def check_real_run(previous: Path, folder: Path, argv: list[str]) -> None:
     shutil.copytree(previous, out)
     before = snapshot(out)
     argv = [str(good_npz(folder)) if a == "GOOD" else a for a in argv]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, "-m", "dynamics.run", *argv, "--out", str(out)],
         cwd=folder,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_error, cli_run
+from helpers import child_env, cli_error, cli_run
 
 from dynamics.cli import run as cli
 from dynamics.core.engine import METRICS
@@ -169,7 +169,7 @@ def test_command_line_splits_the_cpu_into_one_device_per_core(tmp_path):
     """python -m dynamics.run shards over max(2, cores) CPU devices by default; any count >= 2
     gives the same numbers bit for bit, --cpu-devices 1 differs in the last bits only."""
     base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env = {**base, "PYTHONPATH": str(ROOT)}
+    env = child_env(base)
     args = [sys.executable, "-m", "dynamics.run", "--quiet", "--no-figure", "--init", "normal"]
     args += ["--heads", "1,3", "--steps", "6", "--trials", "3", "--n-train", "16", "--n-test", "20"]
     runs = {}

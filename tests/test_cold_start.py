@@ -5,7 +5,6 @@ benchmarks/cold_start.py, never asserted here.)"""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import child_env
 
 from dynamics.infra import cache
 from dynamics.infra.timings import PHASES, Timings
@@ -38,7 +38,7 @@ print(json.dumps({"rc": rc, "modules": loaded}))
 
 
 def probe(args: list[str], cwd: Path, cache_dir: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), cache.ENV: cache_dir}
+    env = child_env(**{cache.ENV: cache_dir})
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )

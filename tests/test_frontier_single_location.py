@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import child_env
 from scipy.special import erf
 
 from dynamics.config.grid import grid_preset, resolve_grid
@@ -114,7 +114,7 @@ print(json.dumps(r.curves["excess_risk"].tolist()))
 def test_a_second_run_loads_its_data_program_from_the_cache(tmp_path):
     # The data draw's QR is a LAPACK call: loaded from the disk cache before jaxlib bound LAPACK,
     # it crashed the process (segfault) on every second run of single-location data.
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     args = [sys.executable, "-c", _RUN, str(tmp_path), json.dumps({**TINY, "steps": 4, "log_every": 2})]
     runs = [subprocess.run(args, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-500:]

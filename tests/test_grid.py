@@ -1,14 +1,13 @@
 """Grids over any knob: parsing, validation, sharing programs, files, resume, figures."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_same_numbers, cli_error, cli_run
+from helpers import assert_same_numbers, child_env, cli_error, cli_run
 
 from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
@@ -68,7 +67,7 @@ def test_bad_forms_are_one_line_errors(text, knob, says):
 
 
 def cli(args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = child_env()
     cmd = [sys.executable, "-m", "dynamics.run", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 

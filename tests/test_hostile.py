@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import child_env
 from hostile_cases import reference as R
 from hostile_cases.outcome import Accepted, any_of, close, decide, refusal
 
@@ -1004,7 +1005,7 @@ def test_knob_without_effect(case):
 
 def _cli(tmp_path, *args, timeout=240):
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MHSIM_CACHE_DIR": os.environ.get("MHSIM_CACHE_DIR", "off")}
+    env = child_env(MHSIM_CACHE_DIR=os.environ.get("MHSIM_CACHE_DIR", "off"))
     proc = subprocess.run(
         [sys.executable, "-m", "dynamics.run", "--out", str(out), "--no-figure", "--quiet", *args],
         capture_output=True,
@@ -1475,7 +1476,7 @@ def test_run_sweep_memory_check(kind):
     command line refuses it (never an allocation failure deep in JAX, never a hang: 60 s)."""
     words = ["memory", "GB", "GiB", "TB", "TiB", "bytes", "size"]
     script = _MEMORY_SCRIPT.format(tests=str(ROOT / "tests"), kw=json.dumps(MEMORY[kind]), words=words)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     try:
         proc = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env

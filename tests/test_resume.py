@@ -1,7 +1,6 @@
 """Interruption and resume: SIGINT/SIGTERM to a real sweep subprocess, then --resume."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_same_numbers
+from helpers import assert_same_numbers, child_env
 
 from dynamics.config.schema import Config, DataConfig, OptimConfig, SweepConfig
 from dynamics.sweeps.checkpoint import load_points, run_checkpointed
@@ -44,7 +43,7 @@ ARGS = [
 
 
 def cli(args, cwd, **kw):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.Popen(
         [sys.executable, "-m", "dynamics.run", *args],
         cwd=cwd,

@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from helpers import small
+from helpers import child_env, small
 
 from dynamics.cli import run as cli
 from dynamics.config.schema import (
@@ -182,7 +182,7 @@ SHARD_SCRIPT = textwrap.dedent(
 @pytest.mark.stress  # long: `make stress` and CI run it
 def test_sharded_over_8_devices_equals_unsharded(tmp_path):
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": flags}
+    env = child_env(XLA_FLAGS=flags)
     path = tmp_path / "out.json"
     proc = subprocess.run(
         [sys.executable, "-c", SHARD_SCRIPT, str(path)], cwd=ROOT, env=env, capture_output=True, text=True
@@ -257,7 +257,7 @@ def test_two_processes_with_jax_distributed_equal_two_devices(tmp_path):
     args = [sys.executable, "-m", "dynamics.run", "--device", "cpu", "--quiet", "--no-figure"]
     args += ["--heads", "1,3", "--steps", "6", "--trials", "2", "--n-train", "16", "--n-test", "20"]
     base = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    base["PYTHONPATH"] = str(ROOT)
+    base = child_env(base)
     procs = [
         subprocess.Popen(
             [*args, "--distributed", "--out", str(tmp_path / f"p{i}")],

@@ -5,7 +5,6 @@ two cores.
 """
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import fuzzing
 import numpy as np
 import pytest
+from helpers import child_env
 from hypothesis import HealthCheck, given, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def startup_floor(cwd) -> float:
     before that moment gets the operating system's default action (-2, -15): no program
     catches a signal before its interpreter runs its code. On a slow machine this took 0.1 s,
     and a signal at 0.10 s failed this test."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     times = []
     for _ in range(3):
         t0 = time.monotonic()
@@ -59,7 +59,7 @@ def startup_floor(cwd) -> float:
 
 
 def start(args, cwd, cache):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MHSIM_CACHE_DIR": str(cache)}
+    env = child_env(MHSIM_CACHE_DIR=str(cache))
     return subprocess.Popen(
         [sys.executable, "-m", "dynamics.run", *args],
         cwd=cwd,

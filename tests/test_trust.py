@@ -14,6 +14,7 @@ from pathlib import Path
 import fuzzing
 import numpy as np
 import pytest
+from helpers import child_env
 
 from dynamics.cli import run as cli
 from dynamics.config.schema import Config, ConfigError, DataConfig, OptimConfig, SweepConfig, digest, resolve
@@ -49,7 +50,7 @@ interrupts.finish(interrupts.command(main, lambda: "held until the write was don
 
 
 def test_a_signal_inside_a_shielded_write_ends_the_process_after_it(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     marker = tmp_path / "marker"
     proc = subprocess.run(
         [sys.executable, "-c", SHIELD_SCRIPT, str(marker)],
@@ -65,7 +66,7 @@ def test_a_signal_inside_a_shielded_write_ends_the_process_after_it(tmp_path):
 @pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.3), (signal.SIGTERM, 0.3)])
 def test_a_signal_during_the_imports_exits_130_with_one_line(tmp_path, sig, delay):
     """The issue's "SIGINT during the first second prints a traceback" (and SIGTERM's 143)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynamics.run", "--steps", "100000", "--quiet", "--no-figure", "--out", "o"],
         cwd=tmp_path,
