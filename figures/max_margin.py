@@ -28,7 +28,7 @@ def max_margin_figure(source) -> Figure:
 
     result = source if hasattr(source, "curves") else load_results(source)
     a = alignment(result)
-    cfg, steps = result.config, np.asarray(result.steps)
+    cfg, steps = result.config, a.steps
     name = "p" if a.parameter == "k" else "W"
     set_theme()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")

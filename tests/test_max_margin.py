@@ -194,3 +194,32 @@ def test_authors_prompt_data_corr_within_1e3_of_the_reference(x64):
     from benchmarks import max_margin as mm
 
     assert mm.prompt_comparison(x64=x64)["max_gap"] < 1e-3
+
+
+@pytest.mark.slow  # three runs' compiles and their SVMs
+def test_the_view_reads_thinned_snapshots_alone_and_in_a_command_line_grid(tmp_path, capsys):
+    """Snapshots every 2nd logged step (``head_every``; past ``HEAD_POINTS`` logged steps the default
+    thins them too): the view at those steps equals the view of a run with a snapshot at every
+    logged step, NaN between; a command-line grid over η gives each point the curves of its
+    configuration run alone (this failed: a 2000-step preset, 201 logged steps, 101 snapshots)."""
+    from helpers import cli_run
+
+    from dynamics.api import load_results
+
+    small = {**SMALL, "steps": 60}
+    every, thinned = run_sweep(**small, head_every=1), run_sweep(**small, head_every=2)
+    at = [0, 2, 4, 6]  # steps 0, 20, 40, 60 of the 7 logged
+    assert list(thinned.curves["diagnostic_steps"]) == [0, 20, 40, 60]
+    for name in ("maxmargin_cos", "maxmargin_attn", "maxmargin_norm"):
+        np.testing.assert_allclose(thinned.curves[name][..., at], every.curves[name][..., at], rtol=1e-12)
+        assert np.all(np.isnan(thinned.curves[name][..., [1, 3, 5]]))
+    assert np.array_equal(alignment(thinned).steps, [0, 20, 40, 60])
+    args = ["--data-model", "max-margin", "--tokens", "4", "--width", "3", "--n-train", "4", "--n-test", "4"]
+    args += ["--norm", "sum", "--optimizer", "normalized-gd", "--loss", "logistic", "--steps", "60"]
+    args += ["--readout-lr-factor", "0", "--trials", "2", "--log-every", "10", "--save-params"]
+    args += ["--diagnostics", "maxmargin", "--head-every", "2", "--heads", "1", "--no-figure", "--quiet"]
+    code, _, err = cli_run([*args, "--lr", "0.05,0.1", "--out", "grid"], capsys, tmp_path)
+    assert code == 0, err
+    point = load_results(tmp_path / "grid").point(1)  # η = 0.1
+    for name in ("maxmargin_cos", "maxmargin_norm"):
+        np.testing.assert_allclose(point.curves[name], thinned.curves[name], rtol=1e-6)

@@ -190,7 +190,8 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
                 "steps": 2000,
                 "readout_lr_factor": 0.0,
             },
-            "sweep": {"heads": (1,), "trials": 30, "log_every": 10, "save_params": True},
+            # snapshots at every logged step (201): the figure's curves are read from them
+            "sweep": {"heads": (1,), "trials": 30, "log_every": 10, "save_params": True, "head_every": 1},
         },
     ),
     # Their learned-prompt experiment: a learned query p, the readout v (the score coordinate) frozen.

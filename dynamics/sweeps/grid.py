@@ -182,6 +182,7 @@ class _Curves:
     curves: dict[str, np.ndarray]
     div: np.ndarray
     diagnostics: dict[int, dict[str, Any]] = field(default_factory=dict)
+    tails: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)  # a point's own sizes
 
     def put(self, name: str, at: tuple, value: np.ndarray) -> None:
         """Curve ``name`` at index ``at`` (head index or all, grid point): allocated, NaN, as it
@@ -191,6 +192,7 @@ class _Curves:
             self.curves[name] = np.asarray(value)
             return
         tail = np.shape(value)[1:] if isinstance(at[0], slice) else np.shape(value)
+        self.tails[name, at[1]] = tail
         if name not in self.curves:
             n_h, G = self.div.shape[:2]
             self.curves[name] = np.full((n_h, G, *tail), np.nan, float_type(value))
@@ -238,16 +240,20 @@ def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn:
     from dynamics.config.schema import Experiment
 
     cfg = grid.points[k]
+    # the training loss, and the snapshots (the max-margin view reads them) at the point's own
+    # sizes: a grid over the width d pads the narrower points' snapshots with NaN
+    own = {m: acc.curves[m][(slice(None), k, *(slice(0, n) for n in acc.tails[m, k]))] for m in acc.curves
+           if m == "train_loss" or is_snapshot(m)}  # fmt: skip
     alone = SweepResult(
         config=cfg,
         heads=np.array(cfg.sweep.heads),
         steps=np.array(grid.base.steps),
-        curves={"train_loss": acc.curves["train_loss"][:, k]},
+        curves=dict(own),
         diverged_at=acc.div[:, k],
     )
     add_diagnostics(Experiment(cfg, grid.base.steps), alone, progress, drawn)
     for m, v in alone.curves.items():
-        if m != "train_loss":
+        if m not in own:
             acc.put(m, (slice(None), k), v)
     acc.diagnostics[k] = alone.extra["diagnostics"]
 

@@ -6,7 +6,8 @@ step, or the data's own relevant tokens (``selection="mask"``); the max-margin s
 selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
 ``diagnostics.max_margin_p``), of least Frobenius norm (Tarzanagh et al.'s SVM) or with
 ``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm (the same p^mm: a vector's two
-norms agree); and at every logged step corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
+norms agree); and at every step with a snapshot (the per-head view's steps: every logged step
+up to ``HEAD_POINTS`` of them, else ``sweep.head_every``) corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
 (Frobenius), the mean attention on the selected tokens and ‖θ‖ — the quantities of Tarzanagh,
 Li, Thrampoulidis, Oymak's figures. Computed in float64 numpy from the saved float32/64
 parameters and the trial's data (``core.data.trial_data``).
@@ -26,8 +27,8 @@ SELECTIONS = ("final", "mask")
 
 
 class Alignment(NamedTuple):
-    """Per trial (rows) and logged step (columns): corr(θ, θ^mm), the mean attention on the
-    selected tokens, ‖θ‖; the selection used and each trial's selected tokens (trials, n)."""
+    """Per trial (rows) and snapshot step (columns, ``steps``): corr(θ, θ^mm), the mean attention
+    on the selected tokens, ‖θ‖; the selection used and each trial's selected tokens (trials, n)."""
 
     corr: np.ndarray  # (trials, L)
     selected_prob: np.ndarray  # (trials, L)
@@ -36,6 +37,7 @@ class Alignment(NamedTuple):
     selected: np.ndarray  # (trials, n) int
     parameter: str  # "W" or "k"
     head: np.ndarray  # (trials, L): the largest single-head corr(θ_h, θ^mm)
+    steps: np.ndarray  # (L,): the steps of the snapshots (``parts.metrics.head_schedule``)
 
 
 def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
@@ -94,7 +96,8 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     if query == "all":
         raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
     H = int(cfg.sweep.heads[i])
-    trials, L = result.curves["train_loss"].shape[1:3]
+    steps = snapshot_steps(result)
+    trials, L = result.curves["train_loss"].shape[1], len(steps)
     out = {k: np.full((trials, L), np.nan) for k in ("corr", "prob", "norm", "head")}
     chosen, name = [], "W"
     for t in range(trials):
@@ -127,31 +130,47 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
             heads = per_head.reshape(L, H, -1)
             out["head"][t] = np.max(heads @ unit / np.linalg.norm(heads, axis=2), axis=1)
         out["prob"][t] = np.take_along_axis(A, sel[None, :, None], axis=2)[..., 0].mean(axis=1)
-    return Alignment(out["corr"], out["prob"], out["norm"], selection, np.array(chosen), name, out["head"])
+    chosen = np.array(chosen)
+    return Alignment(out["corr"], out["prob"], out["norm"], selection, chosen, name, out["head"], steps)
+
+
+def snapshot_steps(result) -> np.ndarray:
+    """The steps at which ``result`` holds parameter snapshots: the per-head view's schedule among
+    its logged steps (all of them for a run that logs at most ``HEAD_POINTS``)."""
+    from dynamics.parts.metrics import head_schedule
+
+    return np.array(head_schedule(result.steps, result.config), dtype=np.asarray(result.steps).dtype)
 
 
 def diagnostic_curves(
     result, selection: str = "final", norm: str = "fro"
 ) -> tuple[dict[str, np.ndarray], dict]:
-    """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, at every logged step from the
-    engine's own θ (no replay: any optimiser, group rule, θ(0) or query with one query token):
-    curves {name: (heads, trials, L)} — corr(Σ_h θ_h, θ^mm) (Frobenius), the best head's, the mean
-    attention on the selected tokens, ‖Σ_h θ_h‖ — and the results.json summary, which names the
-    selection (the model's final argmax, or the data's mask), the solution (W^mm or p^mm) and the
-    norm it minimises (``norm``: "fro" or "nuc", ``sweep.maxmargin_norm``)."""
+    """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, from the engine's own θ at
+    the steps of its snapshots (no replay: any optimiser, group rule, θ(0) or query with one query
+    token): curves {name: (heads, trials, L)} over the L logged steps as the replayed diagnostics
+    lay them out (NaN between the steps in ``diagnostic_steps``, the snapshots') — corr(Σ_h θ_h,
+    θ^mm) (Frobenius), the best head's, the mean attention on the selected tokens, ‖Σ_h θ_h‖ —
+    and the results.json summary, which names the selection (the model's final argmax, or the
+    data's mask), the solution (W^mm or p^mm) and the norm it minimises (``norm``: "fro" or "nuc",
+    ``sweep.maxmargin_norm``)."""
     cfg = result.config
     views = [_view(result, i, selection, norm) for i in range(len(cfg.sweep.heads))]
     per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
     per_view += ([v.norm for v in views],)
-    curves = {name: np.stack(c) for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True)}
-    curves["diagnostic_steps"] = np.asarray(result.steps)
+    at = np.searchsorted(np.asarray(result.steps), views[0].steps)
+    curves = {}
+    for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True):
+        values = np.stack(c)  # (heads, trials, snapshots)
+        curves[name] = np.full((*values.shape[:2], len(result.steps)), np.nan)
+        curves[name][..., at] = values
+    curves["diagnostic_steps"] = views[0].steps
     summary = {
         "names": ["maxmargin"],
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
         "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
         "norm": dg.NORM_NAMES[norm],
-        "steps": [int(s) for s in result.steps],
+        "steps": [int(s) for s in views[0].steps],
         "heads": [int(h) for h in cfg.sweep.heads],
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],
     }
