@@ -133,14 +133,14 @@ def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Arr
     """Ȧ of the softmax weights ``A`` for score tangents ``ds``, relative to token ``ref`` (the
     largest weight's index, (…, 1)); ``null`` the null token's weight a₀ (softmax1), or None, and
     the reference tangent is 0 where the null token is the largest (``ref`` = −1)."""
-    ds_ref = jnp.take_along_axis(ds, jnp.maximum(ref, 0), axis=-1)  # (…, 1)
-    if null is not None:
-        ds_ref = jnp.where(ref >= 0, ds_ref, 0.0)
+    # ṡ_r by a select and a sum, not a gather (whose transpose, a scatter, XLA:CPU runs element by
+    # element): the same value, fig3-gd's run 3 % faster
+    is_ref = jax.lax.broadcasted_iota(ref.dtype, ds.shape, ds.ndim - 1) == ref  # all False: null
+    ds_ref = jnp.sum(jnp.where(is_ref, ds, 0.0), axis=-1, keepdims=True)  # (…, 1)
     # ṡ_r − ṡ_r is 0; the select makes the transpose drop token r's own term (A_r (g_r − Σ A g),
     # rounding noise) instead of counting it once directly and once, negated, in −Σ_u: two
     # copies that cancel only where the compiler rounds both alike (a GPU's fused kernels did not)
-    tokens = jax.lax.broadcasted_iota(ref.dtype, ds.shape, ds.ndim - 1)
-    rel = jnp.where(tokens == ref, 0.0, ds - ds_ref)
+    rel = jnp.where(is_ref, 0.0, ds - ds_ref)
     out = rel - jnp.sum(A * rel, axis=-1, keepdims=True)
     if null is not None:
         out = out + null * ds_ref
