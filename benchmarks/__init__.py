@@ -4,8 +4,10 @@ import os
 from pathlib import Path
 
 
-def child_env(repo: Path | str, **extra: str) -> dict[str, str]:
-    """The environment of a benchmark's child process: ``repo`` first on PYTHONPATH, then the
-    caller's own PYTHONPATH (packages installed there, as on a machine with a --target site)."""
-    path = os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
+def child_env(repo: Path | str, base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a child process: ``base`` (default this process's environment), ``repo``
+    first on PYTHONPATH and the inherited PYTHONPATH after it (packages installed there, as on a
+    machine with a --target site), then ``extra``. The tests' processes use it too."""
+    base = dict(os.environ if base is None else base)
+    path = os.pathsep.join(p for p in (str(repo), base.get("PYTHONPATH", "")) if p)
+    return {**base, "PYTHONPATH": path, **extra}

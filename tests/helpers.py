@@ -9,7 +9,6 @@ programs (the programs are cached per process and on disk for the whole session)
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 from pathlib import Path
 
@@ -27,12 +26,12 @@ DEFAULT_CONFIG_HASH = "1e79a632434b9561"
 
 
 def child_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """The environment of a process a test starts: ``base`` (the test's own environment), the
-    repository first on PYTHONPATH and the inherited PYTHONPATH after it (packages installed
-    with --target, as on a GPU machine), then ``extra``."""
-    base = dict(os.environ if base is None else base)
-    path = os.pathsep.join(p for p in (str(ROOT), base.get("PYTHONPATH", "")) if p)
-    return {**base, "PYTHONPATH": path, **extra}
+    """The environment of a process a test starts (``benchmarks.child_env`` for this repository):
+    ``base`` (default the test's own environment), the repository first on PYTHONPATH and the
+    inherited PYTHONPATH after it (packages installed with --target, as on a GPU machine)."""
+    from benchmarks import child_env as env_for
+
+    return env_for(ROOT, base, **extra)
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}

@@ -31,6 +31,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("MHSIM_CHROMIUM", "/usr/bin/chromium"))
 VIEWPORT = {"width": 1280, "height": 720}  # a projector
@@ -85,9 +87,8 @@ def lab_server(*, quick: bool = True, timeout: float = 90.0):
         path = settings_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
-    env = dict(os.environ)
-    env.pop("MPLBACKEND", None)  # CI exports Agg for the command lines; a kernel uses the inline backend
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    # CI exports MPLBACKEND=Agg for the command lines; a kernel uses the inline backend
+    env = child_env({k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
     if quick:
         env["MHSIM_NOTEBOOK_QUICK"] = "1"
     else:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import child_env
 
 REASON = "needs the notebook extra: pip install -e '.[notebook]'"
 nbformat = pytest.importorskip("nbformat", reason=REASON)
@@ -74,7 +75,7 @@ def test_notebook_runs_headless(path, backend, monkeypatch):
         monkeypatch.delenv("MPLBACKEND", raising=False)
     else:
         monkeypatch.setenv("MPLBACKEND", backend)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     # The kernels keep their compiled programs in the tests' cache folder (conftest.py), every one
     # however fast it compiled: the quickstart under its second backend loads the first one's
     # programs (in one process, or when xdist runs them one after the other) and still runs them all.
