@@ -21,7 +21,7 @@ import numpy as np
 
 from dynamics.errors import ConfigError
 from dynamics.theory import diagnostics as dg
-from dynamics.theory.replay import SNAPSHOT_CURVES
+from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
 
 SELECTIONS = ("final", "mask")
 
@@ -157,12 +157,10 @@ def diagnostic_curves(
     views = [_view(result, i, selection, norm) for i in range(len(cfg.sweep.heads))]
     per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
     per_view += ([v.norm for v in views],)
-    at = np.searchsorted(np.asarray(result.steps), views[0].steps)
-    curves = {}
-    for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True):
-        values = np.stack(c)  # (heads, trials, snapshots)
-        curves[name] = np.full((*values.shape[:2], len(result.steps)), np.nan)
-        curves[name][..., at] = values
+    curves = {
+        name: over_logged_steps(np.stack(c), result.steps, views[0].steps)
+        for name, c in zip(SNAPSHOT_CURVES, per_view, strict=True)
+    }
     curves["diagnostic_steps"] = views[0].steps
     summary = {
         "names": ["maxmargin"],

@@ -59,6 +59,14 @@ assert tuple(CURVES) == DIAGNOSTICS
 SNAPSHOT_CURVES = ("maxmargin_cos", "maxmargin_cos_head", "maxmargin_attn", "maxmargin_norm")
 
 
+def over_logged_steps(values: np.ndarray, steps: Sequence[int], dsteps: Sequence[int]) -> np.ndarray:
+    """Diagnostic curves (heads, trials, Ld) at the steps ``dsteps`` laid over all L logged
+    ``steps``, NaN between: how curves.npz keeps every diagnostic (replayed or from snapshots)."""
+    full = np.full((*np.shape(values)[:2], len(steps)), np.nan)
+    full[..., np.searchsorted(np.asarray(steps), np.asarray(dsteps))] = values
+    return full
+
+
 def diagnostic_steps(steps: Sequence[int], points: int = POINTS) -> list[int]:
     """The logged ``steps`` that get diagnostics: all of them if there are at most ``points``,
     else the logged step nearest (in log(1 + t)) to each of ``points`` log-spaced steps."""
@@ -235,7 +243,7 @@ def compute(
     start = time.perf_counter()
     cfg, steps = exp.config, list(exp.steps)
     names = cfg.sweep.diagnostics
-    heads, trials, L = cfg.sweep.heads, cfg.sweep.trials, len(steps)
+    heads, trials = cfg.sweep.heads, cfg.sweep.trials
     dsteps = diagnostic_steps(steps)
     keys = [k for n in names for k in CURVES[n]] + (["lanczos_residual"] if "sharpness" in names else [])
     out = {k: np.full((len(heads), trials, len(dsteps)), np.nan) for k in keys}
@@ -257,14 +265,7 @@ def compute(
             gap = max(gap, float(np.nanmax(rel, initial=0.0)))
             bar.update(1)
     bar.close()
-    at = np.array([steps.index(s) for s in dsteps])
-    curves = {}
-    for k, v in out.items():
-        if k == "lanczos_residual":
-            continue
-        full = np.full((len(heads), trials, L), np.nan)
-        full[..., at] = v
-        curves[k] = full
+    curves = {k: over_logged_steps(v, steps, dsteps) for k, v in out.items() if k != "lanczos_residual"}
     curves["diagnostic_steps"] = np.array(dsteps)
     summary = _summary(cfg, lrs, dsteps, out, statuses, gap, time.perf_counter() - start)
     return curves, summary
