@@ -206,14 +206,17 @@ def _errors(page) -> list[str]:
 def _move_controls(page, interact) -> list[str]:
     """Move every control of the widget once, as a teacher would, at small settings."""
     moved = []
-    for i in range(interact.locator("select[multiple]").count()):  # the H list: add one more value
+    # The first list (the H list, or the swept knob): one more value. Any further list (a widget
+    # that sweeps one knob of several, refusing two swept at once) moves to another single value.
+    for i in range(interact.locator("select[multiple]").count()):
         select = interact.locator("select[multiple]").nth(i)
         options = select.locator("option")
         chosen = select.evaluate("s => [...s.selectedOptions].map(o => o.value)")
         values = [options.nth(k).get_attribute("value") for k in range(options.count())]
         extra = next(v for v in values if v not in chosen)
-        select.select_option([*chosen, extra])
-        moved.append(f"select: {chosen} -> {[*chosen, extra]}")
+        new = [*chosen, extra] if i == 0 else [extra]
+        select.select_option(new)
+        moved.append(f"select: {chosen} -> {new}")
     for i in range(interact.locator("select:not([multiple])").count()):  # a drop-down: the next entry
         select = interact.locator("select:not([multiple])").nth(i)
         old = select.input_value()
