@@ -58,12 +58,12 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
             ax.axvline(taken[f]["onset"], color=FEATURE_MARK, ls=":", lw=1.2)
             ax.axvline(taken[f]["step"], color=FEATURE_MARK, ls="--", lw=0.9)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"{act}: |cos(k_h, k*_{f})|, c = {meta['config']['data']['strengths'][f]:g}", fontsize=9)
+        ax.set_title(f"|cos(k_h, k*_{f})|, c = {meta['config']['data']['strengths'][f]:g}", fontsize=9)
         _time(ax, steps)
     u = np.asarray(arrays["head_u_norm"])[0, run["trial"], :, :H]
     for h in range(H):
         axes[F].plot(view, u[:, h], color=colors[h], lw=1.4)
-    axes[F].set_title(f"{act}: ‖U_h‖", fontsize=9)
+    axes[F].set_title("‖U_h‖", fontsize=9)
     _time(axes[F], steps)
     loss = np.asarray(arrays["test_loss"])[0, run["trial"]]
     axes[F + 1].plot(steps, loss, color="k", lw=1.4)
@@ -73,9 +73,9 @@ def _row(axes, act: str, meta: dict, arrays: dict, run: dict, threshold: float) 
             axes[F + 1].axvline(t["onset"], color=FEATURE_MARK, ls=":", lw=1.2)
             axes[F + 1].annotate(f"f{f}", (t["onset"], 1.0), xycoords=("data", "axes fraction"),
                                  ha="left", va="top", fontsize=8)  # fmt: skip
-    axes[F + 1].set_title(
-        f"{act}: test MSE (floor ε² = {meta['config']['data']['epsilon'] ** 2:g})", fontsize=9
-    )
+    axes[F + 1].set_title(f"test MSE (floor ε² = {meta['config']['data']['epsilon'] ** 2:g})", fontsize=9)
+    # the row's activation on its left, not in every title (four titles of a row overlapped)
+    axes[0].set_ylabel(act, fontsize=11, fontweight="bold")
     _time(axes[F + 1], steps)
 
 
