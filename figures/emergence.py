@@ -162,7 +162,8 @@ def report(source) -> list[str]:
         try:
             fit = emergence.grid_fit(result, axis, kind, transform=transform)
         except ValueError:
-            fits.append(f"{_SHORT[kind]}: too few runs emerged to fit")
+            # a run above the threshold at step 0 (B/T >= 1/2) emerged but has no log to fit
+            fits.append(f"{_SHORT[kind]}: too few to fit (needs 3+ runs emerging after step 0, at 2+ values)")
             continue
         lo, hi = fit.ci
         fits.append(f"{_SHORT[kind]} ∝ {_SYMBOL[axis]}^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
