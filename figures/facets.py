@@ -82,7 +82,8 @@ def facets_figure(meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[
     fig.suptitle(
         f"{describe_grid(meta, t, fixed)}; {runs_text(meta, t)}\n"
         f"one panel per H, colour scale shared across H; {label(y)} × {label(x)}"
-        f"{'; fixed: ' + note if note else ''}"
+        f"{'; fixed: ' + note if note else ''}",
+        wrap=True,  # to the figure's width: a user data model's description may be long
     )
     return fig
 

@@ -400,7 +400,8 @@ def sweep_figure(source) -> Figure:
         init = f"θ(0) random (σ₀ = {config['model']['init_scale']:g})"
     name = config.get("name", "")
     prefix = f"{name}: " if name and name != "default" else ""
-    fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H{partial_note(meta)}")
+    # wrapped to the figure's width: a user data model's description may be long
+    fig.suptitle(f"{prefix}{describe(config)}, {init}, {trials} trials per H{partial_note(meta)}", wrap=True)
     return fig
 
 
