@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_same_numbers
 
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, resolve
 from dynamics.core import heads
@@ -92,8 +93,8 @@ def test_the_head_view_has_its_own_steps_and_leaves_the_curves_bit_identical(tmp
     np.testing.assert_array_equal(on.head_steps, [0, 5, 10, 12])  # every 5th logged step, the last
     np.testing.assert_array_equal(on.curves["head_steps"], on.head_steps)
     assert "head_u_sim" not in on.curves  # the head–head matrices only with head_sims
-    for name, value in off.curves.items():  # the aggregate curves: bit for bit
-        np.testing.assert_array_equal(on.curves[name], value, err_msg=name)
+    for name, value in off.curves.items():  # the aggregate curves: bit for bit (on the CPU)
+        assert_same_numbers(on.curves[name], value, err_msg=name)
     for name in ("head_u_norm", "head_key_norm", "head_uk_cos", "head_u_cos", "head_attn_relevant"):
         assert on.curves[name].dtype == np.float32 and on.curves[name].shape[:3] == (2, 1, 4), name
     # the snapshots at the same steps: ‖U_h‖ from them, NaN past a run's H
