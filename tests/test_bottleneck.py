@@ -55,7 +55,7 @@ def test_rank_of_key_query_and_scores_at_most_head_size(x64, H, d, T, head_size)
         jax.random.PRNGKey(1), H, d, init="normal", key_query="factored", head_size=head_size
     )
     a = model.resolve_head_size(head_size, d, H)
-    X = jax.random.normal(jax.random.PRNGKey(2), (3, T, d))
+    X = jnp.asarray(np.random.default_rng(2).normal(size=(3, T, d)))  # float64 (x64)
     scores = np.asarray(model.attention_scores(params, X, "all"))  # (n, h, s, t)
     for h, W in enumerate(np.asarray(model.key_query_matrix(params))):
         assert np.linalg.matrix_rank(W) == min(a, d)

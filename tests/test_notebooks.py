@@ -3,16 +3,15 @@ and is stored without outputs."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import child_env
 
 REASON = "needs the notebook extra: pip install -e '.[notebook]'"
-nbformat = pytest.importorskip("nbformat", reason=REASON)
-nbclient = pytest.importorskip("nbclient", reason=REASON)
-pytest.importorskip("ipykernel", reason=REASON)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -33,6 +32,15 @@ RUN_PARAMS = [
 ]
 
 
+def _read(path):
+    """The notebook's cells as its JSON has them (cell_type, source, outputs, execution_count):
+    the checks of the stored file need no nbformat, whose import (jsonschema) costs seconds."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return SimpleNamespace(cells=[SimpleNamespace(**cell) for cell in cells])
+
+
 def _outputs(nb):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
 
@@ -47,7 +55,7 @@ def test_there_is_a_quickstart_and_one_notebook_per_demo():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_is_stored_without_outputs(path):
-    nb = nbformat.read(path, as_version=4)
+    nb = _read(path)
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
@@ -57,7 +65,7 @@ def test_notebook_is_stored_without_outputs(path):
 def test_notebook_shows_figures_whatever_the_backend(path):
     # MPLBACKEND=Agg in the environment JupyterLab starts from would show no figure (and made
     # plt.show(figure) a TypeError): every notebook picks the inline backend itself, first thing
-    nb = nbformat.read(path, as_version=4)
+    nb = _read(path)
     first = next(c for c in nb.cells if c.cell_type == "code")
     assert "\n%matplotlib inline\n" in f"\n{first.source}\n", f"{path.name}: start with %matplotlib inline"
     for cell in nb.cells:
@@ -68,6 +76,9 @@ def test_notebook_shows_figures_whatever_the_backend(path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("path", "backend"), RUN_PARAMS)
 def test_notebook_runs_headless(path, backend, monkeypatch):
+    nbformat = pytest.importorskip("nbformat", reason=REASON)
+    nbclient = pytest.importorskip("nbclient", reason=REASON)
+    pytest.importorskip("ipykernel", reason=REASON)
     monkeypatch.setenv("MHSIM_NOTEBOOK_QUICK", "1")
     # CI exports MPLBACKEND=Agg for the command lines; a notebook user's kernel picks the inline
     # backend, and a user's environment may set Agg: both must run and show their figures
