@@ -18,7 +18,7 @@ from jupyterlab_browser import browser_page, exercise_notebook, lab_server
 # No importorskip: JupyterLab and Playwright are in the test extra, and this test must fail, not
 # skip, where they or the browser are missing.
 
-NOTEBOOKS = ("attention", "symmetry", "lazy_rich", "step_size", "quickstart")
+NOTEBOOKS = ("attention", "symmetry", "lazy_rich", "step_size", "quickstart", "emergence", "specialisation")
 MAX_LINES = 8  # text under the figure after one press: a summary, not the result object
 
 
