@@ -146,7 +146,7 @@ REFERENCE_CASES = {
 }
 
 
-@pytest.mark.slow_cases("gd-groups", "adamw-groups", "normalized-gd")
+@pytest.mark.slow_cases("gd-groups", "adamw-groups")  # normalised GD: make stress, and test_saturation
 @pytest.mark.parametrize("case", list(REFERENCE_CASES))
 def test_the_engine_makes_the_reference_steps(case):
     cfg = config(**REFERENCE_CASES[case])
