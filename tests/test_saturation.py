@@ -18,6 +18,8 @@ is tiny), against independent float64 references written here in plain numpy:
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +61,14 @@ def softmax_vjp_ref(s: np.ndarray, g: np.ndarray, null: bool) -> np.ndarray:
     return A * np.einsum("...u,...tu->...t", A, g[..., :, None] - g[..., None, :]) + A * a0 * g
 
 
+@functools.partial(jax.jit, static_argnames="activation")
+def _softmax_grad(s, g, beta, activation):
+    """∇_s Σ g·σ(β s) in one compiled program per (activation, dtype): β an argument, so both
+    temperatures share it (op by op, each case compiled some 20-40 programs of its own)."""
+    sigma = getattr(mdl, activation)
+    return jax.grad(lambda x: jnp.sum(g * sigma(beta * x)))(s)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("activation", ["softmax", "softmax1"])
 @pytest.mark.parametrize("beta", [1.0, 0.37])
@@ -70,11 +80,10 @@ def test_the_softmax_backward_is_exact_at_saturation(dtype, activation, beta):
     s = rng.normal(size=(6, 5)) + np.array([30, 20, 12, 8, 2, -9])[:, None] * (np.arange(5) == 2)
     s[-1] -= 3.0
     g = rng.normal(size=(6, 5))
+    dt = np.float64 if x64 else np.float32
+    s32, g32 = (np.asarray(a, dt).astype(np.float64) for a in (s, g))  # the inputs as used
     with jax.enable_x64(x64):
-        dt = jnp.float64 if x64 else jnp.float32
-        s32, g32 = (np.asarray(jnp.asarray(a, dt), np.float64) for a in (s, g))  # the inputs as used
-        sigma = getattr(mdl, activation)
-        got = jax.grad(lambda x: jnp.sum(jnp.asarray(g32, dt) * sigma(beta * x)))(jnp.asarray(s32, dt))
+        got = _softmax_grad(np.asarray(s32, dt), np.asarray(g32, dt), beta, activation)
     want = beta * softmax_vjp_ref(beta * s32, g32, activation == "softmax1")
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=0)
 
@@ -94,6 +103,17 @@ def risk_grad_ref(p, X, y, query, activation, beta, loss):
     if query == "learned":
         return np.einsum("nt,ntd->d", ds, X), A
     return np.einsum("nt,ntd,ne->de", ds, X, q), A
+
+
+@functools.partial(jax.jit, static_argnames=("query", "activation", "loss"))
+def _risk_grad(p, X, y, beta, query, activation, loss):
+    """∇_θ of the mean loss of y·Φ through the model's own Φ and losses, one compiled program per
+    case and dtype (op by op, some 60 programs each); β an argument."""
+
+    def risk(q):
+        return mean_loss(y * mdl.logits(q, X, query=query, activation=activation, beta=beta), loss)
+
+    return jax.grad(risk)(p)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -127,17 +147,13 @@ def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss
         p = {"U": U, "k": alpha * np.eye(d)[0] + 0.3 * rng.normal(size=d)}
     else:
         p = {"U": U, "W": alpha * np.outer(np.eye(d)[0], np.eye(d)[1]) + 0.3 * rng.normal(size=(d, d))}
+    dt = np.float64 if x64 else np.float32
+    Xj, yj = np.asarray(X, dt), np.asarray(y, dt)
+    pj = {k: np.asarray(v, dt)[None] for k, v in p.items()}
+    used = {k: np.asarray(v[0], np.float64) for k, v in pj.items()}  # θ as the dtype holds it
     with jax.enable_x64(x64):
-        dt = jnp.float64 if x64 else jnp.float32
-        Xj, yj = jnp.asarray(X, dt), jnp.asarray(y, dt)
-        pj = {k: jnp.asarray(v, dt)[None] for k, v in p.items()}
-        used = {k: np.asarray(v[0], np.float64) for k, v in pj.items()}  # θ as the dtype holds it
-
-        def risk(q):
-            phi = mdl.logits(q, Xj, query=query, activation=activation, beta=beta)
-            return mean_loss(yj * phi, loss)
-
-        got = jax.grad(risk)(pj)["k" if query == "learned" else "W"][0]
+        got = _risk_grad(pj, Xj, yj, beta, query, activation, loss)["k" if query == "learned" else "W"]
+    got = np.asarray(got)[0]
     want, A = risk_grad_ref(used, np.asarray(Xj, np.float64), y, query, activation, beta, loss)
     assert np.all(A.max(axis=1) > 1 - 1e-12)  # saturated indeed
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
@@ -170,15 +186,19 @@ def test_forward_mode_and_forward_over_reverse_work():
                 np.testing.assert_allclose(hvp[k], (gp[k] - gm[k]) / (2 * h), rtol=1e-6, atol=1e-9)
 
 
+@jax.jit
+def _logistic_grad(z):
+    return jax.grad(lambda a: jnp.sum(margin_loss(a, "logistic")))(z)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_logistic_derivative_is_exact_at_large_margins(dtype):
     x64, rtol = DTYPES[dtype]
     z_max = 700.0 if x64 else 85.0  # e^{-z} still a normal number
     z = np.linspace(-40.0, z_max, 301)
+    zj = np.asarray(z, np.float64 if x64 else np.float32)
     with jax.enable_x64(x64):
-        dt = jnp.float64 if x64 else jnp.float32
-        zj = jnp.asarray(z, dt)
-        got = jax.grad(lambda a: jnp.sum(margin_loss(a, "logistic")))(zj)
+        got = _logistic_grad(zj)
     want = -expit(-np.asarray(zj, np.float64))
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
 
@@ -198,6 +218,23 @@ def _tiny_gradients(rng, scale):
     return {k: scale * v for k, v in g.items()}
 
 
+_FROZEN = {"factor 0": upd.GroupRule(lr_factor=0.0), "range": upd.GroupRule(start=5)}
+_NGD_RULES = (
+    upd.Rules(normalise=True),
+    *(upd.Rules((("readout", r), ("attention", upd.GroupRule())), normalise=True) for r in _FROZEN.values()),
+    upd.Rules(normalise=True, ngd_per_group=True),
+)
+
+
+@jax.jit
+def _ngd_steps(params, grads, lr, member):
+    """θ after one normalised-GD step of ``upd.update`` at update 0 under each of ``_NGD_RULES``,
+    in one compiled program (η an argument; op by op, the test compiled some 70 programs, and a
+    program per rule compiled slower than that)."""
+    ngd = upd.direction("normalized-gd")
+    return [upd.update(params, grads, (), ngd, lr, rules, 0, member)[0] for rules in _NGD_RULES]
+
+
 @pytest.mark.slow_cases("float32")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
@@ -208,35 +245,27 @@ def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
     x64, _ = DTYPES[dtype]
     tol = 1e-12 if x64 else 1e-6
     rng = np.random.default_rng(4)
-    member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
+    member = np.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
     lr = 0.1
+    dt = np.float64 if x64 else np.float32
+    params = {k: np.asarray(v, dt) for k, v in _tiny_gradients(rng, 1.0).items()}
     with jax.enable_x64(x64):
-        dt = jnp.float64 if x64 else jnp.float32
-        params = {k: jnp.asarray(v, dt) for k, v in _tiny_gradients(rng, 1.0).items()}
-        frozen = {
-            "factor 0": upd.GroupRule(lr_factor=0.0),
-            "range": upd.GroupRule(start=5),
-        }
         for scale in (1.0, 1e-24, 1e-30):
-            grads = {k: jnp.asarray(v, dt) for k, v in _tiny_gradients(rng, scale).items()}
-            assert x64 or scale == 1.0 or float(sum(jnp.sum(g * g) for g in grads.values())) == 0.0
-
-            def step(rules, g=grads):
-                new, _ = upd.update(params, g, (), upd.direction("normalized-gd"), lr, rules, 0, member)
-                return new
-
-            np.testing.assert_allclose(
-                _step_lengths(step(upd.Rules(normalise=True)), params, member), lr, rtol=tol
-            )
-            for name, rule in frozen.items():
-                rules = upd.Rules((("readout", rule), ("attention", upd.GroupRule())), normalise=True)
-                new = step(rules)
+            grads = {k: np.asarray(v, dt) for k, v in _tiny_gradients(rng, scale).items()}
+            assert x64 or scale == 1.0 or float(sum(np.sum(g * g) for g in grads.values())) == 0.0
+            new_all, *new_frozen, new_groups = _ngd_steps(params, grads, lr, member)
+            np.testing.assert_allclose(_step_lengths(new_all, params, member), lr, rtol=tol)
+            for name, new in zip(_FROZEN, new_frozen, strict=True):
                 assert all(np.array_equal(new[k], params[k]) for k in ("U", "b")), name
                 np.testing.assert_allclose(_step_lengths(new, params, member), lr, rtol=tol, err_msg=name)
-            new = step(upd.Rules(normalise=True, ngd_per_group=True))
             for names in (("U", "b"), ("W",)):
-                part = {k: new[k] for k in names}
+                part = {k: new_groups[k] for k in names}
                 np.testing.assert_allclose(_step_lengths(part, params, member), lr, rtol=tol)
+
+
+# compiled: op by op these two tests compiled some 100 programs
+_normalise = jax.jit(upd.normalise, static_argnames=("eps", "per_group"))
+_normalise_plain = jax.jit(upd._normalise_plain)
 
 
 def test_normalise_keeps_the_plain_norm_where_it_is_exact():
@@ -244,22 +273,24 @@ def test_normalise_keeps_the_plain_norm_where_it_is_exact():
     ordinary run keeps its numbers); a run below it (float32: squares that underflow), in the same
     pack, still moves a unit step. Both against float64 numpy to float32 precision."""
     rng = np.random.default_rng(6)
-    member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
+    member = np.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
     g64 = _tiny_gradients(rng, 1.0)
     g64 = {k: v * (np.array([1.0, 1.0, 1e-24])[:, None] if k == "U" else 1.0) for k, v in g64.items()}
     g64["W"][2] *= 1e-24
     g64["b"][1] *= 1e-24  # run 1 (slot 2 and its bias) far below the plain range
-    grads = {k: jnp.asarray(v, jnp.float32) for k, v in g64.items()}
+    grads = {k: np.asarray(v, np.float32) for k, v in g64.items()}
     low, _ = upd._plain_range(jnp.float32)
-    assert float(jnp.max(jnp.abs(grads["W"][2]))) < low < float(jnp.min(jnp.abs(grads["W"][0])))
-    out, plain = upd.normalise(grads, member), upd._normalise_plain(grads, member)
+    assert np.max(np.abs(grads["W"][2])) < low < np.min(np.abs(grads["W"][0]))
+    # each compiled on its own, as the engine compiles its step (in one program XLA could share
+    # the plain norm between the two and make the comparison trivial)
+    out, plain = _normalise(grads, member), _normalise_plain(grads, member)
     for k, run0 in (("U", slice(0, 2)), ("W", slice(0, 2)), ("b", 0)):  # run 0: slots 0, 1; b[0]
         assert np.array_equal(np.asarray(out[k])[run0], np.asarray(plain[k])[run0]), k
-    assert float(jnp.sum(plain["W"][2] ** 2)) == 0.0  # the plain norm of run 1 underflowed
-    lengths = _step_lengths(out, {k: jnp.zeros_like(v) for k, v in out.items()}, member)
+    assert np.sum(np.asarray(plain["W"][2]) ** 2) == 0.0  # the plain norm of run 1 underflowed
+    lengths = _step_lengths(out, {k: np.zeros_like(v) for k, v in out.items()}, member)
     np.testing.assert_allclose(lengths, 1.0, rtol=1e-6)
-    one = {k: jnp.asarray(v, jnp.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
-    assert all(np.array_equal(upd.normalise(one)[k], upd._normalise_plain(one, None)[k]) for k in one)
+    one = {k: np.asarray(v, np.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
+    assert all(np.array_equal(_normalise(one)[k], _normalise_plain(one, None)[k]) for k in one)
 
 
 @pytest.mark.parametrize("activation", ["softmax", "softmax1"])
@@ -300,12 +331,12 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
 
 def test_ngd_eps_divides_by_the_norm_plus_eps():
     """g / (‖g‖ + ε): for ‖g‖ far below ε the step shrinks in proportion (the authors' guard)."""
+    rng = np.random.default_rng(5)
+    g = _tiny_gradients(rng, 1e-18)
+    del g["b"]
+    norm = np.sqrt(sum(np.sum(np.asarray(v) ** 2) for v in g.values()))
     with jax.enable_x64(True):
-        rng = np.random.default_rng(5)
-        g = {k: jnp.asarray(v) for k, v in _tiny_gradients(rng, 1e-18).items()}
-        del g["b"]
-        norm = np.sqrt(sum(np.sum(np.asarray(v) ** 2) for v in g.values()))
-        out = upd.normalise(g, eps=2e-16)
+        out = _normalise(g, eps=2e-16)
         for k in g:
             np.testing.assert_allclose(out[k], np.asarray(g[k]) / (norm + 2e-16), rtol=1e-13)
 
