@@ -2,10 +2,10 @@
 independent of the tokens' content, with the activations and the temperature of every query;
 against an independent float64 reference, and the engine's GD against a numpy loop."""
 
+import functools
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import fd_grad
@@ -35,6 +35,17 @@ def ref_position_logits(params, X, norm, activation, beta):
     return out
 
 
+@functools.partial(jax.jit, static_argnames=("norm", "activation", "beta"))
+def _logits_and_mse_grad(params, X, y, norm, activation, beta):
+    """Φ(X) and the gradient of its mse, in one compiled program (op by op, some 30-70 programs);
+    β static, a Python number as before (β = 1 leaves the scores as they are)."""
+
+    def phi(p):
+        return model.logits(p, X, query="position", norm=norm, activation=activation, beta=beta)
+
+    return phi(params), jax.grad(lambda p: losses.mean_loss(phi(p) - y, "mse"))(params)
+
+
 @pytest.mark.parametrize("activation,beta,o", [("softmax", 1.0, 1), ("sigmoid", 0.7, 3)])
 def test_position_model_and_gradient_match_reference(x64, activation, beta, o):
     rng = np.random.default_rng(5)
@@ -43,37 +54,45 @@ def test_position_model_and_gradient_match_reference(x64, activation, beta, o):
     params = {"U": U, "a": rng.normal(size=(H, T))}
     X = rng.normal(size=(n, T, d))
     y = rng.normal(size=(n,) if o == 1 else (n, o))
-    kw = dict(query="position", norm="sqrt" if o == 1 else "sum", activation=activation, beta=beta)
+    norm = "sqrt" if o == 1 else "sum"
 
     def ref_objective(p):
-        return float(np.mean((ref_position_logits(p, X, kw["norm"], activation, beta) - y) ** 2))
+        return float(np.mean((ref_position_logits(p, X, norm, activation, beta) - y) ** 2))
 
-    def objective(p):
-        return losses.mean_loss(model.logits(p, jnp.asarray(X), **kw) - y, "mse")
-
-    jp = {k: jnp.asarray(v) for k, v in params.items()}
-    want = ref_position_logits(params, X, kw["norm"], activation, beta)
-    np.testing.assert_allclose(
-        np.asarray(model.logits(jp, jnp.asarray(X), **kw)), want, rtol=1e-12, atol=1e-12
-    )
-    got, fd = jax.grad(objective)(jp), fd_grad(ref_objective, params)
+    phi, got = _logits_and_mse_grad(params, X, y, norm=norm, activation=activation, beta=beta)
+    want = ref_position_logits(params, X, norm, activation, beta)
+    np.testing.assert_allclose(np.asarray(phi), want, rtol=1e-12, atol=1e-12)
+    fd = fd_grad(ref_objective, params)
     for name in params:
         np.testing.assert_allclose(np.asarray(got[name]), fd[name], rtol=1e-6, atol=1e-8, err_msg=name)
 
 
+_position_attention = jax.jit(
+    functools.partial(model.attention, query="position", activation="softmax", beta=2.0)
+)
+_softmax_2a = jax.jit(lambda a: jax.nn.softmax(2.0 * a, axis=-1))
+
+
 def test_scores_ignore_the_tokens_content():
     """Exact: the scores are a_h whatever X holds (two unrelated X give the same attention)."""
-    p = model.init_params(jax.random.PRNGKey(1), 2, 3, init="normal", query="position", tokens=4)
-    assert p["a"].shape == (2, 4) and p["U"].shape == (2, 3)
-    X1, X2 = jnp.asarray(np.random.default_rng(2).normal(size=(2, 5, 4, 3)), jnp.float32)
-    A1, A2 = (model.attention(p, X, "position", "softmax", 2.0) for X in (X1, X2))
+    # init_params' arrays as shapes and dtypes, then drawn by numpy (op by op, JAX's draws
+    # compiled some 15 programs, the Gaussian samplers of a second each; test_api_misuse runs
+    # them); the attention and jax.nn.softmax each one compiled program
+    init = jax.eval_shape(
+        lambda: model.init_params(jax.random.PRNGKey(1), 2, 3, init="normal", query="position", tokens=4)
+    )
+    assert init["a"].shape == (2, 4) and init["U"].shape == (2, 3)
+    rng = np.random.default_rng(1)
+    p = {k: rng.normal(size=v.shape).astype(v.dtype) for k, v in init.items()}
+    X1, X2 = np.random.default_rng(2).normal(size=(2, 5, 4, 3)).astype(np.float32)
+    A1, A2 = (_position_attention(p, X) for X in (X1, X2))
     assert np.array_equal(np.asarray(A1), np.asarray(A2))
-    assert np.array_equal(np.asarray(A1[0]), np.asarray(jax.nn.softmax(2.0 * p["a"], axis=-1)))
+    assert np.array_equal(np.asarray(A1)[0], np.asarray(_softmax_2a(p["a"])))
     assert model.param_count(2, 3, query="position", tokens=4) == 2 * 3 + 2 * 4
     with pytest.raises(ValueError, match="query='position' needs tokens=T"):
         model.init_params(None, 2, 3, query="position")
     with pytest.raises(ValueError, match="has 4 positions; X has T=5"):
-        model.attention(p, jnp.zeros((1, 5, 3)), "position")
+        model.attention(p, np.zeros((1, 5, 3), np.float32), "position")
 
 
 def numpy_position_gd(X, y, steps, lr, log):

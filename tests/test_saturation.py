@@ -105,10 +105,11 @@ def risk_grad_ref(p, X, y, query, activation, beta, loss):
     return np.einsum("nt,ntd,ne->de", ds, X, q), A
 
 
-@functools.partial(jax.jit, static_argnames=("query", "activation", "loss"))
+@functools.partial(jax.jit, static_argnames=("query", "activation", "loss", "beta"))
 def _risk_grad(p, X, y, beta, query, activation, loss):
     """∇_θ of the mean loss of y·Φ through the model's own Φ and losses, one compiled program per
-    case and dtype (op by op, some 60 programs each); β an argument."""
+    case and dtype (op by op, some 60 programs each; the cases share none); β a Python number as
+    before (β = 1 leaves the scores as they are)."""
 
     def risk(q):
         return mean_loss(y * mdl.logits(q, X, query=query, activation=activation, beta=beta), loss)

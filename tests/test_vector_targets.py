@@ -4,10 +4,10 @@ loops; the engine's GD run against a float64 numpy loop; the fast path against t
 the refusals."""
 
 import dataclasses
+import functools
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import fd_grad
@@ -41,6 +41,17 @@ def vector_params(rng, H=2, d=4, o=3) -> dict:
     return {"U": rng.normal(size=(H, d, o)), "W": rng.normal(size=(H, d, d)) / d}
 
 
+@functools.partial(jax.jit, static_argnames=("query", "norm"))
+def _logits_and_mse_grad(params, X, y, query, norm):
+    """Φ(X) and the mse with its gradient by ``jax.value_and_grad``, in one compiled program (op by
+    op, some 70 programs)."""
+
+    def objective(p):
+        return losses.mean_loss(model.logits(p, X, query=query, norm=norm) - y, "mse")
+
+    return model.logits(params, X, query=query, norm=norm), jax.value_and_grad(objective)(params)
+
+
 @pytest.mark.slow_cases("last-mean")
 @pytest.mark.parametrize("query,norm", [("first", "sqrt"), ("last", "mean"), ("all", "sum")])
 def test_vector_model_loss_and_gradient_match_reference(x64, query, norm):
@@ -51,34 +62,36 @@ def test_vector_model_loss_and_gradient_match_reference(x64, query, norm):
     def ref_objective(p):  # mse: the mean over examples and outputs, without ½
         return float(np.mean((ref_vector_logits(p, X, query, norm) - y) ** 2))
 
-    def objective(p):
-        return losses.mean_loss(model.logits(p, jnp.asarray(X), query=query, norm=norm) - y, "mse")
-
-    jp = {k: jnp.asarray(v) for k, v in params.items()}
-    phi = model.logits(jp, jnp.asarray(X), query=query, norm=norm)
+    phi, (loss, got) = _logits_and_mse_grad(params, X, y, query=query, norm=norm)
     np.testing.assert_allclose(
         np.asarray(phi), ref_vector_logits(params, X, query, norm), rtol=1e-12, atol=1e-12
     )
-    assert np.isclose(float(objective(jp)), ref_objective(params), rtol=1e-12)
-    got, want = jax.grad(objective)(jp), fd_grad(ref_objective, params)
+    assert np.isclose(float(loss), ref_objective(params), rtol=1e-12)
+    want = fd_grad(ref_objective, params)
     for name in params:
         np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+_logits = jax.jit(functools.partial(model.logits, query="first", norm="sqrt"))
 
 
 def test_each_output_is_the_scalar_model_of_its_column(x64):
     """Output j of the matrix readout is the scalar model with U_h = U[h, :, j] (same attention)."""
     rng = np.random.default_rng(4)
-    params = {k: jnp.asarray(v) for k, v in vector_params(rng, H=3).items()}
-    X = jnp.asarray(rng.normal(size=(6, 5, 4)))
-    phi = model.logits(params, X, query="first", norm="sqrt")
+    params = vector_params(rng, H=3)
+    X = rng.normal(size=(6, 5, 4))
+    phi = np.asarray(_logits(params, X))
     assert phi.shape == (6, 3)
-    for j in range(3):
-        scalar = model.logits({"U": params["U"][..., j], "W": params["W"]}, X, query="first", norm="sqrt")
-        np.testing.assert_allclose(np.asarray(phi[:, j]), np.asarray(scalar), rtol=1e-13, atol=1e-14)
+    for j in range(3):  # one compiled program for the three columns (op by op, some 24 programs)
+        scalar = _logits({"U": params["U"][..., j], "W": params["W"]}, X)
+        np.testing.assert_allclose(phi[:, j], np.asarray(scalar), rtol=1e-13, atol=1e-14)
 
 
 def test_init_and_param_count_of_a_matrix_readout():
-    p = model.init_params(jax.random.PRNGKey(0), 2, 4, init="normal", outputs=3)
+    # the shapes of the arrays init_params returns, without drawing them (op by op, the draws
+    # compiled some 15 programs, two of them Gaussian samplers of seconds each; the eager draws of
+    # a random init are run in test_api_misuse)
+    p = jax.eval_shape(lambda: model.init_params(jax.random.PRNGKey(0), 2, 4, init="normal", outputs=3))
     assert p["U"].shape == (2, 4, 3) and p["W"].shape == (2, 4, 4)
     assert model.param_count(2, 4, outputs=3) == 2 * 4 * 3 + 2 * 16
     assert model.init_params(None, 2, 4, outputs=1)["U"].shape == (2, 4)  # o = 1: today's shapes
