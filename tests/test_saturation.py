@@ -300,8 +300,8 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     of JAX's own derivative (jax.nn.softmax's, the autodiff of softmax1's expression); a saturated
     one gets the relative form, equal to the float64 reference to float32 precision."""
     rng = np.random.default_rng(7)
-    s = jnp.asarray(rng.normal(size=(64, 3, 6)) * 4.0, jnp.float32)
-    w = jnp.asarray(rng.normal(size=(64, 3, 6)), jnp.float32)
+    s = np.asarray(rng.normal(size=(64, 3, 6)) * 4.0, np.float32)
+    w = np.asarray(rng.normal(size=(64, 3, 6)), np.float32)
     null = activation == "softmax1"
 
     def plain(x):
@@ -324,7 +324,7 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     else:  # a GPU fuses the two programs apart: each rounds its cancellation, to ε / SATURATION
         atol = 4 * np.finfo(np.float32).eps / mdl.SATURATION * np.abs(old).max()
         np.testing.assert_allclose(new[~sat], old[~sat], rtol=0, atol=atol)
-    A32 = np.asarray(plain(s), np.float64)
+    A32 = np.asarray(jax.jit(plain)(s), np.float64)  # A as the programs above compute it
     g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)
     ref = softmax_vjp_ref(np.asarray(s, np.float64), g, null)
     np.testing.assert_allclose(new[sat], ref[sat], rtol=1e-4, atol=1e-6 * np.abs(ref).max())
