@@ -287,7 +287,7 @@ def test_normalise_keeps_the_plain_norm_where_it_is_exact():
     out, plain = _normalise(grads, member), _normalise_plain(grads, member)
     for k, run0 in (("U", slice(0, 2)), ("W", slice(0, 2)), ("b", 0)):  # run 0: slots 0, 1; b[0]
         assert np.array_equal(np.asarray(out[k])[run0], np.asarray(plain[k])[run0]), k
-    assert np.sum(np.asarray(plain["W"][2]) ** 2) == 0.0  # the plain norm of run 1 underflowed
+    assert np.sum(np.asarray(plain["W"])[2] ** 2) == 0.0  # the plain norm of run 1 underflowed
     lengths = _step_lengths(out, {k: np.zeros_like(v) for k, v in out.items()}, member)
     np.testing.assert_allclose(lengths, 1.0, rtol=1e-6)
     one = {k: np.asarray(v, np.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
