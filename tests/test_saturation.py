@@ -61,12 +61,15 @@ def softmax_vjp_ref(s: np.ndarray, g: np.ndarray, null: bool) -> np.ndarray:
     return A * np.einsum("...u,...tu->...t", A, g[..., :, None] - g[..., None, :]) + A * a0 * g
 
 
-@functools.partial(jax.jit, static_argnames="activation")
-def _softmax_grad(s, g, beta, activation):
-    """∇_s Σ g·σ(β s) in one compiled program per (activation, dtype): β an argument, so both
-    temperatures share it (op by op, each case compiled some 20-40 programs of its own)."""
-    sigma = getattr(mdl, activation)
-    return jax.grad(lambda x: jnp.sum(g * sigma(beta * x)))(s)
+@jax.jit
+def _softmax_grads(s, g, beta):
+    """∇_s Σ g·σ(β s) for σ = softmax and softmax1, in one compiled program per dtype: β an
+    argument, so both temperatures share it (op by op, each case compiled some 20-40 programs of
+    its own; a program per activation, twice the seconds of this one)."""
+    return {
+        name: jax.grad(lambda x, sigma=sigma: jnp.sum(g * sigma(beta * x)))(s)
+        for name, sigma in (("softmax", mdl.softmax), ("softmax1", mdl.softmax1))
+    }
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -83,7 +86,7 @@ def test_the_softmax_backward_is_exact_at_saturation(dtype, activation, beta):
     dt = np.float64 if x64 else np.float32
     s32, g32 = (np.asarray(a, dt).astype(np.float64) for a in (s, g))  # the inputs as used
     with jax.enable_x64(x64):
-        got = _softmax_grad(np.asarray(s32, dt), np.asarray(g32, dt), beta, activation)
+        got = _softmax_grads(np.asarray(s32, dt), np.asarray(g32, dt), beta)[activation]
     want = beta * softmax_vjp_ref(beta * s32, g32, activation == "softmax1")
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=0)
 
@@ -105,35 +108,19 @@ def risk_grad_ref(p, X, y, query, activation, beta, loss):
     return np.einsum("nt,ntd,ne->de", ds, X, q), A
 
 
-@functools.partial(jax.jit, static_argnames=("query", "activation", "loss", "beta"))
-def _risk_grad(p, X, y, beta, query, activation, loss):
-    """∇_θ of the mean loss of y·Φ through the model's own Φ and losses, one compiled program per
-    case and dtype (op by op, some 60 programs each; the cases share none); β a Python number as
-    before (β = 1 leaves the scores as they are)."""
-
-    def risk(q):
-        return mean_loss(y * mdl.logits(q, X, query=query, activation=activation, beta=beta), loss)
-
-    return jax.grad(risk)(p)
+RISK_CASES = [
+    ("first", "softmax", "logistic", 1.0),
+    ("last", "softmax1", "exp", 0.5),
+    ("learned", "softmax", "square", 1.0),
+    ("first", "softmax1", "logistic", 2.0),
+    ("learned", "softmax1", "logistic", 1.0),
+    ("last", "softmax", "logistic", 0.5),
+]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    "query,activation,loss,beta",
-    [
-        ("first", "softmax", "logistic", 1.0),
-        ("last", "softmax1", "exp", 0.5),
-        ("learned", "softmax", "square", 1.0),
-        ("first", "softmax1", "logistic", 2.0),
-        ("learned", "softmax1", "logistic", 1.0),
-        ("last", "softmax", "logistic", 0.5),
-    ],
-)
-def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss, beta):
-    """Through the model's own Φ and losses, at a θ where every example's attention is saturated
-    (one token's score 30/β above every other's, 1 − A_top < 1e-12): every entry of ∇L to the
-    dtype's precision (the old backward's rounding noise was larger than the gradient)."""
-    x64, rtol = DTYPES[dtype]
+def risk_inputs(query, beta, dt):
+    """(X, y, θ) of a case, θ with one head, as the dtype ``dt`` holds them: every example's
+    attention saturated, one token's score 30/β above every other's."""
     rng = np.random.default_rng(2)
     n, T, d = 5, 6, 4
     X = rng.normal(size=(n, T, d))
@@ -148,13 +135,48 @@ def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss
         p = {"U": U, "k": alpha * np.eye(d)[0] + 0.3 * rng.normal(size=d)}
     else:
         p = {"U": U, "W": alpha * np.outer(np.eye(d)[0], np.eye(d)[1]) + 0.3 * rng.normal(size=(d, d))}
+    return np.asarray(X, dt), np.asarray(y, dt), {k: np.asarray(v, dt)[None] for k, v in p.items()}
+
+
+@jax.jit
+def _risk_grads(inputs):
+    """∇_θ of the mean loss of y·Φ through the model's own Φ and losses for every case of
+    ``RISK_CASES`` (their ``risk_inputs``), in one compiled program: op by op the cases compiled
+    some 180 programs, one program per case twice the seconds of this one."""
+    out = []
+    for (X, y, p), (query, activation, loss, beta) in zip(inputs, RISK_CASES, strict=True):
+
+        def risk(q, X=X, y=y, query=query, activation=activation, loss=loss, beta=beta):
+            return mean_loss(y * mdl.logits(q, X, query=query, activation=activation, beta=beta), loss)
+
+        out.append(jax.grad(risk)(p))
+    return out
+
+
+@functools.cache
+def risk_gradients(dtype: str) -> list[np.ndarray]:
+    """∇L with respect to W or k of every case of ``RISK_CASES`` in ``dtype`` (computed once)."""
+    x64, _ = DTYPES[dtype]
     dt = np.float64 if x64 else np.float32
-    Xj, yj = np.asarray(X, dt), np.asarray(y, dt)
-    pj = {k: np.asarray(v, dt)[None] for k, v in p.items()}
-    used = {k: np.asarray(v[0], np.float64) for k, v in pj.items()}  # θ as the dtype holds it
     with jax.enable_x64(x64):
-        got = _risk_grad(pj, Xj, yj, beta, query, activation, loss)["k" if query == "learned" else "W"]
-    got = np.asarray(got)[0]
+        grads = _risk_grads([risk_inputs(query, beta, dt) for query, _, _, beta in RISK_CASES])
+    return [
+        np.asarray(g["k" if case[0] == "learned" else "W"])[0]
+        for g, case in zip(grads, RISK_CASES, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("query,activation,loss,beta", RISK_CASES)
+def test_the_risk_gradient_is_exact_at_saturation(dtype, query, activation, loss, beta):
+    """Through the model's own Φ and losses, at a θ where every example's attention is saturated
+    (one token's score 30/β above every other's, 1 − A_top < 1e-12): every entry of ∇L to the
+    dtype's precision (the old backward's rounding noise was larger than the gradient)."""
+    x64, rtol = DTYPES[dtype]
+    Xj, yj, pj = risk_inputs(query, beta, np.float64 if x64 else np.float32)
+    used = {k: np.asarray(v[0], np.float64) for k, v in pj.items()}  # θ as the dtype holds it
+    y = yj.astype(np.float64)  # ±1, exact in either dtype
+    got = risk_gradients(dtype)[RISK_CASES.index((query, activation, loss, beta))]
     want, A = risk_grad_ref(used, np.asarray(Xj, np.float64), y, query, activation, beta, loss)
     assert np.all(A.max(axis=1) > 1 - 1e-12)  # saturated indeed
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=10 * rtol, atol=0)
