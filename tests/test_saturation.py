@@ -286,9 +286,17 @@ def test_normalised_gd_moves_eta_over_the_moving_parameters(dtype):
                 np.testing.assert_allclose(_step_lengths(part, params, member), lr, rtol=tol)
 
 
-# compiled: op by op these two tests compiled some 100 programs
-_normalise = jax.jit(upd.normalise, static_argnames=("eps", "per_group"))
-_normalise_plain = jax.jit(upd._normalise_plain)
+@jax.jit
+def _normalised(grads, member, one):
+    """``upd.normalise`` of a pack of runs (``member``) and of one run, in one compiled program (op
+    by op this test and the last compiled some 100 programs)."""
+    return upd.normalise(grads, member), upd.normalise(one)
+
+
+@jax.jit
+def _normalised_plain(grads, member, one):
+    """``upd._normalise_plain`` of the same two, in a program of its own."""
+    return upd._normalise_plain(grads, member), upd._normalise_plain(one, None)
 
 
 def test_normalise_keeps_the_plain_norm_where_it_is_exact():
@@ -304,16 +312,19 @@ def test_normalise_keeps_the_plain_norm_where_it_is_exact():
     grads = {k: np.asarray(v, np.float32) for k, v in g64.items()}
     low, _ = upd._plain_range(jnp.float32)
     assert np.max(np.abs(grads["W"][2])) < low < np.min(np.abs(grads["W"][0]))
-    # each compiled on its own, as the engine compiles its step (in one program XLA could share
-    # the plain norm between the two and make the comparison trivial)
-    out, plain = _normalise(grads, member), _normalise_plain(grads, member)
+    one = {k: np.asarray(v, np.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
+    # normalise and the plain form each compiled on its own, as the engine compiles its step (in
+    # one program XLA could share the plain norm between the two and make the comparison trivial)
+    (out, out_one), (plain, plain_one) = (
+        _normalised(grads, member, one),
+        _normalised_plain(grads, member, one),
+    )
     for k, run0 in (("U", slice(0, 2)), ("W", slice(0, 2)), ("b", 0)):  # run 0: slots 0, 1; b[0]
         assert np.array_equal(np.asarray(out[k])[run0], np.asarray(plain[k])[run0]), k
     assert np.sum(np.asarray(plain["W"])[2] ** 2) == 0.0  # the plain norm of run 1 underflowed
     lengths = _step_lengths(out, {k: np.zeros_like(v) for k, v in out.items()}, member)
     np.testing.assert_allclose(lengths, 1.0, rtol=1e-6)
-    one = {k: np.asarray(v, np.float32) for k, v in _tiny_gradients(rng, 1.0).items()}
-    assert all(np.array_equal(_normalise(one)[k], _normalise_plain(one, None)[k]) for k in one)
+    assert all(np.array_equal(out_one[k], plain_one[k]) for k in one)
 
 
 @pytest.mark.parametrize("activation", ["softmax", "softmax1"])
@@ -350,6 +361,9 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)
     ref = softmax_vjp_ref(np.asarray(s, np.float64), g, null)
     np.testing.assert_allclose(new[sat], ref[sat], rtol=1e-4, atol=1e-6 * np.abs(ref).max())
+
+
+_normalise = jax.jit(upd.normalise, static_argnames=("eps", "per_group"))
 
 
 def test_ngd_eps_divides_by_the_norm_plus_eps():
