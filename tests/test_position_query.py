@@ -8,7 +8,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from helpers import fd_grad
+from helpers import BITWISE, fd_grad
 
 from dynamics.api import run_sweep
 from dynamics.core import losses, model
@@ -85,9 +85,15 @@ def test_scores_ignore_the_tokens_content():
     rng = np.random.default_rng(1)
     p = {k: rng.normal(size=v.shape).astype(v.dtype) for k, v in init.items()}
     X1, X2 = np.random.default_rng(2).normal(size=(2, 5, 4, 3)).astype(np.float32)
-    A1, A2 = (_position_attention(p, X) for X in (X1, X2))
+    # a GPU may fuse two programs apart (the bit-for-bit comparison): there op by op as before
+    attention, softmax_2a = (
+        (_position_attention, _softmax_2a)
+        if BITWISE
+        else (_position_attention.__wrapped__, _softmax_2a.__wrapped__)
+    )
+    A1, A2 = (attention(p, X) for X in (X1, X2))
     assert np.array_equal(np.asarray(A1), np.asarray(A2))
-    assert np.array_equal(np.asarray(A1)[0], np.asarray(_softmax_2a(p["a"])))
+    assert np.array_equal(np.asarray(A1)[0], np.asarray(softmax_2a(p["a"])))
     assert model.param_count(2, 3, query="position", tokens=4) == 2 * 3 + 2 * 4
     with pytest.raises(ValueError, match="query='position' needs tokens=T"):
         model.init_params(None, 2, 3, query="position")
