@@ -39,6 +39,14 @@ def _binomial_tol(p: float, n: int, z: float = 5.0) -> float:
 # so nearly every test draws (n, T, d) = (20000, 10, 32): big enough for moments.
 N, T, D = 20_000, 10, 32
 
+# The tests' own jitted programs are compiled at XLA's backend optimisation level 0 on the CPU:
+# a program of random draws compiles 3-5x faster (compiling is this file's run time), the same
+# traced functions. Its float numbers may differ from the default level's in the last bit: the
+# comparisons with an eager draw allow that (rtol 1e-6), and the exact ones compare integers,
+# signs or draws of one program. The eager draws, compiled op by op and shared by every test of
+# these shapes, stay eager.
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
 
 @functools.lru_cache(maxsize=4)  # each sample is 51 MB of float64
 def _big(geometry="antipodal", M=4, noise=1.0, first_relevant=False, r=None, key=11):
@@ -139,9 +147,15 @@ def test_exactly_r_relevant_tokens(zeta, r, expected_r, first_relevant):
         assert mask[:, 0].all()
 
 
+# T = 1 draws, of shapes no other test draws: one jitted program each (not op by op)
+_single_token = jax.jit(
+    tokenized_mixture, static_argnames=("n", "T", "d", "first_relevant"), compiler_options=_FAST
+)
+
+
 @pytest.mark.parametrize("first_relevant", [False, True])
 def test_single_token_examples(first_relevant):
-    X, y, mask = tokenized_mixture(jax.random.key(1), N, T=1, d=D, first_relevant=first_relevant)
+    X, y, mask = _single_token(jax.random.key(1), N, T=1, d=D, first_relevant=first_relevant)
     assert X.shape == (N, 1, D)
     np.testing.assert_array_equal(mask, True)
 
@@ -240,7 +254,7 @@ def test_jit_and_vmap_over_keys_and_noise():
 
     keys = jax.random.split(jax.random.key(9), 3)
     noises = jnp.array([0.0, 1.0, 2.5])
-    X, y, mask = jax.jit(jax.vmap(gen))(keys, noises)
+    X, y, mask = jax.jit(jax.vmap(gen), compiler_options=_FAST)(keys, noises)
     assert X.shape == (3, N, T, D) and mask.shape == (3, N, T)
     for i in range(3):
         eager = gen(keys[i], float(noises[i]))
@@ -367,9 +381,13 @@ def _numpy_teacher_logits(U: np.ndarray, W: np.ndarray, X: np.ndarray) -> np.nda
     return out / math.sqrt(H)
 
 
+# the teachers drawn by one jitted program per number of heads (the scale a traced argument)
+_planted_teacher = jax.jit(planted_teacher, static_argnames=("d", "heads"), compiler_options=_FAST)
+
+
 @functools.cache
 def _teacher(heads: int, scale: float = 1.0) -> Teacher:
-    return planted_teacher(jax.random.key(heads), d=D, heads=heads, scale=scale)
+    return _planted_teacher(jax.random.key(heads), d=D, heads=heads, scale=scale)
 
 
 @functools.cache
@@ -466,7 +484,7 @@ def test_planted_is_deterministic_and_jit_friendly_in_the_key():
     np.testing.assert_array_equal(a[0], again[0])
     np.testing.assert_array_equal(a[1], again[1])
     assert not np.array_equal(a[0], c[0])
-    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2])
+    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2], compiler_options=_FAST)
     X, y = jitted(jax.random.key(5))
     np.testing.assert_allclose(X, a[0], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(y, a[1])
