@@ -241,7 +241,7 @@ def test_init_shapes_and_scale():
     key = jax.random.PRNGKey(0)
     p = _init(key, 4, 64, init="normal", scale=2.0)
     assert p["U"].shape == (4, 64) and p["W"].shape == (4, 64, 64)
-    assert abs(float(np.std(np.asarray(p["W"]))) - 2.0 / 8.0) < 0.01
+    assert abs(float(np.std(np.asarray(p["W"], np.float64))) - 2.0 / 8.0) < 0.01
     z = model.init_params(key, 4, 8)  # eager, as a user calls it (zeros: no draw)
     assert all(np.abs(np.asarray(v)).max() == 0.0 for v in z.values())
     f = _init(key, 4, 8, init="normal", key_query="factored", head_size="split")
