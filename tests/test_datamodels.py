@@ -100,7 +100,7 @@ def test_class_means_exact(geometry, M):
 
 
 def test_class_means_needs_d_at_least_M_plus_2():
-    class_means(6, n_irrelevant=4)  # exactly enough
+    _class_means(6, n_irrelevant=4)  # exactly enough (jitted: d = 6 is drawn nowhere else)
     with pytest.raises(ValueError, match=r"d=5 .*M=4.*d >= M \+ 2"):
         class_means(5, n_irrelevant=4)
     with pytest.raises(ValueError, match=r"d=5"):
