@@ -5,6 +5,7 @@ against a plain loop; the zero-init saddles refused; old configs' hashes unchang
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -28,6 +29,26 @@ from dynamics.sweeps.sweep import run_sweep
 
 ACTIVATIONS = list(parts.ACTIVATIONS)
 _erf = np.vectorize(math.erf)
+
+# Φ and its gradient as jitted programs (the activation and query static, β a traced argument,
+# so both temperatures share one program), compiled at XLA's backend optimisation level 0 on the
+# CPU: op by op, each primitive compiled a program of its own, and compiling is this file's run
+# time. The same traced model.logits; float64 numbers against the float64 references' tolerances.
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
+@functools.partial(jax.jit, static_argnames=("query", "activation"), compiler_options=_FAST)
+def _logits(params, X, beta, *, query, activation):
+    return model.logits(params, X, query=query, activation=activation, beta=beta)
+
+
+@functools.partial(jax.jit, static_argnames=("activation",), compiler_options=_FAST)
+def _loss_gradient(params, X, y, beta, *, activation):
+    def loss(p):
+        z = y * model.logits(p, X, activation=activation, beta=beta)
+        return losses.mean_loss(z, "logistic")
+
+    return jax.grad(loss)(params)
 
 
 def sigma_ref(name: str, s: np.ndarray) -> np.ndarray:
@@ -89,9 +110,7 @@ def test_phi_matches_a_float64_reference(activation, query, beta):
     key_part = params.get("W", params.get("k", params.get("a")))
     want = phi_ref(params["U"], key_part, X, query, activation, beta, 1 / math.sqrt(2))
     with jax.enable_x64(True):
-        got = model.logits(
-            {k: np.asarray(v) for k, v in params.items()}, X, query=query, activation=activation, beta=beta
-        )
+        got = _logits(params, X, beta, query=query, activation=activation)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-13)
 
 
@@ -105,12 +124,7 @@ def test_gradient_matches_finite_differences_of_the_reference(activation):
         return np.mean(np.logaddexp(0.0, -z))
 
     with jax.enable_x64(True):
-
-        def loss(p):
-            z = y * model.logits(p, X, activation=activation, beta=beta)
-            return losses.mean_loss(z, "logistic")
-
-        grads = jax.grad(loss)({k: jax.numpy.asarray(v) for k, v in params.items()})
+        grads = jax.tree_util.tree_map(np.asarray, _loss_gradient(params, X, y, beta, activation=activation))
     eps = 1e-6
     for name, value in params.items():
         for index in np.ndindex(value.shape):

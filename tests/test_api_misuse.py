@@ -13,6 +13,7 @@ import pytest
 
 import dynamics
 from dynamics import Loss
+from dynamics.core import rng
 
 Z = jnp.array([0.5, -1.0, 2.0, 0.0])
 
@@ -61,6 +62,11 @@ X = jnp.asarray(np.random.default_rng(0).normal(size=(3, 4, 5)), jnp.float32)  #
 
 def params(H=2, d=5):
     return dynamics.init_params(KEY, H, d, init="normal")
+
+
+# A valid teacher's key where the key is not the subject: jax.random.PRNGKey(0)'s typed key drawing
+# with dynamics.core.rng's Threefry (the same numbers; JAX's own CPU hash compiles slowly op by op).
+TEACHER_KEY = rng.wrap(rng.seed(0))
 
 
 def test_logits_refuse_u_and_w_of_different_head_counts():
@@ -147,7 +153,7 @@ def test_data_models_need_a_prng_key(bad):
     with pytest.raises(TypeError, match="key="):
         datamodels.planted_teacher(bad, d=4)
     with pytest.raises(TypeError, match="key="):
-        datamodels.planted(bad, 4, datamodels.planted_teacher(KEY, d=4))
+        datamodels.planted(bad, 4, datamodels.planted_teacher(TEACHER_KEY, d=4))
 
 
 def test_data_model_values_of_the_wrong_kind_are_refused():
@@ -158,7 +164,7 @@ def test_data_model_values_of_the_wrong_kind_are_refused():
     with pytest.raises(TypeError, match="teacher="):
         datamodels.planted(KEY, 4, (1, 2))
     with pytest.raises(TypeError, match="X="):
-        datamodels.teacher_logits(datamodels.planted_teacher(KEY, d=4), "tokens")
+        datamodels.teacher_logits(datamodels.planted_teacher(TEACHER_KEY, d=4), "tokens")
 
 
 def test_with_overrides_checks_the_values_it_sets():
@@ -190,12 +196,21 @@ def test_figure_helpers_refuse_what_is_not_a_figure_or_a_sweep():
     plt.close(fig)
 
 
+logits = jax.jit(dynamics.logits)  # one program for the clean and both poisoned calls
+
+
 def test_a_weight_zero_head_is_never_read():
-    """An empty slot (weight 0) holding a NaN or an inf does not reach Φ (0·inf would be NaN)."""
-    p = dynamics.init_params(jax.random.PRNGKey(1), 3, 4, init="normal")
-    X = jnp.asarray(np.random.default_rng(2).normal(size=(2, 3, 4)), jnp.float32)
-    w = jnp.array([1.0, 0.0, 1.0])
-    want = np.asarray(dynamics.logits(p, X, weight=w))
-    for bad in (jnp.inf, jnp.nan):
-        poisoned = {"U": p["U"].at[1].set(bad), "W": p["W"]}
-        np.testing.assert_array_equal(np.asarray(dynamics.logits(poisoned, X, weight=w)), want)
+    """An empty slot (weight 0) holding a NaN or an inf does not reach Φ (0·inf would be NaN).
+
+    θ entries N(0, 1/d) from numpy and Φ jitted: the op-by-op init and Φ compiled ~40 programs."""
+    g = np.random.default_rng(1)
+    p = {"U": g.normal(size=(3, 4)) / 2, "W": g.normal(size=(3, 4, 4)) / 2}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    X = np.random.default_rng(2).normal(size=(2, 3, 4)).astype(np.float32)
+    w = np.array([1.0, 0.0, 1.0], np.float32)
+    want = np.asarray(logits(p, X, weight=w))
+    assert np.all(np.isfinite(want))
+    for bad in (np.inf, np.nan):
+        U = p["U"].copy()
+        U[1] = bad
+        np.testing.assert_array_equal(np.asarray(logits({"U": U, "W": p["W"]}, X, weight=w)), want)

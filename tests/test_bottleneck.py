@@ -18,7 +18,7 @@ from helpers import DEFAULT_CONFIG_HASH, child_env
 from dynamics.cli import bottleneck as bottleneck_cli
 from dynamics.cli import run as cli
 from dynamics.config.schema import PRESETS
-from dynamics.core import model
+from dynamics.core import model, rng
 from dynamics.experiments import bottleneck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,21 +46,39 @@ def test_param_count_of_the_two_layouts():
         model.param_count(1, 4, "low")
 
 
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def key_query_and_scores(H, d, head_size, raw_key, X):
+    """init_params' factored heads from ``raw_key``, their key-query matrices and query-"all" scores:
+    one compiled program a case, where op by op they compiled ~20 programs. The key draws with
+    dynamics.core.rng's Threefry, as the engine's data do: jax.random's numbers, with the hash
+    written out (JAX's own CPU hash compiles slowly)."""
+    params = model.init_params(
+        rng.wrap(raw_key), H, d, init="normal", key_query="factored", head_size=head_size
+    )
+    return model.key_query_matrix(params), model.attention_scores(params, X, "all")
+
+
 @pytest.mark.parametrize(
     "H,d,T,head_size", [(2, 6, 4, 1), (2, 6, 4, 3), (1, 6, 4, 6), (3, 5, 7, 2), (4, 8, 3, "split")]
 )
 def test_rank_of_key_query_and_scores_at_most_head_size(x64, H, d, T, head_size):
     """rank Q_h K_hᵀ = min(d_h, d) for generic Q, K (so ≤ d_h), and the T×T scores have rank ≤ d_h."""
-    params = model.init_params(
-        jax.random.PRNGKey(1), H, d, init="normal", key_query="factored", head_size=head_size
-    )
     a = model.resolve_head_size(head_size, d, H)
-    X = jnp.asarray(np.random.default_rng(2).normal(size=(3, T, d)))  # float64 (x64)
-    scores = np.asarray(model.attention_scores(params, X, "all"))  # (n, h, s, t)
-    for h, W in enumerate(np.asarray(model.key_query_matrix(params))):
+    X = np.random.default_rng(2).normal(size=(3, T, d))  # float64 (x64)
+    W_all, scores = key_query_and_scores(H, d, head_size, rng.seed(1), X)  # jax.random.PRNGKey(1)
+    scores = np.asarray(scores)  # (n, h, s, t)
+    for h, W in enumerate(np.asarray(W_all)):
         assert np.linalg.matrix_rank(W) == min(a, d)
         for S in scores[:, h]:
             assert np.linalg.matrix_rank(S) == min(a, d, T)
+
+
+@jax.jit
+def head_attention_and_kl(Q, K, X, P):
+    """model.attention (query "all") of one factored head on tokens X (T, d), and row_kl of the
+    target P against it: one compiled program, where op by op they compiled ~25."""
+    A = model.attention({"Q": Q[None], "K": K[None]}, X[None], "all")[0, 0]
+    return A, bottleneck.row_kl(P, jnp.log(A))
 
 
 def test_attention_errors_use_the_models_attention(x64):
@@ -72,13 +90,13 @@ def test_attention_errors_use_the_models_attention(x64):
     P = rng.dirichlet(np.ones(T), size=(2, T))  # (2, s, t)
     got = bottleneck.attention_errors(Q, K, X, P)
     for i in range(2):
-        A = np.asarray(model.attention({"Q": Q[i][None], "K": K[i][None]}, jnp.asarray(X)[None], "all"))[0, 0]
+        A, loss = head_attention_and_kl(Q[i], K[i], X, P[i])
+        A = np.asarray(A)
         kl = np.mean([sum(p * math.log(p / q) for p, q in zip(P[i, s], A[s], strict=True)) for s in range(T)])
         assert got["kl"][i] == pytest.approx(kl, rel=1e-10)
         assert got["tv"][i] == pytest.approx(np.mean(0.5 * np.abs(A - P[i]).sum(-1)), rel=1e-12)
         assert got["max_abs"][i] == pytest.approx(np.abs(A - P[i]).max(), rel=1e-12)
         # the float32 training loss of the same head, against the float64 value
-        loss = bottleneck.row_kl(jnp.asarray(P[i]), jnp.log(jnp.asarray(A)))
         assert float(loss) == pytest.approx(kl, rel=1e-10)
 
 

@@ -31,10 +31,14 @@ def user_path(monkeypatch):
 
 
 def _draw(model: str, n: int = 400, seed: int = 0, **params):
-    """One trial's world and n training examples, as make_data draws them (float64 numpy)."""
+    """One trial's world and n training examples, as make_data draws them (float64 numpy).
+
+    The keys of jax.random.split(jax.random.PRNGKey(seed), 3), derived in numpy and drawing with
+    dynamics.core.rng's Threefry as make_data's do: the same numbers (tests/test_rng.py), where JAX's
+    own CPU hash took most of this file's op-by-op compile (~2.5x the seconds)."""
     cfg = DataConfig(model=model, n_train=n, n_test=3, **params).resolved()
     obj = data_model(cfg)
-    k_setup, k_train, _ = jax.random.split(jax.random.PRNGKey(seed), 3)
+    k_setup, k_train, _ = rng.wrap(rng.split(rng.seed(seed), 3))
     world = obj.setup(k_setup, cfg)
     X, y, mask = obj.sample(world, k_train, n)
     as64 = lambda a: None if a is None else np.asarray(a, np.float64)  # noqa: E731

@@ -39,6 +39,14 @@ def _binomial_tol(p: float, n: int, z: float = 5.0) -> float:
 # so nearly every test draws (n, T, d) = (20000, 10, 32): big enough for moments.
 N, T, D = 20_000, 10, 32
 
+# The tests' own jitted programs are compiled at XLA's backend optimisation level 0 on the CPU:
+# a program of random draws compiles 3-5x faster (compiling is this file's run time), the same
+# traced functions. Its float numbers may differ from the default level's in the last bit: the
+# comparisons with an eager draw allow that (rtol 1e-6), and the exact ones compare integers,
+# signs or draws of one program. The eager draws, compiled op by op and shared by every test of
+# these shapes, stay eager.
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
 
 @functools.lru_cache(maxsize=4)  # each sample is 51 MB of float64
 def _big(geometry="antipodal", M=4, noise=1.0, first_relevant=False, r=None, key=11):
@@ -66,11 +74,16 @@ def _draw(key=0, **kwargs):
 # --------------------------------------------------------------------------- means
 
 
+# one compiled program per case (op by op, each of the means' few ops compiled on its own per
+# shape); the eager class_means is what the mixture and the moment tests below call
+_class_means = jax.jit(class_means, static_argnames=("d", "n_irrelevant", "geometry"), compiler_options=_FAST)
+
+
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 @pytest.mark.parametrize("M", [0, 1, 4])
 def test_class_means_exact(geometry, M):
     d, S = M + 3, 2.5
-    mu_plus, mu_minus, nu = class_means(d, signal=S, n_irrelevant=M, geometry=geometry)
+    mu_plus, mu_minus, nu = _class_means(d, signal=S, n_irrelevant=M, geometry=geometry)
     assert mu_plus.shape == mu_minus.shape == (d,)
     assert nu.shape == (M, d)
     assert mu_plus.dtype == mu_minus.dtype == nu.dtype == jnp.float32
@@ -87,7 +100,7 @@ def test_class_means_exact(geometry, M):
 
 
 def test_class_means_needs_d_at_least_M_plus_2():
-    class_means(6, n_irrelevant=4)  # exactly enough
+    _class_means(6, n_irrelevant=4)  # exactly enough (jitted: d = 6 is drawn nowhere else)
     with pytest.raises(ValueError, match=r"d=5 .*M=4.*d >= M \+ 2"):
         class_means(5, n_irrelevant=4)
     with pytest.raises(ValueError, match=r"d=5"):
@@ -139,9 +152,15 @@ def test_exactly_r_relevant_tokens(zeta, r, expected_r, first_relevant):
         assert mask[:, 0].all()
 
 
+# T = 1 draws, of shapes no other test draws: one jitted program each (not op by op)
+_single_token = jax.jit(
+    tokenized_mixture, static_argnames=("n", "T", "d", "first_relevant"), compiler_options=_FAST
+)
+
+
 @pytest.mark.parametrize("first_relevant", [False, True])
 def test_single_token_examples(first_relevant):
-    X, y, mask = tokenized_mixture(jax.random.key(1), N, T=1, d=D, first_relevant=first_relevant)
+    X, y, mask = _single_token(jax.random.key(1), N, T=1, d=D, first_relevant=first_relevant)
     assert X.shape == (N, 1, D)
     np.testing.assert_array_equal(mask, True)
 
@@ -239,11 +258,12 @@ def test_jit_and_vmap_over_keys_and_noise():
         return tokenized_mixture(key, N, T=T, d=D, r=2, noise=noise)
 
     keys = jax.random.split(jax.random.key(9), 3)
-    noises = jnp.array([0.0, 1.0, 2.5])
-    X, y, mask = jax.jit(jax.vmap(gen))(keys, noises)
+    noises = [0.0, 1.0, 2.5]
+    X, y, mask = jax.jit(jax.vmap(gen), compiler_options=_FAST)(keys, jnp.array(noises))
     assert X.shape == (3, N, T, D) and mask.shape == (3, N, T)
+    X, y, mask = np.asarray(X), np.asarray(y), np.asarray(mask)  # sliced in numpy, not op by op
     for i in range(3):
-        eager = gen(keys[i], float(noises[i]))
+        eager = gen(keys[i], noises[i])
         np.testing.assert_allclose(X[i], eager[0], rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(y[i], eager[1])
         np.testing.assert_array_equal(mask[i], eager[2])
@@ -367,9 +387,13 @@ def _numpy_teacher_logits(U: np.ndarray, W: np.ndarray, X: np.ndarray) -> np.nda
     return out / math.sqrt(H)
 
 
+# the teachers drawn by one jitted program per number of heads (the scale a traced argument)
+_planted_teacher = jax.jit(planted_teacher, static_argnames=("d", "heads"), compiler_options=_FAST)
+
+
 @functools.cache
 def _teacher(heads: int, scale: float = 1.0) -> Teacher:
-    return planted_teacher(jax.random.key(heads), d=D, heads=heads, scale=scale)
+    return _planted_teacher(jax.random.key(heads), d=D, heads=heads, scale=scale)
 
 
 @functools.cache
@@ -400,13 +424,18 @@ def test_planted_teacher_entry_statistics(scale):
     np.testing.assert_allclose(teacher.W / scale, _teacher(4).W, rtol=1e-6)
 
 
+# one compiled program per number of heads, which the three scales share (op by op, each of the
+# einsums and the softmax compiled on its own per shape)
+_teacher_logits = jax.jit(teacher_logits, compiler_options=_FAST)
+
+
 @pytest.mark.parametrize("heads", [1, 4])
 @pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
 def test_teacher_logits_match_float64_loop(heads, scale):
     teacher = _teacher(heads, scale)
-    X = _planted(1)[0][:50]  # (50, T, d)
+    X = np.asarray(_planted(1)[0])[:50]  # (50, T, d) float32, sliced in numpy (not an eager op)
     with jax.default_matmul_precision("highest"):
-        got = np.asarray(teacher_logits(teacher, X))
+        got = np.asarray(_teacher_logits(teacher, X))
     want = _numpy_teacher_logits(
         np.asarray(teacher.U, np.float64),
         np.asarray(teacher.W, np.float64),
@@ -418,12 +447,13 @@ def test_teacher_logits_match_float64_loop(heads, scale):
 
 def test_teacher_logits_rejects_bad_shapes():
     teacher = _teacher(1)
+    zeros = functools.partial(np.zeros, dtype=np.float32)  # numpy: no eager op to compile
     with pytest.raises(ValueError, match=rf"d={D}"):
-        teacher_logits(teacher, jnp.zeros((3, 5, 6)))
+        teacher_logits(teacher, zeros((3, 5, 6)))
     with pytest.raises(ValueError, match=rf"\(n, T, d={D}\)"):
-        teacher_logits(teacher, jnp.zeros((5, D)))
+        teacher_logits(teacher, zeros((5, D)))
     with pytest.raises(ValueError, match=r"teacher must have"):
-        teacher_logits(Teacher(U=teacher.U, W=teacher.W[:, :3]), jnp.zeros((3, 5, D)))
+        teacher_logits(Teacher(U=teacher.U, W=np.asarray(teacher.W)[:, :3]), zeros((3, 5, D)))
 
 
 @pytest.mark.parametrize("heads", [1, 4])
@@ -466,7 +496,7 @@ def test_planted_is_deterministic_and_jit_friendly_in_the_key():
     np.testing.assert_array_equal(a[0], again[0])
     np.testing.assert_array_equal(a[1], again[1])
     assert not np.array_equal(a[0], c[0])
-    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2])
+    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2], compiler_options=_FAST)
     X, y = jitted(jax.random.key(5))
     np.testing.assert_allclose(X, a[0], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(y, a[1])

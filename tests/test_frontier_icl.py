@@ -4,6 +4,7 @@ tiny staircase."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -17,6 +18,13 @@ from dynamics.core import model as mdl
 from dynamics.core import rng
 from dynamics.core.data import data_model
 from dynamics.experiments import icl
+
+# The tests' draws compiled as one jitted program each, at XLA's backend optimisation level 0
+# on the CPU: a program of random draws compiles 3-5x faster than at the default level, and
+# eagerly each draw and op compiled a program of its own (compiling is this file's run time).
+# The same traced functions; their float numbers may differ from the default level's in the
+# last bit, which the tolerances allow (the masks' zeros are exact at any level).
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 def test_preset_is_the_papers_setting():
@@ -70,19 +78,22 @@ def test_plateau_levels_match_a_monte_carlo_least_squares_fit():
 def test_icl_init_masks_the_y_channel_and_scales_by_the_layer(key_query, head_size):
     H, d, scale = 7, 5, 0.01
     key = jax.random.PRNGKey(3)
-    p = mdl.init_params(
-        key, H, d, init="icl", scale=scale, key_query=key_query, head_size=head_size, query="last"
-    )
+    a = head_size or 0
+
+    @functools.partial(jax.jit, compiler_options=_FAST)  # both draws in one compiled program
+    def draws(key):
+        p = mdl.init_params(
+            key, H, d, init="icl", scale=scale, key_query=key_query, head_size=head_size, query="last"
+        )
+        return p, mdl.init_heads(jnp.broadcast_to(key, (H, 2)), jnp.arange(H), d, math.sqrt(d), head_size)
+
+    p, unit = draws(key)
     U = np.asarray(p["U"])
     np.testing.assert_array_equal(U[:, : d - 1], 0.0)  # the readout's x-part is 0
     assert np.all(U[:, d - 1] != 0)
     ctx = np.asarray(p["Q"] if key_query == "factored" else p["W"])
     np.testing.assert_array_equal(ctx[:, d - 1], 0.0)  # the context side never reads y_t
     # the variance, exactly: the normal init's unit draws times σ₀/√(entries of the whole layer)
-    a = head_size or 0
-    unit = mdl.init_heads(
-        jax.numpy.broadcast_to(key, (H, 2)), jax.numpy.arange(H), d, math.sqrt(d), head_size
-    )
     entries = {"U": H * d * d, "W": H * d * d, "Q": H * d * a, "K": H * d * a}
     for name, value in p.items():
         expect = np.asarray(unit[name]) * scale / math.sqrt(entries[name])
@@ -119,8 +130,9 @@ def test_icl_init_in_the_engine_is_init_params_and_refuses_a_learned_query():
 def test_whiten_centres_inputs_and_whitens_task_vectors():
     cfg = DataConfig(model="icl-linreg", n_train=400, n_test=3, T=8, whiten=True).resolved()
     obj = data_model(cfg)
-    world = obj.setup(jax.random.PRNGKey(0), cfg)
-    X, y, _ = obj.sample(world, jax.random.PRNGKey(1), 400)
+    # the world and the sample in one compiled program (eagerly, each op compiled on its own)
+    sample = jax.jit(lambda k0, k1: obj.sample(obj.setup(k0, cfg), k1, 400)[:2], compiler_options=_FAST)
+    X, y = sample(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     D = 4
     np.testing.assert_allclose(X[:, :, :D].mean(axis=0), 0.0, atol=1e-6)  # centred over the set

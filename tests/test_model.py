@@ -17,6 +17,14 @@ LAYOUTS = [("full", "split"), ("factored", "split"), ("factored", 3)]
 LOSSES = ["logistic", "exp", "hinge2", "square"]
 
 
+# The tests' own jitted programs are compiled at XLA's backend optimisation level 0 on the CPU:
+# 3-5x faster to compile (compiling is these tests' run time; the init tests' normal draws, each
+# compiled eagerly at the default level, took ~30 s), the same traced functions. The numbers
+# may differ from the default level's in the last bit: tolerances cover that, and bit-for-bit
+# comparisons compare two programs of this level.
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
 def ref_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray:
     """Φ(X) by explicit loops over examples, heads, queries and tokens, in float64."""
     U = params["U"]
@@ -123,30 +131,36 @@ def test_gradients_match_finite_differences(x64, query, norm, layout, loss):
 
 def test_attention_rows_are_distributions():
     rng = np.random.default_rng(2)
-    params = {k: jnp.asarray(v, jnp.float32) for k, v in random_params(rng, 3, 5, "full", "split").items()}
-    X = jnp.asarray(rng.normal(size=(4, 6, 5)), jnp.float32)
+    # float32 inputs and the checks in numpy (eager jnp ops would each compile a program)
+    params = {k: v.astype(np.float32) for k, v in random_params(rng, 3, 5, "full", "split").items()}
+    X = rng.normal(size=(4, 6, 5)).astype(np.float32)
     # one compiled program for both queries (op by op, every primitive compiled on its own)
-    both = jax.jit(lambda p, X: {q: model.attention(p, X, q) for q in ("first", "all")})(params, X)
+    both = jax.jit(
+        lambda p, X: {q: model.attention(p, X, q) for q in ("first", "all")}, compiler_options=_FAST
+    )(params, X)
     for query, shape in (("first", (4, 3, 6)), ("all", (4, 3, 6, 6))):
         A = both[query]
-        assert A.shape == shape
-        np.testing.assert_allclose(np.asarray(A.sum(-1)), 1.0, rtol=1e-6)
-        assert float(A.min()) >= 0.0
+        assert A.shape == shape and A.dtype == jnp.float32
+        A = np.asarray(A, np.float64)  # the float32 weights, summed without rounding
+        np.testing.assert_allclose(A.sum(-1), 1.0, rtol=1e-6)
+        assert A.min() >= 0.0
 
 
 def test_weighted_head_equals_identical_heads(x64):
     """One stored head of weight m is the m-head model with identical heads; weight-0 slots add
     nothing; R runs sharing slots (``member``) each equal their own model."""
     rng = np.random.default_rng(3)
-    one = {k: jnp.asarray(v) for k, v in random_params(rng, 1, 5, "full", "split").items()}
-    many = {k: jnp.repeat(v, 8, axis=0) for k, v in one.items()}
-    X = jnp.asarray(rng.normal(size=(6, 4, 5)))
-    three = {k: jnp.asarray(v) for k, v in random_params(rng, 3, 5, "full", "split").items()}
+    # the inputs in numpy (eager jnp ops would each compile a program of their own)
+    one = random_params(rng, 1, 5, "full", "split")
+    many = {k: np.repeat(v, 8, axis=0) for k, v in one.items()}
+    X = rng.normal(size=(6, 4, 5))
+    three = random_params(rng, 3, 5, "full", "split")
     first2 = {k: v[:2] for k, v in three.items()}
     last = {k: v[2:] for k, v in three.items()}
-    member = jnp.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
+    member = np.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
 
-    @jax.jit  # every logits below in one compiled program (op by op, each primitive compiles alone)
+    # every logits below in one compiled program (op by op, each primitive compiles alone)
+    @functools.partial(jax.jit, compiler_options=_FAST)
     def all_logits(one, many, three, first2, last, X):
         out = {}
         for norm in NORMS:
@@ -169,18 +183,19 @@ def test_weighted_head_equals_identical_heads(x64):
 
 def test_head_diversity_is_the_largest_pairwise_distance(x64):
     rng = np.random.default_rng(4)
-    params = {k: jnp.asarray(v) for k, v in random_params(rng, 4, 3, "full", "split").items()}
-    flat = np.concatenate([np.asarray(v).reshape(4, -1) for v in params.values()], axis=1)
+    params = random_params(rng, 4, 3, "full", "split")  # numpy: the jitted program takes it
+    flat = np.concatenate([v.reshape(4, -1) for v in params.values()], axis=1)
     dist = np.linalg.norm(flat[:, None] - flat[None], axis=-1)
     active = np.array([True, True, True, False])
     member = np.array([[True, False], [True, False], [False, True], [False, True]])
-    same = {k: np.repeat(np.asarray(v)[:1], 4, axis=0) for k, v in params.items()}
+    same = {k: np.repeat(v[:1], 4, axis=0) for k, v in params.items()}
     diversity = jax.jit(  # one compiled program for the three (op by op, each primitive compiles alone)
         lambda p, same: (
             model.head_diversity(p, active),
             model.head_diversity(p, member),
             model.head_diversity(same, jnp.ones(4, bool)),
-        )
+        ),
+        compiler_options=_FAST,
     )
     of_active, of_runs, of_same = diversity(params, same)
     np.testing.assert_allclose(of_active, dist[:3, :3].max(), rtol=1e-12)
@@ -194,12 +209,13 @@ def test_head_diversity_is_the_largest_pairwise_distance(x64):
 def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
     """Q_h, K_h give the same attention and Φ as the free head W_h = Q_h K_hᵀ, of rank ≤ d_h."""
     rng = np.random.default_rng(4)
-    fac = {k: jnp.asarray(v) for k, v in random_params(rng, H, d, "factored", head_size).items()}
-    W = np.einsum("hda,hea->hde", np.asarray(fac["Q"]), np.asarray(fac["K"]))  # numpy, not key_query_matrix
-    full = {"U": fac["U"], "W": jnp.asarray(W)}
-    X = jnp.asarray(rng.normal(size=(5, 4, d)))
+    fac = random_params(rng, H, d, "factored", head_size)
+    W = np.einsum("hda,hea->hde", fac["Q"], fac["K"])  # numpy, not key_query_matrix
+    full = {"U": fac["U"], "W": W}
+    X = rng.normal(size=(5, 4, d))
 
-    @jax.jit  # one compiled program per case (op by op, each primitive compiles on its own)
+    # one compiled program per case (op by op, each primitive compiles on its own)
+    @functools.partial(jax.jit, compiler_options=_FAST)
     def both(fac, full, X):
         return {
             query: [(model.logits(p, X, query=query), model.attention(p, X, query)) for p in (fac, full)]
@@ -215,14 +231,22 @@ def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
     assert all(np.linalg.matrix_rank(np.asarray(w)) <= a for w in out["W"])
 
 
+_init = jax.jit(
+    model.init_params,
+    static_argnums=(1, 2),
+    static_argnames=("init", "key_query", "head_size"),
+    compiler_options=_FAST,
+)
+
+
 def test_init_shapes_and_scale():
     key = jax.random.PRNGKey(0)
-    p = model.init_params(key, 4, 64, init="normal", scale=2.0)
+    p = _init(key, 4, 64, init="normal", scale=2.0)
     assert p["U"].shape == (4, 64) and p["W"].shape == (4, 64, 64)
-    assert abs(float(jnp.std(p["W"])) - 2.0 / 8.0) < 0.01
-    z = model.init_params(key, 4, 8)
-    assert all(float(jnp.abs(v).max()) == 0.0 for v in z.values())
-    f = model.init_params(key, 4, 8, init="normal", key_query="factored", head_size="split")
+    assert abs(float(np.std(np.asarray(p["W"], np.float64))) - 2.0 / 8.0) < 0.01
+    z = model.init_params(key, 4, 8)  # eager, as a user calls it (zeros: no draw)
+    assert all(np.abs(np.asarray(v)).max() == 0.0 for v in z.values())
+    f = _init(key, 4, 8, init="normal", key_query="factored", head_size="split")
     assert f["Q"].shape == (4, 8, 2) and f["K"].shape == (4, 8, 2)
 
 
@@ -230,8 +254,8 @@ def test_init_shapes_and_scale():
 def test_init_draws_each_head_on_its_own(layout):
     """Head h comes from fold_in(key, h): more heads keep the first ones, and every head differs."""
     key = jax.random.PRNGKey(7)
-    small = model.init_params(key, 2, 8, init="normal", **layout)
-    large = model.init_params(key, 5, 8, init="normal", **layout)
+    small = _init(key, 2, 8, init="normal", **layout)
+    large = _init(key, 5, 8, init="normal", **layout)
     for name in small:
         np.testing.assert_array_equal(large[name][:2], small[name])  # bit for bit
         flat = np.asarray(large[name]).reshape(5, -1)

@@ -25,7 +25,7 @@ from dynamics.config.schema import (
     apply_overrides,
     validate,
 )
-from dynamics.core import engine
+from dynamics.core import engine, rng
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.data import Data
@@ -90,9 +90,13 @@ def ref_train(cfg: Config, trial: int, H: int, **rules) -> float:
 
 def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, sphere=False) -> float:
     data, _, init_keys = prepare_data(cfg)
-    X, y = (np.asarray(a[trial], np.float64) for a in (data.X_train, data.y_train))
+    # whole arrays to numpy, then the trial: indexing a jax array op by op compiles a slice
+    X, y = (np.asarray(a, np.float64)[trial] for a in (data.X_train, data.y_train))
     d, o = X.shape[-1], cfg.optim
-    p = mdl.init_params(jnp.asarray(init_keys[trial]), H, d, init=cfg.model.init, scale=1.0)
+    # op by op (a jitted init_params compiled slower: its draws in one program per init), from the
+    # trial's key wrapped for dynamics.core.rng's Threefry: jax.random's numbers (tests/test_rng.py)
+    # with the hash written out, whose op-by-op draws compile in about half the time of JAX's own
+    p = mdl.init_params(rng.wrap(init_keys[trial]), H, d, init=cfg.model.init, scale=1.0)
     p = {k: np.asarray(v, np.float64) for k, v in p.items()}
     group = {"U": "readout", "W": "attention"}
     m = {k: np.zeros_like(v) for k, v in p.items()}
@@ -167,30 +171,44 @@ def test_sgd_with_the_full_batch_in_epochs_is_gd():
     assert not np.array_equal(b.curves["w_norm"], a.curves["w_norm"])  # another summation order
 
 
+@jax.jit
+def trial_epoch_batch(data: Data, data_key, t):
+    """SGD's batch (B = 6) of update t for the trial of ``data_key``, as the engine's scan draws it:
+    the trial's batch key and t traced, one compiled program (not every primitive op by op)."""
+    return engine.epoch_batch(data, engine.minibatch_key(data_key), t, 6)
+
+
 def test_sgd_batches_depend_on_the_trial_and_the_step_alone():
-    data = Data(jnp.arange(24.0)[:, None, None], jnp.arange(24.0), None, None, None)  # type: ignore[arg-type]
-    key = engine.minibatch_key(np.array([1, 2], np.uint32))
-    # t traced, as in the engine's scan: one compiled program, not every primitive op by op
-    epoch_batch = jax.jit(engine.epoch_batch, static_argnums=3)
-    seen = np.concatenate([np.asarray(epoch_batch(data, key, t, 6)[1]) for t in range(4)])
+    examples = np.arange(24.0, dtype=np.float32)  # numpy: no op-by-op programs for the inputs
+    data = Data(examples[:, None, None], examples, None, None, None)  # type: ignore[arg-type]
+    key = np.array([1, 2], np.uint32)
+    seen = np.concatenate([np.asarray(trial_epoch_batch(data, key, t)[1]) for t in range(4)])
     assert sorted(seen.tolist()) == list(range(24))  # an epoch shows every example once
-    again = np.asarray(epoch_batch(data, key, 2, 6)[1])
+    again = np.asarray(trial_epoch_batch(data, key, 2)[1])
     np.testing.assert_array_equal(again, seen[12:18])
-    other = engine.minibatch_key(np.array([1, 3], np.uint32))  # another trial: other batches
-    assert not np.array_equal(np.asarray(epoch_batch(data, other, 0, 6)[1]), seen[:6])
-    assert not np.array_equal(np.asarray(epoch_batch(data, key, 4, 6)[1]), seen[:6])  # new epoch
+    other = np.array([1, 3], np.uint32)  # another trial: other batches
+    assert not np.array_equal(np.asarray(trial_epoch_batch(data, other, 0)[1]), seen[:6])
+    assert not np.array_equal(np.asarray(trial_epoch_batch(data, key, 4)[1]), seen[:6])  # new epoch
 
 
 def test_normalised_gd_has_no_fast_path_and_takes_unit_steps_per_run():
     assert not parts.uses_fast_path(config(init="zero", optimizer="normalized-gd"))
-    g = {"U": jnp.array([[3.0, 0.0], [0.0, 4.0], [1.0, 0.0]]), "W": jnp.zeros((3, 2, 2))}
-    member = jnp.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
+    # numpy inputs (float32, as the engine's): no op-by-op programs to build them
+    g = {
+        "U": np.array([[3.0, 0.0], [0.0, 4.0], [1.0, 0.0]], np.float32),
+        "W": np.zeros((3, 2, 2), np.float32),
+    }
+    member = np.array([[True, False], [True, False], [False, True]])  # slots 0, 1: run 0; 2: run 1
     normalise = jax.jit(upd.normalise)  # as the engine's step calls it: one program a shape
     out = normalise(g, member)
     np.testing.assert_allclose(out["U"], [[0.6, 0.0], [0.0, 0.8], [1.0, 0.0]])
-    zero = normalise({"U": jnp.zeros((2, 2)), "b": jnp.zeros(2)}, jnp.eye(2, dtype=bool))
+    # the zero and the bias cases have the same shapes: one compiled program for both
+    zero = normalise({"U": np.zeros((2, 1), np.float32), "b": np.zeros(2, np.float32)}, np.eye(2, dtype=bool))
     assert all(np.array_equal(v, np.zeros_like(v)) for v in zero.values())  # 0, not NaN
-    with_b = normalise({"U": jnp.array([[3.0], [1.0]]), "b": jnp.array([4.0, 0.0])}, jnp.eye(2, dtype=bool))
+    with_b = normalise(
+        {"U": np.array([[3.0], [1.0]], np.float32), "b": np.array([4.0, 0.0], np.float32)},
+        np.eye(2, dtype=bool),
+    )
     np.testing.assert_allclose(with_b["U"][:, 0], [0.6, 1.0])
     np.testing.assert_allclose(with_b["b"], [0.8, 0.0])
 
@@ -218,7 +236,9 @@ def test_lr_scaling_applies_to_every_optimiser(optimizer):
 
 
 def test_the_sphere_init_draws_unit_readouts_and_normal_attention():
-    key = jax.random.PRNGKey(3)
+    # jax.random.PRNGKey(3)'s key, drawing with dynamics.core.rng's Threefry: the same numbers, its
+    # op-by-op draws compiled in 8 s here where JAX's own hash took 15 (jitted: 4 programs, 22 s)
+    key = rng.wrap(rng.seed(3))
     sphere = mdl.init_params(key, 4, 6, init="sphere", scale=0.5)
     normal = mdl.init_params(key, 4, 6, init="normal", scale=0.5)
     np.testing.assert_allclose(np.linalg.norm(sphere["U"], axis=1), 1.0, rtol=1e-6)
@@ -230,20 +250,28 @@ def test_the_sphere_init_draws_unit_readouts_and_normal_attention():
     )
 
 
+@jax.jit
+def tangent_U(U, g):
+    return upd.tangent({"U": U}, {"U": g}, ("U",))["U"]
+
+
+project_sphere = jax.jit(upd.project_sphere)  # one program a call shape, not every op
+
+
 def test_the_tangent_gradient_and_the_projection_match_a_float64_reference():
     rs = np.random.default_rng(0)
     with jax.enable_x64(True):
         U = rs.normal(size=(3, 5))
         U /= np.linalg.norm(U, axis=1, keepdims=True)
         g = rs.normal(size=(3, 5))
-        got = np.asarray(upd.tangent({"U": jnp.asarray(U)}, {"U": jnp.asarray(g)}, ("U",))["U"])
+        got = np.asarray(tangent_U(U, g))
         want = np.stack([gi - np.dot(gi, ui) * ui for gi, ui in zip(g, U, strict=True)])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(np.sum(got * U, axis=1), 0.0, atol=1e-14)  # no radial part left
-        moved = upd.project_sphere({"U": jnp.asarray(U - 0.7 * got), "W": jnp.ones((3, 2, 2))})
+        moved = project_sphere({"U": U - 0.7 * got, "W": np.ones((3, 2, 2))})
         np.testing.assert_allclose(np.linalg.norm(moved["U"], axis=1), 1.0, rtol=1e-12)
         assert np.array_equal(moved["W"], np.ones((3, 2, 2)))
-        assert np.array_equal(upd.project_sphere({"U": jnp.zeros((1, 5))})["U"], np.zeros((1, 5)))
+        assert np.array_equal(project_sphere({"U": np.zeros((1, 5))})["U"], np.zeros((1, 5)))
 
 
 def test_the_sphere_constraint_trains_on_the_sphere(monkeypatch):

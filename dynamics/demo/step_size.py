@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from dynamics.core import model as mdl
+from dynamics.core import rng
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
 
@@ -111,7 +112,8 @@ def compute(s: Settings, seed: int = 0, *, progress: bool = False) -> StepSizeRu
     """Train both runs for every H of ``s`` on one DM1 draw from ``seed``: the one-head runs in one
     vmapped program, the H-head models one program per H (a progress bar over them if ``progress``)."""
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
-    data = jax.tree_util.tree_map(lambda a: a[0], cm.dm1_data(jax.random.PRNGKey(seed), 1, **fields))
+    # the key of jax.random.PRNGKey(seed) and the trial taken in numpy: no op-by-op programs
+    data = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], cm.dm1_data(rng.seed(seed), 1, **fields))
     steps, segments = cm.schedule(s.steps, s.log_points)
     lr = jnp.float32(s.lr)
     one = train_one_head(data, lr, jnp.array(s.heads, jnp.float32), segments)

@@ -26,6 +26,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from dynamics.core import model as mdl
+from dynamics.core import rng
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
 
@@ -105,10 +106,12 @@ class SymmetryRun(NamedTuple):
 
 def compute(s: Settings, seed: int = 0) -> SymmetryRun:
     """Train every (init, H, trial) of ``s`` from ``seed`` in one vmapped, compiled program."""
-    k_data, k_init = jax.random.split(jax.random.PRNGKey(seed))
+    # keys as jax.random derives them, and the grid's rows taken, in numpy (dynamics.core.rng): the
+    # same numbers without a program compiled for every key operation and gather
+    k_data, k_init = rng.split(rng.seed(seed))
     fields = dict(n_train=s.n_train, n_test=s.n_test, T=s.T, d=s.d, n_irrelevant=s.n_irrelevant)
     data = cm.dm1_data(k_data, s.trials, **fields)
-    keys = jnp.stack([jax.random.fold_in(k_init, i) for i in range(s.trials)])  # (trials, 2)
+    keys = np.stack([rng.fold_in(k_init, i) for i in range(s.trials)])  # (trials, 2)
     steps, segments = cm.schedule(s.steps, s.log_points)
     # Grid (init, H, trial) flattened into one vmapped batch; one compile for everything.
     scales = np.array([0.0, s.init_scale])
@@ -116,7 +119,7 @@ def compute(s: Settings, seed: int = 0) -> SymmetryRun:
         np.meshgrid(np.arange(2), np.arange(len(s.heads)), np.arange(s.trials), indexing="ij"), -1
     )
     gi, hi, ti = grid.reshape(-1, 3).T
-    batch_data = jax.tree_util.tree_map(lambda a: a[ti], data)
+    batch_data = jax.tree_util.tree_map(lambda a: np.asarray(a)[ti], data)
     fn = jax.vmap(partial(train_symmetry, h_max=max(s.heads), segments=segments), in_axes=(0, 0, 0, 0, None))
     logged = fn(
         batch_data,
