@@ -23,7 +23,8 @@ SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, w
 
 @pytest.fixture(scope="module")
 def result():
-    return run_sweep(preset("fig2"), progress=False, head_sims=True, **SMALL)
+    # the run tests/test_figures_heads.py draws (init="normal" too): one compile serves both files
+    return run_sweep(preset("fig2"), progress=False, head_sims=True, init="normal", **SMALL)
 
 
 def test_keyword_overrides_use_the_command_lines_names(result):

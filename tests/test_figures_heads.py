@@ -41,6 +41,7 @@ def real():
         width=8,
         irrelevant_means=2,
         init="normal",
+        head_sims=True,  # as tests/test_api.py's run: one compile serves both files
     )
 
 
