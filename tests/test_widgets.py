@@ -38,6 +38,42 @@ def _screen_figure(module, heads=(1, 4, 16, 64), steps=10):
     return for_screen(module.draw(r, s)), r
 
 
+_DRAWN: dict = {}
+
+
+def _drawn(module):
+    """``_screen_figure(module)``, built once per module and worker for the tests below, which only
+    read it, and drawn at once: its legends' boxes and its lines' pixels as they are on that first
+    draw (what a fresh figure shows; a later tight-bbox PNG may re-fit the layout by a hundredth of
+    a pixel) come with it. Open until this file's tests are done (closing drops its Agg canvas)."""
+    if module not in _DRAWN:
+        fig, r = _screen_figure(module)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = [
+            (
+                [t.get_text() for t in legend.get_texts()],
+                legend.get_window_extent(renderer),
+                [
+                    line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+                    for ax in fig.axes
+                    for line in ax.lines
+                ],
+            )
+            for legend in fig.findobj(Legend)
+        ]
+        _DRAWN[module] = fig, r, legends
+    return _DRAWN[module]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_drawn():
+    yield
+    for fig, _, _ in _DRAWN.values():
+        plt.close(fig)
+    _DRAWN.clear()
+
+
 def _png_width(fig) -> int:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")  # what the inline backend sends
@@ -63,32 +99,24 @@ def _assert_readable(fig) -> None:
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
 def test_screen_figure_is_readable_at_projector_size(module):
-    fig, _ = _screen_figure(module)
+    fig, _, _ = _drawn(module)
     _assert_readable(fig)
-    plt.close(fig)
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
 def test_no_legend_covers_a_curve(module):
     """Short runs (10 steps) put curves anywhere: every legend sits outside the plotting areas."""
-    fig, _ = _screen_figure(module)
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    legends = fig.findobj(Legend)
+    _, _, legends = _drawn(module)  # as drawn once, fresh
     assert legends
-    for legend in legends:
-        box = legend.get_window_extent(renderer)
-        for ax in fig.axes:
-            for line in ax.lines:
-                xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
-                xy = xy[np.all(np.isfinite(xy), axis=1)]
-                inside = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
-                assert not inside.any(), f"legend {[t.get_text() for t in legend.get_texts()]} covers a curve"
-    plt.close(fig)
+    for texts, box, lines in legends:
+        for xy in lines:
+            xy = xy[np.all(np.isfinite(xy), axis=1)]
+            inside = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
+            assert not inside.any(), f"legend {texts} covers a curve"
 
 
 def test_step_size_draws_bars_of_exactly_zero():
-    fig, r = _screen_figure(step_size)
+    fig, r, _ = _drawn(step_size)
     ax = fig.axes[2]
     bottom = ax.get_ylim()[0]
     bars = [p for p in ax.patches if p.get_width() > 0]
@@ -96,7 +124,6 @@ def test_step_size_draws_bars_of_exactly_zero():
     assert all(p.get_y() + p.get_height() > bottom * 2 for p in bars), "a bar is hidden below the axis"
     zero_marks = [t for t in ax.texts if t.get_text() == "0"]
     assert len(zero_marks) == int((r.max_diff == 0).sum())
-    plt.close(fig)
 
 
 def test_controls_show_exact_step_sizes_and_every_head():
