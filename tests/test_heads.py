@@ -15,6 +15,10 @@ from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig,
 from dynamics.core import heads
 from dynamics.sweeps import sweep
 
+# The small checks of heads' functions run them in one program each, compiled at XLA's backend
+# optimisation level 0 on the CPU (op by op, each primitive compiled alone: a dozen programs).
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
 
 def tiny(query: str, attention: str, init: str = "normal") -> Config:
     return Config(
@@ -110,7 +114,11 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
 
 
 def test_a_zero_vectors_cosine_is_nan():
-    got = np.asarray(heads.abs_cos(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])))
+    got = np.asarray(
+        jax.jit(heads.abs_cos, compiler_options=_FAST)(
+            np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])
+        )
+    )
     assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)
 
 
@@ -188,7 +196,8 @@ def test_a_feature_no_example_holds_is_nan():
     share = np.full((3, 1, 4), 0.25)
     features = np.zeros((3, 2, 4), bool)
     features[:, 0, 1] = True
-    got = np.asarray(heads.attention_per_feature(jax.numpy.asarray(share, "float32"), features))
+    per_feature = jax.jit(heads.attention_per_feature, compiler_options=_FAST)
+    got = np.asarray(per_feature(share.astype(np.float32), features))
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
 
 
