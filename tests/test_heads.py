@@ -176,12 +176,13 @@ def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
         result = sweep.run_sweep(cfg, progress=False)
         data, _, _ = sweep.prepare_data(resolve(cfg).config)
     feats = np.asarray(data.features_test, np.float64)  # (trials, n, F, T)
+    X_test = np.asarray(data.X_test, np.float64)  # numpy: an eager slice of a JAX array compiles
     assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
     np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union
     got = result.curves["head_attn_feature"]  # (1, trials, L, H, F)
     for t, step in itertools.product(range(2), range(len(result.head_steps))):
         k = result.params["k"][0, t, step]  # (H, d)
-        s = np.einsum("ntd,hd->nht", np.asarray(data.X_test[t], np.float64), k)
+        s = np.einsum("ntd,hd->nht", X_test[t], k)
         if attention == "softmax":
             e = np.exp(s - s.max(axis=-1, keepdims=True))
             share = e / e.sum(axis=-1, keepdims=True)
