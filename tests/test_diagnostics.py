@@ -254,15 +254,17 @@ def test_fast_path_rejects_several_stored_heads():
 # ---------------------------------------------------------------------------------------------
 
 
+# flattened inside the program (an eager ravel_pytree compiles its concatenation alone); one
+# program per shape and (query, norm), shared by the calls of a test (θ and θ = 0 alike)
+@functools.partial(jit, static_argnames=("query", "norm"))
+def _jacobian(params, X, query, norm):
+    flat, unravel = ravel_pytree(params)
+    return jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm))(flat)
+
+
 def explicit_ntk(params, X, query, norm):
     """J Jᵀ with J (m, P) from jax.jacfwd of the H-head Φ over the flattened parameters."""
-
-    @jit  # flattened inside the program (an eager ravel_pytree compiles its concatenation alone)
-    def jacobian(params):
-        flat, unravel = ravel_pytree(params)
-        return jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm))(flat)
-
-    J = np.asarray(jacobian(params))  # (m, P)
+    J = np.asarray(_jacobian(params, X, query=query, norm=norm))  # (m, P)
     return J @ J.T
 
 
