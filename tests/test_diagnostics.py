@@ -10,13 +10,26 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from dynamics.core import model
+from dynamics.core import rng as keys
 from dynamics.theory import diagnostics as dg
+
+# The tests' jitted programs (references and the diagnostics under test alike) are compiled at XLA's
+# backend optimisation level 0 on the CPU: several times faster to compile (compiling is these
+# tests' run time), the same traced functions; the numbers may differ from the default level's in
+# the last bits, far inside every tolerance below (float64, relative 1e-10 or looser).
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+jit = functools.partial(jax.jit, compiler_options=_FAST)
+
+
+def key(seed: int) -> jax.Array:
+    """jax.random.PRNGKey(seed)'s raw key, from numpy (the same bits; no eager compile)."""
+    return jnp.asarray(keys.seed(seed))
 
 
 def dense_hessian(loss_fn, params) -> np.ndarray:
     """∇²L (P, P) with jax.hessian on the flattened parameters (the reference Lanczos must meet)."""
 
-    @jax.jit  # flattened inside the program: an eager ravel_pytree compiles its concatenation alone
+    @jit  # flattened inside the program: an eager ravel_pytree compiles its concatenation alone
     def hessian(params):
         flat, unravel = ravel_pytree(params)
         return jax.hessian(lambda f: loss_fn(unravel(f)))(flat)
@@ -65,15 +78,15 @@ def test_lanczos_is_exact_at_full_dimension_and_survives_breakdown(x64):
     A = rng.normal(size=(P, P))
     A = A + A.T
     e = np.linalg.eigvalsh(A)
-    run = jax.jit(lambda M, v0, key: dg.lanczos_extremes(lambda v: M @ v, v0, key, iters=P))
-    ext = run(jnp.asarray(A), jnp.asarray(rng.normal(size=P)), jax.random.PRNGKey(1))
+    run = jit(lambda M, v0, key: dg.lanczos_extremes(lambda v: M @ v, v0, key, iters=P))
+    ext = run(jnp.asarray(A), jnp.asarray(rng.normal(size=P)), key(1))
     np.testing.assert_allclose([ext.lam_max, ext.lam_min], [e[-1], e[0]], rtol=1e-12)
     assert float(ext.res_max) < 1e-10 and float(ext.res_min) < 1e-10
 
     D = jnp.asarray(np.diag([-2.0] + [1.0] * (P - 2) + [5.0]))
     v0 = np.zeros(P)
     v0[1] = 1.0  # inside the 1-eigenspace: breaks down at once
-    ext = run(D, jnp.asarray(v0), jax.random.PRNGKey(2))
+    ext = run(D, jnp.asarray(v0), key(2))
     np.testing.assert_allclose([ext.lam_max, ext.lam_min], [5.0, -2.0], rtol=1e-12)
 
 
@@ -90,9 +103,7 @@ def test_hessian_extremes_match_dense_hessian_at_random_init(x64, query, norm, k
     loss_fn = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss="logistic")
     e = np.linalg.eigvalsh(dense_hessian(loss_fn, params))
     P = e.size
-    lam_max, lam_min = jax.jit(lambda p, k: dg.hessian_extremes(loss_fn, p, k, iters=P))(
-        params, jax.random.PRNGKey(0)
-    )
+    lam_max, lam_min = jit(lambda p, k: dg.hessian_extremes(loss_fn, p, k, iters=P))(params, key(0))
     radius = max(abs(e[0]), abs(e[-1]))
     assert rel_err(lam_max, e[-1], radius) < 1e-10
     assert rel_err(lam_min, e[0], radius) < 1e-10
@@ -166,12 +177,13 @@ def numpy_lanczos_extremes(A: np.ndarray, v0: np.ndarray, k: int) -> tuple[float
 
 def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
     """Zero init trained on the explicit H-head model: the heads stay identical, W ≠ 0."""
-    params = model.init_params(jax.random.PRNGKey(0), H, X.shape[-1])
     L = functools.partial(dg.training_loss, X=X, y=y, query=query, norm=norm, loss=loss)
     opt = optax.sgd(2.0 * H) if optimizer == "gd" else optax.adam(0.1)
 
-    @jax.jit
-    def train(params):
+    @jit  # θ(0) = 0 made inside the program (eager init_params compiles its zeros one by one)
+    def train(key):
+        params = model.init_params(key, H, X.shape[-1])
+
         def step(_, carry):
             params, state = carry
             updates, state = opt.update(jax.grad(L)(params), state)
@@ -179,7 +191,7 @@ def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
 
         return jax.lax.fori_loop(0, steps, step, (params, opt.init(params)))[0]
 
-    return train(params), L
+    return train(key(0)), L
 
 
 FAST = [  # H = 1 (no difference block), 2 (no third stored head), 3 (the general layout)
@@ -211,14 +223,14 @@ def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, opti
 
     p = sum(v.size for v in one.values())  # ravel_pytree(one)[0].size
 
-    @jax.jit
+    @jit
     def blocks_and_extremes(one, key):  # one program: the two blocks as dense (p, p) matrices,
         _, symmetric, difference = dg.fast_path_operators(one, X, y, **kw)  # column by column,
         dense = [jax.vmap(symmetric)(jnp.eye(p))]  # and the fast path's Lanczos extremes
         dense = dense if difference is None else dense + [jax.vmap(difference)(jnp.eye(p))]
         return dense, dg.fast_path_hessian_extremes(one, X, y, key, iters=p, **kw)
 
-    blocks, (lam_max, lam_min) = blocks_and_extremes(one, jax.random.PRNGKey(7))
+    blocks, (lam_max, lam_min) = blocks_and_extremes(one, key(7))
     spectra = [np.linalg.eigvalsh(np.asarray(b)) for b in blocks]
     assert len(spectra) == min(H, 2)
     spectra += spectra[1:] * (H - 2)  # A − B has multiplicity H − 1
@@ -242,15 +254,17 @@ def test_fast_path_rejects_several_stored_heads():
 # ---------------------------------------------------------------------------------------------
 
 
+# flattened inside the program (an eager ravel_pytree compiles its concatenation alone); one
+# program per shape and (query, norm), shared by the calls of a test (θ and θ = 0 alike)
+@functools.partial(jit, static_argnames=("query", "norm"))
+def _jacobian(params, X, query, norm):
+    flat, unravel = ravel_pytree(params)
+    return jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm))(flat)
+
+
 def explicit_ntk(params, X, query, norm):
     """J Jᵀ with J (m, P) from jax.jacfwd of the H-head Φ over the flattened parameters."""
-
-    @jax.jit  # flattened inside the program (an eager ravel_pytree compiles its concatenation alone)
-    def jacobian(params):
-        flat, unravel = ravel_pytree(params)
-        return jax.jacfwd(lambda f: model.logits(unravel(f), X, query=query, norm=norm))(flat)
-
-    J = np.asarray(jacobian(params))  # (m, P)
+    J = np.asarray(_jacobian(params, X, query=query, norm=norm))  # (m, P)
     return J @ J.T
 
 
@@ -259,7 +273,7 @@ def test_ntk_matches_explicit_jacobian(x64, query, norm, key_query):
     X, _, _ = small_data(key=1)
     params = random_params(1, 3, 4, key_query, 2)
     phi = functools.partial(model.logits, query=query, norm=norm)
-    K = jax.jit(lambda p, X: dg.ntk(phi, p, X))(params, X)
+    K = jit(lambda p, X: dg.ntk(phi, p, X))(params, X)
     want = explicit_ntk(params, X, query, norm)
     np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
@@ -271,7 +285,7 @@ def test_fast_path_ntk_is_the_H_head_kernel(x64, H, query, norm):
     X, _, _ = small_data(key=2)
     one = random_params(2, 1, 4, scale=2.0)
     many = {k: np.repeat(np.asarray(v), H, axis=0) for k, v in one.items()}  # numpy: no eager compiles
-    kernel = jax.jit(functools.partial(dg.fast_path_ntk, n_heads=H, query=query, norm=norm))
+    kernel = jit(functools.partial(dg.fast_path_ntk, n_heads=H, query=query, norm=norm))
     K = kernel(one, X)
     want = explicit_ntk(many, X, query, norm)
     np.testing.assert_allclose(K, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
@@ -293,7 +307,7 @@ def test_kernel_distance():
     K = (J @ J.T).astype(np.float32)
     eye, other = np.eye(2, dtype=np.float32), np.array([[0.0, 1.0], [1.0, 0.0]], np.float32)
 
-    @jax.jit  # the four distances in one compiled program (op by op, each primitive compiles alone)
+    @jit  # the four distances in one compiled program (op by op, each primitive compiles alone)
     def distances(K, eye, other):
         return (
             dg.kernel_distance(K, 3.0 * K),
@@ -393,7 +407,7 @@ def test_cosines():
     W_mm = W_mm.astype(np.float32)
     heads = np.stack([W_mm, R])  # (2, 3, 3)
 
-    @jax.jit  # every call below in one compiled program (op by op, each primitive compiles alone)
+    @jit  # every call below in one compiled program (op by op, each primitive compiles alone)
     def cosines(W_mm, R, heads):
         return dict(
             same=dg.cosine(W_mm, 2.0 * W_mm),

@@ -15,6 +15,10 @@ from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig,
 from dynamics.core import heads
 from dynamics.sweeps import sweep
 
+# The small checks of heads' functions run them in one program each, compiled at XLA's backend
+# optimisation level 0 on the CPU (op by op, each primitive compiled alone: a dozen programs).
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
 
 def tiny(query: str, attention: str, init: str = "normal") -> Config:
     return Config(
@@ -110,7 +114,11 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
 
 
 def test_a_zero_vectors_cosine_is_nan():
-    got = np.asarray(heads.abs_cos(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])))
+    got = np.asarray(
+        jax.jit(heads.abs_cos, compiler_options=_FAST)(
+            np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])
+        )
+    )
     assert np.isnan(got[0, 0]) and got[1, 0] == pytest.approx(2**-0.5)
 
 
@@ -168,12 +176,13 @@ def test_attention_per_feature_agrees_with_numpy_from_the_snapshots(attention):
         result = sweep.run_sweep(cfg, progress=False)
         data, _, _ = sweep.prepare_data(resolve(cfg).config)
     feats = np.asarray(data.features_test, np.float64)  # (trials, n, F, T)
+    X_test = np.asarray(data.X_test, np.float64)  # numpy: an eager slice of a JAX array compiles
     assert feats.shape == (2, 12, 2, 5) and np.all(feats.sum(axis=-1) == 1)  # one token per feature
     np.testing.assert_array_equal(np.asarray(data.mask_test), feats.any(axis=2))  # the union
     got = result.curves["head_attn_feature"]  # (1, trials, L, H, F)
     for t, step in itertools.product(range(2), range(len(result.head_steps))):
         k = result.params["k"][0, t, step]  # (H, d)
-        s = np.einsum("ntd,hd->nht", np.asarray(data.X_test[t], np.float64), k)
+        s = np.einsum("ntd,hd->nht", X_test[t], k)
         if attention == "softmax":
             e = np.exp(s - s.max(axis=-1, keepdims=True))
             share = e / e.sum(axis=-1, keepdims=True)
@@ -188,7 +197,8 @@ def test_a_feature_no_example_holds_is_nan():
     share = np.full((3, 1, 4), 0.25)
     features = np.zeros((3, 2, 4), bool)
     features[:, 0, 1] = True
-    got = np.asarray(heads.attention_per_feature(jax.numpy.asarray(share, "float32"), features))
+    per_feature = jax.jit(heads.attention_per_feature, compiler_options=_FAST)
+    got = np.asarray(per_feature(share.astype(np.float32), features))
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
 
 

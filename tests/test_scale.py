@@ -20,7 +20,7 @@ from dynamics.config.schema import (
     log_schedule,
     validate,
 )
-from dynamics.core import engine, losses, model, update
+from dynamics.core import engine, losses, model, rng, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import devices
 from dynamics.sweeps.sweep import pack_runs, plan_points, run_grid, run_sweep
@@ -205,14 +205,14 @@ def test_sharded_over_8_devices_equals_unsharded(tmp_path):
 @pytest.mark.parametrize("optimizer", ["gd", "adam"])
 def test_x64_engine_matches_float64_loop(optimizer):
     cfg = tiny(init="normal", optimizer=optimizer, heads=(3,), head_metrics="off")  # train_loss only
-    k_data, k_init = jax.random.split(jax.random.PRNGKey(cfg.sweep.seed))
+    k_data, k_init = rng.split(rng.seed(cfg.sweep.seed))  # numpy: jax.random's keys, no eager compiles
     data, _ = make_data(cfg.data, k_data, cfg.sweep.trials)  # float32 draws, as without x64
     with jax.enable_x64(True):
         result = run_sweep(cfg, progress=False)
         d = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64)[1], data)  # numpy: no compile
         # the init and the optimiser's state jitted: one compile each instead of op-by-op dispatch
         init = jax.jit(model.init_params, static_argnums=(1, 2), static_argnames=("init",))
-        p = init(jax.random.fold_in(k_init, 1), 3, 8, init="normal")
+        p = init(rng.fold_in(k_init, 1), 3, 8, init="normal")
         opt = update.make_optimizer(optimizer, cfg.optim.lr)
         state = jax.jit(opt.init)(p)
 
