@@ -36,7 +36,8 @@ def _draw(model: str, n: int = 400, seed: int = 0, **params):
 
     The keys of jax.random.split(jax.random.PRNGKey(seed), 3), derived in numpy and drawing with
     dynamics.core.rng's Threefry as make_data's do: the same numbers (tests/test_rng.py), where JAX's
-    own CPU hash took most of this file's op-by-op compile (~2.5x the seconds)."""
+    own CPU hash took most of this file's op-by-op compile (~2.5x the seconds); setup and sample
+    jitted together (``_setup_and_sample``)."""
     cfg = DataConfig(model=model, n_train=n, n_test=3, **params).resolved()
     world, (X, y, mask) = _setup_and_sample(rng.split(rng.seed(seed), 3)[:2], cfg)
     as64 = lambda a: None if a is None else np.asarray(a, np.float64)  # noqa: E731

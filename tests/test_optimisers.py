@@ -61,7 +61,8 @@ def ref_loss(p, X, y, H):
 
 # Jitted (H static): one compiled program per batch shape, where the op-by-op grad compiled every
 # primitive of it; float64 inside ``jax.enable_x64`` (a program of its own).
-ref_grad = jax.jit(jax.grad(ref_loss), static_argnums=3)
+# The loss and its gradient in one program: the full-batch steps and the final loss share it.
+ref_grad = jax.jit(jax.value_and_grad(ref_loss), static_argnums=3)
 ref_loss_jit = jax.jit(ref_loss, static_argnums=3)
 
 
@@ -104,7 +105,7 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
     batches = ref_batches(cfg, trial, o.steps) if o.optimizer == "sgd" else None
     for t in range(o.steps):
         idx = batches[t] if batches is not None else np.arange(len(y))
-        g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H).items()}
+        g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H)[1].items()}
         rule = {k: _group(o, group[k]) for k in p}
         moving = {k: r[1] <= t < r[2] for k, r in rule.items()}
         if not adam:
@@ -125,7 +126,7 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
         p = {k: p[k] - o.lr * rule[k][0] * g[k] if moving[k] else p[k] for k in p}
         if sphere:
             p["U"] = p["U"] / np.linalg.norm(p["U"], axis=1, keepdims=True)
-    return float(ref_loss_jit(p, X, y, H))
+    return float(ref_grad(p, X, y, H)[0])  # the loss: the full batch's program (GD's steps ran it)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
