@@ -7,6 +7,7 @@ Each case was a silently wrong or mislabelled number (or a deep JAX error) befor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import warnings
 
@@ -138,16 +139,23 @@ def test_valid_output_is_used_exactly_as_it_came():
     model = Hostile()
     data, _ = _draw(model)
     # the same draws by hand: trial i's key fold_in(seed key, i), split into setup, train, test keys
+    # (derived in numpy by dynamics.core.rng: jax.random's keys bit for bit, tests/test_rng.py)
+    # whole arrays to numpy, then the trial: indexing a jax array op by op compiles a slice
+    made = [np.asarray(a) for a in (data.X_train, data.y_train, data.mask_train, data.X_test)]
     for i in range(2):
-        k_setup, k_train, k_test = jax.random.split(rng.wrap(rng.fold_in(rng.seed(0), i)), 3)
-        world = model.setup(k_setup, None)
-        X, y, mask = model.sample(world, k_train, N)
-        np.testing.assert_array_equal(np.asarray(data.X_train[i]), np.asarray(X))
-        np.testing.assert_array_equal(np.asarray(data.y_train[i]), np.asarray(y))
-        np.testing.assert_array_equal(np.asarray(data.mask_train[i]), np.asarray(mask))
-        np.testing.assert_array_equal(
-            np.asarray(data.X_test[i]), np.asarray(model.sample(world, k_test, N)[0])
-        )
+        hand = _by_hand(rng.split(rng.fold_in(rng.seed(0), i), 3), model)  # X, y, mask, X_test
+        for got, want in zip(made, hand, strict=True):
+            np.testing.assert_array_equal(got[i], np.asarray(want))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _by_hand(raw_keys, model):
+    """setup, then the training and test samples of one trial, as one program for both trials (op
+    by op, the draws compiled ~25 programs); make_data's program draws them jitted too."""
+    k_setup, k_train, k_test = rng.wrap(raw_keys)
+    world = model.setup(k_setup, None)
+    X, y, mask = model.sample(world, k_train, N)
+    return X, y, mask, model.sample(world, k_test, N)[0]
 
 
 # T and d from one traced sample.
@@ -233,8 +241,9 @@ def test_a_complex_metric_is_refused_not_cast_to_its_real_part():
             heads=[1], steps=2, trials=1, n_train=N, n_test=N, tokens=T, width=D, progress=False,
             metrics={"phase": lambda params, data: jnp.sum(params["U"]) * 1j},
         )  # fmt: skip
-    boundary.check_metric("ok", jnp.zeros(3, jnp.float32))  # real: accepted
-    boundary.check_metric("ok", jnp.zeros(3, bool))
+    # real jax arrays: accepted (put from numpy: jnp.zeros and jnp.asarray compiled a program each)
+    boundary.check_metric("ok", jax.device_put(np.zeros(3, np.float32)))
+    boundary.check_metric("ok", jax.device_put(np.zeros(3, bool)))
 
 
 @pytest.mark.parametrize("value", [None, "value", {"a": 1}])

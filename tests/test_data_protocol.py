@@ -5,6 +5,7 @@ warning."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -35,14 +36,26 @@ def _draw(model: str, n: int = 400, seed: int = 0, **params):
 
     The keys of jax.random.split(jax.random.PRNGKey(seed), 3), derived in numpy and drawing with
     dynamics.core.rng's Threefry as make_data's do: the same numbers (tests/test_rng.py), where JAX's
-    own CPU hash took most of this file's op-by-op compile (~2.5x the seconds)."""
+    own CPU hash took most of this file's op-by-op compile (~2.5x the seconds); setup and sample
+    jitted together (``_setup_and_sample``)."""
     cfg = DataConfig(model=model, n_train=n, n_test=3, **params).resolved()
-    obj = data_model(cfg)
-    k_setup, k_train, _ = rng.wrap(rng.split(rng.seed(seed), 3))
-    world = obj.setup(k_setup, cfg)
-    X, y, mask = obj.sample(world, k_train, n)
+    world, (X, y, mask) = _setup_and_sample(rng.split(rng.seed(seed), 3)[:2], cfg)
     as64 = lambda a: None if a is None else np.asarray(a, np.float64)  # noqa: E731
     return cfg, world, as64(X), as64(y), None if mask is None else np.asarray(mask)
+
+
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
+@functools.partial(jax.jit, static_argnums=1, compiler_options=_FAST)
+def _setup_and_sample(raw_keys, cfg: DataConfig):
+    """The data model's setup and sample of n_train examples as one program (the config static) at
+    XLA's backend optimisation level 0 on the CPU, where op by op they compiled ~40 programs a model;
+    the properties are checked on the draws, whatever program drew them."""
+    obj = data_model(cfg)
+    k_setup, k_train = rng.wrap(raw_keys)
+    world = obj.setup(k_setup, cfg)
+    return world, obj.sample(world, k_train, cfg.n_train)
 
 
 def _orthonormal_rows(V: np.ndarray) -> None:

@@ -1,6 +1,7 @@
 """The emergence data model (single-location regression with in-context copies and cross-sample
 repetition), a data model's own test distribution (``sample_test``) and tied position logits."""
 
+import functools
 import types
 
 import jax
@@ -10,6 +11,7 @@ import pytest
 
 from datamodels.emergence import EMERGENCE
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.core import rng
 from dynamics.core.data import draw_trial, trial_data
 from dynamics.errors import ConfigError
 
@@ -30,15 +32,30 @@ def test_sample_defining_properties():
     d = trial_data(emergence_config(copies=2, repetition=1.0))
     W, x_bar = (np.asarray(d.world.latents[k], np.float64) for k in ("W_star", "x_bar"))
     np.testing.assert_allclose(W @ W.T, np.eye(4), atol=1e-6)
-    for X, y, mask, repeated in (
+    for *arrays, repeated in (
         (d.X_train, d.y_train, d.mask_train, True),
         (d.X_test, d.y_test, d.mask_test, False),
     ):
+        X, y, mask = (np.asarray(a) for a in arrays)  # numpy: slicing a jax array compiles a program
         assert X.shape[1:] == (6, 4) and y.shape == (X.shape[0], 4)
         assert np.array_equal(mask, np.broadcast_to(np.arange(6) >= 4, mask.shape))
         assert np.array_equal(X[:, 4], X[:, 5])
         np.testing.assert_allclose(y, X[:, 5].astype(np.float64) @ W.T, rtol=1e-5, atol=1e-5)
         assert np.all(X[:, 5] == x_bar) == repeated and np.all(np.any(X[:, 5] != x_bar, axis=1)) != repeated
+
+
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
+# one program a call (the model and config static) at XLA's backend optimisation level 0 on the CPU,
+# where op by op the draws compiled a program each; the boundary's checks are static, refused in the trace
+@functools.partial(jax.jit, static_argnums=(0, 1), compiler_options=_FAST)
+def _draw_trial(model, sizes: tuple, raw):
+    """draw_trial(model, cfg, key) of the config (model, T, d, n_train, n_test), a raw key wrapped"""
+    return draw_trial(model, types.SimpleNamespace(**dict(sizes)), rng.wrap(raw))
+
+
+_emergence_setup = jax.jit(EMERGENCE.setup, static_argnums=1, compiler_options=_FAST)
 
 
 def test_a_data_models_test_distribution_is_its_own():
@@ -56,12 +73,12 @@ def test_a_data_models_test_distribution_is_its_own():
         def sample_test(self, world, key, n):
             return jax.random.normal(key, (n, 3, 2)), jnp.ones(n), None
 
-    cfg = types.SimpleNamespace(model="user:m", T=3, d=2, n_train=4, n_test=5)
-    data = draw_trial(Model(), cfg, jax.random.PRNGKey(0))
+    cfg = (("model", "user:m"), ("T", 3), ("d", 2), ("n_train", 4), ("n_test", 5))
+    data = _draw_trial(Model(), cfg, rng.seed(0))  # jax.random.PRNGKey(0)'s key data
     assert np.all(np.asarray(data.y_train) == 0) and np.all(np.asarray(data.y_test) == 1)
     Model.sample_test = lambda self, world, key, n: (jnp.zeros((n, 3, 2)), jnp.ones(n + 1), None)
     with pytest.raises(ConfigError, match=r"the test set.*y of shape \(6,\)"):
-        draw_trial(Model(), cfg, jax.random.PRNGKey(0))
+        _draw_trial(Model(), cfg, rng.seed(0))
 
 
 @pytest.mark.stress  # two compiled programs: `make stress` and CI run it
@@ -103,5 +120,7 @@ def test_noise_floor_and_defaults():
         0,
         0,
     )
-    world = EMERGENCE.setup(jax.random.PRNGKey(0), DataConfig(model="emergence", target_noise=0.5).resolved())
+    world = _emergence_setup(
+        rng.wrap(rng.seed(0)), DataConfig(model="emergence", target_noise=0.5).resolved()
+    )
     assert float(world.noise_floor) == 0.25

@@ -7,6 +7,7 @@ the one-line refusals of the settings."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -60,7 +61,8 @@ def ref_loss(p, X, y, H):
 
 # Jitted (H static): one compiled program per batch shape, where the op-by-op grad compiled every
 # primitive of it; float64 inside ``jax.enable_x64`` (a program of its own).
-ref_grad = jax.jit(jax.grad(ref_loss), static_argnums=3)
+# The loss and its gradient in one program: the full-batch steps and the final loss share it.
+ref_grad = jax.jit(jax.value_and_grad(ref_loss), static_argnums=3)
 ref_loss_jit = jax.jit(ref_loss, static_argnums=3)
 
 
@@ -93,10 +95,9 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
     # whole arrays to numpy, then the trial: indexing a jax array op by op compiles a slice
     X, y = (np.asarray(a, np.float64)[trial] for a in (data.X_train, data.y_train))
     d, o = X.shape[-1], cfg.optim
-    # op by op (a jitted init_params compiled slower: its draws in one program per init), from the
-    # trial's key wrapped for dynamics.core.rng's Threefry: jax.random's numbers (tests/test_rng.py)
-    # with the hash written out, whose op-by-op draws compile in about half the time of JAX's own
-    p = mdl.init_params(rng.wrap(init_keys[trial]), H, d, init=cfg.model.init, scale=1.0)
+    # one jitted program for both inits (op by op, the draws compiled ~20 programs), from the trial's key
+    # wrapped for dynamics.core.rng's Threefry: jax.random's numbers (tests/test_rng.py)
+    p = ref_inits(np.asarray(init_keys[trial]), H, d)[cfg.model.init]
     p = {k: np.asarray(v, np.float64) for k, v in p.items()}
     group = {"U": "readout", "W": "attention"}
     m = {k: np.zeros_like(v) for k, v in p.items()}
@@ -104,7 +105,7 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
     batches = ref_batches(cfg, trial, o.steps) if o.optimizer == "sgd" else None
     for t in range(o.steps):
         idx = batches[t] if batches is not None else np.arange(len(y))
-        g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H).items()}
+        g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H)[1].items()}
         rule = {k: _group(o, group[k]) for k in p}
         moving = {k: r[1] <= t < r[2] for k, r in rule.items()}
         if not adam:
@@ -125,7 +126,16 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
         p = {k: p[k] - o.lr * rule[k][0] * g[k] if moving[k] else p[k] for k in p}
         if sphere:
             p["U"] = p["U"] / np.linalg.norm(p["U"], axis=1, keepdims=True)
-    return float(ref_loss_jit(p, X, y, H))
+    return float(ref_grad(p, X, y, H)[0])  # the loss: the full batch's program (GD's steps ran it)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def ref_inits(raw, H: int, d: int):
+    """θ(0) of the reference, normal and sphere (the references' two inits) in one program: the
+    engine's init_params, jitted as the engine's program runs it (at XLA's default optimisation
+    level: level 0 changed the float64 draws' last bits here)."""
+    key = rng.wrap(raw)
+    return {init: mdl.init_params(key, H, d, init=init, scale=1.0) for init in ("normal", "sphere")}
 
 
 def _group(o: OptimConfig, g: str):
@@ -235,19 +245,32 @@ def test_lr_scaling_applies_to_every_optimiser(optimizer):
 # The sphere: its init, the Riemannian gradient and the projection.
 
 
+_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
+@functools.partial(jax.jit, compiler_options=_FAST)
+def sphere_and_normal_inits(raw):
+    """The four inits the sphere init test compares, in one program at XLA's backend optimisation
+    level 0 on the CPU (op by op they compiled ~86 programs, 7.6 s here; this one 3.2 s)."""
+    key = rng.wrap(raw)
+    return (
+        mdl.init_params(key, 4, 6, init="sphere", scale=0.5),
+        mdl.init_params(key, 4, 6, init="normal", scale=0.5),
+        mdl.init_params(key, 2, 6, init="sphere"),
+        mdl.init_params(key, 4, 6, init="sphere"),
+    )
+
+
 def test_the_sphere_init_draws_unit_readouts_and_normal_attention():
-    # jax.random.PRNGKey(3)'s key, drawing with dynamics.core.rng's Threefry: the same numbers, its
-    # op-by-op draws compiled in 8 s here where JAX's own hash took 15 (jitted: 4 programs, 22 s)
-    key = rng.wrap(rng.seed(3))
-    sphere = mdl.init_params(key, 4, 6, init="sphere", scale=0.5)
-    normal = mdl.init_params(key, 4, 6, init="normal", scale=0.5)
+    # jax.random.PRNGKey(3)'s key, drawing with dynamics.core.rng's Threefry: the same numbers
+    sphere, normal, sphere2, sphere4 = jax.tree_util.tree_map(
+        np.asarray, sphere_and_normal_inits(rng.seed(3))
+    )
     np.testing.assert_allclose(np.linalg.norm(sphere["U"], axis=1), 1.0, rtol=1e-6)
     np.testing.assert_array_equal(sphere["W"], normal["W"])
     u = np.asarray(normal["U"], np.float64)
     np.testing.assert_allclose(sphere["U"], u / np.linalg.norm(u, axis=1, keepdims=True), rtol=1e-6)
-    np.testing.assert_array_equal(
-        mdl.init_params(key, 2, 6, init="sphere")["U"], mdl.init_params(key, 4, 6, init="sphere")["U"][:2]
-    )
+    np.testing.assert_array_equal(sphere2["U"], sphere4["U"][:2])
 
 
 @jax.jit
