@@ -155,6 +155,13 @@ def cli_run(argv, capsys, cwd) -> tuple[int, str, str]:
 # functions round differently from the CPU's: the same numbers to float32 rounding, not bit for bit.
 BITWISE = jax.default_backend() == "cpu"
 
+# The tests' own jitted programs (references, inputs, checks; never the library's engine or data
+# programs) compile at XLA:CPU's backend optimisation level 0: a random draw's program 3-5x faster.
+# Its numbers may differ from the default level's in the last bits, so a bit-for-bit comparison
+# compares two programs of the same level; comparisons with the library's numbers keep their
+# tolerances. Off the CPU, the default. Use: jax.jit(f, compiler_options=FAST_COMPILE).
+FAST_COMPILE = {"xla_backend_optimization_level": 0} if BITWISE else None
+
 
 def assert_same_numbers(a, b, err_msg: str = "") -> None:
     """Bit for bit on the CPU; to float32 rounding (a few ulps, grown over a short run) on a GPU."""

@@ -11,7 +11,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from helpers import DEFAULT_CONFIG_HASH
+from helpers import DEFAULT_CONFIG_HASH, FAST_COMPILE
 
 from dynamics import parts
 from dynamics.config.schema import (
@@ -34,15 +34,14 @@ _erf = np.vectorize(math.erf)
 # so both temperatures share one program), compiled at XLA's backend optimisation level 0 on the
 # CPU: op by op, each primitive compiled a program of its own, and compiling is this file's run
 # time. The same traced model.logits; float64 numbers against the float64 references' tolerances.
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
-@functools.partial(jax.jit, static_argnames=("query", "activation"), compiler_options=_FAST)
+@functools.partial(jax.jit, static_argnames=("query", "activation"), compiler_options=FAST_COMPILE)
 def _logits(params, X, beta, *, query, activation):
     return model.logits(params, X, query=query, activation=activation, beta=beta)
 
 
-@functools.partial(jax.jit, static_argnames=("activation",), compiler_options=_FAST)
+@functools.partial(jax.jit, static_argnames=("activation",), compiler_options=FAST_COMPILE)
 def _loss_gradient(params, X, y, beta, *, activation):
     def loss(p):
         z = y * model.logits(p, X, activation=activation, beta=beta)

@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from helpers import DEFAULT_CONFIG_HASH, assert_same_numbers, cli_run
+from helpers import DEFAULT_CONFIG_HASH, FAST_COMPILE, assert_same_numbers, cli_run
 
 from datamodels.npz import infer_task, load_npz
 from dynamics import parts
@@ -44,10 +44,7 @@ def _draw(model: str, n: int = 400, seed: int = 0, **params):
     return cfg, world, as64(X), as64(y), None if mask is None else np.asarray(mask)
 
 
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-
-
-@functools.partial(jax.jit, static_argnums=1, compiler_options=_FAST)
+@functools.partial(jax.jit, static_argnums=1, compiler_options=FAST_COMPILE)
 def _setup_and_sample(raw_keys, cfg: DataConfig):
     """The data model's setup and sample of n_train examples as one program (the config static) at
     XLA's backend optimisation level 0 on the CPU, where op by op they compiled ~40 programs a model;

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_same_numbers
+from helpers import FAST_COMPILE, assert_same_numbers
 
 from datamodels import (
     DM1_DEFAULTS,
@@ -45,7 +45,6 @@ N, T, D = 20_000, 10, 32
 # comparisons with an eager draw allow that (rtol 1e-6), and the exact ones compare integers,
 # signs or draws of one program. The eager draws, compiled op by op and shared by every test of
 # these shapes, stay eager.
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 @functools.lru_cache(maxsize=4)  # each sample is 51 MB of float64
@@ -76,7 +75,9 @@ def _draw(key=0, **kwargs):
 
 # one compiled program per case (op by op, each of the means' few ops compiled on its own per
 # shape); the eager class_means is what the mixture and the moment tests below call
-_class_means = jax.jit(class_means, static_argnames=("d", "n_irrelevant", "geometry"), compiler_options=_FAST)
+_class_means = jax.jit(
+    class_means, static_argnames=("d", "n_irrelevant", "geometry"), compiler_options=FAST_COMPILE
+)
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES)
@@ -154,7 +155,7 @@ def test_exactly_r_relevant_tokens(zeta, r, expected_r, first_relevant):
 
 # T = 1 draws, of shapes no other test draws: one jitted program each (not op by op)
 _single_token = jax.jit(
-    tokenized_mixture, static_argnames=("n", "T", "d", "first_relevant"), compiler_options=_FAST
+    tokenized_mixture, static_argnames=("n", "T", "d", "first_relevant"), compiler_options=FAST_COMPILE
 )
 
 
@@ -259,7 +260,7 @@ def test_jit_and_vmap_over_keys_and_noise():
 
     keys = jax.random.split(jax.random.key(9), 3)
     noises = [0.0, 1.0, 2.5]
-    X, y, mask = jax.jit(jax.vmap(gen), compiler_options=_FAST)(keys, jnp.array(noises))
+    X, y, mask = jax.jit(jax.vmap(gen), compiler_options=FAST_COMPILE)(keys, jnp.array(noises))
     assert X.shape == (3, N, T, D) and mask.shape == (3, N, T)
     X, y, mask = np.asarray(X), np.asarray(y), np.asarray(mask)  # sliced in numpy, not op by op
     for i in range(3):
@@ -388,7 +389,7 @@ def _numpy_teacher_logits(U: np.ndarray, W: np.ndarray, X: np.ndarray) -> np.nda
 
 
 # the teachers drawn by one jitted program per number of heads (the scale a traced argument)
-_planted_teacher = jax.jit(planted_teacher, static_argnames=("d", "heads"), compiler_options=_FAST)
+_planted_teacher = jax.jit(planted_teacher, static_argnames=("d", "heads"), compiler_options=FAST_COMPILE)
 
 
 @functools.cache
@@ -426,7 +427,7 @@ def test_planted_teacher_entry_statistics(scale):
 
 # one compiled program per number of heads, which the three scales share (op by op, each of the
 # einsums and the softmax compiled on its own per shape)
-_teacher_logits = jax.jit(teacher_logits, compiler_options=_FAST)
+_teacher_logits = jax.jit(teacher_logits, compiler_options=FAST_COMPILE)
 
 
 @pytest.mark.parametrize("heads", [1, 4])
@@ -496,7 +497,7 @@ def test_planted_is_deterministic_and_jit_friendly_in_the_key():
     np.testing.assert_array_equal(a[0], again[0])
     np.testing.assert_array_equal(a[1], again[1])
     assert not np.array_equal(a[0], c[0])
-    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2], compiler_options=_FAST)
+    jitted = jax.jit(lambda k: planted(k, N, _teacher(1), label_noise=0.2)[:2], compiler_options=FAST_COMPILE)
     X, y = jitted(jax.random.key(5))
     np.testing.assert_allclose(X, a[0], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(y, a[1])

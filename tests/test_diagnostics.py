@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from helpers import FAST_COMPILE
 from jax.flatten_util import ravel_pytree
 
 from dynamics.core import model
@@ -17,8 +18,7 @@ from dynamics.theory import diagnostics as dg
 # backend optimisation level 0 on the CPU: several times faster to compile (compiling is these
 # tests' run time), the same traced functions; the numbers may differ from the default level's in
 # the last bits, far inside every tolerance below (float64, relative 1e-10 or looser).
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-jit = functools.partial(jax.jit, compiler_options=_FAST)
+jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 
 
 def key(seed: int) -> jax.Array:

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
 from datamodels.emergence import EMERGENCE
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
@@ -44,18 +45,15 @@ def test_sample_defining_properties():
         assert np.all(X[:, 5] == x_bar) == repeated and np.all(np.any(X[:, 5] != x_bar, axis=1)) != repeated
 
 
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-
-
 # one program a call (the model and config static) at XLA's backend optimisation level 0 on the CPU,
 # where op by op the draws compiled a program each; the boundary's checks are static, refused in the trace
-@functools.partial(jax.jit, static_argnums=(0, 1), compiler_options=_FAST)
+@functools.partial(jax.jit, static_argnums=(0, 1), compiler_options=FAST_COMPILE)
 def _draw_trial(model, sizes: tuple, raw):
     """draw_trial(model, cfg, key) of the config (model, T, d, n_train, n_test), a raw key wrapped"""
     return draw_trial(model, types.SimpleNamespace(**dict(sizes)), rng.wrap(raw))
 
 
-_emergence_setup = jax.jit(EMERGENCE.setup, static_argnums=1, compiler_options=_FAST)
+_emergence_setup = jax.jit(EMERGENCE.setup, static_argnums=1, compiler_options=FAST_COMPILE)
 
 
 def test_a_data_models_test_distribution_is_its_own():

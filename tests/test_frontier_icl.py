@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
 from dynamics import run_sweep
 from dynamics.config.schema import Config, ConfigError, DataConfig, ModelConfig, preset, resolve, validate
@@ -24,7 +25,6 @@ from dynamics.experiments import icl
 # eagerly each draw and op compiled a program of its own (compiling is this file's run time).
 # The same traced functions; their float numbers may differ from the default level's in the
 # last bit, which the tolerances allow (the masks' zeros are exact at any level).
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 def test_preset_is_the_papers_setting():
@@ -80,7 +80,7 @@ def test_icl_init_masks_the_y_channel_and_scales_by_the_layer(key_query, head_si
     key = jax.random.PRNGKey(3)
     a = head_size or 0
 
-    @functools.partial(jax.jit, compiler_options=_FAST)  # both draws in one compiled program
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # both draws in one compiled program
     def draws(key):
         p = mdl.init_params(
             key, H, d, init="icl", scale=scale, key_query=key_query, head_size=head_size, query="last"
@@ -131,7 +131,9 @@ def test_whiten_centres_inputs_and_whitens_task_vectors():
     cfg = DataConfig(model="icl-linreg", n_train=400, n_test=3, T=8, whiten=True).resolved()
     obj = data_model(cfg)
     # the world and the sample in one compiled program (eagerly, each op compiled on its own)
-    sample = jax.jit(lambda k0, k1: obj.sample(obj.setup(k0, cfg), k1, 400)[:2], compiler_options=_FAST)
+    sample = jax.jit(
+        lambda k0, k1: obj.sample(obj.setup(k0, cfg), k1, 400)[:2], compiler_options=FAST_COMPILE
+    )
     X, y = sample(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     D = 4

@@ -10,6 +10,7 @@ import itertools
 import jax
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, resolve
 from dynamics.core import heads
@@ -17,7 +18,6 @@ from dynamics.sweeps import sweep
 
 # The small checks of heads' functions run them in one program each, compiled at XLA's backend
 # optimisation level 0 on the CPU (op by op, each primitive compiled alone: a dozen programs).
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 def tiny(query: str, attention: str, init: str = "normal") -> Config:
@@ -115,7 +115,7 @@ def test_per_head_metrics_agree_with_numpy_from_the_snapshots(query, attention):
 
 def test_a_zero_vectors_cosine_is_nan():
     got = np.asarray(
-        jax.jit(heads.abs_cos, compiler_options=_FAST)(
+        jax.jit(heads.abs_cos, compiler_options=FAST_COMPILE)(
             np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[1.0, 1.0]])
         )
     )
@@ -197,7 +197,7 @@ def test_a_feature_no_example_holds_is_nan():
     share = np.full((3, 1, 4), 0.25)
     features = np.zeros((3, 2, 4), bool)
     features[:, 0, 1] = True
-    per_feature = jax.jit(heads.attention_per_feature, compiler_options=_FAST)
+    per_feature = jax.jit(heads.attention_per_feature, compiler_options=FAST_COMPILE)
     got = np.asarray(per_feature(share.astype(np.float32), features))
     assert got[0, 0] == pytest.approx(0.25) and np.isnan(got[0, 1])
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
 from dynamics.core import losses, model
 
@@ -22,7 +23,6 @@ LOSSES = ["logistic", "exp", "hinge2", "square"]
 # compiled eagerly at the default level, took ~30 s), the same traced functions. The numbers
 # may differ from the default level's in the last bit: tolerances cover that, and bit-for-bit
 # comparisons compare two programs of this level.
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 def ref_logits(params: dict, X: np.ndarray, query: str, norm: str) -> np.ndarray:
@@ -136,7 +136,7 @@ def test_attention_rows_are_distributions():
     X = rng.normal(size=(4, 6, 5)).astype(np.float32)
     # one compiled program for both queries (op by op, every primitive compiled on its own)
     both = jax.jit(
-        lambda p, X: {q: model.attention(p, X, q) for q in ("first", "all")}, compiler_options=_FAST
+        lambda p, X: {q: model.attention(p, X, q) for q in ("first", "all")}, compiler_options=FAST_COMPILE
     )(params, X)
     for query, shape in (("first", (4, 3, 6)), ("all", (4, 3, 6, 6))):
         A = both[query]
@@ -160,7 +160,7 @@ def test_weighted_head_equals_identical_heads(x64):
     member = np.array([[True, False], [True, False], [False, True]])  # runs {0, 1} and {2}
 
     # every logits below in one compiled program (op by op, each primitive compiles alone)
-    @functools.partial(jax.jit, compiler_options=_FAST)
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
     def all_logits(one, many, three, first2, last, X):
         out = {}
         for norm in NORMS:
@@ -195,7 +195,7 @@ def test_head_diversity_is_the_largest_pairwise_distance(x64):
             model.head_diversity(p, member),
             model.head_diversity(same, jnp.ones(4, bool)),
         ),
-        compiler_options=_FAST,
+        compiler_options=FAST_COMPILE,
     )
     of_active, of_runs, of_same = diversity(params, same)
     np.testing.assert_allclose(of_active, dist[:3, :3].max(), rtol=1e-12)
@@ -215,7 +215,7 @@ def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
     X = rng.normal(size=(5, 4, d))
 
     # one compiled program per case (op by op, each primitive compiles on its own)
-    @functools.partial(jax.jit, compiler_options=_FAST)
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
     def both(fac, full, X):
         return {
             query: [(model.logits(p, X, query=query), model.attention(p, X, query)) for p in (fac, full)]
@@ -235,7 +235,7 @@ _init = jax.jit(
     model.init_params,
     static_argnums=(1, 2),
     static_argnames=("init", "key_query", "head_size"),
-    compiler_options=_FAST,
+    compiler_options=FAST_COMPILE,
 )
 
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
 from dynamics import parts
 from dynamics.cli.run import build_parser, config_from_args
@@ -245,10 +246,7 @@ def test_lr_scaling_applies_to_every_optimiser(optimizer):
 # The sphere: its init, the Riemannian gradient and the projection.
 
 
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-
-
-@functools.partial(jax.jit, compiler_options=_FAST)
+@functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 def sphere_and_normal_inits(raw):
     """The four inits the sphere init test compares, in one program at XLA's backend optimisation
     level 0 on the CPU (op by op they compiled ~86 programs, 7.6 s here; this one 3.2 s)."""

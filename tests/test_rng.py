@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_same_numbers
+from helpers import FAST_COMPILE, assert_same_numbers
 
 from dynamics.config.schema import DataConfig
 from dynamics.core import rng
@@ -49,13 +49,12 @@ def _draws(keys: jax.Array) -> dict[str, jax.Array]:
 
 # Both programs at XLA's backend optimisation level 0 on the CPU (faster to compile, jax.random's
 # Threefry loop especially): bit for bit, two programs of the same level are compared.
-_FAST = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
 
 
 def test_threefry_impl_draws_what_jax_random_draws():
     raw = np.stack([rng.fold_in(rng.seed(3), i) for i in range(2)])  # (2, 2)
-    ours = jax.jit(lambda r: _draws(rng.wrap(r)), compiler_options=_FAST)(raw)
-    ref = jax.jit(lambda r: _draws(jax.random.wrap_key_data(r)), compiler_options=_FAST)(raw)
+    ours = jax.jit(lambda r: _draws(rng.wrap(r)), compiler_options=FAST_COMPILE)(raw)
+    ref = jax.jit(lambda r: _draws(jax.random.wrap_key_data(r)), compiler_options=FAST_COMPILE)(raw)
     assert ours.keys() == ref.keys()
     for name in ref:
         np.testing.assert_array_equal(ours[name], ref[name], err_msg=name)
