@@ -51,18 +51,15 @@ def _drawn(module):
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         legends = [
-            (
-                [t.get_text() for t in legend.get_texts()],
-                legend.get_window_extent(renderer),
-                [
-                    line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
-                    for ax in fig.axes
-                    for line in ax.lines
-                ],
-            )
+            ([t.get_text() for t in legend.get_texts()], legend.get_window_extent(renderer))
             for legend in fig.findobj(Legend)
         ]
-        _DRAWN[module] = fig, r, legends
+        lines = [
+            line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+            for ax in fig.axes
+            for line in ax.lines
+        ]
+        _DRAWN[module] = fig, r, (legends, lines)
     return _DRAWN[module]
 
 
@@ -106,9 +103,9 @@ def test_screen_figure_is_readable_at_projector_size(module):
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NAME)
 def test_no_legend_covers_a_curve(module):
     """Short runs (10 steps) put curves anywhere: every legend sits outside the plotting areas."""
-    _, _, legends = _drawn(module)  # as drawn once, fresh
+    _, _, (legends, lines) = _drawn(module)  # as drawn once, fresh
     assert legends
-    for texts, box, lines in legends:
+    for texts, box in legends:
         for xy in lines:
             xy = xy[np.all(np.isfinite(xy), axis=1)]
             inside = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
