@@ -9,6 +9,7 @@ programs (the programs are cached per process and on disk for the whole session)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from dynamics import parts
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
+from dynamics.core import losses, model
 
 ROOT = Path(__file__).resolve().parents[1]
 # Config().hash(): the default run's config hash. It changes only with NUMERICS_VERSION (last: 4)
@@ -161,6 +163,20 @@ BITWISE = jax.default_backend() == "cpu"
 # compares two programs of the same level; comparisons with the library's numbers keep their
 # tolerances. Off the CPU, the default. Use: jax.jit(f, compiler_options=FAST_COMPILE).
 FAST_COMPILE = {"xla_backend_optimization_level": 0} if BITWISE else None
+
+
+@functools.partial(jax.jit, static_argnames=("query", "norm", "activation", "beta"))
+def logits_and_mse_grad(params, X, y, *, query, norm, activation="softmax", beta=1.0):
+    """Φ(X) and (the mse of Φ − y, its gradient) through the model's own ``logits``, in one compiled
+    program (op by op, some 30-70 programs); β static, a Python number (β = 1 leaves the scores
+    as they are)."""
+
+    def objective(p):
+        phi = model.logits(p, X, query=query, norm=norm, activation=activation, beta=beta)
+        return losses.mean_loss(phi - y, "mse")
+
+    phi = model.logits(params, X, query=query, norm=norm, activation=activation, beta=beta)
+    return phi, jax.value_and_grad(objective)(params)
 
 
 def assert_same_numbers(a, b, err_msg: str = "") -> None:

@@ -8,10 +8,10 @@ import math
 import jax
 import numpy as np
 import pytest
-from helpers import BITWISE, fd_grad
+from helpers import BITWISE, fd_grad, logits_and_mse_grad
 
 from dynamics.api import run_sweep
-from dynamics.core import losses, model
+from dynamics.core import model
 from dynamics.errors import ConfigError
 from tests.test_vector_targets import vector_config, vector_file
 
@@ -35,17 +35,6 @@ def ref_position_logits(params, X, norm, activation, beta):
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("norm", "activation", "beta"))
-def _logits_and_mse_grad(params, X, y, norm, activation, beta):
-    """Φ(X) and the gradient of its mse, in one compiled program (op by op, some 30-70 programs);
-    β static, a Python number as before (β = 1 leaves the scores as they are)."""
-
-    def phi(p):
-        return model.logits(p, X, query="position", norm=norm, activation=activation, beta=beta)
-
-    return phi(params), jax.grad(lambda p: losses.mean_loss(phi(p) - y, "mse"))(params)
-
-
 @pytest.mark.parametrize("activation,beta,o", [("softmax", 1.0, 1), ("sigmoid", 0.7, 3)])
 def test_position_model_and_gradient_match_reference(x64, activation, beta, o):
     rng = np.random.default_rng(5)
@@ -59,7 +48,9 @@ def test_position_model_and_gradient_match_reference(x64, activation, beta, o):
     def ref_objective(p):
         return float(np.mean((ref_position_logits(p, X, norm, activation, beta) - y) ** 2))
 
-    phi, got = _logits_and_mse_grad(params, X, y, norm=norm, activation=activation, beta=beta)
+    phi, (_, got) = logits_and_mse_grad(
+        params, X, y, query="position", norm=norm, activation=activation, beta=beta
+    )
     want = ref_position_logits(params, X, norm, activation, beta)
     np.testing.assert_allclose(np.asarray(phi), want, rtol=1e-12, atol=1e-12)
     fd = fd_grad(ref_objective, params)

@@ -10,11 +10,11 @@ import math
 import jax
 import numpy as np
 import pytest
-from helpers import fd_grad
+from helpers import fd_grad, logits_and_mse_grad
 
 from dynamics.api import run_sweep
 from dynamics.config.schema import DataConfig
-from dynamics.core import losses, model
+from dynamics.core import model
 from dynamics.errors import ConfigError
 from tests.helpers import small
 
@@ -41,17 +41,6 @@ def vector_params(rng, H=2, d=4, o=3) -> dict:
     return {"U": rng.normal(size=(H, d, o)), "W": rng.normal(size=(H, d, d)) / d}
 
 
-@functools.partial(jax.jit, static_argnames=("query", "norm"))
-def _logits_and_mse_grad(params, X, y, query, norm):
-    """Φ(X) and the mse with its gradient by ``jax.value_and_grad``, in one compiled program (op by
-    op, some 70 programs)."""
-
-    def objective(p):
-        return losses.mean_loss(model.logits(p, X, query=query, norm=norm) - y, "mse")
-
-    return model.logits(params, X, query=query, norm=norm), jax.value_and_grad(objective)(params)
-
-
 @pytest.mark.slow_cases("last-mean")
 @pytest.mark.parametrize("query,norm", [("first", "sqrt"), ("last", "mean"), ("all", "sum")])
 def test_vector_model_loss_and_gradient_match_reference(x64, query, norm):
@@ -62,7 +51,7 @@ def test_vector_model_loss_and_gradient_match_reference(x64, query, norm):
     def ref_objective(p):  # mse: the mean over examples and outputs, without ½
         return float(np.mean((ref_vector_logits(p, X, query, norm) - y) ** 2))
 
-    phi, (loss, got) = _logits_and_mse_grad(params, X, y, query=query, norm=norm)
+    phi, (loss, got) = logits_and_mse_grad(params, X, y, query=query, norm=norm)
     np.testing.assert_allclose(
         np.asarray(phi), ref_vector_logits(params, X, query, norm), rtol=1e-12, atol=1e-12
     )
