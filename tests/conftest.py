@@ -3,9 +3,21 @@ import os
 import shutil
 import tempfile
 
-import jax
-import pytest
-from hypothesis import settings
+# Every program the tests compile (the library's engine and data programs, the tests' own) is
+# compiled at XLA:CPU's backend optimisation level 0 (LLVM's optimisations off), inherited by the
+# processes the tests start: the compiles, most of the tests' time, take about half as long. The
+# numbers may differ from those of the default level, the one users run, in the last bits, so
+# every bit-for-bit comparison in the suite compares programs of one level, and the tests that pin
+# numbers to arrays stored from the default level compare to float32 rounding here.
+# tests/test_users_level.py runs those, and the bit-identity properties, again at the default
+# level; MHSIM_TEST_XLA=default runs the whole suite there. Set before JAX starts its backend.
+_LEVEL = "--xla_backend_optimization_level"
+if os.environ.get("MHSIM_TEST_XLA", "") != "default" and _LEVEL not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_LEVEL}=0".strip()
+
+import jax  # noqa: E402  (after XLA_FLAGS)
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 # CI (HYPOTHESIS_PROFILE=ci in .ci/run) draws the same examples on every run, so what lands does
 # not depend on luck; a developer's run draws new ones each time and explores further.

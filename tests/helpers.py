@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,16 @@ def child_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     from benchmarks import child_env as env_for
 
     return env_for(ROOT, base, **extra)
+
+
+def at_users_level(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a process that compiles at XLA's default optimisation level, the users' (the
+    tests' level 0 taken out of XLA_FLAGS; conftest.py): for a child whose time is long runs
+    rather than compiles (level 0's code runs them 2-3x slower), and whose numbers are compared
+    only with those of processes at the same level."""
+    flags = env.get("XLA_FLAGS", "").split()
+    kept = " ".join(f for f in flags if not f.startswith("--xla_backend_optimization_level"))
+    return {**env, "XLA_FLAGS": kept, "MHSIM_TEST_XLA": "default"}
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
@@ -157,11 +168,12 @@ def cli_run(argv, capsys, cwd) -> tuple[int, str, str]:
 # functions round differently from the CPU's: the same numbers to float32 rounding, not bit for bit.
 BITWISE = jax.default_backend() == "cpu"
 
-# The tests' own jitted programs (references, inputs, checks; never the library's engine or data
-# programs) compile at XLA:CPU's backend optimisation level 0: a random draw's program 3-5x faster.
-# Its numbers may differ from the default level's in the last bits, so a bit-for-bit comparison
-# compares two programs of the same level; comparisons with the library's numbers keep their
-# tolerances. Off the CPU, the default. Use: jax.jit(f, compiler_options=FAST_COMPILE).
+# The tests' own jitted programs (references, inputs, checks) compile at XLA:CPU's backend
+# optimisation level 0 even when the session runs the library at the users' level
+# (MHSIM_TEST_XLA=default; conftest.py): a random draw's program 3-5x faster. Its numbers may
+# differ from the default level's in the last bits, so a bit-for-bit comparison compares two
+# programs of the same level; comparisons with the library's numbers keep their tolerances.
+# Off the CPU, the default. Use: jax.jit(f, compiler_options=FAST_COMPILE).
 FAST_COMPILE = {"xla_backend_optimization_level": 0} if BITWISE else None
 
 
@@ -179,12 +191,36 @@ def logits_and_mse_grad(params, X, y, *, query, norm, activation="softmax", beta
     return phi, jax.value_and_grad(objective)(params)
 
 
+# Whether this process compiles at XLA's default optimisation level, the one users run (conftest.py
+# sets level 0 for the tests unless MHSIM_TEST_XLA=default; tests/test_users_level.py runs the
+# tests below that depend on it at the default level).
+USERS_LEVEL = "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")
+
+
+def assert_users_numbers(a, b, err_msg: str = "") -> None:
+    """``a`` equals ``b``, numbers stored from a run at the users' optimisation level: as
+    ``assert_same_numbers`` when this process compiles at that level; else (the tests' level 0,
+    whose programs may round differently in the last bits) to float32 rounding, a few ulps."""
+    if USERS_LEVEL:
+        assert_same_numbers(a, b, err_msg=err_msg)
+        return
+    _to_float32_rounding(a, b, err_msg)
+
+
 def assert_same_numbers(a, b, err_msg: str = "") -> None:
     """Bit for bit on the CPU; to float32 rounding (a few ulps, grown over a short run) on a GPU."""
-    a, b = np.asarray(a), np.asarray(b)
-    if BITWISE or not np.issubdtype(b.dtype, np.inexact):
+    if BITWISE:
         np.testing.assert_array_equal(a, b, err_msg=err_msg)
-    else:  # a few float32 ulps of the arrays' scale
+    else:
+        _to_float32_rounding(a, b, err_msg)
+
+
+def _to_float32_rounding(a, b, err_msg: str) -> None:
+    """Equal integers; floats to a few float32 ulps of the arrays' scale."""
+    a, b = np.asarray(a), np.asarray(b)
+    if not np.issubdtype(b.dtype, np.inexact):
+        np.testing.assert_array_equal(a, b, err_msg=err_msg)
+    else:
         scale = float(np.nanmax(np.abs(b), initial=0.0))
         atol = 4 * np.finfo(np.float32).eps * scale
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=atol, err_msg=err_msg)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import child_env
+from helpers import at_users_level, child_env
 
 REASON = "needs the notebook extra: pip install -e '.[notebook]'"
 
@@ -87,6 +87,8 @@ def test_notebook_runs_headless(path, backend, monkeypatch):
     else:
         monkeypatch.setenv("MPLBACKEND", backend)
     monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
+    for name, value in at_users_level(dict(os.environ)).items():  # the kernel: the users' XLA level
+        monkeypatch.setenv(name, value)
     # The kernels keep their compiled programs in the tests' cache folder (conftest.py), every one
     # however fast it compiled: the quickstart under its second backend loads the first one's
     # programs (in one process, or when xdist runs them one after the other) and still runs them all.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_same_numbers, child_env
+from helpers import assert_same_numbers, at_users_level, child_env
 
 from dynamics.config.schema import Config, DataConfig, OptimConfig, SweepConfig
 from dynamics.sweeps.checkpoint import load_points, run_checkpointed
@@ -43,7 +43,7 @@ ARGS = [
 
 
 def cli(args, cwd, **kw):
-    env = child_env()
+    env = at_users_level(child_env())  # long runs (compiles loaded from the cache): the users' level
     return subprocess.Popen(
         [sys.executable, "-m", "dynamics.run", *args],
         cwd=cwd,

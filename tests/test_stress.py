@@ -15,7 +15,7 @@ from pathlib import Path
 import fuzzing
 import numpy as np
 import pytest
-from helpers import child_env
+from helpers import at_users_level, child_env
 from hypothesis import HealthCheck, given, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def startup_floor(cwd) -> float:
 
 
 def start(args, cwd, cache):
-    env = child_env(MHSIM_CACHE_DIR=str(cache))
+    env = at_users_level(child_env(MHSIM_CACHE_DIR=str(cache)))  # long runs: the users' level
     return subprocess.Popen(
         [sys.executable, "-m", "dynamics.run", *args],
         cwd=cwd,
