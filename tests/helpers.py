@@ -37,14 +37,31 @@ def child_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str
     return env_for(ROOT, base, **extra)
 
 
+LEVEL_FLAG = "--xla_backend_optimization_level"  # conftest.py sets it to 0 for the tests
+
+
 def at_users_level(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a process that compiles at XLA's default optimisation level, the users' (the
     tests' level 0 taken out of XLA_FLAGS; conftest.py): for a child whose time is long runs
     rather than compiles (level 0's code runs them 2-3x slower), and whose numbers are compared
     only with those of processes at the same level."""
-    flags = env.get("XLA_FLAGS", "").split()
-    kept = " ".join(f for f in flags if not f.startswith("--xla_backend_optimization_level"))
+    kept = " ".join(f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(LEVEL_FLAG))
     return {**env, "XLA_FLAGS": kept, "MHSIM_TEST_XLA": "default"}
+
+
+def kernel_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a notebook kernel the tests start (headless, or in JupyterLab): the users' level,
+    and under pytest JAX's persistent cache in the tests' cache folder (conftest.py), every program
+    however fast it compiled, so that whichever run of a notebook comes second loads the first's
+    programs (and still runs them all)."""
+    env = at_users_level(env)
+    if env.get("MHSIM_TEST_CACHE_DIR"):
+        env.update(
+            JAX_COMPILATION_CACHE_DIR=env["MHSIM_TEST_CACHE_DIR"],
+            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
+        )
+    return env
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}
@@ -194,7 +211,7 @@ def logits_and_mse_grad(params, X, y, *, query, norm, activation="softmax", beta
 # Whether this process compiles at XLA's default optimisation level, the one users run (conftest.py
 # sets level 0 for the tests unless MHSIM_TEST_XLA=default; tests/test_users_level.py runs the
 # tests below that depend on it at the default level).
-USERS_LEVEL = "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")
+USERS_LEVEL = LEVEL_FLAG not in os.environ.get("XLA_FLAGS", "")
 
 
 def assert_users_numbers(a, b, err_msg: str = "") -> None:

@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers import at_users_level, child_env
+from helpers import child_env, kernel_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("MHSIM_CHROMIUM", "/usr/bin/chromium"))
@@ -88,19 +88,12 @@ def lab_server(*, quick: bool = True, timeout: float = 90.0):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
     # CI exports MPLBACKEND=Agg for the command lines; a kernel uses the inline backend
-    env = at_users_level(child_env({k: v for k, v in os.environ.items() if k != "MPLBACKEND"}))
+    # (kernel_env: the users' XLA level, and the compile cache the headless notebook runs share)
+    env = kernel_env(child_env({k: v for k, v in os.environ.items() if k != "MPLBACKEND"}))
     if quick:
         env["MHSIM_NOTEBOOK_QUICK"] = "1"
     else:
         env.pop("MHSIM_NOTEBOOK_QUICK", None)
-    if os.environ.get("MHSIM_TEST_CACHE_DIR"):  # under pytest (conftest.py): the kernels share the
-        # tests' cache folder, every program however fast it compiled, as the headless runs of the
-        # same notebooks do (tests/test_notebooks.py): whichever runs second loads the first's
-        env.update(
-            JAX_COMPILATION_CACHE_DIR=os.environ["MHSIM_TEST_CACHE_DIR"],
-            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
-        )
     env.update(
         JUPYTER_CONFIG_DIR=str(tmp / "config"),
         JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import at_users_level, child_env
+from helpers import child_env, kernel_env
 
 REASON = "needs the notebook extra: pip install -e '.[notebook]'"
 
@@ -87,14 +87,11 @@ def test_notebook_runs_headless(path, backend, monkeypatch):
     else:
         monkeypatch.setenv("MPLBACKEND", backend)
     monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
-    for name, value in at_users_level(dict(os.environ)).items():  # the kernel: the users' XLA level
+    # The kernel at the users' XLA level, its programs in the tests' cache folder: the quickstart
+    # under its second backend loads the first one's programs (in one process, or when xdist runs
+    # them one after the other), and so do the JupyterLab kernels of tests/test_browser.py.
+    for name, value in kernel_env(dict(os.environ)).items():
         monkeypatch.setenv(name, value)
-    # The kernels keep their compiled programs in the tests' cache folder (conftest.py), every one
-    # however fast it compiled: the quickstart under its second backend loads the first one's
-    # programs (in one process, or when xdist runs them one after the other) and still runs them all.
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ["MHSIM_TEST_CACHE_DIR"])
-    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(ROOT / "notebooks")}}  # where JupyterLab runs it
     listing = lambda: sorted(p.name for p in (ROOT / "notebooks").iterdir())  # noqa: E731

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import USERS_LEVEL, at_users_level, child_env
+from helpers import LEVEL_FLAG, USERS_LEVEL, at_users_level, child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-AT_USERS_LEVEL = [
+HERE = "tests/test_users_level.py::test_the_session_knows_its_level"
+QUICK_CASES = [  # their quick cases (-m "not stress and not slow")
+    HERE,
     "tests/test_rng.py::test_make_data_draws_the_reference_arrays_bit_for_bit",
-    "tests/test_datamodels.py::test_generators_draw_the_reference_arrays_bit_for_bit",
     "tests/test_engine.py::test_engine_matches_plain_loop",
     "tests/test_engine.py::test_zero_init_heads_stay_identical_to_the_last_bit",
     "tests/test_engine.py::test_same_seed_same_numbers_and_seed_matters",
@@ -30,30 +31,28 @@ AT_USERS_LEVEL = [
     "tests/test_properties.py::test_every_part_with_every_optimiser_trains_as_the_float64_reference",
     "tests/test_saturation.py::test_normalised_gd_follows_the_reference_where_the_softmax_saturates",
 ]
+SLOW_DRAWS = [HERE, "tests/test_datamodels.py::test_generators_draw_the_reference_arrays_bit_for_bit"]
 
 
-@pytest.mark.skipif(os.environ.get("MHSIM_TEST_XLA") == "default", reason="the suite is at the users' level")
-def test_the_suite_runs_below_the_users_level_and_knows_it():
-    # what helpers.assert_users_numbers rests on: conftest.py set level 0 for this process
-    assert not USERS_LEVEL
-    assert "--xla_backend_optimization_level=0" in os.environ["XLA_FLAGS"].split()
+def test_the_session_knows_its_level():
+    # what helpers.assert_users_numbers rests on: level 0 (conftest.py) unless MHSIM_TEST_XLA=default
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    if os.environ.get("MHSIM_TEST_XLA") == "default":
+        assert USERS_LEVEL and not any(f.startswith(LEVEL_FLAG) for f in flags)
+    else:
+        assert not USERS_LEVEL and f"{LEVEL_FLAG}=0" in flags
 
 
 @pytest.mark.stress
 @pytest.mark.parametrize(
     ("marks", "tests"),
-    [("not stress and not slow", AT_USERS_LEVEL[:1] + AT_USERS_LEVEL[2:]), ("slow", AT_USERS_LEVEL[1:2])],
+    [("not stress and not slow", QUICK_CASES), ("slow or not slow", SLOW_DRAWS)],
     ids=["quick-cases", "slow-draws"],
 )
 def test_the_level_dependent_tests_pass_at_the_users_level(marks, tests):
-    env = at_users_level(child_env())
-    probe = "from helpers import USERS_LEVEL; print(USERS_LEVEL)"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT / "tests", env=env, capture_output=True, text=True
-    )
-    assert out.stdout.strip() == "True", out.stderr[-2000:]
+    # a fresh pytest at the users' level (the first test it runs checks that it is)
     args = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", marks, *tests]
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(args, cwd=ROOT, env=at_users_level(child_env()), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]  # -m leaves out the other tier's cases
     assert " passed" in summary and "skipped" not in summary, summary
