@@ -37,6 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("MHSIM_CHROMIUM", "/usr/bin/chromium"))
 VIEWPORT = {"width": 1280, "height": 720}  # a projector
 RUN_BUTTON = "Run Interact"
+# The notebooks with a widget, the ones tests/test_browser.py runs in the browser. It starts
+# JupyterLab under MPLBACKEND=Agg (a cluster's environment; CI's too): those notebooks' run under
+# that backend is the browser's (tests/test_notebooks.py runs them headless under the inline one).
+NOTEBOOKS = ("attention", "symmetry", "lazy_rich", "step_size", "quickstart", "emergence", "specialisation")
 
 # JupyterLab's user settings for the test: no news or update pop-ups over the notebook, and every
 # cell kept in the page (no windowing), so the test sees every output.
@@ -77,8 +81,11 @@ class Lab:
 
 
 @contextlib.contextmanager
-def lab_server(*, quick: bool = True, timeout: float = 90.0):
-    """JupyterLab serving a temporary copy of notebooks/; stopped (its process group) at exit."""
+def lab_server(*, quick: bool = True, mplbackend: str | None = None, timeout: float = 90.0):
+    """JupyterLab serving a temporary copy of notebooks/; stopped (its process group) at exit.
+
+    ``mplbackend``: the MPLBACKEND of the environment JupyterLab starts from (and its kernels
+    inherit), None for none; every notebook picks the inline backend itself, whatever it is."""
     tmp = Path(tempfile.mkdtemp(prefix="mhsim-lab-"))
     root = tmp / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
@@ -87,9 +94,10 @@ def lab_server(*, quick: bool = True, timeout: float = 90.0):
         path = settings_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
-    # CI exports MPLBACKEND=Agg for the command lines; a kernel uses the inline backend
-    # (kernel_env: the users' XLA level, and the compile cache the headless notebook runs share)
+    # kernel_env: the users' XLA level, and the compile cache the headless notebook runs share
     env = kernel_env(child_env({k: v for k, v in os.environ.items() if k != "MPLBACKEND"}))
+    if mplbackend is not None:
+        env["MPLBACKEND"] = mplbackend
     if quick:
         env["MHSIM_NOTEBOOK_QUICK"] = "1"
     else:
@@ -100,6 +108,7 @@ def lab_server(*, quick: bool = True, timeout: float = 90.0):
         JUPYTERLAB_SETTINGS_DIR=str(settings_dir),
         JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
         IPYTHONDIR=str(tmp / "ipython"),
+        TMPDIR=str(tmp),  # what the notebooks write to a temporary folder goes with the rest
     )
     port, token = _free_port(), os.urandom(16).hex()
     log = tmp / "jupyterlab.log"
@@ -177,6 +186,7 @@ class Exercise:
     errors: list[str] = field(default_factory=list)  # tracebacks, widget errors anywhere on the page
     image_px: tuple[int, int] = (0, 0)  # the widget figure's (natural, displayed) width in px
     output_px: float = 0.0  # the width of the output area it sits in
+    written: list[str] = field(default_factory=list)  # names the run added to the served folder
     seconds: float = 0.0
 
 
@@ -245,19 +255,23 @@ def _move_controls(page, interact) -> list[str]:
 
 def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, screenshot: Path | None = None):
     """Open ``name``, run all cells from the Run menu, move every control, press the button."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     start = time.monotonic()
     result = Exercise(name)
+    listing = lambda: {p.name for p in lab.root.iterdir() if not p.name.startswith(".")}  # noqa: E731
+    before = listing()  # (JupyterLab's own folders are hidden ones: .ipynb_checkpoints)
     page.goto(lab.notebook_url(name))
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.locator(".jp-Notebook").wait_for(timeout=60_000)
     # The kernel must be up before the cells are run (the toolbar's status reads Idle).
     # JupyterLab may ask which kernel to start (the notebook names python3): take the one it offers.
+    # Whichever comes first is waited for (a fixed wait for a dialog that does not come cost 10 s).
     dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
-    with contextlib.suppress(PlaywrightTimeout):
-        dialog.locator("button", has_text="Select").click(timeout=10_000)
-    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
+    idle = panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    dialog.or_(idle).first.wait_for(timeout=60_000)
+    if dialog.is_visible():
+        dialog.locator("button", has_text="Select").click()
+    idle.wait_for(timeout=60_000)
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
     _wait_until_idle(page, timeout_s * 1000)
@@ -286,6 +300,7 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
     result.output_px = output.evaluate("o => o.getBoundingClientRect().width")
     result.widget_text = "\n".join(output.locator(".jp-RenderedText").all_inner_texts())
     result.errors = _errors(page)
+    result.written = sorted(listing() - before)
     if screenshot is not None:
         img.evaluate("i => i.scrollIntoView({block: 'end'})")  # the whole figure, the controls above it
         page.screenshot(path=str(screenshot))

@@ -1,30 +1,34 @@
 """The notebooks in JupyterLab in a real Chromium at projector size (1280 × 720), as a teacher uses
 them: each notebook run from the Run menu, every control of its widget moved once (tiny
-simulations: MHSIM_NOTEBOOK_QUICK=1), the widget's button pressed. Under `make stress` (and CI),
+simulations: MHSIM_NOTEBOOK_QUICK=1), the widget's button pressed, JupyterLab started under
+MPLBACKEND=Agg as a cluster's environment may set it. Under `make stress` (and CI),
 bounded to a few minutes; Chromium is Debian's package (.ci/run installs it), and a missing
 browser fails the test.
 
 It asserts what the headless notebook test cannot see: the press drew a new figure, printed no
 traceback and no widget error, and left a few lines of text under the figure (not a dump of the
 result's arrays); and the figure is shown at its own size, not shrunk to fit the output area
-(the font sizes of tests/test_widgets.py assume it).
+(the font sizes of tests/test_widgets.py assume it). And what the headless test asserts of its
+runs: a figure shown before the press, nothing written beside the notebook.
 """
 
 from __future__ import annotations
 
 import pytest
-from jupyterlab_browser import browser_page, exercise_notebook, lab_server
+from jupyterlab_browser import NOTEBOOKS, browser_page, exercise_notebook, lab_server
 
 # No importorskip: JupyterLab and Playwright are in the test extra, and this test must fail, not
 # skip, where they or the browser are missing.
 
-NOTEBOOKS = ("attention", "symmetry", "lazy_rich", "step_size", "quickstart", "emergence", "specialisation")
 MAX_LINES = 8  # text under the figure after one press: a summary, not the result object
 
 
 @pytest.fixture(scope="module")
 def lab_page():
-    with lab_server(quick=True) as lab, browser_page() as page:
+    # MPLBACKEND=Agg where JupyterLab starts, as on a cluster (and in CI): every notebook must
+    # still show its figures and redraw them on a press (tests/test_notebooks.py runs these
+    # notebooks headless under the inline backend only: this is their run under Agg)
+    with lab_server(quick=True, mplbackend="Agg") as lab, browser_page() as page:
         yield lab, page
 
 
@@ -38,6 +42,8 @@ def test_notebook_in_a_real_browser(lab_page, name):
         lab.shutdown_kernels()
     print(f"{name}: {r.seconds:.1f} s; moved {r.moved}")
     assert not r.errors, f"{name}: errors on the page: {r.errors}"
+    assert not r.written, f"{name}: the notebook wrote {r.written} beside itself"
+    assert r.images_before, f"{name}: no figure shown before the press"
     assert len(r.moved) >= 3, f"{name}: expected H, η and steps controls, moved {r.moved}"
     assert r.image_after and r.image_after not in r.images_before, f"{name}: the figure did not change"
     lines = [line for line in r.widget_text.splitlines() if line.strip()]

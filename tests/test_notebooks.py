@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers import child_env, kernel_env
+from jupyterlab_browser import NOTEBOOKS as IN_THE_BROWSER
 
 REASON = "needs the notebook extra: pip install -e '.[notebook]'"
 
@@ -17,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # A kernel start, JAX's import and the compiles cost 10-25 s per notebook on a shared 2-core CPU:
 # the default suite executes these, `make stress` (and CI) every notebook under both backends: the
-# kernel's own (inline) and MPLBACKEND=Agg, which a user's environment may set (clusters do).
+# kernel's own (inline) and MPLBACKEND=Agg, which a user's environment may set (clusters do). The
+# notebooks with a widget run under Agg in tests/test_browser.py (JupyterLab started under it,
+# every cell run, the widget pressed): only the quickstart's is repeated here, in the default suite.
 DEFAULT_RUN = (("quickstart", None), ("attention", None), ("quickstart", "Agg"))
 BACKENDS = (None, "Agg")
 RUN_PARAMS = [
@@ -29,6 +32,7 @@ RUN_PARAMS = [
     )
     for p in NOTEBOOKS
     for backend in BACKENDS
+    if (p.stem, backend) in DEFAULT_RUN or backend is None or p.stem not in IN_THE_BROWSER
 ]
 
 
@@ -75,7 +79,7 @@ def test_notebook_shows_figures_whatever_the_backend(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("path", "backend"), RUN_PARAMS)
-def test_notebook_runs_headless(path, backend, monkeypatch):
+def test_notebook_runs_headless(path, backend, monkeypatch, tmp_path):
     nbformat = pytest.importorskip("nbformat", reason=REASON)
     nbclient = pytest.importorskip("nbclient", reason=REASON)
     pytest.importorskip("ipykernel", reason=REASON)
@@ -87,6 +91,7 @@ def test_notebook_runs_headless(path, backend, monkeypatch):
     else:
         monkeypatch.setenv("MPLBACKEND", backend)
     monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the quickstart's temporary results folder
     # The kernel at the users' XLA level, its programs in the tests' cache folder: the quickstart
     # under its second backend loads the first one's programs (in one process, or when xdist runs
     # them one after the other), and so do the JupyterLab kernels of tests/test_browser.py.
