@@ -123,6 +123,7 @@ def lab_server(*, quick: bool = True, mplbackend: str | None = None, timeout: fl
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         "--LabApp.news_url=",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the kernel's own state (below)
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI runs as root
@@ -190,15 +191,50 @@ class Exercise:
     seconds: float = 0.0
 
 
+def _wait_for_kernel(page, *, dialog_seen: bool = False, timeout_ms: float = 60_000) -> str:
+    """Returns "ready" once the notebook's kernel is connected and idle, or "dialog" when JupyterLab asks
+    which kernel to start (unless ``dialog_seen``): the application's own state, window.jupyterapp."""
+    return page.wait_for_function(
+        """(dialogSeen) => {
+            const asks = [...document.querySelectorAll('.jp-Dialog')]
+                .some(d => d.textContent.includes('Select Kernel'));
+            if (asks && !dialogSeen) return 'dialog';
+            const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+            return kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle'
+                && 'ready';
+        }""",
+        arg=dialog_seen,
+        timeout=timeout_ms,
+    ).json_value()
+
+
+def _kernel_state(page) -> str:
+    return page.evaluate(
+        """() => {
+            const k = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+            return k ? `${k.connectionStatus}, ${k.status}` : 'none';
+        }"""
+    )
+
+
 def _wait_until_idle(page, timeout_ms: float) -> None:
     """Every code cell has run: each prompt shows a number, none shows [*] or is empty."""
-    page.wait_for_function(
-        """() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-        }""",
-        timeout=timeout_ms,
-    )
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """() => {
+                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+                return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+            }""",
+            timeout=timeout_ms,
+        )
+    except PlaywrightTimeout:
+        prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+        raise AssertionError(
+            f"the cells did not all run in {timeout_ms / 1000:.0f} s: prompts {prompts}; "
+            f"kernel {_kernel_state(page)}; errors on the page: {_errors(page)}"
+        ) from None
 
 
 def _errors(page) -> list[str]:
@@ -255,6 +291,7 @@ def _move_controls(page, interact) -> list[str]:
 
 def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, screenshot: Path | None = None):
     """Open ``name``, run all cells from the Run menu, move every control, press the button."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     start = time.monotonic()
     result = Exercise(name)
@@ -263,15 +300,15 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
     page.goto(lab.notebook_url(name))
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.locator(".jp-Notebook").wait_for(timeout=60_000)
-    # The kernel must be up before the cells are run (the toolbar's status reads Idle).
-    # JupyterLab may ask which kernel to start (the notebook names python3): take the one it offers.
-    # Whichever comes first is waited for (a fixed wait for a dialog that does not come cost 10 s).
+    # The kernel must be up before the cells are run: JupyterLab may first ask which kernel to
+    # start (the notebook names python3; take the one it offers). Whichever comes first is waited
+    # for (a fixed wait for a dialog that does not come cost 10 s). The toolbar's status is no
+    # sign: it reads Idle from the moment the notebook opens, before there is any kernel, and a
+    # Run All pressed then ran nothing in about one try in four.
     dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
-    idle = panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-    dialog.or_(idle).first.wait_for(timeout=60_000)
-    if dialog.is_visible():
+    if _wait_for_kernel(page) == "dialog":
         dialog.locator("button", has_text="Select").click()
-    idle.wait_for(timeout=60_000)
+        _wait_for_kernel(page, dialog_seen=True)
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
     _wait_until_idle(page, timeout_s * 1000)
@@ -284,14 +321,21 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
     button.scroll_into_view_if_needed()
     button.click()
     # Wait for a figure under the widget that was not on the page before the press.
-    page.wait_for_function(
-        """([root, before]) => {
-            const imgs = [...root.querySelectorAll('.widget-output img')];
-            return imgs.some(i => !before.includes(i.src) && i.complete && i.naturalWidth > 0);
-        }""",
-        arg=[interact.element_handle(), result.images_before],
-        timeout=timeout_s * 1000,
-    )
+    try:
+        page.wait_for_function(
+            """([root, before]) => {
+                const imgs = [...root.querySelectorAll('.widget-output img')];
+                return imgs.some(i => !before.includes(i.src) && i.complete && i.naturalWidth > 0);
+            }""",
+            arg=[interact.element_handle(), result.images_before],
+            timeout=timeout_s * 1000,
+        )
+    except PlaywrightTimeout:  # say what the page shows instead
+        shown = "\n".join(output.locator(".jp-OutputArea-output").all_inner_texts())[-1500:]
+        raise AssertionError(
+            f"{name}: no new figure {timeout_s:.0f} s after the press; under the widget: {shown!r}; "
+            f"kernel {_kernel_state(page)}; errors on the page: {_errors(page)}"
+        ) from None
     page.wait_for_timeout(500)
     img = output.locator("img").last
     result.image_after = img.get_attribute("src")
