@@ -197,3 +197,44 @@ def test_emergence_controls_sweep_one_knob_at_a_time():
 
     ui = run_controls(lambda T: None, how_to="<b>pick T</b>", T=widgets.IntSlider(value=4))
     assert ui.children[0].value == "<b>pick T</b>"
+
+
+def test_a_press_shows_its_figure_though_another_thread_flushes_while_it_draws(monkeypatch):
+    """ipykernel 7 fires IPython's post-execute for every widget message, and JupyterLab may hand
+    two of a widget's messages to the kernel on two threads at once: the inline backend's flush
+    then runs while the press draws (the browser test saw it: the figure shown under the other
+    message, where no output area shows it, and closed; none under the widget). Here that flush
+    is called from inside the pressed function, in the middle of its drawing."""
+    pytest.importorskip("ipywidgets", reason="needs the notebook extra")
+    inline = pytest.importorskip("matplotlib_inline.backend_inline", reason="needs the notebook extra")
+    import ipywidgets as widgets
+    import matplotlib
+
+    stage = ["drawing"]
+    shown = []
+    monkeypatch.setattr(inline, "display", lambda fig, **_: shown.append((stage[0], fig)))
+    backend, interactive = matplotlib.get_backend(), matplotlib.is_interactive()
+    plt.close("all")  # what other tests left open: a show shows every open figure
+    plt.switch_backend("module://matplotlib_inline.backend_inline")
+    matplotlib.interactive(True)  # as %matplotlib inline leaves it
+    made = []
+
+    def press(n, show=True):
+        stage[0] = "drawing"
+        made.append(plt.figure())
+        inline.flush_figures()  # the other thread's post-execute
+        stage[0] = "its own show" if show else "after it"
+        if show:
+            plt.show()
+
+    try:
+        for show, by in ((True, "its own show"), (False, "after it")):
+            shown.clear()
+            ui = run_controls(press, n=widgets.IntSlider(value=1), show=widgets.fixed(show))
+            ui.children[1].update()  # what the button does
+            assert shown == [(by, made[-1])], f"shown by {[s for s, _ in shown]}"
+            assert not plt.get_fignums() and matplotlib.is_interactive()
+    finally:
+        inline.show._draw_called, inline.show._to_draw = False, []
+        plt.switch_backend(backend)
+        matplotlib.interactive(interactive)

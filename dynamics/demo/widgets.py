@@ -146,11 +146,25 @@ def steps_slider(value: int, max_steps: int = 5000, description: str = "steps"):
 def run_controls(fn: Callable[..., Any], *, how_to: str = HOW_TO, **controls):
     """``fn``'s controls and a *Run Interact* button (``fn`` runs only when pressed; whatever it
     returns is not shown), under the how-to line (``how_to``, HTML: the H, η and steps one by
-    default)."""
+    default).
+
+    ``fn`` runs with pyplot out of interactive mode and shows its figures itself (``plt.show()``
+    or ``display``); a figure it leaves open is shown after it. The reason: ipykernel 7 fires
+    IPython's post-execute event for every widget message, and JupyterLab (4.6 by default:
+    comms over subshells) may hand a widget's messages to the kernel on two threads at once, so
+    the inline backend's end-of-cell flush can run in another thread while ``fn`` draws. That
+    flush shows every figure made in interactive mode under the other message, where no output
+    area shows it, and closes it: the press would show no figure (a table shown before the
+    figure makes the frontend send that other message). A figure made out of interactive mode
+    is not the flush's to show.
+    """
     import ipywidgets as widgets
 
     def quiet(**kwargs) -> None:
-        fn(**kwargs)  # interact would print a returned value under the figure
+        with plt.ioff():
+            fn(**kwargs)  # its return value is dropped: interact would print it under the figure
+            if plt.get_fignums():
+                plt.show()
 
     ui = widgets.interactive(quiet, {"manual": True, "manual_name": RUN_LABEL}, **controls)
     return widgets.VBox([widgets.HTML(how_to), ui])
