@@ -191,6 +191,51 @@ class Exercise:
     seconds: float = 0.0
 
 
+def _kernel_message(payload) -> str:
+    """One kernel websocket frame in a line: channel, type, the message it answers, what it carries.
+    JupyterLab speaks Jupyter Server's binary v1 protocol (offsets, channel, header, parent header,
+    metadata, content, buffers) or, on older servers, JSON."""
+    try:
+        if isinstance(payload, str):
+            m = json.loads(payload)
+            channel, header, parent, content = m.get("channel"), m["header"], m["parent_header"], m["content"]
+        else:
+            n = int.from_bytes(payload[:8], "little")
+            offsets = [int.from_bytes(payload[8 + 8 * i : 16 + 8 * i], "little") for i in range(n)]
+            parts = [payload[a:b] for a, b in zip(offsets, offsets[1:], strict=False)]
+            channel = parts[0].decode()
+            header, parent, content = json.loads(parts[1]), json.loads(parts[2]), json.loads(parts[4])
+    except (ValueError, KeyError, IndexError) as e:
+        return f"(unreadable frame: {e!r:.60})"
+    kind = header.get("msg_type")
+    what = {
+        "status": lambda: content.get("execution_state"),
+        "display_data": lambda: ",".join(content.get("data", {})),
+        "stream": lambda: f"{content.get('name')} {content.get('text', '')[:40]!r}",
+        "error": lambda: content.get("ename"),
+        "comm_msg": lambda: "{} {}".format(
+            content.get("data", {}).get("method"), ",".join(content.get("data", {}).get("state", {}))
+        ),
+    }.get(kind, lambda: "")()
+    return f"{channel} {kind} (answers {parent.get('msg_type')} {parent.get('msg_id', '')[-6:]}) {what}"
+
+
+@contextlib.contextmanager
+def _kernel_frames(page):
+    """The kernel's messages as the page receives them (time, one line each), while in the block."""
+    frames: list[tuple[float, str]] = []
+
+    def watch(ws) -> None:
+        if "/api/kernels/" in ws.url:
+            ws.on("framereceived", lambda p: frames.append((time.monotonic(), _kernel_message(p))))
+
+    page.on("websocket", watch)
+    try:
+        yield frames
+    finally:
+        page.remove_listener("websocket", watch)
+
+
 def _wait_for_kernel(page, *, dialog_seen: bool = False, timeout_ms: float = 60_000) -> str:
     """Returns "ready" once the notebook's kernel is connected and idle, or "dialog" when JupyterLab asks
     which kernel to start (unless ``dialog_seen``): the application's own state, window.jupyterapp."""
@@ -235,6 +280,19 @@ def _wait_until_idle(page, timeout_ms: float) -> None:
             f"the cells did not all run in {timeout_ms / 1000:.0f} s: prompts {prompts}; "
             f"kernel {_kernel_state(page)}; errors on the page: {_errors(page)}"
         ) from None
+
+
+def _what_came(page, output, received: list[tuple[float, str]]) -> str:
+    """What a timeout after the press says: the outputs under the widget (their kinds, their text),
+    the kernel's state, errors on the page, and the kernel's messages since the press (the last 60)."""
+    outputs = output.locator(".jp-OutputArea-output")
+    kinds = outputs.evaluate_all("os => os.map(o => o.getAttribute('data-mime-type'))")
+    shown = "\n".join(outputs.all_inner_texts())[-1500:]
+    messages = "\n".join(f"  {t:7.2f} s  {m}" for t, m in received[-60:])
+    return (
+        f"under the widget: {kinds} {shown!r}; kernel {_kernel_state(page)}; errors on the page: "
+        f"{_errors(page)}; the kernel's messages since the press:\n{messages}"
+    )
 
 
 def _errors(page) -> list[str]:
@@ -297,45 +355,47 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
     result = Exercise(name)
     listing = lambda: {p.name for p in lab.root.iterdir() if not p.name.startswith(".")}  # noqa: E731
     before = listing()  # (JupyterLab's own folders are hidden ones: .ipynb_checkpoints)
-    page.goto(lab.notebook_url(name))
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-    panel.locator(".jp-Notebook").wait_for(timeout=60_000)
-    # The kernel must be up before the cells are run: JupyterLab may first ask which kernel to
-    # start (the notebook names python3; take the one it offers). Whichever comes first is waited
-    # for (a fixed wait for a dialog that does not come cost 10 s). The toolbar's status is no
-    # sign: it reads Idle from the moment the notebook opens, before there is any kernel, and a
-    # Run All pressed then ran nothing (2 notebooks of 7 in one CI run).
-    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
-    if _wait_for_kernel(page) == "dialog":
-        dialog.locator("button", has_text="Select").click()
-        _wait_for_kernel(page, dialog_seen=True)
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
-    _wait_until_idle(page, timeout_s * 1000)
-    interact = panel.locator(".widget-interact").last
-    interact.wait_for(timeout=30_000)
-    result.images_before = panel.locator(".jp-OutputArea img").evaluate_all("imgs => imgs.map(i => i.src)")
-    result.moved = _move_controls(page, interact)
-    output = interact.locator(".widget-output")
-    button = interact.locator("button", has_text=RUN_BUTTON)
-    button.scroll_into_view_if_needed()
-    button.click()
-    # Wait for a figure under the widget that was not on the page before the press.
-    try:
-        page.wait_for_function(
-            """([root, before]) => {
-                const imgs = [...root.querySelectorAll('.widget-output img')];
-                return imgs.some(i => !before.includes(i.src) && i.complete && i.naturalWidth > 0);
-            }""",
-            arg=[interact.element_handle(), result.images_before],
-            timeout=timeout_s * 1000,
-        )
-    except PlaywrightTimeout:  # say what the page shows instead
-        shown = "\n".join(output.locator(".jp-OutputArea-output").all_inner_texts())[-1500:]
-        raise AssertionError(
-            f"{name}: no new figure {timeout_s:.0f} s after the press; under the widget: {shown!r}; "
-            f"kernel {_kernel_state(page)}; errors on the page: {_errors(page)}"
-        ) from None
+    with _kernel_frames(page) as frames:  # for the message of a timeout after the press
+        page.goto(lab.notebook_url(name))
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        panel.locator(".jp-Notebook").wait_for(timeout=60_000)
+        # The kernel must be up before the cells are run: JupyterLab may first ask which kernel to
+        # start (the notebook names python3; take the one it offers). Whichever comes first is waited
+        # for (a fixed wait for a dialog that does not come cost 10 s). The toolbar's status is no
+        # sign: it reads Idle from the moment the notebook opens, before there is any kernel, and a
+        # Run All pressed then ran nothing (2 notebooks of 7 in one CI run).
+        dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+        if _wait_for_kernel(page) == "dialog":
+            dialog.locator("button", has_text="Select").click()
+            _wait_for_kernel(page, dialog_seen=True)
+        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+        page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+        _wait_until_idle(page, timeout_s * 1000)
+        interact = panel.locator(".widget-interact").last
+        interact.wait_for(timeout=30_000)
+        images = panel.locator(".jp-OutputArea img")
+        result.images_before = images.evaluate_all("imgs => imgs.map(i => i.src)")
+        result.moved = _move_controls(page, interact)
+        output = interact.locator(".widget-output")
+        button = interact.locator("button", has_text=RUN_BUTTON)
+        button.scroll_into_view_if_needed()
+        pressed, first = time.monotonic(), len(frames)
+        button.click()
+        # Wait for a figure under the widget that was not on the page before the press.
+        try:
+            page.wait_for_function(
+                """([root, before]) => {
+                    const imgs = [...root.querySelectorAll('.widget-output img')];
+                    return imgs.some(i => !before.includes(i.src) && i.complete && i.naturalWidth > 0);
+                }""",
+                arg=[interact.element_handle(), result.images_before],
+                timeout=timeout_s * 1000,
+            )
+        except PlaywrightTimeout:  # say what the page shows instead
+            raise AssertionError(
+                f"{name}: no new figure {timeout_s:.0f} s after the press; "
+                + _what_came(page, output, [(t - pressed, m) for t, m in frames[first:]])
+            ) from None
     page.wait_for_timeout(500)
     img = output.locator("img").last
     result.image_after = img.get_attribute("src")
