@@ -234,6 +234,12 @@ def test_a_press_shows_its_figure_though_another_thread_flushes_while_it_draws(m
             ui.children[1].update()  # what the button does
             assert shown == [(by, made[-1])], f"shown by {[s for s, _ in shown]}"
             assert not plt.get_fignums() and matplotlib.is_interactive()
+        # a press that raises mid-draw: its half-drawn figure closed, not shown by the next press
+        shown.clear()
+        ui = run_controls(lambda n: [plt.figure(), 1 / 0], n=widgets.IntSlider(value=1))
+        with pytest.raises(ZeroDivisionError):
+            ui.children[1].f(n=1)
+        assert not plt.get_fignums() and not shown and matplotlib.is_interactive()
     finally:
         inline.show._draw_called, inline.show._to_draw = False, []
         plt.switch_backend(backend)

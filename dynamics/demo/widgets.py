@@ -149,20 +149,26 @@ def run_controls(fn: Callable[..., Any], *, how_to: str = HOW_TO, **controls):
     default).
 
     ``fn`` runs with pyplot out of interactive mode and shows its figures itself (``plt.show()``
-    or ``display``); a figure it leaves open is shown after it. The reason: ipykernel 7 fires
-    IPython's post-execute event for every widget message, and JupyterLab (4.6 by default:
-    comms over subshells) may hand a widget's messages to the kernel on two threads at once, so
-    the inline backend's end-of-cell flush can run in another thread while ``fn`` draws. That
-    flush shows every figure made in interactive mode under the other message, where no output
-    area shows it, and closes it: the press would show no figure (a table shown before the
-    figure makes the frontend send that other message). A figure made out of interactive mode
-    is not the flush's to show.
+    or ``display``); a figure it leaves open is shown after it (closed, if it raised). The
+    reason: ipykernel 7 fires IPython's post-execute event for every widget message, and
+    JupyterLab (4.6 by default: comms over subshells) may hand a widget's messages to the kernel
+    on two threads at once, so the inline backend's end-of-cell flush can run in another thread
+    while ``fn`` draws. That flush shows every figure made in interactive mode under the other
+    message, where no output area shows it, and closes it: the press would show no figure (a
+    table shown before the figure makes the frontend send that other message). A figure made
+    out of interactive mode is not the flush's to show.
     """
     import ipywidgets as widgets
 
     def quiet(**kwargs) -> None:
+        before = set(plt.get_fignums())
         with plt.ioff():
-            fn(**kwargs)  # its return value is dropped: interact would print it under the figure
+            try:
+                fn(**kwargs)  # its return value is dropped: interact would print it under the figure
+            except BaseException:
+                for num in set(plt.get_fignums()) - before:  # half drawn: not for a later show
+                    plt.close(num)
+                raise
             if plt.get_fignums():
                 plt.show()
 
