@@ -222,12 +222,13 @@ def _kernel_message(payload) -> str:
 
 @contextlib.contextmanager
 def _kernel_frames(page):
-    """The kernel's messages as the page receives them (time, one line each), while in the block."""
-    frames: list[tuple[float, str]] = []
+    """The kernel's frames as the page receives them (time, payload), while in the block; read
+    (``_kernel_message``) only when a timeout is reported."""
+    frames: list[tuple[float, bytes | str]] = []
 
     def watch(ws) -> None:
         if "/api/kernels/" in ws.url:
-            ws.on("framereceived", lambda p: frames.append((time.monotonic(), _kernel_message(p))))
+            ws.on("framereceived", lambda p: frames.append((time.monotonic(), p)))
 
     page.on("websocket", watch)
     try:
@@ -282,13 +283,13 @@ def _wait_until_idle(page, timeout_ms: float) -> None:
         ) from None
 
 
-def _what_came(page, output, received: list[tuple[float, str]]) -> str:
+def _what_came(page, output, received: list[tuple[float, bytes | str]]) -> str:
     """What a timeout after the press says: the outputs under the widget (their kinds, their text),
     the kernel's state, errors on the page, and the kernel's messages since the press (the last 60)."""
     outputs = output.locator(".jp-OutputArea-output")
     kinds = outputs.evaluate_all("os => os.map(o => o.getAttribute('data-mime-type'))")
     shown = "\n".join(outputs.all_inner_texts())[-1500:]
-    messages = "\n".join(f"  {t:7.2f} s  {m}" for t, m in received[-60:])
+    messages = "\n".join(f"  {t:7.2f} s  {_kernel_message(p)}" for t, p in received[-60:])
     return (
         f"under the widget: {kinds} {shown!r}; kernel {_kernel_state(page)}; errors on the page: "
         f"{_errors(page)}; the kernel's messages since the press:\n{messages}"
@@ -394,7 +395,7 @@ def exercise_notebook(page, lab: Lab, name: str, *, timeout_s: float = 240, scre
         except PlaywrightTimeout:  # say what the page shows instead
             raise AssertionError(
                 f"{name}: no new figure {timeout_s:.0f} s after the press; "
-                + _what_came(page, output, [(t - pressed, m) for t, m in frames[first:]])
+                + _what_came(page, output, [(t - pressed, p) for t, p in frames[first:]])
             ) from None
     page.wait_for_timeout(500)
     img = output.locator("img").last
