@@ -2,7 +2,7 @@
 
 Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling``, ``--width``
 is ``width``, or the field's own, ``d``), both generated from the knobs' declarations
-(``dynamics.config.knobs``), so what works as a flag works as a keyword; a value given as text
+(``dynamics.parts.knobs``), so what works as a flag works as a keyword; a value given as text
 is read as the flag reads it (a switch takes a bool only), and an enum member
 (``dynamics.Loss.EXP``) stands for its name. ``run_sweep(data="file.npz")`` trains on a file (as
 ``--data``), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
@@ -18,7 +18,6 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.knobs import Declared, text_type
 from dynamics.config.schema import (  # noqa: F401
     Config,
     ConfigError,
@@ -27,6 +26,7 @@ from dynamics.config.schema import (  # noqa: F401
     declared,
     preset,
 )
+from dynamics.parts.knobs import Declared, text_type
 from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
 
 ENGINE_KEYWORDS = (

@@ -15,7 +15,6 @@ from dynamics.api import with_overrides
 from dynamics.cli.knobs import knob_flags
 from dynamics.cli.run import build_parser, config_from_args, format_table
 from dynamics.config.grid import GRID_KNOBS
-from dynamics.config.knobs import grid_knob_list
 from dynamics.config.schema import (
     SECTIONS,
     Config,
@@ -25,6 +24,7 @@ from dynamics.config.schema import (
     load_toml,
     validate,
 )
+from dynamics.parts.knobs import grid_knob_list
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ def test_grid_knobs_are_the_declared_ones_and_the_docs_list_them():
     listed = re.search(r"<!-- grid-knobs -->(.*?)<!-- /grid-knobs -->", text, re.S).group(1)
     assert " ".join(listed.split()) == grid_knob_list(knob_flags()), (
         "docs/grids.md's grid-knob list differs from the declarations: paste "
-        "dynamics.config.knobs.grid_knob_list(dynamics.cli.knobs.knob_flags()) between its markers"
+        "dynamics.parts.knobs.grid_knob_list(dynamics.cli.knobs.knob_flags()) between its markers"
     )
 
 

@@ -17,7 +17,7 @@ import os
 import threading
 
 from dynamics.config.schema import ConfigError
-from dynamics.config.values import float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
+from dynamics.parts.values import float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
 
 
 class OneLineParser(argparse.ArgumentParser):

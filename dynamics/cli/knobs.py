@@ -10,9 +10,9 @@ from typing import Any
 
 from dynamics import parts
 from dynamics.config.grid import GRID_KNOBS, list_arg
-from dynamics.config.knobs import Declared, fmt_default, text_type
 from dynamics.config.sections import SECTIONS, declared
 from dynamics.errors import ConfigError
+from dynamics.parts.knobs import Declared, fmt_default, text_type
 
 # The order the flags' grid axes come in (the first outermost): optim, model, data, sweep.
 AXIS_ORDER = ("optim", "model", "data", "sweep")

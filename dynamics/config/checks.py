@@ -193,7 +193,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
 
 def no_effect(cfg: sec.Config, name: str) -> str | None:
     """Why an explicit ``section.field`` has no effect in ``cfg`` (None: it has one): its knob's
-    ``idle`` (``dynamics.config.knobs``), declared with the knob."""
+    ``idle`` (``dynamics.parts.knobs``), declared with the knob."""
     spec = declaration(name)
     return None if spec is None or spec.idle is None else spec.idle(cfg)
 

@@ -45,7 +45,7 @@ from dynamics.config.schema import (
 from dynamics.parts.metrics import head_indices, head_metrics_on, logged_per_head, metrics_of
 
 # knob name -> (section, field, float, int or str): the knobs that take several values, those
-# declared with ``grid`` (``dynamics.config.knobs``). A data model's parameter is named alone.
+# declared with ``grid`` (``dynamics.parts.knobs``). A data model's parameter is named alone.
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
     k.name: (k.section, k.name, k.spec.grid) for k in declared() if k.spec.grid is not None
 }

@@ -4,7 +4,7 @@ A config is resolved in layers: the built-in defaults, then a preset, then a TOM
 command-line flags (or keywords). Each job has its module:
 
 - ``dynamics.config.sections``: the sections' dataclasses, ``Config`` and its hash (``digest``);
-- ``dynamics.config.knobs``: how a field is declared as a knob (flag, help, grid type, unit);
+- ``dynamics.parts.knobs``: how a field is declared as a knob (flag, help, grid type, unit);
 - ``dynamics.config.overrides``: ``apply_overrides`` and the parsers of values given as text;
 - ``dynamics.config.presets``: the named presets;
 - ``dynamics.config.tomlfile``: config files;
@@ -55,5 +55,5 @@ from dynamics.config.sections import (  # noqa: F401
     user_sources,
 )
 from dynamics.config.tomlfile import MAX_TOML_BYTES, load_toml, read_toml  # noqa: F401
-from dynamics.config.values import parse_diagnostics, parse_heads, parse_steps  # noqa: F401
 from dynamics.errors import ConfigError  # noqa: F401
+from dynamics.parts.values import parse_diagnostics, parse_heads, parse_steps  # noqa: F401

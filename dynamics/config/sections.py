@@ -1,7 +1,7 @@
 """A sweep's config: one frozen dataclass per section (data, model, optim, sweep), ``Config``
 and its hash.
 
-Every knob is a field of its section, declared once with ``knob`` (``dynamics.config.knobs``);
+Every knob is a field of its section, declared once with ``knob`` (``dynamics.parts.knobs``);
 a data model's own parameters are the fields of its part's ``schema``. ``Config.hash`` is the
 ``config_hash`` of every result file (results caches, ``--resume`` checkpoints); ``digest`` hashes
 any document with ``NUMERICS_VERSION``. The parts' names come from their registries
@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from dynamics import parts
-from dynamics.config import idle, values
-from dynamics.config.knobs import UNSET, Declared, Knob, knob, knob_of
-from dynamics.config.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
+from dynamics.config import idle
 from dynamics.errors import ConfigError
+from dynamics.parts import values
 from dynamics.parts.checks import suggest as _suggest
+from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
+from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
 # The parts' names, read from their registries (dynamics.parts): the one home of each choice.
 DATA_MODELS = parts.DATA_MODELS.names

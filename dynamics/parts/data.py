@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_SETTINGS
-from dynamics.config.knobs import knob
-from dynamics.config.values import floats_arg
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite, positive_int
+from dynamics.parts.knobs import knob
 from dynamics.parts.registry import Part, Registry, first_line, is_user_name
+from dynamics.parts.values import floats_arg
 
 TASKS = ("classification", "regression")
 

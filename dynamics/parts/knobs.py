@@ -4,12 +4,13 @@ A knob is a field of a config section (``dynamics.config.sections``) or of a dat
 parameter schema (``dynamics.parts.data``) declared with ``knob(default, help, ...)``. From
 these declarations come the command line's flags (``dynamics.cli.knobs``), the API's keywords
 (``dynamics.api``), the grid axes (``dynamics.config.grid.GRID_KNOBS``), the TOML keys (the
-field names) and the knob table of docs/grids.md (``knob_table``). A value given as text (a
+field names) and the grid-knob list of docs/grids.md (``grid_knob_list``). A value given as text (a
 flag, a keyword string) is read by the knob's ``parse``; every value given (flags, TOML,
 keywords) goes through its ``coerce``, which refuses a wrong type in one line; ``idle`` says why
 a given value would have no effect in a config (it is then refused).
 
-This module imports nothing of mhsim but its errors: the parts may declare their knobs with it.
+It sits with the parts (below the config layer) and imports nothing of mhsim but its errors and
+the text parsers beside it: the parts declare their own knobs with it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from dynamics.config.values import float_arg, int_arg
 from dynamics.errors import ConfigError
+from dynamics.parts.values import float_arg, int_arg
 
 MISSING = dataclasses.MISSING
 
