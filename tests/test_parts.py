@@ -61,13 +61,16 @@ def test_metadata_loads_without_jax():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_config_lists_are_the_registries():
-    from dynamics.cli.knobs import knob_flags
+def test_each_registry_is_the_choices_of_the_one_field_it_declares():
+    """The field -> registry map has one home (``Registry.field``): every knob whose choices are a
+    registry is that registry's declared field, every registry is some knob's choices, and the
+    config layer's ``part_fields`` is read from the same declarations."""
     from dynamics.config import schema
 
-    assert schema.OPTIMIZERS == parts.OPTIMIZERS.names and schema.QUERIES == parts.QUERIES.names
-    choices = {k.flag: k.spec.choices for k in knob_flags()}
-    assert choices["--optimizer"] is parts.OPTIMIZERS and choices["--data-model"] is parts.DATA_MODELS
+    by_knob = {k.key: k.spec.choices for k in schema.declared() if isinstance(k.spec.choices, parts.Registry)}
+    assert {key: reg.field for key, reg in by_knob.items()} == {key: key for key in by_knob}
+    assert sorted(by_knob) == sorted(r.field for r in parts.REGISTRIES.values())
+    assert all(by_knob[key] is reg for key, reg in schema.part_fields().items())
 
 
 def test_a_symmetric_init_is_refused_where_zero_is_a_saddle():

@@ -17,6 +17,7 @@ from dynamics.parts.checks import MAX_LOGGED_STEPS
 from dynamics.parts.checks import choice as _choice
 from dynamics.parts.checks import finite as _finite
 from dynamics.parts.checks import positive_int as _positive_int
+from dynamics.parts.knobs import knob_of
 
 
 @functools.cache
@@ -73,6 +74,7 @@ def validate(cfg: sec.Config) -> sec.Config:
     first bad value in that order is the one reported.
     """
     _check_types_and_name(cfg)
+    _check_choices(cfg)
     cfg = cfg.resolved()
     _check_data(cfg.data)
     _check_no_effect(cfg)  # before a file's sizes replace what was given
@@ -102,6 +104,22 @@ def _check_types_and_name(cfg: sec.Config) -> None:
         raise ConfigError(
             f"name={cfg.name!r} must be 1-64 letters, digits, '.', '_' or '-' (it names the output folder)"
         )
+
+
+def _check_choices(cfg: sec.Config) -> None:
+    """Every knob declared with ``choices`` (a registry or a tuple of names) holds one of them, on
+    every surface alike (flags, TOML, keywords, grid axes), read from the declarations: a name no
+    part has is refused here, before anything runs, not after the sweep."""
+    for k in sec.declared():
+        if k.spec.choices is None or k.section == "data" and k.name not in _FIELD_TYPES["data"]:
+            continue
+        value = getattr(getattr(cfg, k.section), k.name)
+        if value is None and k.default is None:
+            continue  # an optional choice not made (optim.task: the data's)
+        if isinstance(k.spec.choices, parts.Registry):
+            k.spec.choices.get(value, k.key)
+        else:
+            _choice(k.key, value, k.spec.choices)
 
 
 def _check_data(data: sec.DataConfig) -> None:
@@ -135,6 +153,11 @@ def _check_data(data: sec.DataConfig) -> None:
             f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
         )
     _check_params(model, data)
+    own = dict(data.params)
+    for f in dataclasses.fields(model.schema) if model.schema else ():
+        spec = knob_of(f)
+        if spec is not None and spec.choices is not None and own.get(f.name) is not None:
+            _choice(f"data.{f.name}", own[f.name], spec.choices)
     if model.check is not None:
         model.check(data)
 

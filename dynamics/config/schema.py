@@ -33,17 +33,9 @@ from dynamics.config.presets import (  # noqa: F401
     unknown_preset,
 )
 from dynamics.config.sections import (  # noqa: F401
-    DATA_MODELS,
     DIAGNOSTICS,
     HEAD_METRICS,
-    INITS,
-    KEY_QUERIES,
-    LOSSES,
-    LR_SCALINGS,
-    NORMS,
     NUMERICS_VERSION,
-    OPTIMIZERS,
-    QUERIES,
     SECTIONS,
     Config,
     DataConfig,
@@ -52,6 +44,7 @@ from dynamics.config.sections import (  # noqa: F401
     SweepConfig,
     declared,
     digest,
+    part_fields,
     user_sources,
 )
 from dynamics.config.tomlfile import MAX_TOML_BYTES, load_toml, read_toml  # noqa: F401

@@ -28,15 +28,6 @@ from dynamics.parts.checks import suggest as _suggest
 from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
 from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
-# The parts' names, read from their registries (dynamics.parts): the one home of each choice.
-DATA_MODELS = parts.DATA_MODELS.names
-OPTIMIZERS = parts.OPTIMIZERS.names
-LR_SCALINGS = {name: p.exponent for name, p in parts.LR_SCALINGS.items()}  # η(H) = η₀ · H^p
-QUERIES = parts.QUERIES.names
-NORMS = parts.NORMS.names
-KEY_QUERIES = parts.KEY_QUERIES.names
-INITS = parts.INITS.names
-LOSSES = parts.LOSSES.names
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = values.DIAGNOSTICS
 MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.diagnostics.NORMS)
@@ -101,17 +92,10 @@ class DataConfig:
     )
     params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
 
-    def __init__(
-        self,
-        model: str = "dm1",
-        path: str | None = None,
-        n_train: int = 100,
-        n_test: int = 300,
-        T: int | None = None,
-        d: int | None = None,
-        params: Any = (),
-        **named: Any,
-    ):
+    def __init__(self, params: Any = (), **named: Any):
+        """The declared fields by keyword (each at its declared default when left out), ``params``,
+        and the data model's own parameters by name."""
+        fields = {f.name: named.pop(f.name, f.default) for f in _declared_fields(DataConfig)}
         known = parts.data.parameter_names()
         unknown = [k for k in named if k not in known]
         if unknown:
@@ -126,9 +110,9 @@ class DataConfig:
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
         merged.update(named)
         merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
-        if isinstance(path, os.PathLike):
-            path = os.fspath(path)  # a pathlib.Path is its string (the hash and results.json see that)
-        values = dict(model=model, path=path, n_train=n_train, n_test=n_test, T=T, d=d)
+        if isinstance(fields["path"], os.PathLike):
+            fields["path"] = os.fspath(fields["path"])  # a pathlib.Path is its string (the hash sees that)
+        values = dict(fields)
         values["params"] = tuple(sorted((str(k), v) for k, v in merged.items() if v is not None))
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -480,17 +464,18 @@ class Config:
         return digest(doc)
 
 
+def part_fields() -> dict[str, parts.Registry]:
+    """``"section.field"`` -> the registry whose part that field names: each registry declares its
+    field (``Registry.field``), the one home of the mapping."""
+    return {registry.field: registry for registry in parts.REGISTRIES.values()}
+
+
 def user_sources(cfg: Config) -> dict[str, dict[str, str | None]]:
     """{"section.field": {"path", "sha256"}} of every user part (``"module:attribute"``) the config
-    names: where its code is, so results.json records it and the config hash covers it."""
-    fields = {
-        "data.model": parts.DATA_MODELS,
-        "optim.loss": parts.LOSSES,
-        "optim.optimizer": parts.OPTIMIZERS,
-        "model.attention": parts.ACTIVATIONS,
-    }
+    names, for every field that names a part (``part_fields``): where its code is, so results.json
+    records it and the config hash covers it."""
     found = {}
-    for name, registry in fields.items():
+    for name, registry in part_fields().items():
         section, field_name = name.split(".")
         value = getattr(getattr(cfg, section), field_name)
         if parts.registry.is_user_name(value) and value not in registry.names:

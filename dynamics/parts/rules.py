@@ -4,11 +4,11 @@ Read from the parts' own rules (``dynamics.parts.model``, ``dynamics.parts.train
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from dynamics.infra import fingerprints
-from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
-from dynamics.parts.training import CONSTRAINTS, LOSSES, OPTIMIZERS, SAMPLINGS
+from dynamics.parts.training import OPTIMIZERS
 
 
 def uses_fast_path(cfg) -> bool:
@@ -33,20 +33,19 @@ def can_pack_heads(cfg) -> bool:
     return KEY_QUERIES[cfg.model.key_query].packs_across_heads(cfg.model.head_size)
 
 
-# Which registry a field of a static program argument (the engine's Program, a DataConfig) names.
-_FIELDS = {
-    "query": QUERIES,
-    "attention": ACTIVATIONS,
-    "norm": NORMS,
-    "key_query": KEY_QUERIES,
-    "init": INITS,
-    "optimizer": OPTIMIZERS,
-    "loss": LOSSES,
-    "model": DATA_MODELS,
-    "sampling": SAMPLINGS,
-    "constraint": CONSTRAINTS,
-    "sampler": DATA_MODELS,  # the engine's online sampler: a reference with the data model's name
-}
+# A static program argument (the engine's Program, a DataConfig) names its parts in fields named as
+# the config's (each registry declares its field: ``Registry.field``); the engine's online sampler
+# is a reference with the data model's name.
+_ALIASES = {"sampler": "model"}
+
+
+@functools.cache
+def _fields() -> dict:
+    # dynamics.parts builds REGISTRIES after importing this module: read on first use
+    from dynamics.parts import REGISTRIES
+
+    fields = {r.field.split(".")[1]: r for r in REGISTRIES.values()}
+    return {**fields, **{alias: fields[name] for alias, name in _ALIASES.items()}}
 
 
 def parts_of(obj) -> list:
@@ -55,7 +54,7 @@ def parts_of(obj) -> list:
         return []
     found = []
     for field in dataclasses.fields(obj):
-        registry = _FIELDS.get(field.name)
+        registry = _fields().get(field.name)
         value = getattr(obj, field.name)
         value = value if isinstance(value, str) else getattr(value, "name", value)
         if registry is not None and isinstance(value, str) and value in registry:

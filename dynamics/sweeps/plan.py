@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynamics import parts
-from dynamics.config.schema import LR_SCALINGS, Config
+from dynamics.config.schema import Config
 from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model
 from dynamics.core.engine import Batch, Program
@@ -33,7 +33,7 @@ from dynamics.sweeps.devices import BatchPlacer
 
 def step_size(cfg: Config, n_heads: int) -> float:
     """η(H) = η₀ · H^p (docs/model.md), the step of every optimiser (GD, SGD, normalised GD, Adam)."""
-    return cfg.optim.lr * n_heads ** LR_SCALINGS[cfg.optim.lr_scaling]
+    return cfg.optim.lr * n_heads ** parts.LR_SCALINGS.get(cfg.optim.lr_scaling).exponent
 
 
 uses_fast_path = parts.uses_fast_path  # the parts' rules (dynamics.parts.rules)
