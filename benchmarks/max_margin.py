@@ -83,10 +83,10 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
 
     cfg = preset(name)
     # θ at every logged step (the per-head view, which carries the saved θ, thins itself by default)
-    cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, head_every=1))
+    cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, head_every=1, x64=x64))
     if trials is not None:
         cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, trials=trials))
-    jax.config.update("jax_enable_x64", x64)
+    jax.config.update("jax_enable_x64", x64)  # the references below in the same precision
     t0 = time.perf_counter()
     res = run_sweep(cfg, progress=False)
     t_mhsim = time.perf_counter() - t0

@@ -48,7 +48,7 @@ def _knobs() -> dict[str, Declared]:
     knobs = [k for k in declared() if k.flag]
     by_keyword = {k.keyword: k for k in knobs}
     for k in knobs:
-        if k.name not in by_keyword and k.name not in ENGINE_KEYWORDS and k.name not in ("model", "x64"):
+        if k.name not in by_keyword and k.name not in ENGINE_KEYWORDS and k.name != "model":
             by_keyword[k.name] = k
     return by_keyword
 
@@ -93,19 +93,16 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     return out
 
 
-def run_sweep(cfg: Config | str | None = None, *, x64: bool = False, **kwargs: Any):
+def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
     keywords (``progress``, ``on_point``, ``devices``, …) pass through to
     ``dynamics.sweeps.sweep.run_sweep``. ``data``: a data model object of your own, or the path of
     an .npz file to train on (as ``--data``); ``x64=True`` simulates in float64 (as ``--x64``)."""
-    import contextlib
     import os
 
     from dynamics.sweeps.checks import as_config, with_data
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
-    if not isinstance(x64, bool):
-        raise ConfigError(f"x64={x64!r} must be True or False")
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     if isinstance(cfg, str):
         cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
@@ -116,12 +113,7 @@ def run_sweep(cfg: Config | str | None = None, *, x64: bool = False, **kwargs: A
     if isinstance(engine.get("data"), str | os.PathLike):  # a file's path, as --data FILE.npz
         path = os.fspath(engine.pop("data"))
         cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, "run_sweep(data=...)")
-    with contextlib.ExitStack() as stack:
-        if x64:
-            import jax
-
-            stack.enter_context(jax.enable_x64(True))
-        return _run_sweep(cfg, **engine)
+    return _run_sweep(cfg, **engine)  # in the config's precision (sweep.x64, the keyword x64)
 
 
 def load_results(folder: str | Path):

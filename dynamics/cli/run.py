@@ -100,7 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
         "the runs are sharded over all devices of that kind",
     )
     add_cpu_devices(g)
-    g.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
     g.add_argument(
         "--distributed",
         action="store_true",
@@ -227,8 +226,9 @@ def _imports(args: argparse.Namespace, timings: Timings) -> None:
 
 
 def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
-    """The checkpointed sweep on the devices and in the precision that --device, --x64 and
-    --distributed ask for; ``finish(result)`` runs before its results are written (once)."""
+    """The checkpointed sweep on the devices that --device and --distributed ask for (in the
+    config's precision, ``sweep.x64``: the sweep enters it); ``finish(result)`` runs before its
+    results are written (once)."""
     import contextlib
 
     import jax
@@ -248,8 +248,6 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
             ) from None
     devices = select_devices(args.device)
     with contextlib.ExitStack() as stack:
-        if args.x64:
-            stack.enter_context(jax.enable_x64(True))
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
         if isinstance(exp, GridExperiment):
@@ -326,7 +324,9 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         base = exp.base if isinstance(exp, GridExperiment) else exp
         # and the memory it needs (a grid: its largest point), before anything is allocated
         check_memory(
-            exp.points if isinstance(exp, GridExperiment) else [base.config], len(base.steps), args.x64
+            exp.points if isinstance(exp, GridExperiment) else [base.config],
+            len(base.steps),
+            base.config.sweep.x64,
         )
         cfg = base.config
         _warn_identical(cfg)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from dataclasses import dataclass
 
 from dynamics import parts
@@ -76,6 +77,8 @@ def validate(cfg: sec.Config) -> sec.Config:
     _check_types_and_name(cfg)
     _check_choices(cfg)
     cfg = cfg.resolved()
+    if cfg.sweep.x64 is None:  # the precision the run will have, recorded (and hashed) as the config's
+        cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, x64=ambient_x64()))
     _check_data(cfg.data)
     _check_no_effect(cfg)  # before a file's sizes replace what was given
     if parts.DATA_MODELS[cfg.data.model].from_file:  # n, T, d from the file's headers (no array read)
@@ -95,6 +98,13 @@ def validate(cfg: sec.Config) -> sec.Config:
     _check_replay(cfg)
     _check_logged(cfg.sweep, cfg.optim)
     return cfg
+
+
+def ambient_x64() -> bool:
+    """JAX's own x64 setting (``jax.enable_x64``, ``jax_enable_x64``), without importing JAX: off
+    where it is not imported yet."""
+    jax = sys.modules.get("jax")
+    return bool(jax is not None and jax.config.jax_enable_x64)
 
 
 def _check_types_and_name(cfg: sec.Config) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from dynamics import parts
-from dynamics.config.sections import SECTIONS, Config, OptimConfig, _fields, added_fields, declared
+from dynamics.config.sections import SECTIONS, Config, _fields, declared, resolved_baselines
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import suggest as _suggest
 
@@ -54,9 +54,10 @@ def config_from_dict(doc: dict[str, Any]) -> Config:
     doc = dict(doc)
     doc.pop("sources", None)  # where a user part's code was: recorded, not a setting
     name = doc.pop("name", "default")
-    optim = doc.get("optim")
-    if isinstance(optim, dict) and "task" not in optim:  # written resolved: left out, it was the default
-        doc["optim"] = {**optim, "task": added_fields(OptimConfig)["task"]}
+    for section, cls in SECTIONS.items():  # written resolved: a field resolution fills (default None,
+        table = doc.get(section)  # declared baseline) left out was at its baseline (optim.task, sweep.x64)
+        if isinstance(table, dict):
+            doc[section] = {**resolved_baselines(cls), **table}
     return apply_overrides(Config(name=name), doc, "results.json config", explicit=False)
 
 

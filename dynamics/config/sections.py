@@ -184,6 +184,17 @@ def hashed(section: Any, values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if _kept(fields[k], v)}
 
 
+def resolved_baselines(cls) -> dict[str, Any]:
+    """The fields of a section that resolution fills (default None, a declared ``baseline``): left
+    out of a written config, they were at that baseline (``optim.task``, ``sweep.x64``)."""
+    out = {}
+    for f in _declared_fields(cls):
+        spec = knob_of(f)
+        if f.default is None and spec.baseline is not UNSET:
+            out[f.name] = spec.baseline
+    return out
+
+
 def added_fields(cls) -> dict[str, Any]:
     """The fields of a section added after the first results files, with their baseline: what
     the theory diagnostics' replay (the first model and step) needs them at."""
@@ -374,6 +385,14 @@ class SweepConfig:
         "tokens, norms, |cos| with the data's planted directions; docs/results-format.md): on, off, "
         "or auto (default: on up to 16 heads)",
         choices=HEAD_METRICS,
+    )
+    x64: bool | None = knob(
+        None,
+        "simulate in float64 (default float32, or JAX's own setting where a program turned x64 on): "
+        "the same data draws, float64 arithmetic; part of the config hash, so a run never resumes "
+        "from or reuses results of the other precision",
+        switch=True,
+        baseline=False,
     )
     save_params: bool = knob(
         False,

@@ -50,6 +50,13 @@ class Drawn(NamedTuple):
     init_keys: np.ndarray
 
 
+def precision(cfg: Config):
+    """The config's precision (``sweep.x64``) as a context: what the run computes in, whatever JAX's
+    global setting (a config built as an Experiment by hand, x64 None: JAX's own)."""
+    x64 = cfg.sweep.x64
+    return jax.enable_x64(bool(jax.config.jax_enable_x64 if x64 is None else x64))
+
+
 def prepare_data(cfg: Config) -> Drawn:
     """The data and init keys of every trial of ``cfg``'s sweep, drawn once."""
     # The data models draw in float32; with x64 on, JAX would draw other numbers (64-bit

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from dynamics.config.grid import GridExperiment
@@ -51,6 +52,7 @@ from dynamics.sweeps.execute import (
     add_head_steps,
     float_type,
     grown,
+    precision,
     prepare_data,
     run_points,
 )
@@ -144,7 +146,13 @@ def run_grid_experiment(
     """Run every point of ``grid`` not in ``skip`` (finished earlier: {k: result}); call
     ``on_point(k, result)`` as each grid point finishes (all its H and trials, and its theory
     diagnostics when ``sweep.diagnostics`` names any). Refused before the first point when its
-    largest point would not fit in memory (``dynamics.sweeps.memory``)."""
+    largest point would not fit in memory (``dynamics.sweeps.memory``). Runs in the base config's
+    precision (``sweep.x64``), whatever JAX's global setting."""
+    with precision(grid.base.config):
+        return _run_grid(grid, progress, on_point, skip, devices, layout)
+
+
+def _run_grid(grid: GridExperiment, progress, on_point, skip, devices, layout) -> GridResult:
     check_memory(grid.points, len(grid.base.steps))
     start = time.perf_counter()
     skip = dict(skip or {})
@@ -405,7 +413,6 @@ def run_grid_checkpointed(
     """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
     skips the points saved there for the same grid; at the end writes the grid's files once, after
     ``finish(result)`` has run on the result in memory (written even when it raises)."""
-    import jax
 
     from dynamics.sweeps.devices import device_name
 

@@ -41,6 +41,7 @@ from dynamics.sweeps.execute import (
     collect,
     float_type,
     planted_directions,
+    precision,
     prepare_data,
     run_points,
     start_curves,
@@ -106,6 +107,11 @@ def run_sweep(
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
     exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
+    with precision(exp.config):
+        return _run_sweep(exp, progress, on_point, skip_heads, layout, metrics)
+
+
+def _run_sweep(exp: Experiment, progress, on_point, skip_heads, layout, metrics) -> SweepResult:
     cfg, steps = exp.config, np.array(exp.steps)
     refs = metric_refs(cfg, metrics)
     check_memory([cfg], len(steps))
