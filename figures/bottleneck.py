@@ -15,7 +15,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from dynamics.sweeps.results import load_results
+from dynamics.sweeps.results import load_results, read_folder
 from figures.sweep import DATA_LABEL, save_figure
 
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0
@@ -26,8 +26,6 @@ DPI = 110
 def _source(source, npz_name: str) -> tuple[dict, dict]:
     """(results.json dict, arrays): ``source`` is a results folder or the experiment's run dict
     (``dynamics.experiments.bottleneck.run_expressivity`` / ``run_heads``: keys "results" and "arrays")."""
-    from dynamics.sweeps.results import read_folder
-
     kind = {"expressivity.npz": "bottleneck-expressivity", "heads.npz": "bottleneck-heads"}[npz_name]
     draw = {"bottleneck-expressivity": "expressivity_figure", "bottleneck-heads": "bottleneck_heads_figure"}
     if isinstance(source, dict):

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from dynamics.sweeps.results import load_results
+from dynamics.sweeps.results import load_results, read_folder
 from figures.facets import plot_facets
 from figures.gridtables import (  # noqa: F401  (best_columns, grid_tables: figures.phase's since the start)
     OUTLINE,
@@ -124,8 +124,6 @@ def grid_data(source) -> tuple[dict, dict]:
         meta = {"config": source.config.to_dict(), "grid": {"axes": names}, **source.extra}
         coords = {"heads": source.heads, "steps": source.steps, "diverged_at": source.diverged_at}
         return meta, {**coords, **{n: np.array(v) for n, v in source.grid.axes}, **source.curves}
-    from dynamics.sweeps.results import read_folder
-
     path, _, kind = read_folder(source)
     if kind != "grid":
         raise ValueError(f"{str(path)!r} holds a {kind} result, not a grid")

@@ -138,14 +138,12 @@ def grid_entry(name: str) -> Entry:
 
 def specialisation_entries() -> dict[str, Entry]:
     """The head-specialisation figure (erf, softmax, softmax1 runs of the preset) and its grid."""
-    from dataclasses import replace
-
     from dynamics.experiments import specialisation as spec
 
     plot = lazy_plot("figures.specialisation", "plot_specialisation")
     plot_grid_heads = lazy_plot("figures.specialisation", "plot_specialisation_grid")
     figure = Entry(PRESETS[spec.NAME][0] + " (erf, softmax, softmax1)", spec.key, spec.produce, plot)
-    return {spec.NAME: figure, spec.GRID: replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
+    return {spec.NAME: figure, spec.GRID: dataclasses.replace(grid_entry(spec.GRID), plot=plot_grid_heads)}
 
 
 def sparse_token_entry(name: str) -> Entry:

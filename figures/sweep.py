@@ -30,7 +30,7 @@ from matplotlib.ticker import NullLocator
 
 from dynamics import parts
 from dynamics.infra.files import atomic_write_bytes
-from dynamics.sweeps.results import load_results
+from dynamics.sweeps.results import check_sweep_files, load_results, read_folder
 from figures.theme import (  # seaborn's look, without seaborn
     EMBEDDED_FONTS,
     drop_invisible_minor_ticks,
@@ -312,7 +312,6 @@ def sweep_data(source) -> tuple[dict, dict]:
     """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder
     (or its results.json); a grid, a bottleneck run or anything else is refused (ValueError/TypeError)."""
     from dynamics.sweeps.result import SweepResult
-    from dynamics.sweeps.results import read_folder
 
     if isinstance(source, SweepResult):
         meta = {"config": source.config.resolved().to_dict(), **source.extra}
@@ -326,7 +325,6 @@ def sweep_data(source) -> tuple[dict, dict]:
     if kind != "sweep":
         raise ValueError(f"{str(path)!r} holds a {kind} result, not a sweep: {_DRAWN_BY[kind]}")
     from dynamics.config.schema import config_from_dict
-    from dynamics.sweeps.results import check_sweep_files
 
     meta, curves = load_results(path)
     # a damaged or edited folder is refused, never drawn

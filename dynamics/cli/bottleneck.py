@@ -13,7 +13,14 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from dynamics.cli.common import OneLineParser, add_cpu_devices, apply_cpu_devices, int_list_arg, mean_std
+from dynamics.cli.common import (
+    OneLineParser,
+    add_cpu_devices,
+    apply_cpu_devices,
+    int_list_arg,
+    mean_std,
+    use_file_backend,
+)
 from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
 from dynamics.infra import interrupts
@@ -137,8 +144,6 @@ def _main(argv: list[str] | None) -> int:
     for path in bn.write(run, out, npz_name):
         print(f"wrote {path}")
     if not args.no_figure:
-        from dynamics.cli.common import use_file_backend
-
         use_file_backend()
         from figures import bottleneck as fig  # matplotlib: only when a figure is drawn
 

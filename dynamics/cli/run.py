@@ -56,6 +56,7 @@ from dynamics.config.schema import (
 )
 from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
+from dynamics.infra.cache import apply as apply_cache
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
@@ -219,9 +220,8 @@ def _imports(args: argparse.Namespace, timings: Timings) -> None:
     """Import JAX and the engine, and set up the compilation cache, before any compile."""
     with timings.phase("imports"):
         import dynamics.sweeps.checkpoint  # noqa: F401  (jax, optax and the engine)
-        from dynamics.infra.cache import apply
 
-        apply(args)
+        apply_cache(args)
     timings.listen()
 
 

@@ -22,7 +22,7 @@ import difflib
 from pathlib import Path
 
 from dynamics.demo import attention, lazy_rich, step_size, symmetry
-from dynamics.demo.common import DemoResult
+from dynamics.demo.common import DemoResult, settings_for
 
 _MODULES = (attention, symmetry, lazy_rich, step_size)
 DEMOS = {m.NAME: m for m in _MODULES}
@@ -52,8 +52,6 @@ def run_demo(
 ):
     """Run demo ``name`` and write its pictures into ``out``; ``overrides``: ``heads``, ``lr``, ``steps``
     (the command line's ``--heads``, ``--lr``, ``--steps``), ``slides``: a 16:9 picture."""
-    from dynamics.demo.common import settings_for
-
     module = get(name)
     settings = settings_for(module, quick=quick, **overrides)
     return module.run(Path(out), seed=seed, progress=progress, settings=settings, slides=slides)

@@ -12,6 +12,7 @@ inside their own ``jax.jit``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
 import tempfile
@@ -213,8 +214,6 @@ MAX_HEADS = 256
 def settings_for(module, *, quick: bool = False, **overrides) -> Any:
     """The demo's ``QUICK`` or ``FULL`` settings with ``overrides`` (``heads``, ``lr``, ``steps``; None
     = keep); errors name the bad value."""
-    import dataclasses
-
     s = module.QUICK if quick else module.FULL
     values = {k: v for k, v in overrides.items() if v is not None}
     if "heads" in values:

@@ -21,7 +21,7 @@ import numpy as np
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.sweeps.result import HeadResult
+from dynamics.sweeps.result import HeadResult, SweepResult
 
 POINTS = "points"
 
@@ -195,7 +195,6 @@ def _run_locked(
     exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
 ):
     from dynamics.parts.metrics import head_schedule
-    from dynamics.sweeps.result import SweepResult
     from dynamics.sweeps.results import complete_results_hash, provenance, write_results
     from dynamics.sweeps.sweep import run_sweep
 

@@ -23,6 +23,7 @@ from dynamics.config.schema import (
     IdenticalTrialsWarning,
     identical_trials,
     no_effect,
+    preset,
     validate,
 )
 from dynamics.core.hooks import MetricRef
@@ -116,8 +117,6 @@ def check_layout(
 def as_config(cfg, caller: str) -> Config | Experiment:
     """A Config or Experiment as given, a preset's name as ``preset(name)``, None as the defaults;
     a bottleneck preset (an experiment of its own, not a sweep) and anything else are refused."""
-    from dynamics.config.schema import ConfigError, preset
-
     if cfg is None:
         return Config()
     if isinstance(cfg, str):
@@ -165,7 +164,6 @@ def grid_values(name: str, values, default: float) -> list[float]:
     """run_grid's lrs or init_scales: None (the config's value), a number, a list of numbers or
     a string as on the command line ('0.1,1' or 'a:b:k'); checked per value by ``validate``."""
     from dynamics.config.grid import parse_values
-    from dynamics.config.schema import ConfigError
 
     if values is None:
         return [default]
