@@ -295,20 +295,33 @@ def summary_frame(result: GridResult):
     mean and std of each final metric over the trials that did not diverge (pandas DataFrame)."""
     import pandas as pd
 
-    rows = []
-    for row in result.summary():
-        flat = {
-            k: v
-            for k, v in row.items()
-            if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
-        }
-        if "emergence" in row:
-            flat.update(emergence.columns(row["emergence"]))
-        for m in (m for m in SUMMARY_METRICS if m in row):
-            flat[f"{m}_mean"] = row[m]["mean"]
-            flat[f"{m}_std"] = row[m]["std"]
-        rows.append(flat)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([_frame_row(row) for row in result.summary()])
+
+
+def _frame_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary row (``GridResult.summary``) as the summary frame's columns."""
+    flat = {
+        k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
+    }
+    if "emergence" in row:
+        flat.update(emergence.columns(row["emergence"]))
+    for m in (m for m in SUMMARY_METRICS if m in row):
+        flat[f"{m}_mean"] = row[m]["mean"]
+        flat[f"{m}_std"] = row[m]["std"]
+    return flat
+
+
+def reserved_columns() -> frozenset[str]:
+    """Every name a column of the results' frames already has beside the curves' own: a sweep's
+    frames' (``result.frame_columns``), a grid's summary frame's (its rows built by the same code,
+    ``_frame_row``, from ``column_probe``'s summary) and every knob a grid can run over
+    (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz)."""
+    from dynamics.config.grid import GRID_KNOBS
+    from dynamics.sweeps.result import column_probe, frame_columns
+
+    probe = column_probe()
+    grid_row = {c for row in probe.summary() for c in _frame_row(row)} - set(probe.curves)
+    return frame_columns() | grid_row | set(GRID_KNOBS)
 
 
 def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
