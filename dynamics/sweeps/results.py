@@ -372,12 +372,17 @@ def results_folder(folder: str | os.PathLike) -> Path:
     path = Path(folder)
     if not str(folder).strip():
         raise ConfigError("folder='' is empty: give the run folder (the --out of the run)")
-    if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
-        path = path.parent
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a folder"
-        raise ConfigError(f"results folder {str(folder)!r} {what}")
-    if not (path / "results.json").is_file():
+    try:
+        if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
+            path = path.parent
+        is_dir, exists, has_results = path.is_dir(), path.exists(), (path / "results.json").is_file()
+    except OSError as err:  # a name too long for the file system, a permission denied on the way
+        raise ConfigError(f"results folder {str(folder)!r} cannot be read: {err.strerror or err}") from None
+    if not is_dir:
+        raise ConfigError(
+            f"results folder {str(folder)!r} {'is not a folder' if exists else 'does not exist'}"
+        )
+    if not has_results:
         raise ConfigError(
             f"results folder {str(path)!r} holds no results.json (no run finished a point there)"
         )
