@@ -233,7 +233,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:  # f closed even when np.load fails
             return {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ConfigError(f"{path} is missing or damaged ({type(err).__name__}): {err}") from None
