@@ -222,8 +222,12 @@ def read_header(path: str | os.PathLike) -> NpzHeader:
     estimated before any array is read. Raise a one-line DataError.
     """
     path = Path(path)
-    if not path.is_file():
-        raise _fail(path, None, "is a folder, not a file" if path.is_dir() else "no such file")
+    try:
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except OSError as err:  # a name too long for the file system, a permission denied on the way
+        raise _fail(path, None, f"cannot be read ({err.strerror or err})") from None
+    if not is_file:
+        raise _fail(path, None, "is a folder, not a file" if is_dir else "no such file")
     try:
         with open(path, "rb") as f:
             if f.read(6) == b"\x93NUMPY":

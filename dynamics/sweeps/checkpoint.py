@@ -148,9 +148,9 @@ def locked(out: Path):
     from dynamics.config.schema import ConfigError
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
     try:
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
         out.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(out / LOCK)
         lock.acquire(timeout=0)

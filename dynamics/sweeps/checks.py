@@ -50,14 +50,21 @@ def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[Me
         return ()
     if not isinstance(metrics, Mapping):
         raise TypeError(f"metrics={metrics!r:.80} must be a dict {{name: fn(params, data) -> array}} or None")
+    from dynamics.sweeps.grid import reserved_columns
     from dynamics.theory.replay import CURVES, SNAPSHOT_CURVES  # the diagnostics' curves
 
     taken = {*REGISTRY, *FILE_KEYS}  # every declared metric, per-head curve and snapshot
     taken |= {name for names in CURVES.values() for name in names} | set(SNAPSHOT_CURVES)
+    columns = reserved_columns()  # the frames' own columns (heads, lr, trial, step, …), the grid knobs
     refs = []
     for name, fn in metrics.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ConfigError(f"metric name {name!r} must be a Python identifier (letters, digits, _)")
+        if name in columns:
+            raise ConfigError(
+                f"metric name {name!r} is a column the results' frames or a grid's knobs already use "
+                f"({', '.join(sorted(columns))}); choose another"
+            )
         if name in taken or name.startswith(RESERVED_NAMESPACE):
             raise ConfigError(
                 f"metric name {name!r} is taken by mhsim's own curves ({', '.join(sorted(taken))} and "

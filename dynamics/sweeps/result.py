@@ -6,6 +6,7 @@ per run, per head or snapshots of θ is what their metrics declare (``dynamics.p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,3 +183,29 @@ class SweepResult:
                 flat.update(emergence.columns(row["emergence"]))
             rows.append(flat)
         return pd.DataFrame(rows).set_index("heads")
+
+
+@functools.lru_cache(maxsize=1)
+def column_probe() -> SweepResult:
+    """A one-run result with every summarised metric and the emergence curves: its frames have
+    every column a result's frames can have beside its curves' own (``frame_columns``)."""
+    names = (*SUMMARY_METRICS, "train_loss", "test_loss", "attn_relevant", "excess_risk")
+    curves = {m: np.ones((1, 1, 2)) for m in names}
+    return SweepResult(Config(), np.array([1]), np.array([0, 1]), curves, np.full((1, 1), -1))
+
+
+@functools.lru_cache(maxsize=1)
+def frame_columns() -> frozenset[str]:
+    """The columns the frames of a sweep's result hold beside its curves' own names (``to_dataframe``:
+    ``heads``, ``lr``, ``trial``, ``step``, …; ``head_frame``, ``emergence_frame``, ``summary_frame``
+    and its index ``heads``): taken from those very frames, built for ``column_probe()``, so a
+    column added to a frame is reserved with it. A user metric may not take one of these names
+    (``dynamics.sweeps.checks.metric_refs``): it would overwrite the column."""
+    probe = column_probe()
+    frames = [
+        probe.to_dataframe(),
+        probe.head_frame(),
+        probe.emergence_frame(),
+        probe.summary_frame().reset_index(),
+    ]
+    return frozenset(str(c) for f in frames for c in f.columns) - set(probe.curves)

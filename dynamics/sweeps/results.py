@@ -188,11 +188,14 @@ def complete_results_hash(out: Path) -> str | None:
 def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(results.json as a dict, ``npz_name`` as a dict of arrays) from the folder ``out``.
 
-    Warns when the results were made with another jax, jaxlib or optax than this one.
+    Warns when the results were made with another jax, jaxlib or optax than this one. A grid's
+    pair is checked against its own records (``dynamics.sweeps.grid.check_grid_files``); a file
+    that cannot be read is a one-line ConfigError naming it.
     """
     out = Path(out)
-    meta = json.loads((out / "results.json").read_text())
-    saved, now = meta.get("versions", {}), versions()
+    meta = read_json(out / "results.json")
+    saved, now = meta.get("versions"), versions()
+    saved = saved if isinstance(saved, dict) else {}
     changed = [
         f"{k} {saved.get(k)} (now {now[k]})" for k in ("jax", "jaxlib", "optax") if saved.get(k) != now[k]
     ]
@@ -209,15 +212,67 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
         arrays.update({f"planted_{k}": v for k, v in _read_npz(out / DIRECTIONS_NPZ).items()})
     if npz_name == "curves.npz" and "head_steps" not in arrays and any(map(has_head_axes, arrays)):
         arrays["head_steps"] = arrays["steps"]  # a file with per-head curves at every logged step
+    if npz_name == "curves.npz" and "grid" in meta:
+        from dynamics.sweeps.grid import check_grid_files
+
+        check_grid_files(meta, arrays, out)
     return meta, arrays
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A results.json as a dict with its ``config`` a dict, or a one-line ConfigError naming it
+    (missing, unreadable, truncated, not JSON, not an mhsim results file)."""
+    try:
+        meta = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{path} cannot be read ({type(err).__name__}): {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise ConfigError(f"{path} is not an mhsim results file (no config)")
+    return meta
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:  # f closed even when np.load fails
             return {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ConfigError(f"{path} is missing or damaged ({type(err).__name__}): {err}") from None
+
+
+def refuser(where: Path, prefix: str = ""):
+    """``bad(what)``: the one-line ConfigError of a damaged or edited run folder ``where``."""
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"{where}: {prefix}{what}: the results are damaged or edited; run them again")
+
+    return bad
+
+
+def check_record(meta: dict[str, Any], config, bad):
+    """The record part of results.json (a sweep's or a grid's): its config valid (the resolved
+    config returned), ``schema_version`` this mhsim's, ``complete`` a bool; else ``bad(...)``."""
+    from dynamics.config.schema import validate
+
+    try:
+        cfg = validate(config)
+    except ConfigError as err:
+        raise bad(f"results.json's config is not valid ({err})") from None
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        version = meta.get("schema_version")
+        raise bad(f"results.json's schema_version={version!r:.40}, this mhsim reads {SCHEMA_VERSION}")
+    if not isinstance(meta.get("complete", True), bool):
+        raise bad(f"results.json's complete={meta.get('complete')!r} is not true or false")
+    return cfg
+
+
+def check_hash(meta: dict[str, Any], cfg, config_hash: str, bad) -> None:
+    """results.json's ``config_hash`` is ``config_hash`` (recomputed from its config; a sweep's or
+    a grid's): data from a file are exempt, their content may have moved."""
+    from dynamics import parts
+
+    if not parts.DATA_MODELS.get(cfg.data.model).from_file and meta.get("config_hash") != config_hash:
+        recorded = meta.get("config_hash")
+        raise bad(f"results.json's config_hash {recorded!r:.40} is not its config's ({config_hash})")
 
 
 def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], config, where: Path) -> None:
@@ -226,25 +281,20 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     moved, so not the hash), the arrays' heads and steps those of the config, every metric
     (heads, trials, L), each per-head curve (heads, trials, L, …) with the trailing axes its kind
     declares, diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
-    pair is refused rather than summarised into a wrong number."""
-    from dynamics import parts
-    from dynamics.config.schema import log_schedule, validate
+    pair is refused rather than summarised into a wrong number. A grid's files are checked
+    with the same parts, point by point (``dynamics.sweeps.grid.check_grid_files``)."""
+    bad = refuser(where)
+    cfg = check_record(meta, config, bad)
+    check_hash(meta, cfg, cfg.hash(), bad)
+    check_sweep_arrays(meta, arrays, cfg, bad)
+
+
+def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg, bad) -> None:
+    """The arrays of one sweep of the resolved config ``cfg`` (a sweep's curves.npz, or one grid
+    point's slice of a grid's) against it and results.json's ``meta``; else ``bad(...)``."""
+    from dynamics.config.schema import log_schedule
     from dynamics.parts.metrics import metrics_of
 
-    def bad(what: str) -> ConfigError:
-        return ConfigError(f"{where}: {what}: the results are damaged or edited; run them again")
-
-    try:
-        cfg = validate(config)
-    except ConfigError as err:
-        raise bad(f"its config is not valid ({err})") from None
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise bad(f"schema_version={meta.get('schema_version')!r}, this mhsim reads {SCHEMA_VERSION}")
-    if not isinstance(meta.get("complete", True), bool):
-        raise bad(f"complete={meta.get('complete')!r} is not true or false")
-    from_file = parts.DATA_MODELS.get(cfg.data.model).from_file
-    if not from_file and meta.get("config_hash") != cfg.hash():
-        raise bad(f"config_hash {meta.get('config_hash')!r} is not its config's ({cfg.hash()})")
     metrics = metrics_of(cfg)
     for name in ("heads", "steps", "diverged_at", *metrics):
         if name not in arrays:
@@ -260,21 +310,23 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     shape = (len(heads), cfg.sweep.trials, len(want))
     for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
-            raise bad(f"curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
+            raise bad(f"curves.npz's curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
     head_shape = (*shape[:2], _head_steps(arrays, want, bad))
     _check_head_curves(
         arrays, head_shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad
     )
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
-        raise bad(f"diverged_at has shape {div.shape}, expected {shape[:2]}")
+        raise bad(f"curves.npz's diverged_at has shape {div.shape}, expected {shape[:2]}")
     if "directions" in meta:  # the per-head |cos| columns' names: reordered, they would name the wrong ones
         from dynamics.core.data import planted_names
 
         if meta["directions"] != planted_names(cfg.data):
             raise bad(f"directions {meta['directions']!r:.160} are not its data model's, in their order")
     if "heads" in meta and meta["heads"] != heads.tolist():
-        raise bad(f"results.json's heads {meta['heads']!r} are not curves.npz's {heads.tolist()}")
+        raise bad(f"results.json's heads {meta['heads']!r:.80} are not curves.npz's {heads.tolist()}")
+    if "steps" in meta and meta["steps"] != steps.tolist():
+        raise bad(f"results.json's steps {meta['steps']!r:.80} are not curves.npz's logged steps")
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
@@ -308,7 +360,8 @@ def _check_head_curves(arrays, shape: tuple, h_max: int, P: int | None, bad) -> 
         got = np.shape(value)
         if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want, strict=True)):
             shown = tuple("any" if w is None else w for w in want)
-            raise bad(f"curve {name!r} ({metric.kind}) has shape {got}, expected {shown}")
+            file = PARAMS_NPZ if metric.snapshot else "curves.npz"
+            raise bad(f"{file}'s curve {name!r} ({metric.kind}) has shape {got}, expected {shown}")
 
 
 def results_folder(folder: str | os.PathLike) -> Path:
@@ -319,12 +372,17 @@ def results_folder(folder: str | os.PathLike) -> Path:
     path = Path(folder)
     if not str(folder).strip():
         raise ConfigError("folder='' is empty: give the run folder (the --out of the run)")
-    if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
-        path = path.parent
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a folder"
-        raise ConfigError(f"results folder {str(folder)!r} {what}")
-    if not (path / "results.json").is_file():
+    try:
+        if path.is_file() and (path.name == "results.json" or path.suffix == ".npz"):
+            path = path.parent
+        is_dir, exists, has_results = path.is_dir(), path.exists(), (path / "results.json").is_file()
+    except OSError as err:  # a name too long for the file system, a permission denied on the way
+        raise ConfigError(f"results folder {str(folder)!r} cannot be read: {err.strerror or err}") from None
+    if not is_dir:
+        raise ConfigError(
+            f"results folder {str(folder)!r} {'is not a folder' if exists else 'does not exist'}"
+        )
+    if not has_results:
         raise ConfigError(
             f"results folder {str(path)!r} holds no results.json (no run finished a point there)"
         )
@@ -335,12 +393,7 @@ def read_folder(folder: str | os.PathLike) -> tuple[Path, dict[str, Any], str]:
     """(folder, results.json as a dict, kind): kind "sweep", "grid", "bottleneck-expressivity" or
     "bottleneck-heads"."""
     path = results_folder(folder)
-    try:
-        meta = json.loads((path / "results.json").read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path / 'results.json'} cannot be read: {err}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
-        raise ConfigError(f"{path / 'results.json'} is not an mhsim results file (no config)")
+    meta = read_json(path / "results.json")
     if "grid" in meta:
         return path, meta, "grid"
     if meta.get("experiment") == "bottleneck-expressivity":
