@@ -24,7 +24,8 @@ its shape where it is traced, ``check_floor_shape``, and for its value on every 
 ``check_floor_values``).
 
 A data model's optional ``initial_params(world, shapes) -> {name: array}`` (θ(0) from its world):
-a dict whose names are among ``shapes`` (one head's parameters: U, W; U, Q, K; or U, k), each a real
+a dict whose names are among ``shapes`` (one head's parameters: U, W; U, Q, K; U, k; or U, a for the
+position query; U is (d, o) for vector targets), each a real
 floating array of exactly that head's shape (``check_initial_params``, static), its values finite
 (``check_initial_values``, on every trial's arrays).
 
