@@ -31,7 +31,8 @@ classification), ``noise_floor`` (a number, or a function of the world; the Baye
 square loss, NaN when unknown), ``sizes`` (its default T and d) or ``T`` and ``d``, and
 ``relevant_tokens`` (True when ``sample`` returns a mask), and ``initial_params(world, shapes) ->
 {name: array}``: θ(0) from the world. ``shapes`` names one head's parameters of the run's model
-(``{"U": (d,), "W": (d, d)}``; U, Q, K for factored heads; U, k for a learned query); the model
+(``{"U": (d,), "W": (d, d)}``; U, Q, K for factored heads; U, k for a learned query; U, a (T,),
+one logit per position or tied group, for the position query; U (d, o) for vector targets); the model
 returns any of them, each of exactly that shape, real floating and finite (checked at the boundary),
 and every head of every run of the trial starts from it; the rest come from the configured init
 (or file, which these values override). A model whose ``sample`` returns vector targets y (n, o)

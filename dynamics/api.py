@@ -4,8 +4,10 @@ Keyword overrides use the command line's names (``--lr-scaling`` is ``lr_scaling
 is ``width``, or the field's own, ``d``), both generated from the knobs' declarations
 (``dynamics.parts.knobs``), so what works as a flag works as a keyword; a value given as text
 is read as the flag reads it (a switch takes a bool only), and an enum member
-(``dynamics.Loss.EXP``) stands for its name. ``run_sweep(data="file.npz")`` trains on a file (as
-``--data``), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
+(``dynamics.Loss.EXP``) stands for its name; a numpy or JAX scalar (``np.float32(0.5)``,
+``np.int64(2)``) is the Python number it holds, an array of them a list. ``run_sweep(data="file.npz")``
+trains on a file (as ``--data``; a ``data_model`` naming another model is refused, as on the
+command line), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
 ``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
@@ -67,6 +69,7 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     knobs = _knobs()
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
+        value = _plain(value)  # np.float32(0.5) is 0.5: a config (its hash, results.json) holds Python values
         if "." in key:  # a data model's parameter named by its model: **{"sparse-token.signal": 6}
             sections.setdefault("data", {})[key] = value
             continue
@@ -97,7 +100,9 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     """Run the sweep of ``cfg`` with keyword overrides (``with_overrides``); the engine's own
     keywords (``progress``, ``on_point``, ``devices``, …) pass through to
     ``dynamics.sweeps.sweep.run_sweep``. ``data``: a data model object of your own, or the path of
-    an .npz file to train on (as ``--data``); ``x64=True`` simulates in float64 (as ``--x64``)."""
+    an .npz file to train on (as ``--data``); with it, a ``data_model`` keyword (or a config whose
+    ``data.model`` was set explicitly) naming another model is refused; ``x64=True`` simulates in
+    float64 (as ``--x64``)."""
     import os
 
     from dynamics.sweeps.checks import as_config, with_data
@@ -106,6 +111,10 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     if isinstance(cfg, str):
         cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
+    if engine.get("data") is not None:
+        _check_one_data_model(as_config(cfg, "run_sweep"), engine["data"], kwargs)
+        if isinstance(engine["data"], str | os.PathLike):
+            kwargs.pop("data_model", None)  # the file's own model (checked above): the path sets it below
     if engine.get("data") is not None and not isinstance(engine["data"], str | os.PathLike):
         # a data model object: the overrides are checked against its declarations, not the default model's
         cfg = with_data(as_config(cfg, "run_sweep"), engine.pop("data"))
@@ -114,6 +123,56 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
         path = os.fspath(engine.pop("data"))
         cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, "run_sweep(data=...)")
     return _run_sweep(cfg, **engine)  # in the config's precision (sweep.x64, the keyword x64)
+
+
+def _check_one_data_model(cfg: Any, data: Any, kwargs: dict[str, Any]) -> None:
+    """``data`` (an object or a file's path) is the data model of the run: a ``data_model`` keyword,
+    or a config whose ``data.model`` was set explicitly, naming another is refused (one of the two
+    would be silently dropped), as ``--data FILE.npz --data-model NAME`` is on the command line."""
+    import os
+
+    from dynamics import parts
+
+    path = isinstance(data, str | os.PathLike)
+    what = f"data={os.fspath(data)!r}" if path else f"data={type(data).__name__} object"
+    named = kwargs.get("data_model")
+    if isinstance(named, enum.Enum):
+        named = named.value
+    source = f"data_model={named!r}"
+    cfg = getattr(cfg, "config", cfg)  # an Experiment's config
+    if "data_model" not in kwargs and "data.model" in cfg.given:
+        named, source = cfg.data.model, f"the config's data.model={cfg.data.model!r}"
+    if named is None and "data_model" not in kwargs:
+        return
+    if path:
+        known = isinstance(named, str) and named in parts.DATA_MODELS.names
+        same = known and parts.DATA_MODELS[named].from_file
+    else:
+        same = isinstance(named, str) and named == parts.DATA_MODELS.adopt(data)
+    if not same:
+        raise ConfigError(
+            f"{what} and {source} both name the data model: give one ({what} trains on "
+            f"{'the file' if path else 'that object'})"
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A numpy (or JAX) scalar as the Python number it holds (np.float32(0.5) is 0.5, np.int64(2)
+    is 2), an array or a list of them as a list of Python numbers; anything else as it is. A
+    config holds Python values only: its hash and results.json read them."""
+    import numpy as np
+
+    if isinstance(value, np.generic):  # np.float64 is a float, but not a plain one
+        return value.item()
+    if isinstance(value, str | bytes | bool | int | float | complex | enum.Enum) or value is None:
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype") and hasattr(value, "__array__"):
+        array = np.asarray(value)
+        return array.item() if array.ndim == 0 else array.tolist()
+    return value
 
 
 def load_results(folder: str | Path):

@@ -100,7 +100,10 @@ def choose_axes(t: GridTables, axes=None) -> tuple[str, ...]:
     """The plotted knobs, horizontal first: ``axes`` checked, or the default (module docstring)."""
     if axes is not None:
         if isinstance(axes, str):
-            axes = tuple(a for a in axes.split(",") if a.strip())
+            items = [a.strip() for a in axes.split(",")]
+            if "" in items:  # 'lr,,T' or 'lr,': a typo, not fewer axes
+                raise ValueError(f"axes={axes!r} has an empty item; give one or two knobs, e.g. 'lr,T'")
+            axes = tuple(items)
         chosen = tuple(knob(a, t.names, f"axes={axes!r}") for a in axes)
         if not 1 <= len(chosen) <= 2 or len(set(chosen)) != len(chosen) or chosen == ("heads",):
             raise ValueError(f"axes={axes!r} must be one or two different knobs, not H alone: {t.names[1:]}")

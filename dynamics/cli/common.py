@@ -17,7 +17,7 @@ import os
 import threading
 
 from dynamics.config.schema import ConfigError
-from dynamics.parts.values import float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
+from dynamics.parts.values import comma_items, float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -30,8 +30,8 @@ class OneLineParser(argparse.ArgumentParser):
 def int_list_arg(text: str) -> tuple[int, ...]:
     """'1,2,4' -> (1, 2, 4); an empty part ('1,,2') is refused."""
     try:
-        parts = [p.strip() for p in text.split(",")]
-        if "" in parts:
+        parts = comma_items(text)
+        if parts is None:
             raise ValueError
         return tuple(int(p) for p in parts)
     except ValueError:

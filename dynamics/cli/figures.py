@@ -40,6 +40,7 @@ from dynamics.cli.common import (
     use_file_backend,
 )
 from dynamics.infra import interrupts
+from dynamics.parts.values import comma_items
 
 DEFAULT_OUT = Path("figures-out")
 GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
@@ -231,7 +232,9 @@ def _at(text: str | None) -> dict[str, float] | None:
     if text is None:
         return None
     at = {}
-    for item in (i for i in text.split(",") if i.strip()):
+    if comma_items(text) is None:
+        raise ValueError(f"--at {text!r} has an empty item; give KNOB=NUMBER,KNOB=NUMBER")
+    for item in text.split(","):
         name, eq, value = item.partition("=")
         try:
             at[name.strip()] = float(value) if eq else float("nan")
@@ -290,12 +293,12 @@ def _redraw(args: argparse.Namespace) -> int:
 
 def _int_list(flag: str, text: str) -> list[int]:
     """'0,100,1000' -> [0, 100, 1000] (a ValueError names a bad item)."""
-    items = [i.strip() for i in text.split(",") if i.strip()]
+    items = comma_items(text)
+    if items is None:
+        raise ValueError(f"{flag} {text!r} has an empty item; give a comma-separated list of integers")
     for item in items:
         if not item.lstrip("-").isdigit():
             raise ValueError(f"{flag} {text!r}: {item!r} must be an integer")
-    if not items:
-        raise ValueError(f"{flag} {text!r} names no value")
     return [int(i) for i in items]
 
 

@@ -43,6 +43,7 @@ from dynamics.config.schema import (
     unknown_preset,
 )
 from dynamics.parts.metrics import head_indices, head_metrics_on, logged_per_head, metrics_of
+from dynamics.parts.values import comma_items
 
 # knob name -> (section, field, float, int or str): the knobs that take several values, those
 # declared with ``grid`` (``dynamics.parts.knobs``). A data model's parameter is named alone.
@@ -73,10 +74,10 @@ def parse_values(text: str, name: str, label: str | None = None) -> tuple:
     name = label or name
     text = str(text).strip()
     if kind is str:  # categorical: names (a user part's "module:attribute" keeps its colon)
-        names = tuple(p.strip() for p in text.split(",") if p.strip())
+        names = comma_items(text)
         if not names:
-            raise ConfigError(f"{name}={text!r} is empty; give a comma-separated list of names")
-        return names
+            raise ConfigError(f"{name}={text!r} has an empty item; give a comma-separated list of names")
+        return tuple(names)
     form = "a comma-separated list or a:b:k (k log-spaced values from a to b)"
     if ":" in text:
         parts = text.split(":")
@@ -93,9 +94,9 @@ def parse_values(text: str, name: str, label: str | None = None) -> tuple:
         if kind is int:
             values = list(dict.fromkeys(int(round(v)) for v in values))
         return tuple(values)
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    parts = comma_items(text)
     if not parts:
-        raise ConfigError(f"{name}={text!r} is empty; give {form}")
+        raise ConfigError(f"{name}={text!r} has an empty item; give {form}")
     try:
         return tuple(kind(p) if kind is float else _int(p) for p in parts)
     except ValueError:

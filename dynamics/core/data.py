@@ -54,7 +54,8 @@ def draw_trial(model, cfg: DataConfig, key: jax.Array, train: str = TRAINING_SET
     world = model.setup(k_setup, cfg)
     X, y, mask = checked_sample(model, cfg, world, k_train, cfg.n_train, train)
     X_test, y_test, mask_test = checked_sample(model, cfg, world, k_test, cfg.n_test, TEST_SET, test=True)
-    floor = datamodels.noise_floor(model, world)
+    boundary.check_test_targets(cfg.model, y, y_test)  # a test loss of other targets means nothing
+    floor = boundary.check_floor_shape(cfg.model, datamodels.noise_floor(model, world))
     directions = datamodels.direction_matrix(datamodels.planted_of(world))
     (mask, _), (mask_test, features) = relevant(mask), relevant(mask_test)
     return Data(X, y, X_test, y_test, mask_test, mask, world, floor, directions, features)
@@ -186,6 +187,7 @@ def check_data(cfg: DataConfig, data: Data, task: str) -> None:
     finite, classification labels ±1; and a model that says it knows its relevant tokens returns them."""
     arrays = {k: getattr(data, k) for k in ("X_train", "y_train", "X_test", "y_test")}
     boundary.check_values(cfg.model, task, arrays)
+    boundary.check_floor_values(cfg.model, data.noise_floor)
     if parts.DATA_MODELS[cfg.model].relevant_tokens and data.mask_test is None:
         raise ConfigError(
             f"data.model={cfg.model!r} says relevant_tokens=True but its sample returned mask None; "

@@ -58,9 +58,19 @@ def config(
     from dynamics.config.schema import apply_overrides, preset
 
     data = {**fixed, "copy_logits": copy_logits}
-    optim = {"optimizer": optimizer, "lr": step_size(optimizer), "steps": int(steps)}
-    sweep = {"trials": int(trials), "log_every": int(log_every)}
+    optim = {"optimizer": optimizer, "lr": step_size(optimizer), "steps": _count("steps", steps)}
+    sweep = {"trials": _count("trials", trials), "log_every": _count("log_every", log_every)}
     return apply_overrides(preset(NAME), {"data": data, "optim": optim, "sweep": sweep}, "emergence notebook")
+
+
+def _count(name: str, value: Any) -> int:
+    """An integer setting as the Python int it is (a numpy integer too); a float, even 2.0, or a
+    bool is refused in one line, as the config refuses it, never truncated (2.7 is not 2 steps)."""
+    import numpy as np
+
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"{name}={value!r} must be an integer")
+    return int(value)
 
 
 def run(
@@ -80,7 +90,7 @@ def run(
     a ``SweepResult``. ``log_every`` (default: every 2 steps, coarser past 1000 steps) is the
     resolution of the emergence steps."""
     axis, values, fixed = plan(T=T, d=d, copies=copies, repetition=repetition)
-    every = log_every if log_every is not None else max(2, int(steps) // 500)
+    every = log_every if log_every is not None else max(2, _count("steps", steps) // 500)
     cfg = config(
         fixed, copy_logits=copy_logits, optimizer=optimizer, trials=trials, steps=steps, log_every=every
     )

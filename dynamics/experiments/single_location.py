@@ -100,7 +100,10 @@ def floor(beta, d: int, T: int, gamma: float, nodes: int = 80) -> np.ndarray:
 
 
 def band(values: np.ndarray, q: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(median, lower, upper) over the trials (axis 0) with the central ``q`` interval, NaN-aware."""
+    """(median, lower, upper) over the trials (axis 0) with the central ``q`` interval, NaN-aware;
+    ``q`` in (0, 1]."""
+    if isinstance(q, bool) or not isinstance(q, int | float | np.number) or not 0 < q <= 1:
+        raise ValueError(f"q={q!r} must be in (0, 1]: the share of the trials the band holds")
     lo, hi = (1 - q) / 2, 1 - (1 - q) / 2
     return (
         np.nanmedian(values, axis=0),

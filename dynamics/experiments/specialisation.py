@@ -99,7 +99,11 @@ def takeovers(cos: np.ndarray, steps: np.ndarray, threshold: float = THRESHOLD) 
     end), ``cos`` (the holder's final |cos|, or the best head's when none holds it), ``step`` (the
     first logged step from which the holder's |cos| stays ≥ threshold to the end; None when not
     held) and ``onset`` (likewise for |cos| ≥ ``ONSET``, at most ``step``). NaN counts as 0 (a
-    diverged run holds nothing)."""
+    diverged run holds nothing). ``threshold`` in (0, 1]: a |cos| is at most 1, and every head
+    reaches 0."""
+    real = isinstance(threshold, int | float | np.number) and not isinstance(threshold, bool)
+    if not real or not 0 < threshold <= 1:
+        raise ValueError(f"threshold={threshold!r} must be in (0, 1]: the |cos| a holder reaches")
     cos = np.nan_to_num(np.asarray(cos, float), nan=0.0)
     L, H, F = cos.shape
     final = cos[-1]

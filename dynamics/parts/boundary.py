@@ -14,10 +14,18 @@ A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol`
   finite real number; a regression model may return vector targets y of shape (n, o), o >= 2 (the
   model then has a matrix readout U_h ∈ R^{d×o});
 - ``mask``: None, or bool of shape (n, T) (the relevant tokens) or (n, F, T) (per feature);
-- finite: no NaN or inf in X or y (checked on the drawn arrays, ``check_values``).
+- finite: no NaN or inf in X or y (checked on the drawn arrays, ``check_values``);
+- the test set's targets of the training set's shape per example (``check_test_targets``: a
+  ``sample_test`` returning (n, 2) targets for a model trained on (n,) ones is refused).
+
+A data model's ``noise_floor`` (a number, or a function of the world): NaN (unknown) or a finite
+real >= 0, one number per world (``check_noise_floor`` for a number; a function's value checked for
+its shape where it is traced, ``check_floor_shape``, and for its value on every trial's,
+``check_floor_values``).
 
 A data model's optional ``initial_params(world, shapes) -> {name: array}`` (θ(0) from its world):
-a dict whose names are among ``shapes`` (one head's parameters: U, W; U, Q, K; or U, k), each a real
+a dict whose names are among ``shapes`` (one head's parameters: U, W; U, Q, K; U, k; or U, a for the
+position query; U is (d, o) for vector targets), each a real
 floating array of exactly that head's shape (``check_initial_params``, static), its values finite
 (``check_initial_values``, on every trial's arrays).
 
@@ -280,6 +288,46 @@ def check_noise_floor(name: str, value: Any) -> None:
         raise ConfigError(
             f"data.model={name!r} has noise_floor={value!r}; allowed: a finite real >= 0 (the Bayes risk "
             "of the square loss), None or NaN if unknown, or a function of the world"
+        )
+
+
+def check_test_targets(name: str, y: Any, y_test: Any) -> None:
+    """The test set's targets of the training targets' kind: y_test (n_test,) for y (n,), (n_test, o)
+    for (n, o) (static). A test loss of other targets (a test distribution of its own,
+    ``sample_test``) would be a number of another model."""
+    if _shape(y)[1:] != _shape(y_test)[1:]:
+
+        def form(s):
+            return "(n,)" if len(s) == 1 else f"(n, {s[1]})"
+
+        raise ConfigError(
+            f"data.model={name!r}: the test set's y is {form(_shape(y_test))} {_shape(y_test)}, the "
+            f"training set's {form(_shape(y))} {_shape(y)}; both must be targets of one shape per "
+            "example (sample_test returns the same kind of targets as sample)"
+        )
+
+
+def check_floor_shape(name: str, floor: Any) -> Any:
+    """A world's noise floor (a function's value, traced) is one number: shape () (static)."""
+    if _shape(floor) != ():
+        raise ConfigError(
+            f"data.model={name!r}: noise_floor returned shape {_shape(floor)}; it must be one number "
+            "(the Bayes risk of the square loss), NaN if unknown"
+        )
+    return floor
+
+
+def check_floor_values(name: str, floor: Any) -> None:
+    """Every trial's noise floor (drawn, a function's values included) as ``check_noise_floor``
+    allows a declared one: NaN (unknown) or a finite real >= 0."""
+    if floor is None:
+        return
+    v = np.asarray(floor, np.float64)
+    bad = v[~(np.isnan(v) | (np.isfinite(v) & (v >= 0)))]
+    if bad.size:
+        raise ConfigError(
+            f"data.model={name!r}: noise_floor returned {bad.flat[0]} ({bad.size} trials); allowed: a finite "
+            "real >= 0 (the Bayes risk of the square loss), or NaN if unknown"
         )
 
 

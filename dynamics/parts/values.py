@@ -29,12 +29,22 @@ def float_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+def comma_items(text: str) -> list[str] | None:
+    """The stripped items of a comma list ('a, b' -> ['a', 'b']), or None when one is empty ('1,,2',
+    '1,2,', '' or ' '): an empty item is a typo, never skipped (it would change the list's length)."""
+    items = [p.strip() for p in str(text).split(",")]
+    return None if "" in items else items
+
+
 def floats_arg(text: str) -> tuple[float, ...]:
-    """A comma list of reals ('1,0.7,0.5'); the error names the text."""
+    """A comma list of reals ('1,0.7,0.5'); an empty item ('1,,2') is refused; the error names the text."""
+    items = comma_items(text)
     try:
-        return tuple(float(p) for p in text.split(",") if p.strip())
+        if items is None:
+            raise ValueError
+        return tuple(float(p) for p in items)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers (no empty item)") from None
 
 
 def head_size_arg(text: str) -> str | int:
@@ -92,6 +102,8 @@ def parse_steps(value, name: str = "optim.readout_steps") -> tuple[int, int | No
 
 def parse_diagnostics(value) -> tuple[str, ...]:
     """'sharpness,kernel', 'all', 'none' or a list of names -> a tuple of names; validated later."""
+    if isinstance(value, str) and value.strip() and comma_items(value) is None:  # 'sharpness,,kernel'
+        raise ConfigError(f"diagnostics={value!r} has an empty item; give a comma-separated list of names")
     if isinstance(value, str):
         value = [p.strip() for p in value.split(",") if p.strip()]
         if value == ["all"]:

@@ -40,18 +40,33 @@ def first_step(steps: np.ndarray, curve: np.ndarray, level: float, *, below: boo
 def times(
     steps: np.ndarray, curves: dict[str, np.ndarray], threshold: float = THRESHOLD, fraction: float = FRACTION
 ) -> dict[str, np.ndarray]:
-    """{"attention": t_att, "loss": t_loss}, each of the curves' leading shape (the logged axis last)."""
-    if not 0 < fraction < 1:
+    """{"attention": t_att, "loss": t_loss}, each of the curves' leading shape (the logged axis last).
+    ``threshold`` in (0, 1] (the attention on the relevant tokens is a share of the mass: 0 is met at
+    step 0, above 1 never), ``fraction`` in (0, 1) (the loss at step 0 is 1 of itself)."""
+    if not _real(fraction) or not 0 < fraction < 1:
         raise ValueError(
             f"fraction={fraction!r} must be in (0, 1): the loss at most that share of its initial value"
         )
-    if not np.isfinite(threshold):
-        raise ValueError(f"threshold={threshold!r} must be a finite attention mass")
+    if not _real(threshold) or not 0 < threshold <= 1:
+        raise ValueError(
+            f"threshold={threshold!r} must be in (0, 1]: the attention on the relevant tokens is a share "
+            "of the attention mass (0 is reached at step 0, more than 1 never)"
+        )
+    missing = [k for k in ("attn_relevant", "test_loss") if k not in curves]
+    if missing:
+        raise ValueError(
+            f"emergence times need the curves {', '.join(missing)}: a result of a regression run with "
+            "known relevant tokens (see ``logged``)"
+        )
     loss = np.asarray(curves["test_loss"], np.float64)
     return {
         "attention": first_step(steps, curves["attn_relevant"], threshold),
         "loss": first_step(steps, loss, fraction * loss[..., 0], below=True),
     }
+
+
+def _real(x) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool | np.bool_)
 
 
 def summary(steps, curves, threshold: float = THRESHOLD, fraction: float = FRACTION) -> dict[str, list]:
@@ -102,7 +117,12 @@ def fit_power_law(x, t, level: float = 0.95) -> PowerLaw:
     Student's t with n − 2 degrees of freedom."""
     from scipy import stats
 
-    x, t = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(t, np.float64))
+    if not _real(level) or not 0 < level < 1:
+        raise ValueError(f"level={level!r} must be in (0, 1): the confidence of the exponent's interval")
+    try:
+        x, t = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(t, np.float64))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"x and t must be numbers of one shape (broadcast): {err}") from None
     keep = np.isfinite(x) & np.isfinite(t) & (x > 0) & (t > 0)
     lx, lt = np.log(x[keep]), np.log(t[keep])
     n = lx.size
@@ -126,19 +146,40 @@ def grid_times(result, threshold: float = THRESHOLD, fraction: float = FRACTION)
 
 
 def grid_fit(
-    result, axis: str, kind: str = "attention", *, head: int = 0, transform=None, **kwargs
+    result,
+    axis: str,
+    kind: str = "attention",
+    *,
+    head: int = 0,
+    transform=None,
+    threshold: float = THRESHOLD,
+    fraction: float = FRACTION,
 ) -> PowerLaw:
     """The power law of emergence time against the grid axis ``axis`` (a knob name of the grid:
     T, d, copies, …) for H = ``result.heads[head]``, every trial a point; a grid of more axes is
-    pooled over the others. ``transform`` maps the axis values to the fitted x (e.g. the
-    repetition factor of p); ``kwargs`` go to ``grid_times`` (threshold, fraction)."""
+    pooled over the others. ``result``: a ``GridResult`` (``run_grid_experiment``, or
+    ``load_results`` of a grid's folder). ``transform`` maps the axis values to the fitted x (e.g.
+    the repetition factor of p); ``threshold`` and ``fraction`` as ``times``'."""
+    if not all(hasattr(result, a) for a in ("steps", "curves")) or not hasattr(
+        getattr(result, "grid", None), "axes"
+    ):
+        raise TypeError(
+            f"result={type(result).__name__} is not a GridResult: grid_fit fits across a grid's points "
+            "(run_grid_experiment, or load_results of a grid's folder)"
+        )
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not one of {', '.join(map(repr, KINDS))}")
     names = [n for n, _ in result.grid.axes]
     if axis not in names:
         raise ValueError(f"axis={axis!r} is not an axis of the grid; its axes: {', '.join(names)}")
-    t = grid_times(result, **kwargs)[kind][head]  # (*grid shape, trials)
+    t_all = grid_times(result, threshold, fraction)[kind]  # (n_heads, *grid shape, trials)
+    n_heads = len(t_all)
+    if isinstance(head, bool) or not isinstance(head, int | np.integer) or not 0 <= head < n_heads:
+        raise ValueError(f"head={head!r} must be an index into result.heads, in [0, {n_heads})")
+    t = t_all[head]  # (*grid shape, trials)
     values = np.asarray(dict(result.grid.axes)[axis], np.float64)
+    if transform is not None and not callable(transform):
+        raise TypeError(f"transform={transform!r} must be a function of an axis value, or None")
     x = values if transform is None else np.asarray([transform(v) for v in values], np.float64)
     shape = [1] * t.ndim
     shape[names.index(axis)] = len(x)

@@ -70,15 +70,19 @@ def prepare_data(cfg: Config) -> Drawn:
         data_cfg, train = dataclasses.replace(data_cfg, n_train=cfg.optim.batch_size), "an online batch"
     with jax.enable_x64(False):
         data, shared = make_data(data_cfg, k_data, cfg.sweep.trials, task=cfg.optim.task, train=train)
-    given = world_initial_params(cfg.data, data, initial_shapes(cfg, token_width(data)))
+    given = world_initial_params(cfg.data, data, initial_shapes(cfg, token_width(data), data))
     if given is not None:
         data = data._replace(world_init=given)
     init_keys = np.stack([rng.fold_in(k_init, i) for i in range(cfg.sweep.trials)])
     return Drawn(data, shared, init_keys)
 
 
-def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
-    """One head's parameter shapes of ``cfg``'s model (what a world's ``initial_params`` may set)."""
+def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, tuple[int, ...]]:
+    """One head's parameter shapes of ``cfg``'s model (what a world's ``initial_params`` may set),
+    as the engine draws them: a matrix readout U (d, o) for ``data``'s vector targets y (n, o), the
+    position logits a (T,) (one per tied group) for ``model.query='position'``."""
+    from dynamics.sweeps.plan import tied_positions
+
     m = cfg.model
     layout = parts.KEY_QUERIES[m.key_query]
     if layout.factored and m.head_size == "split" and len(set(cfg.sweep.heads)) > 1:
@@ -89,7 +93,14 @@ def initial_shapes(cfg: Config, d: int) -> dict[str, tuple[int, ...]]:
             )
         return {}
     head_size = layout.head_size(m.head_size, d, max(cfg.sweep.heads))
-    return head_shapes(d, head_size, parts.QUERIES[m.query].learned)
+    outputs, positions = 1, None
+    if data is not None:
+        lead = data.X_train.ndim - 3  # a leading trial axis, or none for data from a file
+        outputs = int(data.y_train.shape[-1]) if data.y_train.ndim - lead == 2 else 1
+        if parts.QUERIES[m.query].positional:
+            tied = tied_positions(cfg)
+            positions = max(tied) + 1 if tied else int(data.X_train.shape[-2])
+    return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions)
 
 
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:

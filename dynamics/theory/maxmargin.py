@@ -1,16 +1,19 @@
 """The max-margin view of a run along training, from its saved parameters (``sweep.save_params``).
 
-For each trial of a one-head sweep with the query ``first``, ``last`` or ``learned``: the tokens
-the model selects (the argmax of its attention in each training example) at the final logged
-step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for that
-selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
-``diagnostics.max_margin_p``), of least Frobenius norm (Tarzanagh et al.'s SVM) or with
-``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm (the same p^mm: a vector's two
-norms agree); and at every step with a snapshot (the per-head view's steps: every logged step
-up to ``HEAD_POINTS`` of them, else ``sweep.head_every``) corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
-(Frobenius), the mean attention on the selected tokens and ‖θ‖ — the quantities of Tarzanagh,
-Li, Thrampoulidis, Oymak's figures. Computed in float64 numpy from the saved float32/64
-parameters and the trial's data (``core.data.trial_data``).
+For each trial of a one-head sweep with the query ``first``, ``last``, ``learned`` or ``position``:
+the tokens the model selects (the argmax of its attention in each training example) at the final
+logged step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for
+that selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
+``diagnostics.max_margin_p``; for the position logits a^mm, the p^mm of one-hot position tokens,
+feasible only where every example selects the same position, else NaN), of least Frobenius norm
+(Tarzanagh et al.'s SVM) or with ``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm
+(the same p^mm: a vector's two norms agree); and at every step with a snapshot (the per-head
+view's steps: every logged step up to ``HEAD_POINTS`` of them, else ``sweep.head_every``)
+corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖) (Frobenius), the mean attention on the selected tokens (the
+run's activation at its temperature: the β of the update before each snapshot, ``temperature``
+and ``temperature_decay``) and ‖θ‖ — the quantities of Tarzanagh, Li, Thrampoulidis, Oymak's
+figures. Computed in float64 numpy from the saved float32/64 parameters and the trial's data
+(``core.data.trial_data``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dynamics.theory import diagnostics as dg
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
 
 SELECTIONS = ("final", "mask")
+SOLUTIONS = {"W": "W^mm", "k": "p^mm", "a": "a^mm (p^mm of the one-hot positions)"}  # by the parameter
 
 
 class Alignment(NamedTuple):
@@ -35,14 +39,15 @@ class Alignment(NamedTuple):
     norm: np.ndarray  # (trials, L)
     selection: str
     selected: np.ndarray  # (trials, n) int
-    parameter: str  # "W" or "k"
+    parameter: str  # "W", "k" or "a" (the position logits)
     head: np.ndarray  # (trials, L): the largest single-head corr(θ_h, θ^mm)
     steps: np.ndarray  # (L,): the steps of the snapshots (``parts.metrics.head_schedule``)
 
 
 def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
-    """Scores (L, n, T) of θ at each logged step: x_tᵀ W x_q, or x_tᵀ k for a learned query."""
-    if query == "learned":
+    """Scores (L, n, T) of θ at each logged step: x_tᵀ W x_q, or x_tᵀ k for a learned query (and
+    for the position logits, X the one-hot positions: ``_positions``)."""
+    if query in ("learned", "position"):
         return np.einsum("ntd,ld->lnt", X, theta)
     x_q = X[:, 0] if query == "first" else X[:, -1]
     return np.einsum("ntd,lde,ne->lnt", X, theta, x_q)
@@ -51,6 +56,31 @@ def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
 def _softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def _attention(scores: np.ndarray, beta: np.ndarray, activation: str) -> np.ndarray:
+    """The run's attention σ(β_s·scores) (L, n, T) at each snapshot step s: its activation at the β
+    of the update before it (``temperature``, ``temperature_decay``), as the engine's metrics."""
+    scaled = beta[:, None, None] * scores
+    if activation == "softmax":
+        return _softmax(scaled)
+    import jax
+    import jax.numpy as jnp
+
+    from dynamics import parts
+
+    sigma = parts.ACTIVATIONS.get(activation, "attention").load()
+    with jax.enable_x64(True):
+        return np.asarray(sigma(jnp.asarray(scaled, jnp.float64)), np.float64)
+
+
+def _positions(X: np.ndarray, groups: int, tied: tuple[int, ...]) -> np.ndarray:
+    """The position query's tokens: one-hot positions (n, T, G), position t the unit vector of its
+    logit (its tied group, or t), so that its scores a_{g(t)} are x_tᵀ a and p^mm of these tokens
+    is the max-margin logit vector a^mm."""
+    n, T = X.shape[:2]
+    column = np.asarray(tied) if tied else np.arange(T)
+    return np.broadcast_to(np.eye(groups)[column], (n, T, groups)).astype(np.float64)
 
 
 def alignment(result, selection: str = "final", norm: str = "fro") -> Alignment:
@@ -72,6 +102,9 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
     if "param_k" in curves:
         per_head = np.asarray(curves["param_k"], np.float64)[i, trial, :, :heads]
         name = "k"
+    elif "param_a" in curves:  # the position query's logits
+        per_head = np.asarray(curves["param_a"], np.float64)[i, trial, :, :heads]
+        name = "a"
     elif "param_W" in curves:
         per_head = np.asarray(curves["param_W"], np.float64)[i, trial, :, :heads]
         name = "W"
@@ -86,6 +119,8 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
 
 def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     from dynamics.core.data import trial_data
+    from dynamics.experiments.single_location import beta_at
+    from dynamics.sweeps.plan import tied_positions
 
     cfg = result.config
     if selection not in SELECTIONS:
@@ -94,9 +129,13 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         raise ConfigError(f"norm={norm!r}; allowed: {', '.join(dg.NORMS)}")
     query = cfg.model.query
     if query == "all":
-        raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
+        raise ConfigError(
+            "the max-margin view needs one query per example: query first, last, learned or position"
+        )
     H = int(cfg.sweep.heads[i])
     steps = snapshot_steps(result)
+    beta = beta_at(steps, cfg.model.temperature, cfg.model.temperature_decay)  # (L,) the run's β
+    tied = tied_positions(cfg) if query == "position" else ()
     trials, L = result.curves["train_loss"].shape[1], len(steps)
     out = {k: np.full((trials, L), np.nan) for k in ("corr", "prob", "norm", "head")}
     chosen, name = [], "W"
@@ -104,7 +143,9 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         theta, per_head, name = _theta(result, i, t, H)
         data = trial_data(cfg, t)
         X = np.asarray(data.X_train, np.float64)
-        A = _softmax(_scores(theta, X, query))  # (L, n, T) the summed head's attention
+        if name == "a":  # the position logits read one-hot positions, not the tokens
+            X = _positions(X, theta.shape[-1], tied)
+        A = _attention(_scores(theta, X, query), beta, cfg.model.attention)  # (L, n, T) the summed head's
         if selection == "mask":
             if data.mask_train is None:
                 raise ConfigError("selection='mask' needs data whose relevant tokens are known")
@@ -116,7 +157,7 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         try:
             mm = (
                 dg.max_margin_p(X, sel, norm=norm)
-                if name == "k"
+                if name in ("k", "a")
                 else dg.max_margin_W(X, sel, query, norm=norm).W
             )
         except dg.MaxMarginError:
@@ -166,7 +207,7 @@ def diagnostic_curves(
         "names": ["maxmargin"],
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
-        "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
+        "solution": SOLUTIONS[views[0].parameter],
         "norm": dg.NORM_NAMES[norm],
         "steps": [int(s) for s in views[0].steps],
         "heads": [int(h) for h in cfg.sweep.heads],
