@@ -207,3 +207,60 @@ def test_a_changed_hash_comes_with_changed_numbers(key, value):
     again = run_sweep(base, progress=False)
     assert again.config.hash() == a.config.hash()
     assert np.array_equal(again.curves["train_loss"], a.curves["train_loss"])
+
+
+def _idle_cases():
+    """(base, key, value) where a knob's declared ``idle`` says the value changes nothing."""
+    out = []
+    for base_name in BASES:
+        for model in ("dm1", "max-margin"):
+            try:
+                base = schema.validate(_base(base_name, model))
+            except ConfigError:
+                continue
+            for k in schema.declared():
+                if k.spec.idle is None or k.section == "data" or k.key in PATHS:
+                    continue
+                for value in _changed(_value(base, k.key), k)[:1]:
+                    section = k.key.split(".")[0]
+                    try:
+                        cfg = schema.apply_overrides(base, {section: {k.name: value}}, "t", explicit=False)
+                    except ConfigError:
+                        continue
+                    if k.spec.idle(cfg.resolved()) is not None:
+                        out.append((base_name, model, k.key, value))
+    return out
+
+
+def test_a_value_without_effect_is_refused_on_every_surface_with_one_message():
+    """The knob's ``idle`` is the one reason: a keyword, a TOML table and a flag-made config
+    (all explicit) are refused with it."""
+    cases = _idle_cases()
+    assert any(key == "model.init" and model == "max-margin" for _, model, key, _ in cases)
+    for base_name, model, key, value in cases:
+        base = _base(base_name, model)
+        section, name = key.split(".")
+        with pytest.raises(ConfigError, match="has no effect") as err:
+            schema.validate(schema.apply_overrides(base, {section: {name: value}}, "test"))
+        assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_value_declared_without_effect_changes_no_number():
+    """By simulation, on a sample of the rules' cases: the run with the refused value (set as a
+    preset would, not refused) gives the same curves, bit for bit."""
+    from dynamics import run_sweep
+
+    cases = _idle_cases()
+    sample = [c for c in cases if c[2] in ("model.init", "model.init_scale", "sweep.head_sims")]
+    assert sample
+    seen = set()
+    for base_name, model, key, value in sample:
+        if (model, key) in seen:
+            continue
+        seen.add((model, key))
+        base = _base(base_name, model)
+        section, name = key.split(".")
+        changed = schema.apply_overrides(base, {section: {name: value}}, "t", explicit=False)
+        a, b = (run_sweep(c, progress=False) for c in (base, changed))
+        assert np.array_equal(a.curves["train_loss"], b.curves["train_loss"], equal_nan=True), (model, key)

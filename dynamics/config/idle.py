@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dynamics import parts
+from dynamics.parts import rules
 
 
 def from_file(cfg) -> str | None:
@@ -25,16 +26,26 @@ def n_train(cfg) -> str | None:
     return None
 
 
+def world_init(cfg) -> str | None:
+    """The data model's worlds set every array θ(0) would draw (``parts.rules.world_sets_start``)."""
+    arrays = rules.world_sets_start(cfg)
+    if arrays is None:
+        return None
+    return f"data.model={cfg.data.model!r} sets θ(0) from its world ({', '.join(sorted(arrays))})"
+
+
 def init(cfg) -> str | None:
     if cfg.model.init_from:
         return f"model.init_from={cfg.model.init_from!r} sets θ(0)"
-    return None
+    return world_init(cfg)
 
 
 def init_scale(cfg) -> str | None:
     model = cfg.model
     if model.init_from:
         return f"model.init_from={model.init_from!r} sets θ(0)"
+    if world_init(cfg):
+        return world_init(cfg)
     if not parts.INITS.get(model.init).random:
         return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
     if model.init == "sphere" and parts.QUERIES.get(model.query).learned:

@@ -242,6 +242,7 @@ class ModelConfig:
         None,
         "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
         "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
+        idle=idle.world_init,
     )
 
 

@@ -19,7 +19,7 @@ from dynamics.parts.model import (
     check_sphere,
 )
 from dynamics.parts.registry import Part, Registry
-from dynamics.parts.rules import can_pack_heads, uses_fast_path
+from dynamics.parts.rules import REGISTRIES, can_pack_heads, uses_fast_path
 from dynamics.parts.training import (
     CONSTRAINTS,
     GROUPS,
@@ -34,20 +34,6 @@ from dynamics.parts.training import (
     Optimizer,
     Sampling,
 )
-
-REGISTRIES = {
-    "data_model": DATA_MODELS,
-    "loss": LOSSES,
-    "optimizer": OPTIMIZERS,
-    "lr_scaling": LR_SCALINGS,
-    "sampling": SAMPLINGS,
-    "constraint": CONSTRAINTS,
-    "query": QUERIES,
-    "attention": ACTIVATIONS,
-    "norm": NORMS,
-    "key_query": KEY_QUERIES,
-    "init": INITS,
-}
 
 __all__ = [
     "ACTIVATIONS",

@@ -46,6 +46,8 @@ class DataModel(Part):
     from_file: bool = False
     task: str = "classification"
     sets_init: bool = False
+    # the head arrays its worlds always set where the model has them (a user's model: not declared)
+    world_params: tuple[str, ...] = ()
     outputs: Callable[[Any], int] | None = None
 
     @classmethod
@@ -481,6 +483,7 @@ DATA_MODELS: Registry[DataModel] = Registry(
             check=check_max_margin,
             relevant_tokens=True,
             sets_init=True,
+            world_params=("U", "W", "k"),  # a factored Q, K and position logits keep the init's
         ),
         DataModel(
             "emergence",

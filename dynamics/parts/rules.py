@@ -4,11 +4,11 @@ Read from the parts' own rules (``dynamics.parts.model``, ``dynamics.parts.train
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from dynamics.infra import fingerprints
+from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
-from dynamics.parts.training import OPTIMIZERS
+from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, SAMPLINGS
 
 
 def uses_fast_path(cfg) -> bool:
@@ -18,7 +18,7 @@ def uses_fast_path(cfg) -> bool:
     return bool(
         cfg.sweep.fast_path
         and m.init_from is None  # a file's θ(0): heads not known to be equal
-        and INITS[m.init].symmetric
+        and (INITS[m.init].symmetric or world_sets_start(cfg) is not None)  # a world's θ(0): heads equal
         and KEY_QUERIES[m.key_query].fast_path
         and QUERIES[m.query].fast_path
         and ACTIVATIONS[m.attention].fast_path
@@ -27,25 +27,56 @@ def uses_fast_path(cfg) -> bool:
     )
 
 
+def drawn_params(cfg) -> frozenset[str]:
+    """The head arrays θ(0) draws for ``cfg``'s model: the readout U and the attention's (W; Q and
+    K; a learned k; position logits a). The bias b starts at 0 in every init."""
+    query, layout = QUERIES[cfg.model.query], KEY_QUERIES[cfg.model.key_query]
+    if query.positional:
+        attention = {"a"}
+    elif query.learned:
+        attention = {"k"}
+    else:
+        attention = {"Q", "K"} if layout.factored else {"W"}
+    return frozenset({"U", *attention})
+
+
+def world_sets_start(cfg) -> frozenset[str] | None:
+    """The arrays of θ(0) the data model's worlds set, where they are every array the init would
+    draw (then the init, its scale and a file's θ(0) change nothing); None otherwise."""
+    model = DATA_MODELS.get(cfg.data.model)
+    drawn = drawn_params(cfg)
+    return drawn if model.sets_init and drawn <= set(model.world_params) else None
+
+
 def can_pack_heads(cfg) -> bool:
     """Runs of different H can share S head slots when a head's shapes do not depend on H:
     not for factored split heads (d_h = d // H)."""
     return KEY_QUERIES[cfg.model.key_query].packs_across_heads(cfg.model.head_size)
 
 
+# Every registry of parts, by the name of the config field its parts fill; each registry also
+# declares that field as "section.field" (``Registry.field``), the one home of the mapping.
+REGISTRIES = {
+    r.field.split(".")[1] if r is not DATA_MODELS else "data_model": r
+    for r in (
+        DATA_MODELS,
+        LOSSES,
+        OPTIMIZERS,
+        LR_SCALINGS,
+        SAMPLINGS,
+        CONSTRAINTS,
+        QUERIES,
+        ACTIVATIONS,
+        NORMS,
+        KEY_QUERIES,
+        INITS,
+    )
+}
+
 # A static program argument (the engine's Program, a DataConfig) names its parts in fields named as
-# the config's (each registry declares its field: ``Registry.field``); the engine's online sampler
-# is a reference with the data model's name.
-_ALIASES = {"sampler": "model"}
-
-
-@functools.cache
-def _fields() -> dict:
-    # dynamics.parts builds REGISTRIES after importing this module: read on first use
-    from dynamics.parts import REGISTRIES
-
-    fields = {r.field.split(".")[1]: r for r in REGISTRIES.values()}
-    return {**fields, **{alias: fields[name] for alias, name in _ALIASES.items()}}
+# the config's; the engine's online sampler is a reference with the data model's name.
+_FIELDS = {r.field.split(".")[1]: r for r in REGISTRIES.values()}
+_FIELDS["sampler"] = DATA_MODELS
 
 
 def parts_of(obj) -> list:
@@ -54,7 +85,7 @@ def parts_of(obj) -> list:
         return []
     found = []
     for field in dataclasses.fields(obj):
-        registry = _fields().get(field.name)
+        registry = _FIELDS.get(field.name)
         value = getattr(obj, field.name)
         value = value if isinstance(value, str) else getattr(value, "name", value)
         if registry is not None and isinstance(value, str) and value in registry:
