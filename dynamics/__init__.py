@@ -42,11 +42,10 @@ _EXPORTS = {
         "attention_scores",
         "head_norm",
         "head_outputs",
-        "init_params",
         "key_query_matrix",
         "logits",
-        "param_count",
     ),
+    "dynamics.core.inits": ("init_params", "param_count"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -79,6 +78,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     )
     from dynamics.core.data import Data, TrialData, trial_data  # noqa: F401
     from dynamics.core.engine import METRICS  # noqa: F401
+    from dynamics.core.inits import init_params, param_count  # noqa: F401
     from dynamics.core.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
     from dynamics.core.model import (  # noqa: F401
         Init,
@@ -89,10 +89,8 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         attention_scores,
         head_norm,
         head_outputs,
-        init_params,
         key_query_matrix,
         logits,
-        param_count,
     )
     from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
     from dynamics.sweeps.result import SweepResult  # noqa: F401

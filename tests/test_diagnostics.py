@@ -10,7 +10,7 @@ import pytest
 from helpers import FAST_COMPILE
 from jax.flatten_util import ravel_pytree
 
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.core import rng as keys
 from dynamics.theory import diagnostics as dg
 
@@ -56,7 +56,7 @@ def small_data(n=8, T=4, d=4, r=1, key=0, M=2):
 def random_params(seed, H, d, key_query="full", head_size=None, scale=1.0):
     """Entries N(0, scale²/d), float64 (numpy draws: no per-op compiles in the tests)."""
     rng = np.random.default_rng(seed)
-    shapes = model.head_shapes(d, head_size if key_query == "factored" else None)
+    shapes = inits.head_shapes(d, head_size if key_query == "factored" else None)
     return {k: jnp.asarray(scale / np.sqrt(d) * rng.normal(size=(H, *shape))) for k, shape in shapes.items()}
 
 
@@ -182,7 +182,7 @@ def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
 
     @jit  # θ(0) = 0 made inside the program (eager init_params compiles its zeros one by one)
     def train(key):
-        params = model.init_params(key, H, X.shape[-1])
+        params = inits.init_params(key, H, X.shape[-1])
 
         def step(_, carry):
             params, state = carry
@@ -241,7 +241,7 @@ def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, opti
 
 
 def test_fast_path_rejects_several_stored_heads():
-    params = {"U": np.zeros((2, 4)), "W": np.zeros((2, 4, 4))}  # model.init_params(key, 2, 4): zeros
+    params = {"U": np.zeros((2, 4)), "W": np.zeros((2, 4, 4))}  # inits.init_params(key, 2, 4): zeros
     X, y = np.zeros((3, 4, 4)), np.ones(3)  # numpy: refused before any array op
     with pytest.raises(ValueError, match="one stored head"):
         dg.fast_path_operators(params, X, y, n_heads=2)

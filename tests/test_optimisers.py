@@ -27,8 +27,7 @@ from dynamics.config.schema import (
     apply_overrides,
     validate,
 )
-from dynamics.core import engine, rng
-from dynamics.core import model as mdl
+from dynamics.core import engine, inits, rng
 from dynamics.core import update as upd
 from dynamics.core.data import Data
 from dynamics.sweeps.sweep import prepare_data, run_sweep, trial_keys
@@ -136,7 +135,7 @@ def ref_inits(raw, H: int, d: int):
     engine's init_params, jitted as the engine's program runs it (at XLA's default optimisation
     level: level 0 changed the float64 draws' last bits here)."""
     key = rng.wrap(raw)
-    return {init: mdl.init_params(key, H, d, init=init, scale=1.0) for init in ("normal", "sphere")}
+    return {init: inits.init_params(key, H, d, init=init, scale=1.0) for init in ("normal", "sphere")}
 
 
 def _group(o: OptimConfig, g: str):
@@ -252,10 +251,10 @@ def sphere_and_normal_inits(raw):
     level 0 on the CPU (op by op they compiled ~86 programs, 7.6 s here; this one 3.2 s)."""
     key = rng.wrap(raw)
     return (
-        mdl.init_params(key, 4, 6, init="sphere", scale=0.5),
-        mdl.init_params(key, 4, 6, init="normal", scale=0.5),
-        mdl.init_params(key, 2, 6, init="sphere"),
-        mdl.init_params(key, 4, 6, init="sphere"),
+        inits.init_params(key, 4, 6, init="sphere", scale=0.5),
+        inits.init_params(key, 4, 6, init="normal", scale=0.5),
+        inits.init_params(key, 2, 6, init="sphere"),
+        inits.init_params(key, 4, 6, init="sphere"),
     )
 
 

@@ -36,6 +36,7 @@ from dynamics.config.schema import (
     SweepConfig,
     validate,
 )
+from dynamics.core import activations
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import margin_loss, mean_loss
@@ -68,7 +69,7 @@ def _softmax_grads(s, g, beta):
     its own; a program per activation, twice the seconds of this one)."""
     return {
         name: jax.grad(lambda x, sigma=sigma: jnp.sum(g * sigma(beta * x)))(s)
-        for name, sigma in (("softmax", mdl.softmax), ("softmax1", mdl.softmax1))
+        for name, sigma in (("softmax", activations.softmax), ("softmax1", activations.softmax1))
     }
 
 
@@ -353,12 +354,12 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     new, old = grad(getattr(mdl, activation)), grad(plain)
     A, a0 = softmax_ref(np.asarray(s, np.float64), null, with_null=True)
     largest = np.maximum(A.max(axis=-1), a0[..., 0])
-    sat = 1.0 - largest < mdl.SATURATION
+    sat = 1.0 - largest < activations.SATURATION
     assert 0 < sat.sum() < sat.size  # both kinds of query occur
     if BITWISE:  # JAX's own derivative, bit for bit
         assert_same_numbers(new[~sat], old[~sat])
     else:  # a GPU fuses the two programs apart: each rounds its cancellation, to ε / SATURATION
-        atol = 4 * np.finfo(np.float32).eps / mdl.SATURATION * np.abs(old).max()
+        atol = 4 * np.finfo(np.float32).eps / activations.SATURATION * np.abs(old).max()
         np.testing.assert_allclose(new[~sat], old[~sat], rtol=0, atol=atol)
     A32 = np.asarray(jax.jit(plain)(s), np.float64)  # A as the programs above compute it
     g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)

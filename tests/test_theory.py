@@ -15,7 +15,7 @@ from helpers import cli_error
 from jax.flatten_util import ravel_pytree
 
 from dynamics.config.schema import Config, ConfigError, apply_overrides, load_toml, resolve
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.core.data import train_relevant_tokens
 from dynamics.core.engine import METRICS
 from dynamics.sweeps.results import results_dict, write_results
@@ -50,7 +50,7 @@ def reference_states(cfg: Config, steps):
     data, _, keys = prepare_data(cfg)
     X, y = jnp.asarray(data.X_train[0], jnp.float64), jnp.asarray(data.y_train[0], jnp.float64)
     scale = {"scale": m.init_scale} if m.init == "normal" else {}  # the zero init takes no scale
-    p = model.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)
+    p = inits.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)
     p = {k: v.astype(jnp.float64) for k, v in p.items()}
     L = functools.partial(dg.training_loss, X=X, y=y, query=m.query, norm=m.norm, loss=o.loss)
     lr = o.lr * H if o.lr_scaling == "linear" else o.lr

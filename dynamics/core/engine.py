@@ -54,7 +54,7 @@ padding (``sweep.pack_runs`` packs them first-fit decreasing).
   rules (parameter groups, normalisation per run, the sphere) are ``Program.rules()``, applied
   by ``update.update`` (``pack.member`` gives the runs).
 - Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
-  read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
+  read). Random init draws head h of a run from ``fold_in(key, h)`` (``inits.init_params``),
   so a run starts the same whatever shares its pack.
 
 Compiler options: on the CPU the engine lets YNNPACK fuse only around dots
@@ -77,7 +77,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
-from dynamics.core import heads, hooks, rng
+from dynamics.core import heads, hooks, inits, rng
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
@@ -351,7 +351,7 @@ def _head_size(prog: Program) -> int | None:
 
 def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = None) -> mdl.Params:
     """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
-    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
+    ``inits.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
     ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets); ``tokens`` T sizes the position
     logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
@@ -363,7 +363,7 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs, positions)
+        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
@@ -372,7 +372,7 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
         extra |= {"positions": positions} if positions is not None else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
-        params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
+        params = {k: jnp.where(inits.per_head(filled, v), v, 0.0) for k, v in params.items()}
     if prog.bias:  # one per run, 0 at the start
         params["b"] = jnp.zeros((prog.runs,), params["U"].dtype)
     return params
@@ -387,7 +387,7 @@ def world_start(prog: Program, params: mdl.Params, b: Batch, given: dict | None)
     out = dict(params)
     for k, v in given.items():
         value = jnp.broadcast_to(jnp.asarray(v, params[k].dtype), params[k].shape)
-        out[k] = jnp.where(mdl.per_head(filled, value), value, 0.0)
+        out[k] = jnp.where(inits.per_head(filled, value), value, 0.0)
     return out
 
 

@@ -479,7 +479,7 @@ def selected_tokens(
     params: Params, X: jax.Array, query: str = "first", activation: str = "softmax", beta: float = 1.0
 ) -> np.ndarray:
     """The token each head selects (the argmax of its attention) in each example: (n, H) int.
-    ``params`` a model's θ at some step (``model.init_params``' layout; a learned query k too)."""
+    ``params`` a model's θ at some step (``inits.init_params``' layout; a learned query k too)."""
     scores = np.asarray(model.attention(params, jnp.asarray(X), query, activation, beta))
     if scores.ndim != 3:
         raise ValueError(f"query={query!r} has one query per token: a selected token needs one query")

@@ -40,8 +40,8 @@ from tqdm.auto import tqdm
 
 from dynamics import parts
 from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
+from dynamics.core import inits, rng
 from dynamics.core import model as mdl
-from dynamics.core import rng
 from dynamics.core import update as upd
 from dynamics.core.data import Data, train_relevant_tokens
 from dynamics.core.losses import mean_loss
@@ -175,8 +175,8 @@ class _Run:
     def init(self, key: np.ndarray, d: int):
         m = self.cfg.model
         if self.fast:
-            return {k: jnp.zeros((1, *s), self.dtype) for k, s in mdl.head_shapes(d).items()}
-        p = mdl.init_params(
+            return {k: jnp.zeros((1, *s), self.dtype) for k, s in inits.head_shapes(d).items()}
+        p = inits.init_params(
             jnp.asarray(key),
             self.H,
             d,
