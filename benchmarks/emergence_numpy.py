@@ -40,7 +40,7 @@ from dynamics.api import run_sweep
 from dynamics.config.grid import grid_preset
 from dynamics.config.overrides import apply_overrides
 from dynamics.core.data import data_model, trial_data
-from dynamics.core.engine import minibatch_key
+from dynamics.core.sampling import minibatch_key
 from dynamics.sweeps.emergence import FRACTION, THRESHOLD
 from dynamics.sweeps.plan import trial_keys
 

@@ -20,9 +20,10 @@ from dynamics import parts
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
 from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
-from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, train_batch
+from dynamics.core.engine import ZERO_STEP, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
 from dynamics.core.inits import check_outputs, head_shapes
+from dynamics.core.program import Batch
 from dynamics.errors import ConfigError
 from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.timings import phase

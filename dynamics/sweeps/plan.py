@@ -22,7 +22,7 @@ from dynamics import parts
 from dynamics.config.schema import LR_SCALINGS, Config
 from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model
-from dynamics.core.engine import Batch, Program
+from dynamics.core.program import Batch, Program
 from dynamics.core.update import GroupRule
 from dynamics.errors import ConfigError
 from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
@@ -333,6 +333,6 @@ def start_params(cfg: Config, batch: Batch, elements, packs, dtype) -> dict[str,
 
 def trial_keys(cfg: Config) -> np.ndarray:
     """(trials, 2) uint32: trial i's key, fold_in(data key, i), from which ``make_data`` draws its
-    data (synthetic models) and the engine its SGD batches (``engine.minibatch_key``)."""
+    data (synthetic models) and the engine its SGD batches (``sampling.minibatch_key``)."""
     k_data, _ = rng.split(rng.seed(cfg.sweep.seed))
     return np.stack([rng.fold_in(k_data, i) for i in range(cfg.sweep.trials)])
