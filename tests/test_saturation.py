@@ -501,20 +501,20 @@ def _slsqp_max_margin(G: np.ndarray) -> np.ndarray:
 
 
 def test_max_margin_p_and_W_for_the_selected_tokens():
-    from dynamics.theory import diagnostics as diag
+    from dynamics.theory import svm
 
     rng = np.random.default_rng(6)
     n, T, d = 3, 4, 6
     X = rng.normal(size=(n, T, d))
     X /= np.linalg.norm(X, axis=-1, keepdims=True)
     k = 5.0 * rng.normal(size=(1, d))
-    sel = diag.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
+    sel = svm.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
     np.testing.assert_array_equal(sel, np.argmax(X @ k[0], axis=1))
     rows = [X[i, sel[i]] - X[i, t] for i in range(n) for t in range(T) if t != sel[i]]
-    p = diag.max_margin_p(X, sel)
+    p = svm.max_margin_p(X, sel)
     np.testing.assert_allclose(p, _slsqp_max_margin(np.array(rows)), atol=1e-6)
     for query, q in (("first", 0), ("last", -1)):
-        W = diag.max_margin_W(X, sel, query=query).W
+        W = svm.max_margin_W(X, sel, query=query).W
         G = np.array(
             [
                 np.outer(X[i, sel[i]] - X[i, t], X[i, q]).ravel()
@@ -525,4 +525,4 @@ def test_max_margin_p_and_W_for_the_selected_tokens():
         )
         np.testing.assert_allclose(W.ravel(), _slsqp_max_margin(G), atol=1e-6)
     with pytest.raises(ValueError, match="selected tokens must be in 0..3"):
-        diag.max_margin_p(X, np.array([0, 4, 1]))
+        svm.max_margin_p(X, np.array([0, 4, 1]))

@@ -22,6 +22,7 @@ from dynamics.sweeps.results import results_dict, write_results
 from dynamics.sweeps.sweep import prepare_data, run_sweep
 from dynamics.theory import diagnostics as dg
 from dynamics.theory import replay as theory
+from dynamics.theory import svm
 
 TINY = {
     "data": {"model": "mixture", "n_train": 12, "n_test": 8, "T": 4, "d": 4, "n_irrelevant": 2},
@@ -131,7 +132,7 @@ def test_logged_diagnostics_match_dense_references(x64, optimizer, init, fast):
 def _max_margin(cfg):
     with jax.enable_x64(False):  # drawn as the sweep draws them
         Xm, mask = train_relevant_tokens(resolve(cfg).config.data, _data_key(cfg), 1)
-    return dg.max_margin_direction(np.asarray(Xm[0]), np.asarray(mask[0])).W
+    return svm.max_margin_direction(np.asarray(Xm[0]), np.asarray(mask[0])).W
 
 
 def _data_key(cfg):

@@ -3,8 +3,8 @@
 For each trial of a one-head sweep with the query ``first``, ``last`` or ``learned``: the tokens
 the model selects (the argmax of its attention in each training example) at the final logged
 step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for that
-selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
-``diagnostics.max_margin_p``), of least Frobenius norm (Tarzanagh et al.'s SVM) or with
+selection (W^mm, ``svm.max_margin_W``; p^mm for a learned query,
+``svm.max_margin_p``), of least Frobenius norm (Tarzanagh et al.'s SVM) or with
 ``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm (the same p^mm: a vector's two
 norms agree); and at every step with a snapshot (the per-head view's steps: every logged step
 up to ``HEAD_POINTS`` of them, else ``sweep.head_every``) corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dynamics.errors import ConfigError
-from dynamics.theory import diagnostics as dg
+from dynamics.theory import svm
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
 
 SELECTIONS = ("final", "mask")
@@ -90,8 +90,8 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     cfg = result.config
     if selection not in SELECTIONS:
         raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
-    if norm not in dg.NORMS:
-        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(dg.NORMS)}")
+    if norm not in svm.NORMS:
+        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(svm.NORMS)}")
     query = cfg.model.query
     if query == "all":
         raise ConfigError("the max-margin view needs one query per example: query first, last or learned")
@@ -115,11 +115,11 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         chosen.append(sel)
         try:
             mm = (
-                dg.max_margin_p(X, sel, norm=norm)
+                svm.max_margin_p(X, sel, norm=norm)
                 if name == "k"
-                else dg.max_margin_W(X, sel, query, norm=norm).W
+                else svm.max_margin_W(X, sel, query, norm=norm).W
             )
-        except dg.MaxMarginError:
+        except svm.MaxMarginError:
             mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
         flat = theta.reshape(L, -1)
         size = np.linalg.norm(flat, axis=1)  # ‖θ‖ at every logged step (``norm`` is the solver's)
@@ -167,7 +167,7 @@ def diagnostic_curves(
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
         "solution": "p^mm" if views[0].parameter == "k" else "W^mm",
-        "norm": dg.NORM_NAMES[norm],
+        "norm": svm.NORM_NAMES[norm],
         "steps": [int(s) for s in views[0].steps],
         "heads": [int(h) for h in cfg.sweep.heads],
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],
