@@ -78,7 +78,7 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
 
     from dynamics import run_sweep
     from dynamics.config.schema import preset
-    from dynamics.core.data import trial_data
+    from dynamics.sweeps.trials import trial_data
     from dynamics.theory import svm
 
     cfg = preset(name)
@@ -348,7 +348,7 @@ def optimality_over_d(widths=(4, 8, 16, 32, 64), steps: int = 2000, trials: int 
     token (the largest y·⟨x_t, v⟩: the data's mask), per example and per data set, and the mean
     corr with W^mm for the model's own selection."""
     from dynamics import run_sweep
-    from dynamics.core.data import trial_data
+    from dynamics.sweeps.trials import trial_data
     from dynamics.theory.maxmargin import alignment
 
     rows = []

@@ -13,7 +13,7 @@ import pytest
 from benchmarks.max_margin import corr, gradient, reference
 from datamodels.max_margin import MAX_MARGIN
 from dynamics import run_sweep
-from dynamics.core.data import trial_data
+from dynamics.sweeps.trials import trial_data
 from dynamics.theory import svm
 from dynamics.theory.maxmargin import alignment
 

@@ -125,7 +125,7 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     run's diagnostics (``add_diagnostics``, the view of its snapshots) solve W^mm of that norm and
     name it in the summary. The trial's data are given here (no draw compiled)."""
     from dynamics.api import with_overrides
-    from dynamics.core import data as core_data
+    from dynamics.sweeps import trials as sweep_trials
     from dynamics.sweeps.execute import add_diagnostics
 
     with pytest.raises(ValueError, match="maxmargin_norm.*has no maxmargin"):
@@ -136,7 +136,7 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     )  # fmt: skip
     X, _ = tiny(seed=5)
     monkeypatch.setattr(
-        core_data, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
+        sweep_trials, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
     )
     W = np.random.default_rng(1).normal(size=(1, 2, 3, 1, 3, 3))  # (heads, trials, L, H, d, d)
     result = types.SimpleNamespace(

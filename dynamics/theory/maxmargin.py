@@ -10,7 +10,7 @@ norms agree); and at every step with a snapshot (the per-head view's steps: ever
 up to ``HEAD_POINTS`` of them, else ``sweep.head_every``) corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖)
 (Frobenius), the mean attention on the selected tokens and ‖θ‖ — the quantities of Tarzanagh,
 Li, Thrampoulidis, Oymak's figures. Computed in float64 numpy from the saved float32/64
-parameters and the trial's data (``core.data.trial_data``).
+parameters and the trial's data (``sweeps.trials.trial_data``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
-    from dynamics.core.data import trial_data
+    from dynamics.sweeps.trials import trial_data
 
     cfg = result.config
     if selection not in SELECTIONS:
