@@ -351,7 +351,7 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     def grad(fn):
         return np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(fn(x) * w) ** 2)))(s))
 
-    new, old = grad(getattr(mdl, activation)), grad(plain)
+    new, old = grad(getattr(activations, activation)), grad(plain)
     A, a0 = softmax_ref(np.asarray(s, np.float64), null, with_null=True)
     largest = np.maximum(A.max(axis=-1), a0[..., 0])
     sat = 1.0 - largest < activations.SATURATION
