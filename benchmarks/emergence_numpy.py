@@ -39,10 +39,11 @@ import numpy as np
 from dynamics.api import run_sweep
 from dynamics.config.grid import grid_preset
 from dynamics.config.overrides import apply_overrides
-from dynamics.core.data import data_model, trial_data
-from dynamics.core.engine import minibatch_key
+from dynamics.core.data import data_model
+from dynamics.core.sampling import minibatch_key
 from dynamics.sweeps.emergence import FRACTION, THRESHOLD
 from dynamics.sweeps.plan import trial_keys
+from dynamics.sweeps.trials import trial_data
 
 
 def batches(cfg, trial: int, world, steps: int):

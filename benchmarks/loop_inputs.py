@@ -5,7 +5,7 @@
 The arguments after ``--`` are ``python -m dynamics.run``'s; the sweep they describe is read with
 the command line's own parser (``dynamics.cli.run.config_from_args``), its data drawn as the sweep
 draws it (``make_data`` from the sweep's data key, without x64) and each run's θ(0) as the engine
-draws it (``model.init_params`` from the trial's init key: head h from fold_in(key, h)). So the
+draws it (``inits.init_params`` from the trial's init key: head h from fold_in(key, h)). So the
 loop trains on the same arrays from the same start, and a file-to-file comparison of the curves
 checks the loop (``tests/test_torch_loop.py``).
 
@@ -56,8 +56,7 @@ def build(argv: list[str]) -> dict[str, np.ndarray]:
     import jax
 
     from dynamics.cli.run import build_parser, config_from_args
-    from dynamics.core import model as mdl
-    from dynamics.core import rng
+    from dynamics.core import inits, rng
     from dynamics.core.data import make_data
     from dynamics.parts.metrics import head_metrics_on, head_schedule
     from dynamics.sweeps.sweep import step_size
@@ -79,9 +78,9 @@ def build(argv: list[str]) -> dict[str, np.ndarray]:
     for H in heads:
         for t in range(trials):
             if cfg.model.init == "zero":
-                p = mdl.init_params(None, H, d)
+                p = inits.init_params(None, H, d)
             else:
-                p = mdl.init_params(init_keys[t], H, d, init="normal", scale=cfg.model.init_scale)
+                p = inits.init_params(init_keys[t], H, d, init="normal", scale=cfg.model.init_scale)
             U0.append(np.asarray(p["U"], np.float32))
             W0.append(np.asarray(p["W"], np.float32))
             rows.append((H, t, step_size(cfg, H)))

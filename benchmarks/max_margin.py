@@ -78,8 +78,8 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
 
     from dynamics import run_sweep
     from dynamics.config.schema import preset
-    from dynamics.core.data import trial_data
-    from dynamics.theory import diagnostics as dg
+    from dynamics.sweeps.trials import trial_data
+    from dynamics.theory import svm
 
     cfg = preset(name)
     # θ at every logged step (the per-head view, which carries the saved θ, thins itself by default)
@@ -113,7 +113,7 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
         X = np.asarray(data.X_train, np.float64)
         s = _scores_ref(ref[-1], X, q)
         sel = np.argmax(s, axis=1)
-        mm = dg.max_margin_p(X, sel) if q == "learned" else dg.max_margin_W(X, sel, q).W
+        mm = svm.max_margin_p(X, sel) if q == "learned" else svm.max_margin_W(X, sel, q).W
         out["corr_mhsim"].append(corr(theta[t], mm))
         out["corr_ref"].append(corr(ref, mm))
         out["norm_mhsim"].append(np.linalg.norm(theta[t].reshape(len(ref), -1), axis=1))
@@ -224,7 +224,7 @@ def authors_comparison(checkout: str, seeds=(0, 1, 2), steps: int = 2000) -> lis
     """Per seed: corr(·, W^mm) and ‖W‖ at the last step of their code, the reference (g/‖g‖ and
     g/(‖g‖ + ε)) and mhsim (float32, x64), and the least corr(W_mhsim(t), W_ref(t)) over the logged
     steps with the largest relative ‖W‖ gap; W^mm for the reference's final selection."""
-    from dynamics.theory import diagnostics as dg
+    from dynamics.theory import svm
 
     rows = []
     for seed in seeds:
@@ -233,7 +233,7 @@ def authors_comparison(checkout: str, seeds=(0, 1, 2), steps: int = 2000) -> lis
         ref = reference(X, Y, v, W0, lr=0.1, steps=steps, every=10)
         ref_eps = reference(X, Y, v, W0, lr=0.1, steps=steps, every=10, eps=float(np.finfo(np.float64).eps))
         sel = np.argmax(_scores_ref(ref[-1], X, "first"), axis=1)
-        mm = dg.max_margin_W(X, sel).W
+        mm = svm.max_margin_W(X, sel).W
         row = {
             "seed": seed,
             "selection_same_as_theirs": bool(
@@ -293,7 +293,7 @@ def prompt_comparison(steps: int = 1000, x64: bool = False) -> dict:
     import tempfile
     from pathlib import Path
 
-    from dynamics.theory import diagnostics as dg
+    from dynamics.theory import svm
 
     X, Y, v = authors_prompt_data()
     starts = np.array(PROMPT_STARTS, np.float64)
@@ -305,7 +305,7 @@ def prompt_comparison(steps: int = 1000, x64: bool = False) -> dict:
     gaps, finals = [], []
     for i, p0 in enumerate(starts):
         ref = reference(X, Y, v, p0, lr=0.1, steps=steps, every=10, query="learned")
-        mm = dg.max_margin_p(X, np.argmax(X @ ref[-1], axis=1))
+        mm = svm.max_margin_p(X, np.argmax(X @ ref[-1], axis=1))
         gaps.append(np.nanmax(np.abs(corr(k[i], mm) - corr(ref, mm))))  # p(0) = 0: no corr at t = 0
         finals.append((float(corr(k[i], mm)[-1]), float(corr(ref, mm)[-1])))
     return {"max_gap": float(np.max(gaps)), "final_corr_mhsim_ref": finals}
@@ -348,7 +348,7 @@ def optimality_over_d(widths=(4, 8, 16, 32, 64), steps: int = 2000, trials: int 
     token (the largest y·⟨x_t, v⟩: the data's mask), per example and per data set, and the mean
     corr with W^mm for the model's own selection."""
     from dynamics import run_sweep
-    from dynamics.core.data import trial_data
+    from dynamics.sweeps.trials import trial_data
     from dynamics.theory.maxmargin import alignment
 
     rows = []

@@ -115,7 +115,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     import jax.numpy as jnp
     import optax
 
-    from dynamics.core import engine, update
+    from dynamics.core import engine, inits, program, update
     from dynamics.core import model as mdl
     from dynamics.core.losses import Loss, mean_loss
     from dynamics.sweeps import sweep
@@ -124,7 +124,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
     d = int(data.X_train.shape[-1])
     S = 1 if one_head else H
     mult = H / S
-    params = mdl.init_params(jax.random.PRNGKey(0), S, d, **_init_kw(m))
+    params = inits.init_params(jax.random.PRNGKey(0), S, d, **_init_kw(m))
     opt = update.make_optimizer(cfg.optim.optimizer, sweep.step_size(cfg, H))
     state = opt.init(params)
     loss = Loss(cfg.optim.loss)
@@ -144,7 +144,7 @@ def baseline_times(cfg, data, H: int, one_head: bool, n_steps: int) -> dict[str,
         return optax.apply_updates(p, u), s, value
 
     prog = dataclasses.replace(sweep.program_for(cfg, S, d, [0, 1]), fast_path=one_head)
-    pack = engine.single_run_pack(prog, jnp.asarray(H, jnp.float32))
+    pack = program.single_run_pack(prog, jnp.asarray(H, jnp.float32))
     evaluate = jax.jit(lambda p: engine.evaluate(prog, p, pack, data))
 
     t = time.perf_counter()

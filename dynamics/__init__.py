@@ -30,7 +30,8 @@ _EXPORTS = {
         "SweepConfig",
         "preset",
     ),
-    "dynamics.core.data": ("Data", "TrialData", "trial_data"),
+    "dynamics.core.data": ("Data",),
+    "dynamics.sweeps.trials": ("TrialData", "trial_data"),
     "dynamics.core.engine": ("METRICS",),
     "dynamics.core.losses": ("Loss", "error_rate", "margin_loss", "mean_loss"),
     "dynamics.core.model": (
@@ -42,11 +43,10 @@ _EXPORTS = {
         "attention_scores",
         "head_norm",
         "head_outputs",
-        "init_params",
         "key_query_matrix",
         "logits",
-        "param_count",
     ),
+    "dynamics.core.inits": ("init_params", "param_count"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -77,8 +77,9 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         SweepConfig,
         preset,
     )
-    from dynamics.core.data import Data, TrialData, trial_data  # noqa: F401
+    from dynamics.core.data import Data  # noqa: F401
     from dynamics.core.engine import METRICS  # noqa: F401
+    from dynamics.core.inits import init_params, param_count  # noqa: F401
     from dynamics.core.losses import Loss, error_rate, margin_loss, mean_loss  # noqa: F401
     from dynamics.core.model import (  # noqa: F401
         Init,
@@ -89,11 +90,10 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         attention_scores,
         head_norm,
         head_outputs,
-        init_params,
         key_query_matrix,
         logits,
-        param_count,
     )
     from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
     from dynamics.sweeps.result import SweepResult  # noqa: F401
     from dynamics.sweeps.sweep import run_grid  # noqa: F401
+    from dynamics.sweeps.trials import TrialData, trial_data  # noqa: F401

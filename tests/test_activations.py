@@ -23,7 +23,7 @@ from dynamics.config.schema import (
     SweepConfig,
     validate,
 )
-from dynamics.core import losses, model, update
+from dynamics.core import activations, inits, losses, model, update
 from dynamics.core.data import make_data
 from dynamics.sweeps.sweep import run_sweep
 
@@ -138,7 +138,7 @@ def test_gradient_matches_finite_differences_of_the_reference(activation):
 def test_softmax1_is_stable_and_may_attend_to_nothing():
     s = np.array([[1000.0, 999.0], [-1000.0, -999.0]])
     with jax.enable_x64(True):
-        a = np.asarray(model.softmax1(jax.numpy.asarray(s)))
+        a = np.asarray(activations.softmax1(jax.numpy.asarray(s)))
     assert np.all(np.isfinite(a))
     np.testing.assert_allclose(a[0], np.exp([0.0, -1.0]) / (np.exp(-1000.0) + 1 + np.exp(-1.0)), rtol=1e-12)
     assert a[1].sum() < 1e-300  # every score very negative: the head attends to nothing
@@ -164,7 +164,7 @@ def test_the_engines_temperature_schedule_matches_a_plain_loop(activation):
     with jax.enable_x64(True):
         result = run_sweep(cfg, progress=False)
         d = jax.tree_util.tree_map(lambda a: np.asarray(a[1], np.float64), data)
-        p = model.init_params(jax.random.fold_in(k_init, 1), 2, 6, init="normal")
+        p = inits.init_params(jax.random.fold_in(k_init, 1), 2, 6, init="normal")
         opt = update.make_optimizer("gd", cfg.optim.lr)
         state = opt.init(p)
 

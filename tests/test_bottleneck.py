@@ -18,7 +18,7 @@ from helpers import DEFAULT_CONFIG_HASH, child_env
 from dynamics.cli import bottleneck as bottleneck_cli
 from dynamics.cli import run as cli
 from dynamics.config.schema import PRESETS
-from dynamics.core import model, rng
+from dynamics.core import inits, model, rng
 from dynamics.experiments import bottleneck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,19 +31,19 @@ def test_param_count_counts_the_arrays_of_init_params(H, d, layout):
     if head_size == "split" and H > d:
         pytest.skip("split needs H <= d")
     size = {"head_size": head_size} if key_query == "factored" else {}  # a full W has no head size
-    init = partial(model.init_params, n_heads=H, d=d, init="normal", key_query=key_query, **size)
+    init = partial(inits.init_params, n_heads=H, d=d, init="normal", key_query=key_query, **size)
     shapes = jax.eval_shape(init, jax.random.PRNGKey(0))  # the arrays' shapes, nothing computed
-    assert model.param_count(H, d, key_query, **size) == sum(math.prod(v.shape) for v in shapes.values())
+    assert inits.param_count(H, d, key_query, **size) == sum(math.prod(v.shape) for v in shapes.values())
 
 
 def test_param_count_of_the_two_layouts():
     # split keeps about 2d² key-query parameters for every H; a fixed d_h grows linearly in H.
-    assert [model.param_count(h, 32, "factored", "split") for h in (1, 2, 32)] == [2080, 2112, 3072]
-    assert [model.param_count(h, 32, "factored", 10) for h in (1, 2, 32)] == [672, 1344, 21504]
+    assert [inits.param_count(h, 32, "factored", "split") for h in (1, 2, 32)] == [2080, 2112, 3072]
+    assert [inits.param_count(h, 32, "factored", 10) for h in (1, 2, 32)] == [672, 1344, 21504]
     with pytest.raises(ValueError, match="n_heads=0 must be a positive integer"):
-        model.param_count(0, 4)
+        inits.param_count(0, 4)
     with pytest.raises(ValueError, match="key_query='low' is not one of 'full', 'factored'"):
-        model.param_count(1, 4, "low")
+        inits.param_count(1, 4, "low")
 
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
@@ -52,7 +52,7 @@ def key_query_and_scores(H, d, head_size, raw_key, X):
     one compiled program a case, where op by op they compiled ~20 programs. The key draws with
     dynamics.core.rng's Threefry, as the engine's data do: jax.random's numbers, with the hash
     written out (JAX's own CPU hash compiles slowly)."""
-    params = model.init_params(
+    params = inits.init_params(
         rng.wrap(raw_key), H, d, init="normal", key_query="factored", head_size=head_size
     )
     return model.key_query_matrix(params), model.attention_scores(params, X, "all")
@@ -133,10 +133,10 @@ def test_fit_reaches_zero_error_from_T_minus_1_and_not_below():
 def test_matched_heads_is_the_closest_parameter_count():
     for d, T in ((32, 10), (64, 10), (8, 4)):
         for h in (1, 2, 4, 8, d):
-            target = model.param_count(h, d, "factored", "split")
+            target = inits.param_count(h, d, "factored", "split")
             got = bottleneck.matched_heads(h, d, T)
-            gaps = [abs(model.param_count(k, d, "factored", T) - target) for k in range(1, 4 * d)]
-            assert abs(model.param_count(got, d, "factored", T) - target) == min(gaps)
+            gaps = [abs(inits.param_count(k, d, "factored", T) - target) for k in range(1, 4 * d)]
+            assert abs(inits.param_count(got, d, "factored", T) - target) == min(gaps)
     assert [bottleneck.matched_heads(h, 32, 10) for h in (1, 32)] == [3, 5]
 
 
@@ -211,7 +211,7 @@ def test_expressivity_preset_end_to_end(tmp_path):
     assert meta["config_hash"] == bottleneck.expressivity_key(quick)
     (row,) = meta["summary"]
     assert row["T"] == 3 and row["head_sizes"] == list(range(1, 7))
-    assert row["param_count"] == [model.param_count(1, 6, "factored", a) for a in range(1, 7)]
+    assert row["param_count"] == [inits.param_count(1, 6, "factored", a) for a in range(1, 7)]
     assert row["best_tv_max"][0] > 1e-2 and row["reached_at"] == 2  # T − 1
     with np.load(out / "expressivity.npz") as z:
         assert z["T3_best_tv"].shape == (6, 2) and z["T3_kl"].shape == (6, 2, 2)

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from dynamics import demo
+from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.demo import attention, common, lazy_rich, step_size, symmetry
 from dynamics.demo.__main__ import main
@@ -209,7 +210,7 @@ def _random_problem(seed, n_heads=3, d=6, T=4, n=5):
     """θ₀ (entries N(0, 1/d), init_params' normal init), X (n, T, d) and a direction v, in float64
     from numpy draws: no per-shape random-number programs to compile."""
     rng = np.random.default_rng(seed)
-    shapes = mdl.head_shapes(d)
+    shapes = inits.head_shapes(d)
     params0 = {k: jnp.asarray(rng.normal(size=(n_heads, *s)) / np.sqrt(d)) for k, s in shapes.items()}
     X = jnp.asarray(rng.normal(size=(n, T, d)))
     direction = {k: jnp.asarray(rng.normal(size=v.shape)) for k, v in params0.items()}

@@ -10,9 +10,10 @@ import pytest
 from helpers import FAST_COMPILE
 from jax.flatten_util import ravel_pytree
 
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.core import rng as keys
 from dynamics.theory import diagnostics as dg
+from dynamics.theory import svm
 
 # The tests' jitted programs (references and the diagnostics under test alike) are compiled at XLA's
 # backend optimisation level 0 on the CPU: several times faster to compile (compiling is these
@@ -56,7 +57,7 @@ def small_data(n=8, T=4, d=4, r=1, key=0, M=2):
 def random_params(seed, H, d, key_query="full", head_size=None, scale=1.0):
     """Entries N(0, scale²/d), float64 (numpy draws: no per-op compiles in the tests)."""
     rng = np.random.default_rng(seed)
-    shapes = model.head_shapes(d, head_size if key_query == "factored" else None)
+    shapes = inits.head_shapes(d, head_size if key_query == "factored" else None)
     return {k: jnp.asarray(scale / np.sqrt(d) * rng.normal(size=(H, *shape))) for k, shape in shapes.items()}
 
 
@@ -182,7 +183,7 @@ def trained_identical_heads(H, X, y, query, norm, loss, optimizer, steps=12):
 
     @jit  # θ(0) = 0 made inside the program (eager init_params compiles its zeros one by one)
     def train(key):
-        params = model.init_params(key, H, X.shape[-1])
+        params = inits.init_params(key, H, X.shape[-1])
 
         def step(_, carry):
             params, state = carry
@@ -241,7 +242,7 @@ def test_fast_path_hessian_is_the_H_head_hessian(x64, H, query, norm, loss, opti
 
 
 def test_fast_path_rejects_several_stored_heads():
-    params = {"U": np.zeros((2, 4)), "W": np.zeros((2, 4, 4))}  # model.init_params(key, 2, 4): zeros
+    params = {"U": np.zeros((2, 4)), "W": np.zeros((2, 4, 4))}  # inits.init_params(key, 2, 4): zeros
     X, y = np.zeros((3, 4, 4)), np.ones(3)  # numpy: refused before any array op
     with pytest.raises(ValueError, match="one stored head"):
         dg.fast_path_operators(params, X, y, n_heads=2)
@@ -335,7 +336,7 @@ def test_max_margin_satisfies_constraints_and_kkt(r, formulation):
     together they certify optimality of the convex QP."""
     n, T, d = 12, 5, 6
     X, _, mask = small_data(n=n, T=T, d=d, r=r, key=r, M=3)  # float64 numpy
-    sol = dg.max_margin_direction(X, mask, formulation=formulation)
+    sol = svm.max_margin_direction(X, mask, formulation=formulation)
     assert sol.status == "optimal" and sol.W.shape == (d, d) and sol.dual.shape == (n, T, T)
     # g[i, s, t] = (x_{i,s} − x_{i,t})ᵀ W x_{i,1}
     score = np.einsum("ntd,de,ne->nt", X, sol.W, X[:, 0])  # (n, T)
@@ -360,11 +361,11 @@ def test_max_margin_primal_and_dual_agree():
     convex). α need not be unique (72 constraints on a 36-dimensional W here): each set is checked
     by the KKT test, not compared."""
     X, _, mask = small_data(n=12, T=5, d=6, r=2, key=3, M=3)
-    primal = dg.max_margin_direction(X, mask, formulation="primal")
-    dual = dg.max_margin_direction(X, mask, formulation="dual")
+    primal = svm.max_margin_direction(X, mask, formulation="primal")
+    dual = svm.max_margin_direction(X, mask, formulation="dual")
     np.testing.assert_allclose(dual.W, primal.W, rtol=0, atol=1e-6 * np.abs(primal.W).max())
     with pytest.raises(ValueError, match="formulation"):
-        dg.max_margin_direction(X, mask, formulation="kernel")
+        svm.max_margin_direction(X, mask, formulation="kernel")
 
 
 @pytest.mark.parametrize("formulation", ["dual", "primal"])
@@ -374,10 +375,10 @@ def test_max_margin_reports_infeasible_data(formulation):
     q, a = np.array([1.0, 0.0]), np.array([0.3, 1.0])
     X = np.stack([np.stack([q, a]), np.stack([q, a])])  # (2, 2, 2)
     mask = np.array([[False, True], [True, False]])
-    with pytest.raises(dg.MaxMarginError, match="infeasible") as info:
-        dg.max_margin_direction(X, mask, formulation=formulation)
+    with pytest.raises(svm.MaxMarginError, match="infeasible") as info:
+        svm.max_margin_direction(X, mask, formulation=formulation)
     assert info.value.status == "infeasible"
-    sol = dg.max_margin_direction(X, mask, formulation=formulation, check=False)
+    sol = svm.max_margin_direction(X, mask, formulation=formulation, check=False)
     assert sol.status == "infeasible" and np.isnan(sol.W).all() and np.isnan(sol.dual).all()
 
 
@@ -386,17 +387,17 @@ def test_max_margin_refuses_unusable_data():
     mask = np.zeros((3, 4), bool)
     mask[:, 1] = True
     with pytest.raises(ValueError, match="relevant-token mask"):
-        dg.max_margin_direction(X, None)
+        svm.max_margin_direction(X, None)
     with pytest.raises(ValueError, match="bool relevant_mask"):
-        dg.max_margin_direction(X, mask[:, :3])
+        svm.max_margin_direction(X, mask[:, :3])
     no_relevant = mask.copy()
     no_relevant[2] = False
     with pytest.raises(ValueError, match=r"no relevant token: \[2\]"):
-        dg.max_margin_direction(X, no_relevant)
+        svm.max_margin_direction(X, no_relevant)
     all_relevant = mask.copy()
     all_relevant[0] = True
     with pytest.raises(ValueError, match=r"no irrelevant token: \[0\]"):
-        dg.max_margin_direction(X, all_relevant)
+        svm.max_margin_direction(X, all_relevant)
 
 
 def test_cosines():
@@ -410,12 +411,12 @@ def test_cosines():
     @jit  # every call below in one compiled program (op by op, each primitive compiles alone)
     def cosines(W_mm, R, heads):
         return dict(
-            same=dg.cosine(W_mm, 2.0 * W_mm),
-            opposite=dg.cosine(W_mm, -W_mm),
-            orthogonal=dg.cosine(W_mm, R),
-            heads=dg.head_cosines(heads, W_mm),
-            slot0_empty=dg.head_cosines(heads, W_mm, weight=jnp.array([0.0, 1.0])),
-            zero=dg.head_cosines(jnp.zeros((2, 3, 3)), W_mm),  # θ = 0: undefined
+            same=svm.cosine(W_mm, 2.0 * W_mm),
+            opposite=svm.cosine(W_mm, -W_mm),
+            orthogonal=svm.cosine(W_mm, R),
+            heads=svm.head_cosines(heads, W_mm),
+            slot0_empty=svm.head_cosines(heads, W_mm, weight=jnp.array([0.0, 1.0])),
+            zero=svm.head_cosines(jnp.zeros((2, 3, 3)), W_mm),  # θ = 0: undefined
         )
 
     c = cosines(W_mm, R, heads)
@@ -435,7 +436,7 @@ def test_cosines():
 def test_constraint_count_is_every_relevant_irrelevant_pair():
     mask = np.array([[True, False, False], [True, True, False]])
     X = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2)
-    A, B, (i, r, t) = dg.svm_constraints(X, mask)
+    A, B, (i, r, t) = svm.svm_constraints(X, mask)
     assert sorted(zip(i.tolist(), r.tolist(), t.tolist(), strict=True)) == [
         (0, 0, 1),
         (0, 0, 2),

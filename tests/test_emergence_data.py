@@ -13,8 +13,9 @@ from helpers import FAST_COMPILE
 from datamodels.emergence import EMERGENCE
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
 from dynamics.core import rng
-from dynamics.core.data import draw_trial, trial_data
+from dynamics.core.data import draw_trial
 from dynamics.errors import ConfigError
+from dynamics.sweeps.trials import trial_data
 
 
 def emergence_config(steps=40, heads=(1,), trials=1, query="position", **data) -> Config:

@@ -13,7 +13,7 @@ from helpers import small
 
 from dynamics.config.schema import Config, log_schedule
 from dynamics.core import data as data_mod
-from dynamics.core import engine, losses, model, update
+from dynamics.core import engine, inits, losses, model, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import sweep
 from dynamics.sweeps.sweep import run_sweep
@@ -51,7 +51,7 @@ def loop_train(cfg: Config, H: int, key, data: data_mod.Data, steps: int):
 # Compiled once per process for every config with the same knobs and shapes (an eager op-by-op
 # loop compiled each primitive per new shape: ~180 compiles a case); the step size is an argument.
 _init = jax.jit(
-    model.init_params, static_argnums=(1, 2), static_argnames=("init", "scale", "key_query", "head_size")
+    inits.init_params, static_argnums=(1, 2), static_argnames=("init", "scale", "key_query", "head_size")
 )
 
 

@@ -15,8 +15,7 @@ from helpers import FAST_COMPILE
 
 from dynamics import run_sweep
 from dynamics.config.schema import Config, ConfigError, DataConfig, ModelConfig, preset, resolve, validate
-from dynamics.core import model as mdl
-from dynamics.core import rng
+from dynamics.core import inits, rng
 from dynamics.core.data import data_model
 from dynamics.experiments import icl
 
@@ -82,10 +81,10 @@ def test_icl_init_masks_the_y_channel_and_scales_by_the_layer(key_query, head_si
 
     @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # both draws in one compiled program
     def draws(key):
-        p = mdl.init_params(
+        p = inits.init_params(
             key, H, d, init="icl", scale=scale, key_query=key_query, head_size=head_size, query="last"
         )
-        return p, mdl.init_heads(jnp.broadcast_to(key, (H, 2)), jnp.arange(H), d, math.sqrt(d), head_size)
+        return p, inits.init_heads(jnp.broadcast_to(key, (H, 2)), jnp.arange(H), d, math.sqrt(d), head_size)
 
     p, unit = draws(key)
     U = np.asarray(p["U"])
@@ -115,7 +114,7 @@ def test_icl_init_in_the_engine_is_init_params_and_refuses_a_learned_query():
     for i, H in enumerate((2, 3)):
         for trial in range(2):
             key = jnp.asarray(rng.fold_in(k_init, trial))
-            want = mdl.init_params(
+            want = inits.init_params(
                 key, H, 5, init="icl", scale=0.1, key_query="factored", head_size=1, query="last"
             )
             for name, value in want.items():

@@ -72,11 +72,11 @@ def test_takeovers_one_head_cannot_hold_two_features():
 def test_numpy_attention_matches_the_engine():
     import jax.numpy as jnp
 
-    from dynamics.core import model
+    from dynamics.core import activations
 
     s = np.random.default_rng(0).normal(0, 3, (5, 10, 2))
     for act in ("softmax", "softmax1", "erf"):
-        engine = np.asarray(getattr(model, act)(jnp.asarray(np.moveaxis(s, 1, -1))))
+        engine = np.asarray(getattr(activations, act)(jnp.asarray(np.moveaxis(s, 1, -1))))
         np.testing.assert_allclose(spec._attention(s, act), np.moveaxis(engine, -1, 1), rtol=1e-5, atol=1e-6)
 
 

@@ -207,7 +207,7 @@ def test_every_per_head_metric_is_declared_with_the_kind_its_shape_has():
     """What ``head_metrics`` computes is what the registry declares: each name registered, each
     array's shape the one its kind says (S slots, P planted directions, F features), and every
     declared per-head metric computed."""
-    from dynamics.core.model import init_params
+    from dynamics.core.inits import init_params
     from dynamics.parts.metrics import REGISTRY, per_head_metrics
 
     S, P, F, n, T, d = 3, 2, 4, 5, 6, 7

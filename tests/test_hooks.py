@@ -100,8 +100,8 @@ def test_a_redefined_function_gets_its_own_program():
 
 
 def test_programs_with_user_metrics_are_not_kept_on_disk():
-    from dynamics.core.engine import Program
     from dynamics.core.hooks import MetricRef
+    from dynamics.core.program import Program
 
     prog = Program(1, 1, True, 4, "first", "none", "full", 1, "zero", "gd", "logistic", (0, 1))
     hooked = Program(

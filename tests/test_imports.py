@@ -148,3 +148,17 @@ def test_the_figures_do_not_import_the_command_lines():
     }
     assert not back, f"figures imports the command line: {sorted(back)}"
     assert not any(("figures.__main__" in targets) for targets in graph.values())
+
+
+def test_the_core_imports_nothing_of_the_config():
+    """``dynamics.core`` (the model, the data arrays, the engine) imports nothing of the config layer,
+    not even for annotations under ``if TYPE_CHECKING:``: the config layer builds on it."""
+    found = []
+    for path in sorted((ROOT / "dynamics" / "core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            if any(n == "dynamics.config" or n.startswith("dynamics.config.") for n in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"dynamics.core imports the config layer: {found}"

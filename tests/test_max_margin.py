@@ -13,8 +13,8 @@ import pytest
 from benchmarks.max_margin import corr, gradient, reference
 from datamodels.max_margin import MAX_MARGIN
 from dynamics import run_sweep
-from dynamics.core.data import trial_data
-from dynamics.theory import diagnostics as dg
+from dynamics.sweeps.trials import trial_data
+from dynamics.theory import svm
 from dynamics.theory.maxmargin import alignment
 
 
@@ -111,7 +111,7 @@ def test_small_run_follows_exact_normalised_gd():
     assert view.selection == "final" and view.corr.shape == (2, 31) and view.parameter == "W"
     assert np.allclose(view.norm, np.linalg.norm(W.reshape(2, 31, -1), axis=2))
     data = trial_data(res.config, 0)
-    mm = dg.max_margin_W(np.asarray(data.X_train, np.float64), view.selected[0]).W
+    mm = svm.max_margin_W(np.asarray(data.X_train, np.float64), view.selected[0]).W
     assert np.allclose(view.corr[0], corr(W[0], mm))
 
 

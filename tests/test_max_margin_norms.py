@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from dynamics.theory import diagnostics as dg
+from dynamics.theory import svm
 
 
 def tiny(seed: int = 3, n: int = 3, T: int = 3, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -56,8 +56,8 @@ def test_nuclear_W_is_certified_optimal_and_below_the_frobenius_one(query):
     norm is at most the Frobenius solution's and equals the SDP formulation's optimum."""
     X, sel = tiny()
     A, B = constraints(X, sel, query)
-    sol = dg.max_margin_W(X, sel, query, norm="nuc")
-    fro = dg.max_margin_W(X, sel, query).W
+    sol = svm.max_margin_W(X, sel, query, norm="nuc")
+    fro = svm.max_margin_W(X, sel, query).W
     assert sol.status == "optimal"
     margins = np.einsum("cd,de,ce->c", A, sol.W, B)
     assert margins.min() >= 1 - 1e-6
@@ -84,7 +84,7 @@ def test_one_constraint_gives_the_rank_one_closed_form():
     a, b = X[0, 1] - X[0, 0], X[0, 0]
     want = np.outer(a, b) / (a @ a * (b @ b))
     for norm in ("nuc", "fro"):
-        W = dg.max_margin_W(X, np.array([1]), norm=norm).W
+        W = svm.max_margin_W(X, np.array([1]), norm=norm).W
         np.testing.assert_allclose(W, want, rtol=1e-6, atol=1e-9)
         s = np.linalg.svd(W, compute_uv=False)
         assert s[1] <= 1e-7 * s[0]  # rank one
@@ -98,9 +98,9 @@ def test_p_mm_is_the_same_for_both_norms():
 
     X, sel = tiny(seed=7, n=2, T=3, d=3)
     A, _ = constraints(X, sel, "first")
-    p = dg.max_margin_p(X, sel)
-    np.testing.assert_array_equal(dg.max_margin_p(X, sel, norm="nuc"), p)
-    np.testing.assert_allclose(dg.max_margin_p(X, sel, formulation="primal"), p, rtol=1e-6, atol=1e-8)
+    p = svm.max_margin_p(X, sel)
+    np.testing.assert_array_equal(svm.max_margin_p(X, sel, norm="nuc"), p)
+    np.testing.assert_allclose(svm.max_margin_p(X, sel, formulation="primal"), p, rtol=1e-6, atol=1e-8)
     P = cp.Variable((3, 1))
     problem = cp.Problem(cp.Minimize(cp.normNuc(P)), [A @ P >= 1])
     problem.solve(solver="CLARABEL")
@@ -111,13 +111,13 @@ def test_p_mm_is_the_same_for_both_norms():
 def test_the_norm_and_formulation_are_checked():
     X, sel = tiny()
     with pytest.raises(ValueError, match="norm='l1' is not one of"):
-        dg.max_margin_W(X, sel, norm="l1")
+        svm.max_margin_W(X, sel, norm="l1")
     with pytest.raises(ValueError, match="norm='l1' is not one of"):
-        dg.max_margin_p(X, sel, norm="l1")
+        svm.max_margin_p(X, sel, norm="l1")
     with pytest.raises(ValueError, match="formulation='dual' with norm='nuc'"):
-        dg.max_margin_W(X, sel, norm="nuc", formulation="dual")
-    primal = dg.max_margin_W(X, sel, norm="nuc", formulation="primal").W
-    np.testing.assert_array_equal(primal, dg.max_margin_W(X, sel, norm="nuc").W)
+        svm.max_margin_W(X, sel, norm="nuc", formulation="dual")
+    primal = svm.max_margin_W(X, sel, norm="nuc", formulation="primal").W
+    np.testing.assert_array_equal(primal, svm.max_margin_W(X, sel, norm="nuc").W)
 
 
 def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
@@ -125,7 +125,7 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     run's diagnostics (``add_diagnostics``, the view of its snapshots) solve W^mm of that norm and
     name it in the summary. The trial's data are given here (no draw compiled)."""
     from dynamics.api import with_overrides
-    from dynamics.core import data as core_data
+    from dynamics.sweeps import trials as sweep_trials
     from dynamics.sweeps.execute import add_diagnostics
 
     with pytest.raises(ValueError, match="maxmargin_norm.*has no maxmargin"):
@@ -136,7 +136,7 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     )  # fmt: skip
     X, _ = tiny(seed=5)
     monkeypatch.setattr(
-        core_data, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
+        sweep_trials, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
     )
     W = np.random.default_rng(1).normal(size=(1, 2, 3, 1, 3, 3))  # (heads, trials, L, H, d, d)
     result = types.SimpleNamespace(
@@ -146,9 +146,9 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     assert result.extra["diagnostics"]["norm"] == "nuclear"
     for trial in range(2):  # every trial solves the nuclear W^mm (not only the first)
         sel = np.argmax(np.einsum("ntd,de,ne->nt", X, W[0, trial, -1, 0], X[:, 0]), axis=1)  # final argmax
-        mm = dg.max_margin_W(X, sel, norm="nuc").W
+        mm = svm.max_margin_W(X, sel, norm="nuc").W
         flat = W[0, trial, :, 0].reshape(3, -1)
         want = flat @ mm.reshape(-1) / (np.linalg.norm(flat, axis=1) * np.linalg.norm(mm))
         np.testing.assert_allclose(result.curves["maxmargin_cos"][0, trial], want, rtol=1e-9)
         np.testing.assert_allclose(result.curves["maxmargin_norm"][0, trial], np.linalg.norm(flat, axis=1))
-    assert nuclear(mm) < nuclear(dg.max_margin_W(X, sel).W) - 1e-3  # another W^mm than the default's
+    assert nuclear(mm) < nuclear(svm.max_margin_W(X, sel).W) - 1e-3  # another W^mm than the default's

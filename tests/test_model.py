@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import FAST_COMPILE
 
-from dynamics.core import losses, model
+from dynamics.core import inits, losses, model
 
 QUERIES = ["first", "last", "all"]
 NORMS = ["sqrt", "mean", "sum"]
@@ -232,7 +232,7 @@ def test_factored_head_equals_full_head_with_product(x64, H, d, head_size):
 
 
 _init = jax.jit(
-    model.init_params,
+    inits.init_params,
     static_argnums=(1, 2),
     static_argnames=("init", "key_query", "head_size"),
     compiler_options=FAST_COMPILE,
@@ -244,7 +244,7 @@ def test_init_shapes_and_scale():
     p = _init(key, 4, 64, init="normal", scale=2.0)
     assert p["U"].shape == (4, 64) and p["W"].shape == (4, 64, 64)
     assert abs(float(np.std(np.asarray(p["W"], np.float64))) - 2.0 / 8.0) < 0.01
-    z = model.init_params(key, 4, 8)  # eager, as a user calls it (zeros: no draw)
+    z = inits.init_params(key, 4, 8)  # eager, as a user calls it (zeros: no draw)
     assert all(np.abs(np.asarray(v)).max() == 0.0 for v in z.values())
     f = _init(key, 4, 8, init="normal", key_query="factored", head_size="split")
     assert f["Q"].shape == (4, 8, 2) and f["K"].shape == (4, 8, 2)
@@ -272,7 +272,7 @@ def test_init_draws_each_head_on_its_own(layout):
 )
 def test_init_rejects_bad_options(bad, match):
     with pytest.raises(ValueError, match=match):
-        model.init_params(jax.random.PRNGKey(0), 2, 4, **bad)
+        inits.init_params(jax.random.PRNGKey(0), 2, 4, **bad)
 
 
 def test_loss_values():

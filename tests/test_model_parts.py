@@ -19,7 +19,7 @@ from dynamics.config.schema import (
     apply_overrides,
     validate,
 )
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.core.data import make_data
 
 
@@ -84,11 +84,11 @@ def test_the_learned_query_has_no_key_query_matrix():
         validate(given)
     with pytest.raises(ConfigError, match=r"needs model.init='normal'"):
         validate(Config(model=ModelConfig(query="learned", attention="erf")))  # zero init: a saddle
-    params = model.init_params(None, 3, 5, query="learned", bias=True)
+    params = inits.init_params(None, 3, 5, query="learned", bias=True)
     assert {k: v.shape for k, v in params.items()} == {"U": (3, 5), "k": (3, 5), "b": ()}
-    assert model.param_count(3, 5, query="learned", bias=True) == 3 * 5 * 2 + 1
+    assert inits.param_count(3, 5, query="learned", bias=True) == 3 * 5 * 2 + 1
     with pytest.raises(ValueError, match=r"query='learned' needs a vector k per head"):
-        model.attention(model.init_params(None, 1, 5), np.zeros((2, 4, 5), np.float32), query="learned")
+        model.attention(inits.init_params(None, 1, 5), np.zeros((2, 4, 5), np.float32), query="learned")
     with pytest.raises(ValueError, match=r"params\['b'\] has shape \(2, 2\)"):
         model.check_params({**params, "b": np.zeros((2, 2), np.float32)})
 

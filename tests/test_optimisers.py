@@ -27,8 +27,7 @@ from dynamics.config.schema import (
     apply_overrides,
     validate,
 )
-from dynamics.core import engine, rng
-from dynamics.core import model as mdl
+from dynamics.core import inits, rng, sampling
 from dynamics.core import update as upd
 from dynamics.core.data import Data
 from dynamics.sweeps.sweep import prepare_data, run_sweep, trial_keys
@@ -71,7 +70,7 @@ def ref_batches(cfg: Config, trial: int, steps: int) -> list[np.ndarray]:
     """SGD's indices per update, from jax.random's own keys (not the engine's Threefry copy)."""
     B, n = cfg.optim.batch_size, cfg.data.n_train
     key = jax.random.fold_in(
-        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[trial])), engine.MINIBATCH_STREAM
+        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[trial])), sampling.MINIBATCH_STREAM
     )
     out = []
     for t in range(steps):
@@ -136,7 +135,7 @@ def ref_inits(raw, H: int, d: int):
     engine's init_params, jitted as the engine's program runs it (at XLA's default optimisation
     level: level 0 changed the float64 draws' last bits here)."""
     key = rng.wrap(raw)
-    return {init: mdl.init_params(key, H, d, init=init, scale=1.0) for init in ("normal", "sphere")}
+    return {init: inits.init_params(key, H, d, init=init, scale=1.0) for init in ("normal", "sphere")}
 
 
 def _group(o: OptimConfig, g: str):
@@ -186,7 +185,7 @@ def test_sgd_with_the_full_batch_in_epochs_is_gd():
 def trial_epoch_batch(data: Data, data_key, t):
     """SGD's batch (B = 6) of update t for the trial of ``data_key``, as the engine's scan draws it:
     the trial's batch key and t traced, one compiled program (not every primitive op by op)."""
-    return engine.epoch_batch(data, engine.minibatch_key(data_key), t, 6)
+    return sampling.epoch_batch(data, sampling.minibatch_key(data_key), t, 6)
 
 
 def test_sgd_batches_depend_on_the_trial_and_the_step_alone():
@@ -252,10 +251,10 @@ def sphere_and_normal_inits(raw):
     level 0 on the CPU (op by op they compiled ~86 programs, 7.6 s here; this one 3.2 s)."""
     key = rng.wrap(raw)
     return (
-        mdl.init_params(key, 4, 6, init="sphere", scale=0.5),
-        mdl.init_params(key, 4, 6, init="normal", scale=0.5),
-        mdl.init_params(key, 2, 6, init="sphere"),
-        mdl.init_params(key, 4, 6, init="sphere"),
+        inits.init_params(key, 4, 6, init="sphere", scale=0.5),
+        inits.init_params(key, 4, 6, init="normal", scale=0.5),
+        inits.init_params(key, 2, 6, init="sphere"),
+        inits.init_params(key, 4, 6, init="sphere"),
     )
 
 
@@ -393,16 +392,16 @@ def test_online_batches_are_the_data_models_samples_of_the_trials_world():
     data, _, _ = prepare_data(cfg)
     prog = program_for(cfg, 1, 6, [0, STEPS])
     one = jax.tree_util.tree_map(lambda a: a[1], data)  # trial 1, its world included
-    key = engine.minibatch_key(trial_keys(cfg)[1])
-    X3, y3 = engine.fresh_batch(prog, one, key, 3)
+    key = sampling.minibatch_key(trial_keys(cfg)[1])
+    X3, y3 = sampling.fresh_batch(prog, one, key, 3)
     # the same draw through jax.random's own typed keys and the data model object itself
     typed = jax.random.fold_in(
-        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[1])), engine.MINIBATCH_STREAM
+        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[1])), sampling.MINIBATCH_STREAM
     )
     X_ref, y_ref, _ = datamodels.MIXTURE.sample(one.world, jax.random.fold_in(typed, 3), 5)
     np.testing.assert_array_equal(X3, X_ref)
     np.testing.assert_array_equal(y3, y_ref)
-    X4, _ = engine.fresh_batch(prog, one, key, 4)
+    X4, _ = sampling.fresh_batch(prog, one, key, 4)
     assert not np.allclose(X3, X4)  # another update, other examples
     assert not any(np.allclose(X3[0], x) for x in np.asarray(one.X_train))  # not the training set
 
@@ -425,9 +424,9 @@ def test_online_logs_the_training_loss_of_the_next_updates_batch():
     prog = program_for(cfg, 1, 6, [0, 8])
     for t in range(2):
         one = jax.tree_util.tree_map(lambda a, t=t: a[t], data)
-        key = engine.minibatch_key(trial_keys(cfg)[t])
+        key = sampling.minibatch_key(trial_keys(cfg)[t])
         for j, step in enumerate(result.steps):
-            X, y = (np.asarray(a, np.float64) for a in engine.fresh_batch(prog, one, key, int(step)))
+            X, y = (np.asarray(a, np.float64) for a in sampling.fresh_batch(prog, one, key, int(step)))
             theta = {k: jnp.asarray(v[0, t, j, :3]) for k, v in result.params.items()}
             with jax.enable_x64(True):
                 want = float(ref_loss_jit(theta, jnp.asarray(X), jnp.asarray(y), 3))

@@ -14,7 +14,7 @@ from helpers import DEFAULT_CONFIG_HASH
 
 from dynamics import parts
 from dynamics.config.schema import Config, ConfigError, DataConfig
-from dynamics.core import engine
+from dynamics.core import program
 from dynamics.parts.registry import Part, Registry
 
 
@@ -82,7 +82,7 @@ def test_a_symmetric_init_is_refused_where_zero_is_a_saddle():
 def test_program_key_covers_the_parts_it_was_built_from(monkeypatch):
     from dynamics.infra import executables
 
-    prog = engine.Program(1, 1, True, 8, "first", "sqrt", "full", "split", "zero", "gd", "logistic", (0, 5))
+    prog = program.Program(1, 1, True, 8, "first", "sqrt", "full", "split", "zero", "gd", "logistic", (0, 5))
     before = executables.program_key("engine.x", {"prog": prog}, {})
     assert before == executables.program_key("engine.x", {"prog": prog}, {})  # deterministic
     # a part replaced by another implementation (a user's patch) gets another program

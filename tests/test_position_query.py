@@ -11,7 +11,7 @@ import pytest
 from helpers import BITWISE, fd_grad, logits_and_mse_grad
 
 from dynamics.api import run_sweep
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.errors import ConfigError
 from tests.test_vector_targets import vector_config, vector_file
 
@@ -70,7 +70,7 @@ def test_scores_ignore_the_tokens_content():
     # compiled some 15 programs, the Gaussian samplers of a second each; test_api_misuse runs
     # them); the attention and jax.nn.softmax each one compiled program
     init = jax.eval_shape(
-        lambda: model.init_params(jax.random.PRNGKey(1), 2, 3, init="normal", query="position", tokens=4)
+        lambda: inits.init_params(jax.random.PRNGKey(1), 2, 3, init="normal", query="position", tokens=4)
     )
     assert init["a"].shape == (2, 4) and init["U"].shape == (2, 3)
     rng = np.random.default_rng(1)
@@ -85,9 +85,9 @@ def test_scores_ignore_the_tokens_content():
     A1, A2 = (attention(p, X) for X in (X1, X2))
     assert np.array_equal(np.asarray(A1), np.asarray(A2))
     assert np.array_equal(np.asarray(A1)[0], np.asarray(softmax_2a(p["a"])))
-    assert model.param_count(2, 3, query="position", tokens=4) == 2 * 3 + 2 * 4
+    assert inits.param_count(2, 3, query="position", tokens=4) == 2 * 3 + 2 * 4
     with pytest.raises(ValueError, match="query='position' needs tokens=T"):
-        model.init_params(None, 2, 3, query="position")
+        inits.init_params(None, 2, 3, query="position")
     with pytest.raises(ValueError, match="has 4 positions; X has T=5"):
         model.attention(p, np.zeros((1, 5, 3), np.float32), "position")
 

@@ -23,7 +23,7 @@ from helpers import assert_curves_close, replace, small
 
 from dynamics import parts
 from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig, validate
-from dynamics.core import engine
+from dynamics.core import engine, sampling
 from dynamics.sweeps.sweep import run_sweep, trial_keys
 
 
@@ -289,7 +289,7 @@ def phi_reference(theta, X, case):
 def reference_batches(cfg: Config) -> list[np.ndarray]:
     """SGD's indices per update (epochs), from jax.random's own keys (not the engine's Threefry copy)."""
     key = jax.random.fold_in(
-        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[0])), engine.MINIBATCH_STREAM
+        jax.random.wrap_key_data(jnp.asarray(trial_keys(cfg)[0])), sampling.MINIBATCH_STREAM
     )
     out = []
     for t in range(STEPS):

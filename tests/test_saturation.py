@@ -36,6 +36,7 @@ from dynamics.config.schema import (
     SweepConfig,
     validate,
 )
+from dynamics.core import activations
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import margin_loss, mean_loss
@@ -68,7 +69,7 @@ def _softmax_grads(s, g, beta):
     its own; a program per activation, twice the seconds of this one)."""
     return {
         name: jax.grad(lambda x, sigma=sigma: jnp.sum(g * sigma(beta * x)))(s)
-        for name, sigma in (("softmax", mdl.softmax), ("softmax1", mdl.softmax1))
+        for name, sigma in (("softmax", activations.softmax), ("softmax1", activations.softmax1))
     }
 
 
@@ -350,15 +351,15 @@ def test_the_softmaxes_keep_jaxs_derivative_below_saturation(activation):
     def grad(fn):
         return np.asarray(jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(fn(x) * w) ** 2)))(s))
 
-    new, old = grad(getattr(mdl, activation)), grad(plain)
+    new, old = grad(getattr(activations, activation)), grad(plain)
     A, a0 = softmax_ref(np.asarray(s, np.float64), null, with_null=True)
     largest = np.maximum(A.max(axis=-1), a0[..., 0])
-    sat = 1.0 - largest < mdl.SATURATION
+    sat = 1.0 - largest < activations.SATURATION
     assert 0 < sat.sum() < sat.size  # both kinds of query occur
     if BITWISE:  # JAX's own derivative, bit for bit
         assert_same_numbers(new[~sat], old[~sat])
     else:  # a GPU fuses the two programs apart: each rounds its cancellation, to ε / SATURATION
-        atol = 4 * np.finfo(np.float32).eps / mdl.SATURATION * np.abs(old).max()
+        atol = 4 * np.finfo(np.float32).eps / activations.SATURATION * np.abs(old).max()
         np.testing.assert_allclose(new[~sat], old[~sat], rtol=0, atol=atol)
     A32 = np.asarray(jax.jit(plain)(s), np.float64)  # A as the programs above compute it
     g = 2 * np.tanh(A32 * np.asarray(w)) / np.cosh(A32 * np.asarray(w)) ** 2 * np.asarray(w)
@@ -500,20 +501,20 @@ def _slsqp_max_margin(G: np.ndarray) -> np.ndarray:
 
 
 def test_max_margin_p_and_W_for_the_selected_tokens():
-    from dynamics.theory import diagnostics as diag
+    from dynamics.theory import svm
 
     rng = np.random.default_rng(6)
     n, T, d = 3, 4, 6
     X = rng.normal(size=(n, T, d))
     X /= np.linalg.norm(X, axis=-1, keepdims=True)
     k = 5.0 * rng.normal(size=(1, d))
-    sel = diag.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
+    sel = svm.selected_tokens({"k": jnp.asarray(k)}, X, query="learned")[:, 0]
     np.testing.assert_array_equal(sel, np.argmax(X @ k[0], axis=1))
     rows = [X[i, sel[i]] - X[i, t] for i in range(n) for t in range(T) if t != sel[i]]
-    p = diag.max_margin_p(X, sel)
+    p = svm.max_margin_p(X, sel)
     np.testing.assert_allclose(p, _slsqp_max_margin(np.array(rows)), atol=1e-6)
     for query, q in (("first", 0), ("last", -1)):
-        W = diag.max_margin_W(X, sel, query=query).W
+        W = svm.max_margin_W(X, sel, query=query).W
         G = np.array(
             [
                 np.outer(X[i, sel[i]] - X[i, t], X[i, q]).ravel()
@@ -524,4 +525,4 @@ def test_max_margin_p_and_W_for_the_selected_tokens():
         )
         np.testing.assert_allclose(W.ravel(), _slsqp_max_margin(G), atol=1e-6)
     with pytest.raises(ValueError, match="selected tokens must be in 0..3"):
-        diag.max_margin_p(X, np.array([0, 4, 1]))
+        svm.max_margin_p(X, np.array([0, 4, 1]))

@@ -20,7 +20,7 @@ from dynamics.config.schema import (
     log_schedule,
     validate,
 )
-from dynamics.core import engine, losses, model, rng, update
+from dynamics.core import engine, inits, losses, model, rng, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import devices
 from dynamics.sweeps.sweep import pack_runs, plan_points, run_grid, run_sweep
@@ -211,7 +211,7 @@ def test_x64_engine_matches_float64_loop(optimizer):
         result = run_sweep(cfg, progress=False)
         d = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64)[1], data)  # numpy: no compile
         # the init and the optimiser's state jitted: one compile each instead of op-by-op dispatch
-        init = jax.jit(model.init_params, static_argnums=(1, 2), static_argnames=("init",))
+        init = jax.jit(inits.init_params, static_argnums=(1, 2), static_argnames=("init",))
         p = init(rng.fold_in(k_init, 1), 3, 8, init="normal")
         opt = update.make_optimizer(optimizer, cfg.optim.lr)
         state = jax.jit(opt.init)(p)

@@ -13,7 +13,7 @@ from datamodels.npz import read_header
 from dynamics import parts
 from dynamics.config.grid import resolve_grid
 from dynamics.config.schema import Config, ConfigError, DataConfig, apply_overrides, resolve
-from dynamics.core import engine, heads, model
+from dynamics.core import engine, heads, model, start
 from dynamics.core.data import data_model, draw_trial, token_width
 from dynamics.parts import metrics
 from dynamics.sweeps import memory
@@ -132,7 +132,7 @@ def engine_arrays(cfg: Config):
     prog = point.prog
 
     def held(d, b):
-        p = engine.init_slots(prog, b, engine.outputs_of(d), d.X_train.shape[-2])
+        p = start.init_slots(prog, b, engine.outputs_of(d), d.X_train.shape[-2])
         q = engine.by_position(prog, p)  # as the model and the per-head view read it
         A = [model.attention(q, X, prog.query) for X in (d.X_train, d.X_test)]
         view, _ = engine.head_view(prog, q, d, heads.key_directions(q), A[1])

@@ -15,13 +15,14 @@ from helpers import cli_error
 from jax.flatten_util import ravel_pytree
 
 from dynamics.config.schema import Config, ConfigError, apply_overrides, load_toml, resolve
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.core.data import train_relevant_tokens
 from dynamics.core.engine import METRICS
 from dynamics.sweeps.results import results_dict, write_results
 from dynamics.sweeps.sweep import prepare_data, run_sweep
 from dynamics.theory import diagnostics as dg
 from dynamics.theory import replay as theory
+from dynamics.theory import svm
 
 TINY = {
     "data": {"model": "mixture", "n_train": 12, "n_test": 8, "T": 4, "d": 4, "n_irrelevant": 2},
@@ -50,7 +51,7 @@ def reference_states(cfg: Config, steps):
     data, _, keys = prepare_data(cfg)
     X, y = jnp.asarray(data.X_train[0], jnp.float64), jnp.asarray(data.y_train[0], jnp.float64)
     scale = {"scale": m.init_scale} if m.init == "normal" else {}  # the zero init takes no scale
-    p = model.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)
+    p = inits.init_params(jnp.asarray(keys[0]), H, X.shape[-1], init=m.init, **scale)
     p = {k: v.astype(jnp.float64) for k, v in p.items()}
     L = functools.partial(dg.training_loss, X=X, y=y, query=m.query, norm=m.norm, loss=o.loss)
     lr = o.lr * H if o.lr_scaling == "linear" else o.lr
@@ -131,7 +132,7 @@ def test_logged_diagnostics_match_dense_references(x64, optimizer, init, fast):
 def _max_margin(cfg):
     with jax.enable_x64(False):  # drawn as the sweep draws them
         Xm, mask = train_relevant_tokens(resolve(cfg).config.data, _data_key(cfg), 1)
-    return dg.max_margin_direction(np.asarray(Xm[0]), np.asarray(mask[0])).W
+    return svm.max_margin_direction(np.asarray(Xm[0]), np.asarray(mask[0])).W
 
 
 def _data_key(cfg):

@@ -238,7 +238,7 @@ def test_the_default_sweep_fits_and_the_limit_is_overridable(monkeypatch):
 
 
 def test_the_parameter_estimate_counts_what_the_model_holds():
-    from dynamics.core.model import param_count
+    from dynamics.core.inits import param_count
 
     for key_query, d in (("full", 8), ("factored", 12)):
         cfg = resolve(

@@ -14,7 +14,7 @@ from helpers import fd_grad, logits_and_mse_grad
 
 from dynamics.api import run_sweep
 from dynamics.config.schema import DataConfig
-from dynamics.core import model
+from dynamics.core import inits, model
 from dynamics.errors import ConfigError
 from tests.helpers import small
 
@@ -80,14 +80,14 @@ def test_init_and_param_count_of_a_matrix_readout():
     # the shapes of the arrays init_params returns, without drawing them (op by op, the draws
     # compiled some 15 programs, two of them Gaussian samplers of seconds each; the eager draws of
     # a random init are run in test_api_misuse)
-    p = jax.eval_shape(lambda: model.init_params(jax.random.PRNGKey(0), 2, 4, init="normal", outputs=3))
+    p = jax.eval_shape(lambda: inits.init_params(jax.random.PRNGKey(0), 2, 4, init="normal", outputs=3))
     assert p["U"].shape == (2, 4, 3) and p["W"].shape == (2, 4, 4)
-    assert model.param_count(2, 4, outputs=3) == 2 * 4 * 3 + 2 * 16
-    assert model.init_params(None, 2, 4, outputs=1)["U"].shape == (2, 4)  # o = 1: today's shapes
+    assert inits.param_count(2, 4, outputs=3) == 2 * 4 * 3 + 2 * 16
+    assert inits.init_params(None, 2, 4, outputs=1)["U"].shape == (2, 4)  # o = 1: today's shapes
     with pytest.raises(ValueError, match="init='sphere' has no matrix readout"):
-        model.init_params(jax.random.PRNGKey(0), 2, 4, init="sphere", query="learned", outputs=3)
+        inits.init_params(jax.random.PRNGKey(0), 2, 4, init="sphere", query="learned", outputs=3)
     with pytest.raises(ValueError, match="bias=True is one scalar"):
-        model.init_params(None, 2, 4, bias=True, outputs=3)
+        inits.init_params(None, 2, 4, bias=True, outputs=3)
 
 
 def vector_file(folder, o=3, T=5, d=8) -> str:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from dynamics import run_sweep
-from dynamics.core.data import trial_data
 from dynamics.errors import ConfigError
 from dynamics.parts import boundary
+from dynamics.sweeps.trials import trial_data
 
 SIZES = dict(T=4, d=3, n_train=6, n_test=6)
 RUN = dict(heads=(1, 2), trials=2, steps=4, log_every=2, save_params=True, progress=False, **SIZES)

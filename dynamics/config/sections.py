@@ -30,7 +30,7 @@ from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, par
 
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = values.DIAGNOSTICS
-MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.diagnostics.NORMS)
+MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.svm.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
 
 # The data models whose parameters the first results files listed for every model (None where

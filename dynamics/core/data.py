@@ -11,11 +11,14 @@ import numpy as np
 
 import datamodels
 from dynamics import parts
-from dynamics.config.schema import DataConfig
 from dynamics.core import rng
 from dynamics.errors import ConfigError
 from dynamics.infra import executables
 from dynamics.parts import boundary
+
+# The config layer's ``DataConfig`` (``config.schema``), the data section of a resolved config (its
+# ``model``, sizes and ``resolved()``): named by this alias, as the core imports nothing of that layer
+DataConfig = Any
 
 
 class Data(NamedTuple):
@@ -203,52 +206,6 @@ def _synthetic_trials(cfg: DataConfig, model: ModelRef, raw: jax.Array, train: s
     return jax.vmap(lambda k: draw_trial(model.obj, cfg, k, train))(rng.wrap(raw))  # raw (trials, 2)
 
 
-class TrialData(NamedTuple):
-    """One trial's data as its run trains and tests on them (``trial_data``), numpy."""
-
-    X_train: np.ndarray  # (n, T, d) float32
-    y_train: np.ndarray  # (n,): ±1 labels or regression targets
-    X_test: np.ndarray  # (n_test, T, d)
-    y_test: np.ndarray  # (n_test,)
-    mask_train: np.ndarray | None  # (n, T) bool relevant tokens, None if unknown
-    mask_test: np.ndarray | None  # (n_test, T) bool
-    world: Any = None  # the trial's world (its latents, planted directions), None for a file
-
-    def save(self, path) -> None:
-        """An .npz that ``--data`` (``DataConfig(model="npz", path=...)``) runs exactly as these
-        arrays (the masks included where known)."""
-        arrays = {k: v for k, v in self._asdict().items() if v is not None and k != "world"}
-        np.savez(path, **arrays)
-
-
-def trial_data(config, trial: int = 0) -> TrialData:
-    """Exactly the arrays trial ``trial`` of a sweep of ``config`` (a Config, an Experiment, a
-    preset's name, or None for the defaults) trains and is tested on, and its world: drawn from the
-    sweep's own key (its seed) as the sweep draws them, so an analysis of them is an analysis of
-    the run's data (a run fed them, as an .npz or a data model returning them, gives the same
-    curves bit for bit). Data from a file: the file's arrays, the same for every trial. With online
-    sampling the training set is drawn but not trained on (each update samples a fresh batch)."""
-    from dynamics.config.schema import Config, preset, resolve
-
-    config = Config() if config is None else preset(config) if isinstance(config, str) else config
-    cfg = resolve(config).config
-    trials = cfg.sweep.trials
-    if isinstance(trial, bool) or not isinstance(trial, int | np.integer) or not 0 <= trial < trials:
-        raise ConfigError(f"trial={trial!r} must be an integer in [0, {trials}) (sweep.trials={trials})")
-    with jax.enable_x64(False):  # drawn as the sweep draws them (dynamics.sweeps.sweep._prepare)
-        data, shared = make_data(cfg.data, sweep_data_key(cfg.sweep.seed), trials, task=cfg.optim.task)
-    pick = (lambda a: a) if shared else (lambda a: a[trial])
-    arrays = [None if a is None else np.asarray(pick(a)) for a in data[:6]]
-    X, y, X_test, y_test, mask_test, mask_train = arrays
-    world = None if shared else jax.tree_util.tree_map(lambda a: np.asarray(a[trial]), data.world)
-    return TrialData(X, y, X_test, y_test, mask_train, mask_test, world)
-
-
-def sweep_data_key(seed: int) -> np.ndarray:
-    """The raw key a sweep of seed ``seed`` draws its data from (trial i: fold_in(key, i))."""
-    return rng.split(rng.seed(seed))[0]
-
-
 def direction_names(data: Data) -> list[str]:
     """The names of the rows of ``data.directions`` (``datamodels.direction_names``), from the
     trials' worlds; none for data from a file."""
@@ -271,3 +228,21 @@ def planted_names(cfg: DataConfig) -> list[str]:
 
 def token_width(data: Data) -> int:
     return int(data.X_train.shape[-1])
+
+
+def tied_positions(cfg) -> tuple[int, ...]:
+    """The logit each position reads under positional attention, as the data model ties them
+    (its ``tied_positions(params)``), or () (every position its own). Tied logits need
+    ``model.query='position'``: a one-line ConfigError otherwise."""
+    if parts.DATA_MODELS[cfg.data.model].from_file:
+        return ()
+    tie = getattr(data_model(cfg.data), "tied_positions", None)
+    groups = tie(cfg.data.resolved()) if callable(tie) else None
+    if not groups:
+        return ()
+    if not parts.QUERIES[cfg.model.query].positional:
+        raise ConfigError(
+            f"data.model={cfg.data.model!r} ties the logits of its copies, which needs positional attention: "
+            f"model.query='position' (got {cfg.model.query!r}); or untie them (data.copy_logits='free')"
+        )
+    return tuple(int(g) for g in groups)

@@ -19,43 +19,11 @@ and the metrics; every update is the same loop body whatever the schedule, so th
 not depend on it. The per-head view (per-head metrics, snapshots of θ) is logged at some of
 the logged steps (``Program.head_log``), under a ``lax.cond``, into buffers of its own.
 
-Packs. Slot s holds head ``slot_head[s]`` of run ``slot_run[s]`` (or is empty). The forward
-pass computes every slot's head output f_s(X) in the same contractions, then each run's
-Φ_r = c_{H_r} · Σ_{s in r} weight_s · f_s(X) with a select per (slot, run), so nothing of
-one run — a NaN of a diverging run included — reaches another. The objective Σ_r L_r has,
-for each slot, exactly its own run's gradient; the step size is applied per slot. So a
-run in a pack is the run alone up to float rounding (the contractions' shapes differ), and
-runs of different H share one program: one compile for a whole random-init sweep, no head
-padding (``sweep.pack_runs`` packs them first-fit decreasing).
-
-- Fast path (θ(0) = 0, full key-query): one slot per run (S = R = 1) of weight H. With
-  zero init every head gets the same gradient at every step (docs/model.md), so all H heads stay
-  equal to one
-  representative head θ. Write L̃(θ) = L(θ, …, θ) for the loss as a function of the common
-  value; by the chain rule ∇L̃ = Σ_h ∂L/∂θ_h = H·g, where g is the gradient each head
-  receives in the H-head model. The engine feeds the optimiser g = ∇L̃ / H, the exact
-  per-head gradient, so:
-    * GD: θ ← θ − η·g, the same update every head makes.
-    * Adam (optax defaults: b1 = 0.9, b2 = 0.999, eps = 1e-8, eps_root = 0): all state is
-      per coordinate, m ← b1·m + (1−b1)·g, v ← b2·v + (1−b2)·g², θ ← θ − η·m̂/(√v̂ + eps).
-      Every head's coordinates see the same sequence g, so they hold the same m, v and make
-      the same update, and the representative head fed g reproduces it, eps included.
-      (Feeding ∇L̃ = H·g instead would not be exact: m̂/(√v̂ + eps) would become
-      m̂/(√v̂ + eps/H), a different eps for each H — which is why the gradient is divided.)
-  The only difference to the H-head computation is float rounding (a sum of H equal terms
-  versus H times one term). H enters as a traced scalar, so every H shares one compile.
-- SGD (``Program.batch_size`` > 0): update t's gradient is over ``minibatch(prog, data,
-  key, t)``, B examples chosen by the sampling part from the trial's batch key (from
-  ``Batch.data_key``, the key its data were drawn from) and t alone: the same batch for every
-  run and head of a pack, in any pack, on any device, after any resume. The logged metrics
-  are the full sets'. Online sampling (``fresh_batch``) draws update t's B examples anew from the
-  trial's world (``Data.world``) with the data model's ``sample`` and fold_in(batch key, t); its
-  logged training metrics are those of update t's batch (``logged_train_set``). The step's other
-  rules (parameter groups, normalisation per run, the sphere) are ``Program.rules()``, applied
-  by ``update.update`` (``pack.member`` gives the runs).
-- Full path: every run has its H heads in H slots, weight 1 (empty slots: weight 0, never
-  read). Random init draws head h of a run from ``fold_in(key, h)`` (``model.init_params``),
-  so a run starts the same whatever shares its pack.
+The parts around the loop have modules of their own: the static ``Program``, the traced
+``Batch`` and how a pack's slots make up its runs (``Pack``; the fast and the full path) are
+``dynamics.core.program``'s; θ(0) of the slots ``dynamics.core.start``'s; SGD's batches
+``dynamics.core.sampling``'s. The step's rules (parameter groups, normalisation per run, the
+sphere) are ``Program.rules()``, applied by ``update.update`` (``pack.member`` gives the runs).
 
 Compiler options: on the CPU the engine lets YNNPACK fuse only around dots
 (``CPU_COMPILER_OPTIONS``): with jaxlib 0.10's default YNNPACK fusions a one-head step ran
@@ -67,9 +35,7 @@ results do not depend on the GPU generation.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -77,12 +43,14 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from dynamics import parts
-from dynamics.core import heads, hooks, rng
+from dynamics.core import heads, hooks
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.core.losses import error_rate, mean_loss
+from dynamics.core.program import Batch, Pack, Program, make_pack, per_run
+from dynamics.core.sampling import logged_train_set, minibatch, minibatch_key
+from dynamics.core.start import init_slots, world_start
 from dynamics.infra import executables
-from dynamics.parts import boundary
 from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, is_per_slot, metric_names, snapshot_name  # noqa: F401
 
 if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing above the model
@@ -92,123 +60,6 @@ if TYPE_CHECKING:  # the engine reads the data's fields; it imports nothing abov
 # module docstring; benchmarks/README.md has the measurements).
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
 BATCH_AXIS = "batch"
-
-
-class Batch(NamedTuple):
-    """B batch elements of one program; every field has the batch axis first.
-
-    An element is one *pack*: R runs of one trial (same data) whose heads fill the program's
-    S head slots. Slot s belongs to run ``slot_run[s]`` (R for an empty slot) and is head
-    ``slot_head[s]`` of that run. Runs without slots are padding.
-    """
-
-    trial: jax.Array  # (B,) int32: which trial's data (ignored when the data is shared)
-    key: jax.Array  # (B, R, 2) uint32: each run's init key (head h draws from fold_in(key, h))
-    n_heads: jax.Array  # (B, R) float: H
-    lr: jax.Array  # (B, R) float: the step size η(H)
-    init_scale: jax.Array  # (B, R) float: σ₀ of a normal init
-    slot_run: jax.Array  # (B, S) int32: the run of each head slot, R = empty
-    slot_head: jax.Array  # (B, S) int32: the slot's head index within its run
-    data_key: jax.Array  # (B, 2) uint32: the trial's key, its data drawn from it (SGD's batches too)
-    start: dict | None = None  # θ(0) from a file: {name: (B, S, …)}, "b" (B, R); None: the init's
-
-
-@dataclass(frozen=True)
-class Program:
-    """Everything that fixes the compiled program's shapes and code (hashable, static)."""
-
-    slots: int  # S head slots per pack (1 on the fast path)
-    runs: int  # R runs per pack (1 on the fast path)
-    fast_path: bool  # one stored head of weight H (zero init) instead of H heads
-    d: int
-    query: str
-    norm: str
-    key_query: str
-    head_size: str | int
-    init: str
-    optimizer: str
-    loss: str
-    segments: tuple[int, ...]  # steps before each logged step: (0, s_1 − 0, s_2 − s_1, …)
-    attention: str = "softmax"  # the activation over a query's scores (dynamics.parts.ACTIVATIONS)
-    bias: bool = False  # a learned scalar b per run added to Φ (never divided by H)
-    init_from: bool = False  # θ(0) is given (``Batch.start``), not drawn
-    head_metrics: bool = False  # log the per-head metrics (``dynamics.core.heads``), per slot
-    save_params: bool = False  # log θ itself ("param_<name>": per slot; the bias per run)
-    temperature: float = 1.0  # β₀: the scores are multiplied by β_t = β₀ / (1 + c·t)
-    temperature_decay: float = 0.0  # c
-    batch_size: int = 0  # B examples per update (SGD); 0: the full training set
-    sampling: str = "epoch"  # how SGD picks its B examples (dynamics.parts.SAMPLINGS)
-    # online sampling: the data model whose ``sample`` draws each batch from ``Data.world``, as a
-    # static reference equal only to the same object (``dynamics.core.data.ModelRef``); else None
-    sampler: Any = None
-    groups: tuple[tuple[str, upd.GroupRule], ...] = dataclasses.field(default_factory=upd.default_groups)
-    constraint: str = "none"  # dynamics.parts.CONSTRAINTS
-    ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) (0: g / ‖g‖)
-    ngd_per_group: bool = False  # normalised GD: readout and attention each normalised on its own
-    # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
-    # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
-    user_metrics: tuple = ()
-    metric_heads: int = 0
-    # the per-head view (per-head metrics, snapshots): the positions among the logged steps where it
-    # is logged (``dynamics.parts.metrics.head_indices``), and whether with the head–head matrices
-    head_log: tuple[int, ...] = ()
-    head_sims: bool = False
-
-    @property
-    def head_view(self) -> bool:
-        return bool(self.head_log) and (self.head_metrics or self.save_params)
-
-    # positional attention: the logit each position reads (copies sharing one logit), () for one each
-    tied_positions: tuple[int, ...] = ()
-
-    def rules(self) -> upd.Rules:
-        """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""
-        opt = parts.OPTIMIZERS[self.optimizer]
-        return upd.Rules(
-            self.groups, opt.decoupled_weight_decay, opt.normalise_per_run, self.constraint,
-            self.ngd_eps, self.ngd_per_group,
-        )  # fmt: skip
-
-    def beta(self, t) -> float | jax.Array:
-        """β of update t (0-based; a traced step, or a number): β₀ / (1 + c·t). A number when
-        the temperature is constant, so β = 1 leaves the scores untouched (the same program)."""
-        if self.temperature_decay == 0.0:
-            return self.temperature
-        return self.temperature / (1.0 + self.temperature_decay * t)
-
-
-class Pack(NamedTuple):
-    """How one batch element's S head slots make up its R runs (traced arrays)."""
-
-    member: jax.Array  # (S, R) bool: slot s is a head of run r
-    weight: jax.Array  # (S,) float: H on the fast path (one head standing for H), else 1; 0 if empty
-    n_heads: jax.Array  # (R,) float: H of each run
-    real: jax.Array  # (R,) bool: the run has heads (not padding)
-
-
-def make_pack(prog: Program, slot_run: jax.Array, n_heads: jax.Array) -> Pack:
-    member = slot_run[:, None] == jnp.arange(prog.runs)[None, :]  # (S, R)
-    if prog.fast_path:
-        weight = jnp.sum(jnp.where(member, n_heads[None, :], 0.0), axis=1)  # (S,): H of its run
-    else:
-        weight = jnp.any(member, axis=1).astype(n_heads.dtype)
-    return Pack(member, weight, n_heads, jnp.any(member, axis=0))
-
-
-def single_run_pack(prog: Program, n_heads: jax.Array) -> Pack:
-    """The pack of one run (R = 1) of H = ``n_heads``: slots 0..H−1, or one slot of weight H."""
-    n_heads = jnp.reshape(n_heads, (1,))
-    if prog.fast_path:
-        return make_pack(prog, jnp.zeros((prog.slots,), jnp.int32), n_heads)
-    slot_run = jnp.where(jnp.arange(prog.slots) < n_heads[0], 0, 1).astype(jnp.int32)
-    return make_pack(prog, slot_run, n_heads)
-
-
-def per_run(pack: Pack, per_slot: jax.Array) -> jax.Array:
-    """(..., S) -> (..., S, R): each slot's value in its run's column, exact 0 elsewhere (a
-    select, not a product: a non-finite value of one run never reaches another)."""
-    member = pack.member.reshape((1,) * (per_slot.ndim - 1) + pack.member.shape)
-    return jnp.where(member, per_slot[..., None], 0.0)
 
 
 def run_logits(prog: Program, pack: Pack, f: jax.Array) -> jax.Array:
@@ -342,117 +193,6 @@ def per_slot_key(name: str) -> bool:
     """A logged array with one entry per head slot (S, …), not per run (R,): the per-head metrics and
     the heads' parameters (the bias is per run), as their metrics declare (``dynamics.parts.metrics``)."""
     return is_per_slot(name)
-
-
-def _head_size(prog: Program) -> int | None:
-    """d_h of factored heads (every run of a split program has H = S), None for a free W."""
-    return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
-
-
-def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = None) -> mdl.Params:
-    """θ(0) of every slot: head ``slot_head`` of its run drawn from the run's key exactly as
-    ``model.init_params`` draws it, so a run starts the same in any pack; empty slots are 0.
-    ``outputs`` o > 1: a matrix readout U (S, d, o) (vector targets); ``tokens`` T sizes the position
-    logits a (S, T) of positional attention."""
-    if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
-        return dict(b.start)
-    head_size = _head_size(prog)
-    init = parts.INITS[prog.init]
-    learned = parts.QUERIES[prog.query].learned
-    positions = None
-    if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
-        positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
-    if not init.random:
-        shapes = mdl.head_shapes(prog.d, head_size, learned, outputs, positions)
-        params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
-    else:
-        run = jnp.minimum(b.slot_run, prog.runs - 1)
-        extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
-        extra |= {"outputs": outputs} if outputs > 1 else {}
-        extra |= {"positions": positions} if positions is not None else {}
-        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
-        filled = b.slot_run < prog.runs
-        params = {k: jnp.where(mdl.per_head(filled, v), v, 0.0) for k, v in params.items()}
-    if prog.bias:  # one per run, 0 at the start
-        params["b"] = jnp.zeros((prog.runs,), params["U"].dtype)
-    return params
-
-
-def world_start(prog: Program, params: mdl.Params, b: Batch, given: dict | None) -> mdl.Params:
-    """θ(0) with the parameters the trial's world sets (``Data.world_init``: name -> one head's
-    array) in every filled slot of every run, empty slots 0; the rest as the init (or file) gave."""
-    if not given:
-        return params
-    filled = b.slot_run < prog.runs  # (S,)
-    out = dict(params)
-    for k, v in given.items():
-        value = jnp.broadcast_to(jnp.asarray(v, params[k].dtype), params[k].shape)
-        out[k] = jnp.where(mdl.per_head(filled, value), value, 0.0)
-    return out
-
-
-# fold_in(trial key, MINIBATCH_STREAM): the trial's stream of SGD batches, apart from its data
-# draws (which split the trial key, ``core.data``).
-MINIBATCH_STREAM = 0x5D6B
-
-
-def minibatch_key(data_key: jax.Array) -> jax.Array:
-    """The batch key of a trial whose data were drawn from ``data_key`` (raw (2,) uint32)."""
-    return jax.random.fold_in(rng.wrap(data_key), MINIBATCH_STREAM)
-
-
-def minibatch(prog: Program, data: Data, key: jax.Array | None, t) -> tuple[jax.Array, jax.Array]:
-    """The training examples (X, y) of update t: all of them, or SGD's B examples chosen by the
-    program's sampling (``dynamics.parts.SAMPLINGS``) from the trial's batch ``key`` and t alone,
-    so every run of a pack (one trial) and every packing, device count or resume gets the same."""
-    if not prog.batch_size:
-        return data.X_train, data.y_train
-    if parts.SAMPLINGS[prog.sampling].fresh:
-        return fresh_batch(prog, data, key, t)
-    return parts.SAMPLINGS[prog.sampling].load()(data, key, t, prog.batch_size)
-
-
-def fresh_batch(prog: Program, data: Data, key: jax.Array, t) -> tuple[jax.Array, jax.Array]:
-    """``online``: B new examples of the trial's world (``data.world``), sampled by the data model
-    (``prog.sampler``) from fold_in(key, t): update t's batch, whatever the packing or resume."""
-    # drawn as the training set is, without x64 (x64 draws other numbers: 64-bit integers, floats)
-    world = jax.tree_util.tree_map(_as_float32, data.world)
-    with jax.enable_x64(False):
-        _, T, d = data.X_train.shape[-3:]  # an online batch checked as the training set is
-        at = boundary.where(prog.sampler.name, prog.batch_size, "an online batch")
-        k_t = jax.random.fold_in(key, t)
-        X, y, _ = boundary.sample(prog.sampler.obj, world, k_t, prog.batch_size, T, d, at)
-    return jnp.asarray(X, data.X_train.dtype), jnp.asarray(y, data.y_train.dtype)
-
-
-def _as_float32(a):
-    return a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a
-
-
-def logged_train_set(prog: Program, data: Data, key: jax.Array | None, t) -> Data:
-    """The data the metrics at logged step t read: the training set, or with online sampling the
-    batch of update t (the next one: examples no update has seen) in its place."""
-    if not (prog.batch_size and parts.SAMPLINGS[prog.sampling].fresh):
-        return data
-    X, y = fresh_batch(prog, data, key, t)
-    return data._replace(X_train=X, y_train=y, mask_train=None)
-
-
-def epoch_batch(data: Data, key: jax.Array, t, size: int) -> tuple[jax.Array, jax.Array]:
-    """``epoch``: update t is batch t mod (n/B) of epoch e = t // (n/B), consecutive B examples of
-    a permutation of the n drawn from fold_in(key, e) (B divides n: every example once an epoch)."""
-    n = data.y_train.shape[0]
-    per_epoch = n // size
-    order = jax.random.permutation(jax.random.fold_in(key, t // per_epoch), n)
-    idx = jax.lax.dynamic_slice_in_dim(order, (t % per_epoch) * size, size)
-    return data.X_train[idx], data.y_train[idx]
-
-
-def replace_batch(data: Data, key: jax.Array, t, size: int) -> tuple[jax.Array, jax.Array]:
-    """``replace``: B indices uniform on 0..n−1 with replacement, drawn from fold_in(key, t)."""
-    n = data.y_train.shape[0]
-    idx = jax.random.randint(jax.random.fold_in(key, t), (size,), 0, n, dtype=jnp.int32)
-    return data.X_train[idx], data.y_train[idx]
 
 
 def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array], jax.Array]:

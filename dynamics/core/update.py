@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import optax
 
 from dynamics import parts
-from dynamics.core.model import per_head, unit_rows
+from dynamics.core.inits import per_head, unit_rows
 
 Params = dict[str, jax.Array]
 

@@ -24,6 +24,7 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
@@ -65,7 +66,7 @@ def train_attention(data, X_show: jax.Array, heads: jax.Array, lr: jax.Array, se
     d = data.X_train.shape[-1]
 
     def run(m):
-        params0 = mdl.init_params(jax.random.PRNGKey(0), 1, d, init="zero")  # the key is unused at zero
+        params0 = inits.init_params(jax.random.PRNGKey(0), 1, d, init="zero")  # the key is unused at zero
         weight = jnp.reshape(m, (1,))  # (1,): the one stored head stands for m identical heads
 
         def loss_on(p, X, y):

@@ -27,6 +27,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
+from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
@@ -101,7 +102,7 @@ def train_lazy_rich(
         # The empty slots (weight 0) start at 0, so they add nothing to ‖θ₀‖ (Φ ignores them, and
         # they get zero gradient, so they stay 0): the per-head init scale σ₀·w_s draws them as 0.
         slots = jnp.arange(h_max)
-        params0 = mdl.init_heads(jnp.broadcast_to(key, (h_max, *key.shape)), slots, d, scale * weight)
+        params0 = inits.init_heads(jnp.broadcast_to(key, (h_max, *key.shape)), slots, d, scale * weight)
 
         def phi(p):
             return mdl.logits(p, data.X_train, weight=weight, n_heads=n_heads)  # (n,)

@@ -27,8 +27,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
+from dynamics.core import inits, rng
 from dynamics.core import model as mdl
-from dynamics.core import rng
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
 
@@ -64,7 +64,7 @@ def _observe(loss_fn, p, readout_scale):
 @partial(jax.jit, static_argnames=("n_heads", "segments"))
 def train_many_heads(data, lr, n_heads: int, segments: tuple[int, ...]):
     """The H-head model from θ(0) = 0, all H heads simulated, GD step ``lr``, c_H = 1/√H."""
-    params0 = mdl.init_params(jax.random.PRNGKey(0), n_heads, data.X_train.shape[-1], init="zero")
+    params0 = inits.init_params(jax.random.PRNGKey(0), n_heads, data.X_train.shape[-1], init="zero")
 
     def objective(p):
         return mean_loss(data.y_train * mdl.logits(p, data.X_train, norm="sqrt"), Loss.LOGISTIC)
@@ -78,7 +78,7 @@ def train_one_head(data, lr, heads: jax.Array, segments: tuple[int, ...]):
     """One head (c = 1) from 0: Ũ with GD step ``lr``, W with step ``lr``/H; vmapped over ``heads``."""
 
     def one(n_heads):
-        params0 = mdl.init_params(jax.random.PRNGKey(0), 1, data.X_train.shape[-1], init="zero")
+        params0 = inits.init_params(jax.random.PRNGKey(0), 1, data.X_train.shape[-1], init="zero")
         steps = {"U": lr, "W": lr / n_heads}  # readout η, key-query η/H
 
         def objective(p):

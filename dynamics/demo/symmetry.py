@@ -25,8 +25,8 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from dynamics.core import inits, rng
 from dynamics.core import model as mdl
-from dynamics.core import rng
 from dynamics.core.losses import Loss, mean_loss
 from dynamics.demo import common as cm
 
@@ -61,7 +61,7 @@ def train_symmetry(data, key: jax.Array, n_heads: jax.Array, scale: jax.Array, l
     """
     loss = Loss.LOGISTIC
     d = data.X_train.shape[-1]
-    normal = mdl.init_params(key, h_max, d, init="normal", scale=1.0)
+    normal = inits.init_params(key, h_max, d, init="normal", scale=1.0)
     # The empty slots keep their draw: weight 0 gives them no say in Φ and exactly zero gradient,
     # and the diversity reads only the H heads of the model.
     params0 = {k: jnp.where(scale > 0, scale * v, 0.0) for k, v in normal.items()}

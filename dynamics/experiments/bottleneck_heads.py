@@ -26,6 +26,7 @@ from dynamics.config.schema import (
     preset,
     validate,
 )
+from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
 from dynamics.sweeps.sweep import run_sweep
@@ -103,8 +104,8 @@ QUICK_HEADS = HeadsConfig(
 
 def matched_heads(n_heads: int, d: int, head_size: int) -> int:
     """H' ≥ 1 whose fixed-head-size parameter count is closest to the split layout's with H heads."""
-    target = mdl.param_count(n_heads, d, "factored", "split")
-    per_head = mdl.param_count(1, d, "factored", head_size)
+    target = inits.param_count(n_heads, d, "factored", "split")
+    per_head = inits.param_count(1, d, "factored", head_size)
     lo = max(1, target // per_head)
     return min((lo, lo + 1), key=lambda h: (abs(h * per_head - target), h))
 
@@ -176,15 +177,15 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
                 data_model=m,
                 layout=name,
                 head_size=mdl.resolve_head_size(head_size, d, h),
-                param_count=mdl.param_count(h, d, "factored", head_size),
+                param_count=inits.param_count(h, d, "factored", head_size),
             )
             summary.append(row)
     matched = [
         {
             "split_heads": h,
-            "split_params": mdl.param_count(h, cfg.width, "factored", "split"),
+            "split_params": inits.param_count(h, cfg.width, "factored", "split"),
             "fixed_heads": (hm := matched_heads(h, cfg.width, cfg.tokens)),
-            "fixed_params": mdl.param_count(hm, cfg.width, "factored", cfg.tokens),
+            "fixed_params": inits.param_count(hm, cfg.width, "factored", cfg.tokens),
         }
         for h in cfg.heads
     ]

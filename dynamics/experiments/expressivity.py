@@ -27,6 +27,7 @@ from dynamics.config.schema import (
     digest,
     log_schedule,
 )
+from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.infra.executables import exact_matmuls
@@ -44,7 +45,7 @@ class ExpressivityConfig:
     steps: int = 3000  # Adam steps per fit; more gets closer to the infimum below T − 1
     lr: float = 0.05  # Adam's initial step, decayed exponentially to lr·lr_final
     lr_final: float = 0.01  # the last step's fraction of lr (a decay helps reach ~0 error)
-    init_scale: float = 1.0  # σ₀: Q, K entries N(0, σ₀²/d), as model.init_params
+    init_scale: float = 1.0  # σ₀: Q, K entries N(0, σ₀²/d), as inits.init_params
     dirichlet: float = 1.0  # target rows ~ Dirichlet(α·1): α = 1 is uniform on the simplex
     tol: float = 1e-4  # "fits" = best total-variation error below tol for every target
     seed: int = 0  # the root PRNG seed (X, targets and inits)
@@ -113,7 +114,7 @@ def _fit_one(
     each step, (steps,).
     """
     d, A = X.shape[-1], mask.shape[0]
-    params = mdl.init_params(key, 1, d, init="normal", scale=init_scale, key_query="factored", head_size=A)
+    params = inits.init_params(key, 1, d, init="normal", scale=init_scale, key_query="factored", head_size=A)
     cols = mask[None, None, :]  # (1, 1, A)
     qk = {"Q": params["Q"] * cols, "K": params["K"] * cols}  # (1, d, A) each; U plays no part in A
     adam = upd.direction("adam")  # the engine's step; η decays exponentially to lr·lr_final
@@ -265,7 +266,7 @@ def _expressivity_at(
         "T": T,
         "d": d,
         "head_sizes": sizes,
-        "param_count": [mdl.param_count(1, d, "factored", a) for a in sizes],
+        "param_count": [inits.param_count(1, d, "factored", a) for a in sizes],
         "key_query_params": [2 * d * a for a in sizes],
         "best_tv_mean": best["tv"].mean(axis=1).tolist(),
         "best_tv_max": best["tv"].max(axis=1).tolist(),

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.core.activations import beta_at  # noqa: F401  (this study's β schedule, named here for its figures)
+
 QUANTITIES = ("kappa", "nu", "distance", "excess_risk")
 LABELS = {
     "kappa": "|k·k*|",
@@ -72,12 +74,6 @@ def alignments(result, head_row: int = 0) -> dict[str, np.ndarray]:
 def manifold_distance(v_kstar, k_vstar, k_v) -> np.ndarray:
     """√((v·k*)² + (k·v*)² + (k·v)²) (unit k, v: the cosines are the dot products, any sign)."""
     return np.sqrt(np.square(v_kstar) + np.square(k_vstar) + np.square(k_v))
-
-
-def beta_at(steps, beta0: float, decay: float) -> np.ndarray:
-    """β₀ / (1 + c·(s − 1)) at logged step s ≥ 1 (the last update's β), β₀ at s = 0."""
-    s = np.asarray(steps, dtype=float)
-    return beta0 / (1.0 + decay * np.maximum(s - 1.0, 0.0))
 
 
 def floor(beta, d: int, T: int, gamma: float, nodes: int = 80) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The model's parts: query modes, attention activations, head normalisations c_H, key-query
-layouts and inits. Metadata only (no JAX); each part's math is in ``dynamics.core.model``.
+layouts and inits. Metadata only (no JAX); each part's math is in ``dynamics.core.model``
+(activations: ``dynamics.core.activations``; inits: ``dynamics.core.inits``).
 
 Each part states the rules the engine relies on:
 
@@ -21,6 +22,8 @@ from dynamics.errors import ConfigError
 from dynamics.parts.registry import Part, Registry
 
 _MODEL = "dynamics.core.model"
+_ACTIVATIONS = "dynamics.core.activations"
+_INITS = "dynamics.core.inits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,18 +124,24 @@ ACTIVATIONS: Registry[Activation] = Registry(
     "attention",
     "model.attention",
     (
-        Activation("softmax", "e^{βs_t} / Σ_t' e^{βs_t'} over the T tokens", f"{_MODEL}:softmax"),
+        Activation("softmax", "e^{βs_t} / Σ_t' e^{βs_t'} over the T tokens", f"{_ACTIVATIONS}:softmax"),
         Activation(
             "softmax1",
             "e^{βs_t} / (1 + Σ_t' e^{βs_t'}): a head may attend to nothing",
-            f"{_MODEL}:softmax1",
+            f"{_ACTIVATIONS}:softmax1",
             normalises=False,
         ),
         Activation(
-            "linear", "β·s_t, no normalisation", f"{_MODEL}:identity", normalises=False, saddle_at_zero=True
+            "linear",
+            "β·s_t, no normalisation",
+            f"{_ACTIVATIONS}:identity",
+            normalises=False,
+            saddle_at_zero=True,
         ),
-        Activation("sigmoid", "1 / (1 + e^{-βs_t}) per token", f"{_MODEL}:sigmoid", normalises=False),
-        Activation("erf", "erf(β s_t) per token", f"{_MODEL}:erf", normalises=False, saddle_at_zero=True),
+        Activation("sigmoid", "1 / (1 + e^{-βs_t}) per token", f"{_ACTIVATIONS}:sigmoid", normalises=False),
+        Activation(
+            "erf", "erf(β s_t) per token", f"{_ACTIVATIONS}:erf", normalises=False, saddle_at_zero=True
+        ),
     ),
 )
 NORMS: Registry[Norm] = Registry(
@@ -157,17 +166,17 @@ INITS: Registry[Init] = Registry(
     "model.init",
     (
         Init("zero", "θ(0) = 0, the papers' setting; heads stay identical", symmetric=True, random=False),
-        Init("normal", "entries N(0, σ₀²/d); breaks head symmetry", f"{_MODEL}:init_heads"),
+        Init("normal", "entries N(0, σ₀²/d); breaks head symmetry", f"{_INITS}:init_heads"),
         Init(
             "sphere",
             "U_h and k_h uniform on the unit sphere, the rest as normal (needs --query learned)",
-            f"{_MODEL}:init_sphere",
+            f"{_INITS}:init_sphere",
         ),
         Init(
             "icl",
             "Zhang et al.'s in-context init: each array N(0, σ₀²/entries of its whole layer), "
             "the last (y) channel unseen by the context side and read by U only",
-            f"{_MODEL}:init_icl",
+            f"{_INITS}:init_icl",
             per_layer=True,
         ),
     ),

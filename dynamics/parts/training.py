@@ -66,7 +66,7 @@ class Optimizer(Part):
 @dataclasses.dataclass(frozen=True)
 class Sampling(Part):
     """Which B training examples an SGD update uses: ``impl`` maps (data, key, t, B) to the
-    batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.engine``).
+    batch (X, y), from the trial's batch key and the update t alone (``dynamics.core.sampling``).
     ``fresh``: the B examples are drawn anew from the trial's world by its data model's ``sample``
     at every update (online SGD; the engine calls it, ``impl`` is unused): the data model must have
     a world (not a file), and the logged training metrics are those of the next update's batch."""
@@ -134,7 +134,7 @@ OPTIMIZERS: Registry[Optimizer] = Registry(
         ),
     ),
 )
-_ENGINE = "dynamics.core.engine"
+_SAMPLING = "dynamics.core.sampling"
 SAMPLINGS: Registry[Sampling] = Registry(
     "sampling",
     "optim.sampling",
@@ -142,9 +142,11 @@ SAMPLINGS: Registry[Sampling] = Registry(
         Sampling(
             "epoch",
             "a fresh permutation of the n examples per epoch, consecutive batches of it (B divides n)",
-            f"{_ENGINE}:epoch_batch",
+            f"{_SAMPLING}:epoch_batch",
         ),
-        Sampling("replace", "B examples drawn with replacement at every update", f"{_ENGINE}:replace_batch"),
+        Sampling(
+            "replace", "B examples drawn with replacement at every update", f"{_SAMPLING}:replace_batch"
+        ),
         Sampling(
             "online",
             "B fresh examples from the data model at every update (no training set is reused)",

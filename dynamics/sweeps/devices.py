@@ -14,7 +14,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dynamics.core.data import Data
-from dynamics.core.engine import BATCH_AXIS, Batch, float_dtype
+from dynamics.core.engine import BATCH_AXIS, float_dtype
+from dynamics.core.program import Batch
 
 
 def cpu_cores() -> int:

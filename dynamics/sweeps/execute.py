@@ -19,10 +19,18 @@ from tqdm.auto import tqdm
 from dynamics import parts
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
-from dynamics.core.data import Data, direction_names, make_data, token_width, world_initial_params
-from dynamics.core.engine import ZERO_STEP, Batch, float_dtype, per_slot_key, train_batch
+from dynamics.core.data import (
+    Data,
+    direction_names,
+    make_data,
+    tied_positions,
+    token_width,
+    world_initial_params,
+)
+from dynamics.core.engine import ZERO_STEP, float_dtype, per_slot_key, train_batch
 from dynamics.core.hooks import MetricRef
-from dynamics.core.model import check_outputs, head_shapes
+from dynamics.core.inits import check_outputs, head_shapes
+from dynamics.core.program import Batch
 from dynamics.errors import ConfigError
 from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.timings import phase
@@ -81,7 +89,6 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
     """One head's parameter shapes of ``cfg``'s model (what a world's ``initial_params`` may set),
     as the engine draws them: a matrix readout U (d, o) for ``data``'s vector targets y (n, o), the
     position logits a (T,) (one per tied group) for ``model.query='position'``."""
-    from dynamics.sweeps.plan import tied_positions
 
     m = cfg.model
     layout = parts.KEY_QUERIES[m.key_query]
@@ -105,7 +112,7 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
 
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
     """Vector targets y (n, o), o >= 2 (a matrix readout U_h ∈ R^{d×o}): a regression loss, an init
-    that draws a matrix readout (``model.check_outputs``: zero or normal, no bias), no θ(0) from a
+    that draws a matrix readout (``inits.check_outputs``: zero or normal, no bias), no θ(0) from a
     file and no user metric (both written for U_h ∈ R^d); a declared ``outputs`` (``DataModel.outputs``,
     what the memory estimate counts) must be the drawn o. Both the fast path (zero init: every head
     still gets the same gradient) and packing (a head's shapes do not depend on H) hold as for o = 1.

@@ -21,10 +21,9 @@ import numpy as np
 from dynamics import parts
 from dynamics.config.schema import Config
 from dynamics.core import rng
-from dynamics.core.data import ModelRef, data_model
-from dynamics.core.engine import Batch, Program
+from dynamics.core.data import ModelRef, data_model, tied_positions
+from dynamics.core.program import Batch, Program
 from dynamics.core.update import GroupRule
-from dynamics.errors import ConfigError
 from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
 from dynamics.sweeps.devices import BatchPlacer
 
@@ -78,24 +77,6 @@ def program_for(
         metric_heads=int(heads) if metrics else 0,
         tied_positions=tied_positions(cfg),
     )
-
-
-def tied_positions(cfg: Config) -> tuple[int, ...]:
-    """The logit each position reads under positional attention, as the data model ties them
-    (its ``tied_positions(params)``), or () (every position its own). Tied logits need
-    ``model.query='position'``: a one-line ConfigError otherwise."""
-    if parts.DATA_MODELS[cfg.data.model].from_file:
-        return ()
-    tie = getattr(data_model(cfg.data), "tied_positions", None)
-    groups = tie(cfg.data.resolved()) if callable(tie) else None
-    if not groups:
-        return ()
-    if not parts.QUERIES[cfg.model.query].positional:
-        raise ConfigError(
-            f"data.model={cfg.data.model!r} ties the logits of its copies, which needs positional attention: "
-            f"model.query='position' (got {cfg.model.query!r}); or untie them (data.copy_logits='free')"
-        )
-    return tuple(int(g) for g in groups)
 
 
 def online_sampler(cfg: Config) -> ModelRef | None:
@@ -333,6 +314,6 @@ def start_params(cfg: Config, batch: Batch, elements, packs, dtype) -> dict[str,
 
 def trial_keys(cfg: Config) -> np.ndarray:
     """(trials, 2) uint32: trial i's key, fold_in(data key, i), from which ``make_data`` draws its
-    data (synthetic models) and the engine its SGD batches (``engine.minibatch_key``)."""
+    data (synthetic models) and the engine its SGD batches (``sampling.minibatch_key``)."""
     k_data, _ = rng.split(rng.seed(cfg.sweep.seed))
     return np.stack([rng.fold_in(k_data, i) for i in range(cfg.sweep.trials)])

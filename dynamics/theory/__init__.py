@@ -1,2 +1,3 @@
-"""The theory's quantities at a state θ (``diagnostics``: sharpness, tangent kernel, max-margin SVM)
-and their replay along a sweep's runs for ``--diagnostics`` (``replay``)."""
+"""The theory's quantities at a state θ (``diagnostics``: sharpness, tangent kernel; ``svm``: the
+max-margin SVM), their replay along a sweep's runs for ``--diagnostics`` (``replay``) and the
+max-margin view of a run's own snapshots (``maxmargin``)."""

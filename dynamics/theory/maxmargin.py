@@ -3,8 +3,8 @@
 For each trial of a one-head sweep with the query ``first``, ``last``, ``learned`` or ``position``:
 the tokens the model selects (the argmax of its attention in each training example) at the final
 logged step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for
-that selection (W^mm, ``diagnostics.max_margin_W``; p^mm for a learned query,
-``diagnostics.max_margin_p``; for the position logits a^mm, the p^mm of one-hot position tokens,
+that selection (W^mm, ``svm.max_margin_W``; p^mm for a learned query,
+``svm.max_margin_p``; for the position logits a^mm, the p^mm of one-hot position tokens,
 feasible only where every example selects the same position, else NaN), of least Frobenius norm
 (Tarzanagh et al.'s SVM) or with ``norm="nuc"`` (``sweep.maxmargin_norm``) of least nuclear norm
 (the same p^mm: a vector's two norms agree); and at every step with a snapshot (the per-head
@@ -13,7 +13,7 @@ corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖) (Frobenius), the mean at
 run's activation at its temperature: the β of the update before each snapshot, ``temperature``
 and ``temperature_decay``) and ‖θ‖ — the quantities of Tarzanagh, Li, Thrampoulidis, Oymak's
 figures. Computed in float64 numpy from the saved float32/64 parameters and the trial's data
-(``core.data.trial_data``).
+(``sweeps.trials.trial_data``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dynamics.errors import ConfigError
-from dynamics.theory import diagnostics as dg
+from dynamics.theory import svm
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
 
 SELECTIONS = ("final", "mask")
@@ -118,15 +118,15 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
-    from dynamics.core.data import trial_data
-    from dynamics.experiments.single_location import beta_at
-    from dynamics.sweeps.plan import tied_positions
+    from dynamics.core.activations import beta_at
+    from dynamics.core.data import tied_positions
+    from dynamics.sweeps.trials import trial_data
 
     cfg = result.config
     if selection not in SELECTIONS:
         raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
-    if norm not in dg.NORMS:
-        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(dg.NORMS)}")
+    if norm not in svm.NORMS:
+        raise ConfigError(f"norm={norm!r}; allowed: {', '.join(svm.NORMS)}")
     query = cfg.model.query
     if query == "all":
         raise ConfigError(
@@ -160,7 +160,7 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
                 if name in ("k", "a")
                 else dg.max_margin_W(X, sel, query, norm=norm).W
             )
-        except dg.MaxMarginError:
+        except svm.MaxMarginError:
             mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
         flat = theta.reshape(L, -1)
         size = np.linalg.norm(flat, axis=1)  # ‖θ‖ at every logged step (``norm`` is the solver's)

@@ -40,12 +40,13 @@ from tqdm.auto import tqdm
 
 from dynamics import parts
 from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
+from dynamics.core import inits, rng
 from dynamics.core import model as mdl
-from dynamics.core import rng
 from dynamics.core import update as upd
 from dynamics.core.data import Data, train_relevant_tokens
 from dynamics.core.losses import mean_loss
 from dynamics.theory import diagnostics as dg
+from dynamics.theory import svm
 
 POINTS = 24  # at most this many diagnostic steps per run (cost: see benchmarks/README.md)
 KERNEL_EXAMPLES = 256
@@ -150,7 +151,7 @@ def _svm(cfg: Config, data: Data, trials: int) -> tuple[list[np.ndarray | None],
         raise RuntimeError("max-margin: the redrawn training tokens differ from the sweep's data")
     solutions, statuses = [], []
     for t in range(trials):
-        sol = dg.max_margin_direction(
+        sol = svm.max_margin_direction(
             X_used[t], np.asarray(mask[t]), check=False, norm=cfg.sweep.maxmargin_norm
         )
         statuses.append(sol.status)
@@ -175,8 +176,8 @@ class _Run:
     def init(self, key: np.ndarray, d: int):
         m = self.cfg.model
         if self.fast:
-            return {k: jnp.zeros((1, *s), self.dtype) for k, s in mdl.head_shapes(d).items()}
-        p = mdl.init_params(
+            return {k: jnp.zeros((1, *s), self.dtype) for k, s in inits.head_shapes(d).items()}
+        p = inits.init_params(
             jnp.asarray(key),
             self.H,
             d,
@@ -220,7 +221,7 @@ def _one_run(
             if K_ref is not None:
                 out["kernel_distance"][where + (j,)] = float(dg.kernel_distance(K_ref, K))
         if "W" in got and W_mm is not None:
-            total, head = dg.head_cosines(got["W"], jnp.asarray(W_mm, run.dtype), weight)
+            total, head = svm.head_cosines(got["W"], jnp.asarray(W_mm, run.dtype), weight)
             out["maxmargin_cos"][where + (j,)] = float(total)
             out["maxmargin_cos_head"][where + (j,)] = float(head)
     return losses
@@ -302,7 +303,7 @@ def _summary(cfg: Config, lrs, dsteps, out: dict, statuses, gap: float, seconds:
         doc["kernel_distance_final"] = _final(out["kernel_distance"])
     if "maxmargin_cos" in out:
         doc["svm_status"] = statuses
-        doc["svm_norm"] = dg.NORM_NAMES[cfg.sweep.maxmargin_norm]
+        doc["svm_norm"] = svm.NORM_NAMES[cfg.sweep.maxmargin_norm]
         doc["maxmargin_cos_final"] = _final(out["maxmargin_cos"])
         doc["maxmargin_cos_head_final"] = _final(out["maxmargin_cos_head"])
     return doc
