@@ -20,16 +20,18 @@ import enum
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.schema import (  # noqa: F401
+from dynamics.config.schema import (
     Config,
     ConfigError,
     apply_overrides,
     config_from_dict,
     declared,
     preset,
+    validate,
 )
 from dynamics.parts.knobs import Declared, text_type
-from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder, results_folder  # noqa: F401
+from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder
+from dynamics.sweeps.results import load_results as load_files
 
 ENGINE_KEYWORDS = (
     "data",
@@ -90,7 +92,6 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(k.section, {})[k.name] = value
     out = apply_overrides(cfg, sections, "keyword arguments")
-    from dynamics.config.schema import validate
 
     validate(out)  # a bad value is refused here, naming its field, not when the config runs
     return out
@@ -191,7 +192,6 @@ def load_results(folder: str | Path):
     import numpy as np
 
     from dynamics.sweeps.result import SweepResult
-    from dynamics.sweeps.results import load_results as load_files
 
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))

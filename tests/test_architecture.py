@@ -21,23 +21,12 @@ RULES_NAME = "docs/architecture.md, the import rules"
 RULES = ("<!-- layer rules:", "<!-- end of the layer rules -->")
 EXCEPTIONS = ("<!-- layer exceptions:", "<!-- end of the layer exceptions -->")
 
-# Imports that break the rules today, as (file, module): the parts and the core read the config
-# layer. They are being removed; empty this list once they are gone
-# (test_the_known_violations_are_still_there says when).
-KNOWN_VIOLATIONS = {
-    ("dynamics/core/data.py", "dynamics.config.schema"),
-}
+# Imports that break the rules, as (file, module): none. An entry here is a debt to pay off
+# (test_the_known_violations_are_still_there says when it is paid).
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 
-# Function-level imports of a module the file already imports at top level, as (file, module), in
-# files that other work is rewriting now (the notebook API, results and grid loading; core/data.py's
-# is one of KNOWN_VIOLATIONS): each goes with that work, then its entry here.
-KNOWN_REPEATED_IMPORTS = {
-    ("dynamics/api.py", "dynamics.config.schema"),
-    ("dynamics/api.py", "dynamics.sweeps.results"),
-    ("dynamics/sweeps/grid.py", "dynamics.sweeps.results"),
-    ("dynamics/sweeps/results.py", "dynamics.parts.metrics"),
-    ("dynamics/core/data.py", "dynamics.config.schema"),
-}
+# Function-level imports of a module the file already imports at top level, as (file, module): none.
+KNOWN_REPEATED_IMPORTS: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ import pytest
 from dynamics.config.grid import GRID_KNOBS, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
 from dynamics.sweeps.checks import metric_refs
-from dynamics.sweeps.grid import reserved_columns, run_grid_experiment
+from dynamics.sweeps.grid import run_grid_experiment
+from dynamics.sweeps.result import reserved_columns
 
 SMALL = {
     "data": {"n_train": 16, "n_test": 20, "T": 4, "d": 6},

@@ -29,7 +29,7 @@ from dynamics.config.schema import (
 from dynamics.core.hooks import MetricRef
 from dynamics.parts.metrics import REGISTRY, metrics_of
 from dynamics.parts.registry import source_record
-from dynamics.sweeps.result import HeadResult
+from dynamics.sweeps.result import HeadResult, reserved_columns
 
 # Keys of a run's files that are not curves: a user metric may not take one (``load_results``
 # reads the planted directions back as ``planted_<name>``, a grid's axes as their knobs' names).
@@ -50,7 +50,6 @@ def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[Me
         return ()
     if not isinstance(metrics, Mapping):
         raise TypeError(f"metrics={metrics!r:.80} must be a dict {{name: fn(params, data) -> array}} or None")
-    from dynamics.sweeps.grid import reserved_columns
     from dynamics.theory.replay import CURVES, SNAPSHOT_CURVES  # the diagnostics' curves
 
     taken = {*REGISTRY, *FILE_KEYS}  # every declared metric, per-head curve and snapshot

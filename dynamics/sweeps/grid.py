@@ -45,7 +45,7 @@ from dynamics.config.grid import GridExperiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
-from dynamics.sweeps import checkpoint, emergence
+from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.execute import (
     Drawn,
@@ -58,17 +58,20 @@ from dynamics.sweeps.execute import (
     run_points,
 )
 from dynamics.sweeps.memory import check_memory
-from dynamics.sweeps.result import SweepResult
-from dynamics.sweeps.results import results_dict, write_files, write_params
+from dynamics.sweeps.result import STEPLESS, SweepResult, frame_row
+from dynamics.sweeps.results import (
+    complete_results_hash,
+    load_results,
+    results_dict,
+    write_files,
+    write_params,
+)
 
 POINTS = "points"
 # A finished grid point: curve -> (H, trials, L[, H_max, …]) (the metrics, the per-head curves and
 # snapshots, the theory diagnostics; ``diagnostic_steps`` (Ld,) as it is), diverged_at (H, trials)
 # and the diagnostics' summary of results.json (None without diagnostics).
 GridPointResult = tuple[dict[str, np.ndarray], np.ndarray, dict[str, Any] | None]
-# curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
-# per-head view's)
-STEPLESS = ("diagnostic_steps", "head_steps")
 
 
 @dataclass
@@ -303,33 +306,7 @@ def summary_frame(result: GridResult):
     mean and std of each final metric over the trials that did not diverge (pandas DataFrame)."""
     import pandas as pd
 
-    return pd.DataFrame([_frame_row(row) for row in result.summary()])
-
-
-def _frame_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A summary row (``GridResult.summary``) as the summary frame's columns."""
-    flat = {
-        k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
-    }
-    if "emergence" in row:
-        flat.update(emergence.columns(row["emergence"]))
-    for m in (m for m in SUMMARY_METRICS if m in row):
-        flat[f"{m}_mean"] = row[m]["mean"]
-        flat[f"{m}_std"] = row[m]["std"]
-    return flat
-
-
-def reserved_columns() -> frozenset[str]:
-    """Every name a column of the results' frames already has beside the curves' own: a sweep's
-    frames' (``result.frame_columns``), a grid's summary frame's (its rows built by the same code,
-    ``_frame_row``, from ``column_probe``'s summary) and every knob a grid can run over
-    (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz)."""
-    from dynamics.config.grid import GRID_KNOBS
-    from dynamics.sweeps.result import column_probe, frame_columns
-
-    probe = column_probe()
-    grid_row = {c for row in probe.summary() for c in _frame_row(row)} - set(probe.curves)
-    return frame_columns() | grid_row | set(GRID_KNOBS)
+    return pd.DataFrame([frame_row(row) for row in result.summary()])
 
 
 def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
@@ -354,77 +331,6 @@ def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
     return json_path, npz_path, csv_path
 
 
-def check_grid_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], where: Path) -> GridExperiment:
-    """A grid's results.json and curves.npz (and params.npz) describe the same grid, or a one-line
-    ConfigError naming the folder, the file and what is wrong; the grid they describe. The sweep's
-    checks (``dynamics.sweeps.results``) on the record: the base config valid, ``schema_version``,
-    ``complete``; then the grid's ``axes`` and ``values`` a valid grid over it whose hash
-    (``GridExperiment.hash``: the base config and the axes) is the recorded ``config_hash``; its
-    ``shape`` theirs; curves.npz's ``grid_axes`` and per-knob arrays those values; every curve
-    (H, *grid shape, …) and ``diverged_at`` (H, *grid shape, trials), so every point is there;
-    one diagnostics summary per point; then every grid point's slice checked as the sweep of its
-    own config (``check_sweep_arrays``: its heads, its logged steps, each curve's shape, …)."""
-    from dynamics.config.grid import resolve_grid
-    from dynamics.config.schema import ConfigError, config_from_dict
-    from dynamics.sweeps.results import check_hash, check_record, check_sweep_arrays, refuser
-
-    bad = refuser(where)
-    record = meta.get("grid")
-    names = record.get("axes") if isinstance(record, dict) else None
-    values = record.get("values") if isinstance(record, dict) else None
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise bad(f"results.json's grid has no list of axes ({record!r:.80})")
-    if not isinstance(values, dict) or sorted(values) != sorted(names):
-        raise bad(f"results.json's grid values {values!r:.80} are not one list per axis {names}")
-    if not all(isinstance(values[n], list) for n in names):
-        raise bad(f"results.json's grid values {values!r:.80} are not one list per axis")
-    try:
-        base = config_from_dict(meta["config"])
-    except (ConfigError, TypeError, ValueError, KeyError, AttributeError) as err:
-        raise bad(f"results.json's config cannot be read ({type(err).__name__}: {err})") from None
-    cfg = check_record(meta, base, bad)
-    try:
-        grid = resolve_grid(cfg, tuple((n, tuple(values[n])) for n in names))
-    except (ConfigError, TypeError, ValueError) as err:
-        raise bad(f"results.json's grid axes are not a valid grid ({err})") from None
-    check_hash(meta, grid.base.config, grid.hash(), bad)
-    if "shape" in record and record["shape"] != list(grid.shape):
-        raise bad(f"results.json's grid shape {record['shape']!r:.80} is not its axes' {list(grid.shape)}")
-    wall = meta.get("wall_time_s", 0.0)
-    if isinstance(wall, bool) or not isinstance(wall, int | float):
-        raise bad(f"results.json's wall_time_s {wall!r:.40} is not a number")
-    if "grid_axes" not in arrays or np.asarray(arrays["grid_axes"]).tolist() != names:
-        got = np.asarray(arrays.get("grid_axes")).tolist()
-        raise bad(f"curves.npz's grid_axes {got!r:.80} are not results.json's axes {names}")
-    for name, axis in grid.axes:
-        got = np.asarray(arrays.get(name)).tolist()
-        if got != list(axis):
-            raise bad(f"curves.npz's {name} values {got!r:.80} are not results.json's {list(axis)!r:.80}")
-    n_h, trials = len(cfg.sweep.heads), cfg.sweep.trials
-    lead = (n_h, *grid.shape)
-    coordinates = {"heads", "steps", "grid_axes", *names}
-    for name, value in arrays.items():
-        if name in coordinates or name in STEPLESS:
-            continue
-        got = np.shape(value)
-        if got[: len(lead)] != lead or (name == "diverged_at" and got != (*lead, trials)):
-            want = (*lead, trials) if name == "diverged_at" else f"({', '.join(map(str, lead))}, …)"
-            file = "params.npz" if is_snapshot(name) else "curves.npz"
-            raise bad(f"{file}'s {name!r} has shape {got}, expected {want} (one per H and grid point)")
-    diagnostics, G = meta.get("diagnostics"), len(grid.points)
-    if diagnostics is not None and not (isinstance(diagnostics, list) and len(diagnostics) == G):
-        raise bad(f"results.json's diagnostics are not one summary per grid point ({G})")
-    own = {k: meta[k] for k in ("heads", "steps", "complete", "directions") if k in meta}
-    axes = {"grid_axes", *names}
-    for k, point in enumerate(grid.points):
-        at = np.unravel_index(k, grid.shape)
-        label = ", ".join(f"{n}={axis[i]}" for (n, axis), i in zip(grid.axes, at, strict=True))
-        whole = {"heads", "steps", *STEPLESS}  # one for the whole grid
-        sliced = {m: v if m in whole else v[(slice(None), *at)] for m, v in arrays.items() if m not in axes}
-        check_sweep_arrays(own, sliced, point, refuser(where, f"grid point {label}: "))
-    return grid
-
-
 # Checkpoints: one file per finished grid point
 
 
@@ -441,7 +347,6 @@ def save_point(out: Path, grid_hash: str, k: int, result: GridPointResult) -> No
 def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     """The grid points finished in ``out`` for this grid (same hash, right shapes): all of them
     from complete results of this grid, else the saved points."""
-    from dynamics.sweeps.results import complete_results_hash
 
     if complete_results_hash(out) == grid.hash():
         try:
@@ -475,7 +380,6 @@ def load_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
 
 def _complete_points(out: Path, grid: GridExperiment) -> dict[int, GridPointResult]:
     """Every grid point of the complete results of this grid in ``out``."""
-    from dynamics.sweeps.results import load_results
 
     meta, arrays = load_results(out)
     n_h, G = len(grid.base.config.sweep.heads), len(grid.points)

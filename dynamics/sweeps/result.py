@@ -13,9 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.config.grid import GRID_KNOBS
 from dynamics.config.schema import Config
 from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
 from dynamics.sweeps import emergence, plateaus
+
+# curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
+# per-head view's)
+STEPLESS = ("diagnostic_steps", "head_steps")
 
 
 def mask_diverged(curves: dict[str, np.ndarray], steps: np.ndarray, div_at: np.ndarray) -> None:
@@ -209,3 +214,26 @@ def frame_columns() -> frozenset[str]:
         probe.summary_frame().reset_index(),
     ]
     return frozenset(str(c) for f in frames for c in f.columns) - set(probe.curves)
+
+
+def frame_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary row (``GridResult.summary``) as the summary frame's columns."""
+    flat = {
+        k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
+    }
+    if "emergence" in row:
+        flat.update(emergence.columns(row["emergence"]))
+    for m in (m for m in SUMMARY_METRICS if m in row):
+        flat[f"{m}_mean"] = row[m]["mean"]
+        flat[f"{m}_std"] = row[m]["std"]
+    return flat
+
+
+def reserved_columns() -> frozenset[str]:
+    """Every name a column of the results' frames already has beside the curves' own: a sweep's
+    frames' (``result.frame_columns``), a grid's summary frame's (its rows built by the same code,
+    ``frame_row``, from ``column_probe``'s summary) and every knob a grid can run over
+    (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz)."""
+    probe = column_probe()
+    grid_row = {c for row in probe.summary() for c in frame_row(row)} - set(probe.curves)
+    return frame_columns() | grid_row | set(GRID_KNOBS)

@@ -27,13 +27,15 @@ import jax
 import numpy as np
 import optax
 
+from dynamics.config.grid import GridExperiment, resolve_grid
+from dynamics.config.schema import config_from_dict, log_schedule, validate
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.parts.metrics import has_head_axes, is_snapshot
+from dynamics.parts.metrics import REGISTRY, has_head_axes, is_snapshot, metrics_of
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.result import SweepResult
+from dynamics.sweeps.result import STEPLESS, SweepResult
 
 SCHEMA_VERSION = 1
 
@@ -189,7 +191,7 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     """(results.json as a dict, ``npz_name`` as a dict of arrays) from the folder ``out``.
 
     Warns when the results were made with another jax, jaxlib or optax than this one. A grid's
-    pair is checked against its own records (``dynamics.sweeps.grid.check_grid_files``); a file
+    pair is checked against its own records (``dynamics.sweeps.results.check_grid_files``); a file
     that cannot be read is a one-line ConfigError naming it.
     """
     out = Path(out)
@@ -213,8 +215,6 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     if npz_name == "curves.npz" and "head_steps" not in arrays and any(map(has_head_axes, arrays)):
         arrays["head_steps"] = arrays["steps"]  # a file with per-head curves at every logged step
     if npz_name == "curves.npz" and "grid" in meta:
-        from dynamics.sweeps.grid import check_grid_files
-
         check_grid_files(meta, arrays, out)
     return meta, arrays
 
@@ -251,7 +251,6 @@ def refuser(where: Path, prefix: str = ""):
 def check_record(meta: dict[str, Any], config, bad):
     """The record part of results.json (a sweep's or a grid's): its config valid (the resolved
     config returned), ``schema_version`` this mhsim's, ``complete`` a bool; else ``bad(...)``."""
-    from dynamics.config.schema import validate
 
     try:
         cfg = validate(config)
@@ -282,7 +281,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     (heads, trials, L), each per-head curve (heads, trials, L, …) with the trailing axes its kind
     declares, diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
     pair is refused rather than summarised into a wrong number. A grid's files are checked
-    with the same parts, point by point (``dynamics.sweeps.grid.check_grid_files``)."""
+    with the same parts, point by point (``dynamics.sweeps.results.check_grid_files``)."""
     bad = refuser(where)
     cfg = check_record(meta, config, bad)
     check_hash(meta, cfg, cfg.hash(), bad)
@@ -292,8 +291,6 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
 def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg, bad) -> None:
     """The arrays of one sweep of the resolved config ``cfg`` (a sweep's curves.npz, or one grid
     point's slice of a grid's) against it and results.json's ``meta``; else ``bad(...)``."""
-    from dynamics.config.schema import log_schedule
-    from dynamics.parts.metrics import metrics_of
 
     metrics = metrics_of(cfg)
     for name in ("heads", "steps", "diverged_at", *metrics):
@@ -350,7 +347,6 @@ def _head_steps(arrays, logged: list[int], bad) -> int:
 def _check_head_curves(arrays, shape: tuple, h_max: int, P: int | None, bad) -> None:
     """Each per-head curve's shape: (heads, trials, L) then the axes its metric's kind declares
     (``Metric.trailing``: H_max, H_max × H_max, H_max × P with P the named planted directions)."""
-    from dynamics.parts.metrics import REGISTRY
 
     for name, value in arrays.items():
         metric = REGISTRY.get(name)
@@ -404,3 +400,70 @@ def read_folder(folder: str | os.PathLike) -> tuple[Path, dict[str, Any], str]:
 
 
 BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-heads": "heads.npz"}
+
+
+def check_grid_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], where: Path) -> GridExperiment:
+    """A grid's results.json and curves.npz (and params.npz) describe the same grid, or a one-line
+    ConfigError naming the folder, the file and what is wrong; the grid they describe. The sweep's
+    checks (``dynamics.sweeps.results``) on the record: the base config valid, ``schema_version``,
+    ``complete``; then the grid's ``axes`` and ``values`` a valid grid over it whose hash
+    (``GridExperiment.hash``: the base config and the axes) is the recorded ``config_hash``; its
+    ``shape`` theirs; curves.npz's ``grid_axes`` and per-knob arrays those values; every curve
+    (H, *grid shape, …) and ``diverged_at`` (H, *grid shape, trials), so every point is there;
+    one diagnostics summary per point; then every grid point's slice checked as the sweep of its
+    own config (``check_sweep_arrays``: its heads, its logged steps, each curve's shape, …)."""
+    bad = refuser(where)
+    record = meta.get("grid")
+    names = record.get("axes") if isinstance(record, dict) else None
+    values = record.get("values") if isinstance(record, dict) else None
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise bad(f"results.json's grid has no list of axes ({record!r:.80})")
+    if not isinstance(values, dict) or sorted(values) != sorted(names):
+        raise bad(f"results.json's grid values {values!r:.80} are not one list per axis {names}")
+    if not all(isinstance(values[n], list) for n in names):
+        raise bad(f"results.json's grid values {values!r:.80} are not one list per axis")
+    try:
+        base = config_from_dict(meta["config"])
+    except (ConfigError, TypeError, ValueError, KeyError, AttributeError) as err:
+        raise bad(f"results.json's config cannot be read ({type(err).__name__}: {err})") from None
+    cfg = check_record(meta, base, bad)
+    try:
+        grid = resolve_grid(cfg, tuple((n, tuple(values[n])) for n in names))
+    except (ConfigError, TypeError, ValueError) as err:
+        raise bad(f"results.json's grid axes are not a valid grid ({err})") from None
+    check_hash(meta, grid.base.config, grid.hash(), bad)
+    if "shape" in record and record["shape"] != list(grid.shape):
+        raise bad(f"results.json's grid shape {record['shape']!r:.80} is not its axes' {list(grid.shape)}")
+    wall = meta.get("wall_time_s", 0.0)
+    if isinstance(wall, bool) or not isinstance(wall, int | float):
+        raise bad(f"results.json's wall_time_s {wall!r:.40} is not a number")
+    if "grid_axes" not in arrays or np.asarray(arrays["grid_axes"]).tolist() != names:
+        got = np.asarray(arrays.get("grid_axes")).tolist()
+        raise bad(f"curves.npz's grid_axes {got!r:.80} are not results.json's axes {names}")
+    for name, axis in grid.axes:
+        got = np.asarray(arrays.get(name)).tolist()
+        if got != list(axis):
+            raise bad(f"curves.npz's {name} values {got!r:.80} are not results.json's {list(axis)!r:.80}")
+    n_h, trials = len(cfg.sweep.heads), cfg.sweep.trials
+    lead = (n_h, *grid.shape)
+    coordinates = {"heads", "steps", "grid_axes", *names}
+    for name, value in arrays.items():
+        if name in coordinates or name in STEPLESS:
+            continue
+        got = np.shape(value)
+        if got[: len(lead)] != lead or (name == "diverged_at" and got != (*lead, trials)):
+            want = (*lead, trials) if name == "diverged_at" else f"({', '.join(map(str, lead))}, …)"
+            file = "params.npz" if is_snapshot(name) else "curves.npz"
+            raise bad(f"{file}'s {name!r} has shape {got}, expected {want} (one per H and grid point)")
+    diagnostics, G = meta.get("diagnostics"), len(grid.points)
+    if diagnostics is not None and not (isinstance(diagnostics, list) and len(diagnostics) == G):
+        raise bad(f"results.json's diagnostics are not one summary per grid point ({G})")
+    own = {k: meta[k] for k in ("heads", "steps", "complete", "directions") if k in meta}
+    axes = {"grid_axes", *names}
+    for k, point in enumerate(grid.points):
+        at = np.unravel_index(k, grid.shape)
+        label = ", ".join(f"{n}={axis[i]}" for (n, axis), i in zip(grid.axes, at, strict=True))
+        whole = {"heads", "steps", *STEPLESS}  # one for the whole grid
+        sliced = {m: v if m in whole else v[(slice(None), *at)] for m, v in arrays.items() if m not in axes}
+        check_sweep_arrays(own, sliced, point, refuser(where, f"grid point {label}: "))
+    return grid

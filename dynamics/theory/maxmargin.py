@@ -156,9 +156,9 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
         chosen.append(sel)
         try:
             mm = (
-                dg.max_margin_p(X, sel, norm=norm)
+                svm.max_margin_p(X, sel, norm=norm)
                 if name in ("k", "a")
-                else dg.max_margin_W(X, sel, query, norm=norm).W
+                else svm.max_margin_W(X, sel, query, norm=norm).W
             )
         except svm.MaxMarginError:
             mm = np.full(theta.shape[1:], np.nan)  # infeasible selection: NaN curves
@@ -208,7 +208,7 @@ def diagnostic_curves(
         "source": "snapshots",
         "selection": "the model's final argmax" if selection == "final" else "the data's mask",
         "solution": SOLUTIONS[views[0].parameter],
-        "norm": dg.NORM_NAMES[norm],
+        "norm": svm.NORM_NAMES[norm],
         "steps": [int(s) for s in views[0].steps],
         "heads": [int(h) for h in cfg.sweep.heads],
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],

@@ -61,6 +61,8 @@ def svm_constraints(
         )
     X = np.asarray(X, np.float64)
     mask = np.asarray(relevant_mask)
+    if X.ndim == 3 and X.shape[0] == 0:
+        raise ValueError("X has no examples (n = 0): the max-margin SVM needs at least one")
     if X.ndim != 3 or mask.shape != X.shape[:2] or mask.dtype != np.bool_:
         raise ValueError(
             f"expected X (n, T, d) and a bool relevant_mask (n, T); got X {X.shape} and mask "
@@ -157,6 +159,8 @@ def _selection(X: np.ndarray, selected) -> tuple[np.ndarray, np.ndarray]:
     """X as float64 (n, T, d) and the mask (n, T) of each example's one selected token."""
     X = np.asarray(X, np.float64)
     sel = np.asarray(selected)
+    if X.ndim == 3 and X.shape[0] == 0:
+        raise ValueError("X has no examples (n = 0): the max-margin SVM needs at least one")
     if X.ndim != 3 or sel.shape != X.shape[:1] or not np.issubdtype(sel.dtype, np.integer):
         raise ValueError(f"expected X (n, T, d) and selected (n,) token indices; got {X.shape}, {sel.shape}")
     if np.any((sel < 0) | (sel >= X.shape[1])):
@@ -181,12 +185,20 @@ def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
     return MaxMargin(W, status, dual[:, ::-1, ::-1])
 
 
+OPTIONS = ("norm", "formulation", "solver", "solver_options", "check")  # max_margin_direction's
+
+
 def max_margin_p(X, selected, **options) -> np.ndarray:
     """p^mm = argmin ‖p‖ s.t. (x_{i,α_i} − x_{i,t})ᵀ p ≥ 1 for every example i and token t ≠ α_i:
     the max-margin query vector (the learned query's k) for the selected tokens α (n,); (d,).
     ``norm`` "fro" or "nuc" give the same p^mm: p is a d×1 matrix, whose one singular value is
     ‖p‖₂, so its nuclear and Frobenius norms are both ‖p‖₂ (solved as the Frobenius SVM either way).
     ``options`` as ``max_margin_W``'s (norm, formulation, solver, solver_options)."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"max_margin_p: unknown option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}"
+        )
     X, mask = _selection(X, selected)
     A, _, _ = svm_constraints(X, mask)
     norm = options.get("norm", "fro")
