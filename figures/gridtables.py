@@ -4,6 +4,7 @@ and fixed values, the titles' words, and the heatmap cell with its diverged mark
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from dynamics.config.schema import declared
 from figures.sweep import DIVERGED_COLOR, describe
 from figures.theme import flare
 
@@ -23,7 +25,8 @@ PANELS = (  # (metric, title) in the 2×2 diagram's order; those the run logged 
     ("excess_risk", "final excess risk"),
 )
 TITLES = dict(PANELS)
-LABELS = {"heads": "H", "lr": "η₀", "init_scale": "σ₀", "n_train": "n (train)", "noise": "σ", "zeta": "ζ"}
+# A grid axis is labelled by its knob's declared unit (η₀, σ₀, ε, …); these two read otherwise.
+LABELS = {"heads": "H", "n_train": "n (train)"}
 OUTLINE = [patheffects.withStroke(linewidth=3, foreground="k")]  # the white best-η₀ line, outlined
 MISSING_COLOR = "0.85"  # a cell without a value: every trial diverged (hatched) or none logged
 
@@ -74,7 +77,13 @@ def runs_text(meta: dict, t: GridTables) -> str:
 
 
 def label(name: str) -> str:
-    return LABELS.get(name, name)
+    return LABELS.get(name) or _units().get(name, name)
+
+
+@functools.cache
+def _units() -> dict[str, str]:
+    """Each knob's declared unit by its name (a data model's parameter: its first model's)."""
+    return {k.name: k.spec.unit for k in declared() if k.spec.unit}
 
 
 def ticks(vals: np.ndarray) -> list[str]:

@@ -204,6 +204,9 @@ def _overrides_prop(knob, value):
         assert all(isinstance(h, int) and h >= 1 for h in got)
     elif hasattr(value, "value") and not isinstance(value, np.ndarray | np.generic):
         assert got == value.value  # an enum member: its name
+    elif isinstance(value, np.generic) or isinstance(value, np.ndarray) and value.ndim == 0:
+        # a numpy scalar (or a 0-d array) is the Python number it holds
+        assert got == value and type(got) is type(value.item())
     else:
         assert got == value and type(got) is type(value)
     dynamics.config.schema.validate(cfg)  # and it is a valid config

@@ -127,6 +127,7 @@ def test_plot_sweep_short_run_uses_linear_time(saved, tmp_path):
         if "head_steps" in curves:
             curves["head_steps"] = view[view <= 5]
         meta["config"]["optim"]["steps"] = int(curves["steps"][-1])  # the config's schedule, too
+        meta["steps"] = [int(s) for s in curves["steps"]]
 
     folder = rewrite(saved, tmp_path / "results", first_steps)
     png, pdf = plot_sweep(folder, tmp_path / "figure")

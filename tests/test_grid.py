@@ -245,13 +245,12 @@ def test_best_step_per_row_skips_diverged_cells():
 
 
 def fake_grid_folder(out: Path) -> Path:
-    """A saved grid of H ∈ {1, 4} × η₀ × σ × n, written directly (no simulation): a regression-like
-    run (losses only, no error curves); at η₀ = 10 every trial diverged, at (H = 4, η₀ = 1, σ = 0.5,
-    n = 24) one of two trials did. Test loss = η₀-independent base / H at σ = 0.5 (heads help)."""
-    import json
-
-    from dynamics.config.schema import resolve
-    from dynamics.sweeps.results import versions
+    """A saved grid of H ∈ {1, 4} × η₀ × ε × n, written by the grid's writer from made-up curves (no
+    simulation): a regression run (no error curves); at η₀ = 10 every trial diverged, at (H = 4,
+    η₀ = 1, ε = 0.5, n = 24) one of two trials did. Test loss = η₀-independent base / H at ε = 0.5
+    (heads help)."""
+    from dynamics.config.grid import resolve_grid
+    from dynamics.sweeps.grid import GridResult, write_grid
 
     heads, lrs, noises, ns, trials, L = [1, 4], [0.1, 1.0, 10.0], [0.5, 1.0], [24, 30], 2, 3
     shape = (2, 3, 2, 2, trials, L)
@@ -262,15 +261,18 @@ def fake_grid_folder(out: Path) -> Path:
     div[:, 2] = 1
     div[1, 1, 0, 0, 0] = 2
     curves = {"train_loss": test / 2, "test_loss": test}
+    curves.update(
+        {m: np.ones(shape) for m in ("excess_risk", "u_norm", "w_norm", "diversity", "attn_relevant")}
+    )
     for v in curves.values():
         v[(div[..., None] >= 0) & (np.arange(L) >= np.maximum(div, 0)[..., None])] = np.nan
-    arrays = {"heads": np.array(heads), "steps": np.arange(L), "diverged_at": div, "lr": np.array(lrs)}
-    names = ["lr", "noise", "n_train"]
-    arrays.update(noise=np.array(noises), n_train=np.array(ns), grid_axes=np.array(names))
+    axes = (("lr", tuple(lrs)), ("epsilon", tuple(noises)), ("n_train", tuple(ns)))
+    sweep = {"heads": tuple(heads), "trials": trials, "log_every": 1, "head_metrics": "off"}
+    base = small(data={"model": "single-location"}, sweep=sweep)
+    grid = resolve_grid(apply_overrides(base, {"optim": {"steps": L - 1}}, "test"), axes)
+    result = GridResult(grid, np.array(heads), np.arange(L), curves, div, wall_time_s=0.0)
     out.mkdir()
-    np.savez(out / "curves.npz", **arrays, **curves)
-    meta = {"config": resolve(small()).config.to_dict(), "grid": {"axes": names}, "versions": versions()}
-    (out / "results.json").write_text(json.dumps(meta))
+    write_grid(result, out)  # the real writer: its files check against their own records
     return out
 
 
@@ -300,7 +302,7 @@ def test_a_grid_over_knobs_draws_a_panel_per_h_the_gain_and_names_each_fixed_val
     paths = plot_grid(folder, tmp_path / "f")
     fig = figs[-1]
     title = fig._suptitle.get_text()
-    assert "one panel per H" in title and "fixed: σ = 0.5" in title and "η = η₀" in title, title
+    assert "one panel per H" in title and "fixed: ε = 0.5" in title and "η = η₀" in title, title
     axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
     assert {"H = 1: test loss", "H = 4: test loss", "H = 1: train loss", "H = 4: train loss"} <= set(axes)
     assert not any("error" in t for t in axes)  # a run without error curves: none drawn
@@ -331,22 +333,22 @@ def test_grid_axes_and_fixed_values_are_chosen_and_checked(tmp_path, monkeypatch
     from figures.phase import plot_grid
 
     folder, figs = fake_grid_folder(tmp_path / "g"), drawn_figures(monkeypatch)
-    plot_grid(folder, tmp_path / "a", axes=("lr", "noise"), at={"n_train": 30})
+    plot_grid(folder, tmp_path / "a", axes=("lr", "epsilon"), at={"n_train": 30})
     assert "fixed: n (train) = 30" in figs[-1]._suptitle.get_text()
-    plot_grid(folder, tmp_path / "b", axes="lr,n-train", at={"H": 4, "noise": 1.0})
+    plot_grid(folder, tmp_path / "b", axes="lr,n-train", at={"H": 4, "epsilon": 1.0})
     title = figs[-1]._suptitle.get_text()  # one H: its heatmaps alone, H named
-    assert "H = 4" in title and "σ = 1" in title and "one panel per H" not in title, title
-    plot_grid(folder, tmp_path / "c", axes=("noise",))
+    assert "H = 4" in title and "ε = 1" in title and "one panel per H" not in title, title
+    plot_grid(folder, tmp_path / "c", axes=("epsilon",))
     assert "η = 0.1" in figs[-1]._suptitle.get_text()  # lines per H; η₀ at its first value
     for fig in figs:
         plt.close(fig)
     with pytest.raises(ValueError, match="'bogus' is not an axis of this grid; its axes: heads, lr"):
         plot_grid(folder, tmp_path / "d", axes=("lr", "bogus"))
-    with pytest.raises(ValueError, match=r"noise=0.7 is not one of its values \['0.5', '1'\]"):
-        plot_grid(folder, tmp_path / "d", at={"noise": 0.7})
+    with pytest.raises(ValueError, match=r"epsilon=0.7 is not one of its values \['0.5', '1'\]"):
+        plot_grid(folder, tmp_path / "d", at={"epsilon": 0.7})
     with pytest.raises(ValueError, match="'lr' is plotted"):
-        plot_grid(folder, tmp_path / "d", axes=("lr", "noise"), at={"lr": 1.0})
-    assert main(["--results", str(folder), "--axes", "lr,noise", "--at", "n_train=30"]) == 0
+        plot_grid(folder, tmp_path / "d", axes=("lr", "epsilon"), at={"lr": 1.0})
+    assert main(["--results", str(folder), "--axes", "lr,epsilon", "--at", "n_train=30"]) == 0
     assert (folder / "figure.png").stat().st_size > 10_000 and (folder / "figure.pdf").exists()
     assert main(["--results", str(folder), "--axes", "lr,sigma"]) == 2
     assert main(["fig2", "--axes", "lr"]) == 2  # not a grid figure

@@ -123,7 +123,7 @@ def test_the_file_with_its_own_data_model_runs(tmp_path):
 
 def _maxmargin_attention_is_the_runs():
     """maxmargin_attn at --temperature 3 is the softmax of 3·scores of the saved W, recomputed."""
-    from dynamics.core.data import trial_data
+    from dynamics.sweeps.trials import trial_data
 
     result = api.run_sweep(temperature=3.0, diagnostics="maxmargin", save_params=True, **MM)
     W = np.asarray(result.curves["param_W"], np.float64)[0, 0, -1, 0]  # the last logged step, head 0

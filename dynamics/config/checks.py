@@ -151,7 +151,7 @@ def _check_data(data: sec.DataConfig) -> None:
         )
     for name in ("n_train", "n_test", "T", "d"):
         if getattr(data, name) is None:
-            flag = {"T": "--tokens", "d": "--width"}[name]
+            flag = sec.flags()[f"data.{name}"]
             raise ConfigError(
                 f"data.{name}=None: data model {data.model!r} has no default {name}; "
                 f"give data.{name} ({flag})"

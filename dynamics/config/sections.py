@@ -561,6 +561,11 @@ def declared() -> list[Declared]:
     return out
 
 
+def flags() -> dict[str, str]:
+    """``"section.field"`` -> its command-line flag, as declared (``--tokens`` for ``data.T``)."""
+    return {k.key: k.flag for k in declared()}
+
+
 def declaration(key: str) -> Knob | None:
     """The Knob of ``section.field`` (a data model's parameter: the first model's), None if none."""
     return next((k.spec for k in declared() if k.key == key), None)
