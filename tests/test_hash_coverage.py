@@ -11,6 +11,7 @@ and an unchanged one with identical numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -37,6 +38,12 @@ SMALL = {"sweep": {"heads": (1, 2), "trials": 1}, "optim": {"steps": 4}}
 
 # Fields whose value is a file's path: their contents are hashed (test_trust covers them).
 PATHS = {"data.path", "model.init_from"}
+
+
+@functools.cache
+def _valid_base(name: str, model: str = "dm1") -> schema.Config:
+    """``_base`` validated, once per base and data model (every knob's case reads the same ones)."""
+    return schema.validate(_base(name, model))
 
 
 def _base(name: str, model: str = "dm1") -> schema.Config:
@@ -103,7 +110,7 @@ def _accepted_changes(key: str, model: str):
     found = []
     for base_name in BASES:
         try:
-            base = schema.validate(_base(base_name, model))
+            base = _valid_base(base_name, model)
         except ConfigError:
             continue
         current = _value(base, key)
@@ -142,7 +149,7 @@ def test_every_part_of_every_registry_moves_the_hash_or_is_refused():
         for name in registry.names:
             for base_name in BASES:
                 try:
-                    base = schema.validate(_base(base_name))
+                    base = _valid_base(base_name)
                 except ConfigError:
                     continue
                 if _value(base, field_key) == name:
@@ -215,7 +222,7 @@ def _idle_cases():
     for base_name in BASES:
         for model in ("dm1", "max-margin"):
             try:
-                base = schema.validate(_base(base_name, model))
+                base = _valid_base(base_name, model)
             except ConfigError:
                 continue
             for k in schema.declared():
