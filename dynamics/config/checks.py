@@ -293,9 +293,10 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
     n = data.n_train
     if optim.batch_size > n:
         raise ConfigError(f"optim.batch_size={optim.batch_size} is more than the data.n_train={n} examples")
-    if optim.sampling == "epoch" and n % optim.batch_size:
+    if parts.SAMPLINGS.get(optim.sampling).whole_epochs and n % optim.batch_size:
         raise ConfigError(
-            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: sampling 'epoch' "
+            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: "
+            f"sampling {optim.sampling!r} "
             f"shows every example once per epoch in batches of B; give a divisor of n or --sampling replace"
         )
 
@@ -314,7 +315,8 @@ def _check_replay(cfg: sec.Config) -> None:
     if not cfg.sweep.diagnostics or from_snapshots(cfg.sweep):
         return
     optim = cfg.optim
-    if optim.optimizer not in ("gd", "adam"):
+    rules = parts.OPTIMIZERS.get(optim.optimizer)
+    if rules.minibatch or rules.normalise_per_run:  # the replay takes the full-batch direction as it is
         raise ConfigError(
             f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
             f"{SNAPSHOT_HINT}"

@@ -288,7 +288,7 @@ class OptimConfig:
         hashed="always",
     )
     loss: str = knob(
-        "logistic",
+        parts.training.default_loss("classification"),
         "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
         "default: logistic, or mse for regression data",
         choices=parts.LOSSES,
@@ -456,7 +456,8 @@ class Config:
             return cfg
         loss = cfg.optim.loss
         known = loss in parts.LOSSES and task in parts.training.TASKS
-        if known and "optim.loss" not in cfg.given and loss == "logistic" and parts.LOSSES[loss].task != task:
+        default = OptimConfig.__dataclass_fields__["loss"].default  # the classification default, not given
+        if known and "optim.loss" not in cfg.given and loss == default and parts.LOSSES[loss].task != task:
             loss = parts.training.default_loss(task)
         return dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, task=task, loss=loss))
 
