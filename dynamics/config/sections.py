@@ -445,6 +445,10 @@ class Config:
     # results file's): an explicit value that has no effect is refused (``_check_no_effect``).
     # Not part of the config's identity: equality, the hash and results.json ignore it.
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # Some values came from a preset or a results file (``apply_overrides(explicit=False)``): only
+    # ``given`` counts as the user's. False: built in Python (``Config(...)``), every value away from
+    # its default is the user's own.
+    sourced: bool = field(default=False, compare=False, repr=False)
 
     def resolved(self) -> Config:
         """The data's defaults filled in, the task inferred from the data where not given, and
