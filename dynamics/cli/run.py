@@ -28,9 +28,11 @@ import numpy as np
 
 from dynamics import parts
 from dynamics.cli.common import (
+    FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
     apply_cpu_devices,
+    choose_folder,
     import_plotting_meanwhile,
     mean_std,
     use_file_backend,
@@ -60,7 +62,7 @@ from dynamics.infra.cache import apply as apply_cache
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
-from dynamics.sweeps.folders import Claim, discard_if_empty, new_run_folder, sweep_claim
+from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.memory import check_memory
 
 
@@ -351,7 +353,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
         claim = sweep_claim(exp, args.overwrite)
-        out, action = _folder(args, cfg, claim)  # before any heavy import: a refusal comes at once
+        out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
         where.update(out=out, made=action == "made", replacing=action == "replace")
         if action != "done":
             print(FOLDER_LINES[action].format(out=out))
@@ -380,33 +382,6 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
     if args.timings:
         print(timings.report())
     return 0
-
-
-# The line a run prints first: where it writes, and what it does with what the folder held.
-FOLDER_LINES = {
-    "made": "writing into the new folder {out}",
-    "new": "writing into {out}",
-    "resume": "{out} holds this config's unfinished results: reusing its finished part",
-    "done": "{out} already holds this config's finished results; nothing to run",
-    "replace": "{out} holds another config's results: replaced once this run's are written (--overwrite)",
-    "damaged": "{out} holds this config's finished results, but they cannot be read: recomputing them",
-}
-
-
-def _folder(args: argparse.Namespace, cfg: Config, claim: Claim) -> tuple[Path, str]:
-    """The run's folder and what the run does with it (``FOLDER_LINES``): without --out a new
-    ``runs/<name>-<YYYYMMDD-HHMMSS>``; else ``claim.decide`` (another config's results refused
-    without --overwrite, a folder of other files refused)."""
-    if args.out is None:
-        for flag in ("resume", "overwrite"):
-            if getattr(args, flag):
-                raise ConfigError(
-                    f"--{flag} needs --out DIR, the folder it applies to: without --out every run "
-                    f"writes a new folder runs/{cfg.name}-<date>-<time>"
-                )
-        return new_run_folder(cfg.name), "made"
-    out = Path(args.out)
-    return out, claim.decide(out)
 
 
 def _finished(out: Path):

@@ -302,3 +302,11 @@ def sweep_claim(exp, overwrite: bool = False) -> Claim:
     config_hash = exp.hash() if axes is not None else cfg.hash()
     what = "grid" if axes is not None else "sweep"
     return Claim(config_hash, settings, sweep_settings, what, run_kind, overwrite)
+
+
+def experiment_claim(config_hash: str, config: dict[str, Any], what: str, overwrite: bool = False) -> Claim:
+    """The claim of an experiment with its own config dict and results.json (the bottleneck
+    presets': ``experiment`` names it) on its folder."""
+    return Claim(
+        config_hash, flat_dict(config), lambda meta: flat_dict(meta["config"]), what, run_kind, overwrite
+    )
