@@ -225,7 +225,7 @@ def differences(there: dict[str, Any], here: dict[str, Any]) -> list[str]:
     """'optim.lr 0.1 there, 1 here' for each setting that differs (a missing one: 'none')."""
     rows = []
     for key in sorted(set(there) | set(here), key=_order):
-        a, b = there.get(key), here.get(key)
+        a, b = _plain(there.get(key)), _plain(here.get(key))  # a list read from JSON is a tuple here
         if a != b:
             rows.append(f"{key} {_shown(a)} there, {_shown(b)} here")
     return rows
