@@ -87,6 +87,7 @@ def test_overwrite_replaces_and_removes_only_the_old_runs_files(tmp_path, capsys
     run_ok([*TINY, "--out", str(out)], capsys, tmp_path)
     (out / "figure.png").write_bytes(b"the old run's figure")  # (drawing one takes seconds)
     (out / "notes.txt").write_text("mine")
+    (out / "my-data.npz").write_bytes(b"a user's data")
     lines = run_ok([*TINY, "--lr", "0.5", "--out", str(out), "--overwrite"], capsys, tmp_path)
     assert (
         lines[0]
@@ -95,7 +96,8 @@ def test_overwrite_replaces_and_removes_only_the_old_runs_files(tmp_path, capsys
     meta = json.loads((out / "results.json").read_text())
     assert meta["config"]["optim"]["lr"] == 0.5 and meta["complete"] is True
     assert not (out / "figure.png").exists()  # the old run's, not written again: removed
-    assert (out / "notes.txt").read_text() == "mine"  # not a run's file: kept
+    assert (out / "notes.txt").read_text() == "mine"  # not a run's files: kept
+    assert (out / "my-data.npz").read_bytes() == b"a user's data"
 
 
 def test_the_same_config_into_its_own_folder_reuses_its_results(tmp_path, capsys, monkeypatch):

@@ -37,8 +37,17 @@ from dynamics.infra import interrupts
 LOCK = ".mhsim.lock"  # held by the run writing into a folder (``checkpoint.locked``)
 POINTS = "points"  # a run's finished points (``checkpoint``, ``grid``)
 # The files of a run that --overwrite removes once the new run's are written (when it did not write
-# them again): results, arrays, the grid's table, figures, checkpoints. Any other file stays.
-RESULT_PATTERNS = ("results.json", "*.npz", "summary.csv", "*.png", "*.pdf", f"{POINTS}/*.npz")
+# them again): results, arrays, the grid's table, the command lines' figures, checkpoints. Any other
+# file stays (a user's data file or notes kept in the folder).
+ARRAYS = ("curves", "params", "directions", "expressivity", "heads")  # sweeps', grids', bottleneck's
+FIGURES = ("figure", "max-margin", "diagnostics", "heads-H")  # stems; figure-lines, heads-H4-trial0, …
+RESULT_PATTERNS = (
+    "results.json",
+    "summary.csv",
+    *(f"{name}.npz" for name in ARRAYS),
+    *(f"{stem}*.{ext}" for stem in FIGURES for ext in ("png", "pdf")),
+    f"{POINTS}/*.npz",
+)
 SHOWN = 4  # differing settings named in a refusal
 
 
