@@ -15,7 +15,7 @@ from dynamics.cli import bottleneck as bottleneck_cli
 from dynamics.cli.run import _interrupted
 from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
-from dynamics.sweeps.folders import Claim, differences, new_run_folder, run_kind
+from dynamics.sweeps.folders import Claim, differences, new_run_folder, run_kind, sweep_settings
 
 TINY = ["--heads", "1", "--steps", "5", "--trials", "1", "--n-train", "8", "--n-test", "8", "--quiet"]
 TINY += ["--no-figure"]
@@ -143,7 +143,7 @@ def test_a_folder_of_other_files_is_refused_even_with_overwrite(tmp_path, capsys
         assert snapshot(out) == before
 
 
-@pytest.mark.parametrize("flag", ["--resume", "--overwrite"])
+@pytest.mark.parametrize("flag", ["--resume", "--overwrite", "--distributed"])
 def test_resume_and_overwrite_need_out(tmp_path, capsys, flag):
     line = refused([*TINY, flag], capsys, tmp_path)
     assert f"{flag} needs --out DIR" in line and not (tmp_path / "runs").exists()
@@ -170,7 +170,9 @@ def test_the_interrupt_line_names_a_new_folder_to_finish_in(tmp_path):
     assert _interrupted({"out": out}).endswith("rerun the same command to finish")
 
 
-def claim_on(meta: dict | None, folder: Path, overwrite=False, points=()) -> str:
+def claim_on(
+    meta: dict | None, folder: Path, overwrite=False, points=(), reader=lambda m: m["config"]
+) -> str:
     """``Claim.decide`` for a folder holding ``meta`` as results.json and point files of ``points``."""
     import numpy as np
 
@@ -181,7 +183,7 @@ def claim_on(meta: dict | None, folder: Path, overwrite=False, points=()) -> str
         (folder / "points").mkdir(exist_ok=True)
         np.savez(folder / "points" / f"G{i}.npz", config_hash=np.array(h))
     here = {"optim.lr": 1.0, "sweep.heads": (1,)}
-    return Claim("abc", here, lambda m: m["config"], "sweep", run_kind, overwrite).decide(folder)
+    return Claim("abc", here, reader, "sweep", run_kind, overwrite).decide(folder)
 
 
 def test_what_a_claim_decides_for_each_kind_of_folder(tmp_path):
@@ -200,6 +202,9 @@ def test_what_a_claim_decides_for_each_kind_of_folder(tmp_path):
     same = {"config": {"optim.lr": 1.0, "sweep.heads": [1]}, "config_hash": "old"}
     with pytest.raises(ConfigError, match="same settings from other numerics or other file contents"):
         claim_on(same, tmp_path / "renumbered")
+    unreadable = {"config": {"optim": {"lr": "fast"}}, "config_hash": "zzz"}
+    with pytest.raises(ConfigError, match=r"another config's results \(config_hash zzz there, abc here\)"):
+        claim_on(unreadable, tmp_path / "unreadable", reader=sweep_settings)
     assert differences({"a": 1, "b": (1, 2)}, {"a": 1, "c": "x"}) == [
         "b 1,2 there, none here",
         "c none there, x here",

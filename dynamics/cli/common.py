@@ -88,7 +88,7 @@ def choose_folder(args: argparse.Namespace, name: str, claim: Claim) -> tuple[Pa
     --out a new ``runs/<name>-<YYYYMMDD-HHMMSS>``; else ``claim.decide`` (another config's results
     refused without --overwrite, a folder of other files refused)."""
     if args.out is None:
-        for flag in ("resume", "overwrite"):
+        for flag in ("resume", "overwrite", "distributed"):  # (each process would make its own)
             if getattr(args, flag, False):
                 raise ConfigError(
                     f"--{flag} needs --out DIR, the folder it applies to: without --out every run "

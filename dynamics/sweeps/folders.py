@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.config.checks import validate
 from dynamics.config.overrides import config_from_dict
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
@@ -136,14 +137,14 @@ class Claim:
     """What a run of one config may do with its folder (the module's docstring).
 
     ``config_hash``: the run's; ``settings``: its settings by name (``settings_of``);
-    ``read_settings(meta)``: a folder's results.json as such settings;
+    ``read_settings(meta)``: a folder's results.json as such settings (None: not readable as such);
     ``kind(meta)``: what kind of run a results.json is ("sweep", "grid", …), this run's ``what``."""
 
     def __init__(
         self,
         config_hash: str,
         settings: dict[str, Any],
-        read_settings: Callable[[dict[str, Any]], dict[str, Any]],
+        read_settings: Callable[[dict[str, Any]], dict[str, Any] | None],
         what: str,
         kind: Callable[[dict[str, Any]], str],
         overwrite: bool = False,
@@ -186,7 +187,10 @@ class Claim:
         kind = self.kind(meta)
         if kind != self.what:
             return f"a {kind}'s results, not a {self.what}'s"
-        diff = differences(self.read_settings(meta), self.settings)
+        theirs = self.read_settings(meta)
+        if theirs is None:
+            return f"another config's results (config_hash {meta.get('config_hash')} there, {here})"
+        diff = differences(theirs, self.settings)
         if not diff:
             return (
                 f"results of the same settings from other numerics or other file contents "
@@ -282,13 +286,13 @@ def flat_dict(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def sweep_settings(meta: dict[str, Any]) -> dict[str, Any]:
+def sweep_settings(meta: dict[str, Any]) -> dict[str, Any] | None:
     """A sweep's or a grid's results.json as settings (``settings_of`` its config, ``grid.<knob>``
-    each grid axis); a config this mhsim cannot read, as the file has it."""
+    each grid axis); None for a config this mhsim cannot read (the hashes are then compared)."""
     try:
-        flat = settings_of(config_from_dict(meta["config"]).resolved())
+        flat = settings_of(validate(config_from_dict(meta["config"])))  # resolved, as the run's own
     except (ConfigError, TypeError, ValueError, KeyError, AttributeError):
-        flat = flat_dict(meta["config"])
+        return None
     grid = meta.get("grid")
     if isinstance(grid, dict) and isinstance(grid.get("values"), dict):
         flat.update({f"grid.{k}": _plain(v) for k, v in grid["values"].items()})
