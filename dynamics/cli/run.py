@@ -323,10 +323,8 @@ def _interrupted(where: dict) -> str:
         return f"interrupted before a point had finished: nothing to resume in {out}"
     if where.get("grid"):
         kept = f"the finished grid points are in {out / 'points'}"
-    elif where.get("replacing"):
-        kept = (
-            f"the finished H values are in {out / 'points'}"  # results.json: maybe still the replaced run's
-        )
+    elif where.get("replacing"):  # results.json may still be the replaced run's
+        kept = f"the finished H values are in {out / 'points'}"
     else:
         kept = f"the finished H values are in {out} (results.json is partial)"
     again = f"with --out {out} " if where.get("made") else ""  # a run without --out: its new folder
