@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
-from dynamics.sweeps.folders import LOCK, POINTS
+from dynamics.sweeps.folders import DAMAGED, LOCK, POINTS
 from dynamics.sweeps.result import HeadResult, SweepResult
 
 
@@ -73,10 +72,6 @@ def clear_points(out: Path, pattern: str = "H*.npz") -> None:
 def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray], diverged_at) -> Path:
     """One finished sweep point: ``curves[metric]`` is (n_point_heads, trials, L)."""
     return write_point(point_file(out, heads), config_hash, curves, diverged_at, heads=np.asarray(heads))
-
-
-# What reading a damaged .npz can raise (numpy and zipfile): such a file is recomputed.
-DAMAGED = (OSError, ValueError, KeyError, EOFError, IndexError, zipfile.BadZipFile, RuntimeError)
 
 
 def load_points(out: Path, config_hash: str, shape: tuple[int, ...] | None = None) -> dict[int, HeadResult]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +51,8 @@ RESULT_PATTERNS = (
     f"{POINTS}/*.npz",
 )
 SHOWN = 4  # differing settings named in a refusal
+# What reading a damaged .npz can raise (numpy and zipfile): such a point is recomputed.
+DAMAGED = (OSError, ValueError, KeyError, EOFError, IndexError, zipfile.BadZipFile, RuntimeError)
 
 
 def new_run_folder(name: str, root: Path = Path("runs"), now: datetime | None = None) -> Path:
@@ -116,7 +119,7 @@ def holding(out: Path) -> Holding:
         try:
             with np.load(path, allow_pickle=False) as z:
                 hashes.add(str(z["config_hash"]))
-        except (OSError, ValueError, KeyError, EOFError):  # a damaged point: another run's, unknown
+        except DAMAGED:  # whose it was is unknown: another config's
             hashes.add("")
     others = []
     if meta is None and not hashes:
