@@ -18,6 +18,7 @@ from dynamics.cli.common import (
     FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
+    add_folder_flags,
     apply_cpu_devices,
     choose_folder,
     int_list_arg,
@@ -50,17 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--preset", required=True, choices=bn.NAMES)
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output folder (default: a new runs/<preset>-<YYYYMMDD-HHMMSS>); a folder that holds "
-        "this config's results is reused, one that holds another config's is refused (see --overwrite)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace another config's results in --out: its files stay until this run's are written",
-    )
+    add_folder_flags(p, "<preset>")
     p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
     p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
     p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")

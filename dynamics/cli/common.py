@@ -72,6 +72,22 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
     split_cpu(args.cpu_devices)
 
 
+def add_folder_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """``--out DIR`` (default a new ``runs/<name>-<YYYYMMDD-HHMMSS>``) and ``--overwrite``, as
+    ``choose_folder`` reads them."""
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"output folder (default: a new runs/{name}-<YYYYMMDD-HHMMSS>); a folder that holds this "
+        "config's results is reused, one that holds another config's is refused (see --overwrite)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another config's results in --out: its files stay until this run's are written",
+    )
+
+
 # The line a run prints first: where it writes, and what it does with what the folder held.
 FOLDER_LINES = {
     "made": "writing into the new folder {out}",

@@ -31,6 +31,7 @@ from dynamics.cli.common import (
     FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
+    add_folder_flags,
     apply_cpu_devices,
     choose_folder,
     import_plotting_meanwhile,
@@ -85,17 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test"
     )
-    g.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output folder (default: a new runs/<name>-<YYYYMMDD-HHMMSS>); a folder that holds this "
-        "config's results is reused, one that holds another config's is refused (see --overwrite)",
-    )
-    g.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace another config's results in --out: its files stay until this run's are written",
-    )
+    add_folder_flags(g, "<name>")
     g.add_argument(
         "--no-fast-path",
         action="store_true",
