@@ -235,3 +235,36 @@ def bn_dict(cfg) -> dict:
     import dataclasses
 
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def test_the_same_config_finishes_its_own_unfinished_folder_to_the_same_numbers(
+    tmp_path, capsys, monkeypatch
+):
+    import numpy as np
+
+    import dynamics.sweeps.sweep
+
+    real = dynamics.sweeps.sweep.run_sweep
+
+    def fails_after_one_point(exp, *, on_point, **kw):
+        def first_then_fail(*a):
+            on_point(*a)
+            raise ValueError("a failure after the first point")
+
+        return real(exp, on_point=first_then_fail, **kw)
+
+    argv = [*TINY, "--heads", "1,2"]
+    with monkeypatch.context() as mp:
+        mp.setattr(dynamics.sweeps.sweep, "run_sweep", fails_after_one_point)
+        assert refused([*argv, "--out", str(tmp_path / "cut")], capsys, tmp_path).endswith(
+            "after the first point"
+        )
+    assert json.loads((tmp_path / "cut" / "results.json").read_text())["complete"] is False
+    lines = run_ok([*argv, "--out", str(tmp_path / "cut")], capsys, tmp_path)
+    assert lines[0] == f"{tmp_path / 'cut'} holds this config's unfinished results: reusing its finished part"
+    run_ok([*argv, "--out", str(tmp_path / "whole")], capsys, tmp_path)
+    with np.load(tmp_path / "cut" / "curves.npz") as a, np.load(tmp_path / "whole" / "curves.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert not (tmp_path / "cut" / "points").exists()
