@@ -28,9 +28,12 @@ import numpy as np
 
 from dynamics import parts
 from dynamics.cli.common import (
+    FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
+    add_folder_flags,
     apply_cpu_devices,
+    choose_folder,
     import_plotting_meanwhile,
     mean_std,
     use_file_backend,
@@ -60,6 +63,7 @@ from dynamics.infra.cache import apply as apply_cache
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
+from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.memory import check_memory
 
 
@@ -82,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test"
     )
-    g.add_argument("--out", metavar="DIR", help="output folder (default runs/<name>)")
+    add_folder_flags(g, "<name>")
     g.add_argument(
         "--no-fast-path",
         action="store_true",
@@ -91,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted sweep in --out: finished H values of the same config are kept",
+        help="continue an interrupted sweep in --out (what a run into a folder holding this config's "
+        "unfinished results always does; kept for older commands)",
     )
     g.add_argument(
         "--device",
@@ -194,8 +199,9 @@ def _cell(row: dict, metric: str) -> str:
     return mean_std(row[metric])
 
 
-def _report(exp, result, out: Path) -> None:
-    """The one-line description, the result table (one row per H, per grid point for a grid)."""
+def _report(exp, result, out: Path, verb: str = "wrote") -> None:
+    """The one-line description, the result table (one row per H, per grid point for a grid) and
+    the files (``verb``: "wrote", or "reused" for a folder's finished results)."""
     grid = isinstance(exp, GridExperiment)
     cfg = exp.base.config if grid else exp.config
     opt = cfg.optim
@@ -210,10 +216,10 @@ def _report(exp, result, out: Path) -> None:
         from dynamics.sweeps.grid import format_grid_table
 
         print(format_grid_table(result, mean_std))
-        print(f"wrote {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
+        print(f"{verb} {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
     else:
         print(format_table(result))
-        print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
+        print(f"{verb} {out / 'results.json'} and {out / 'curves.npz'}")
 
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
@@ -225,9 +231,10 @@ def _imports(args: argparse.Namespace, timings: Timings) -> None:
     timings.listen()
 
 
-def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
+def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, finish=None):
     """The checkpointed sweep on the devices that --device and --distributed ask for (in the
-    config's precision, ``sweep.x64``: the sweep enters it); ``finish(result)`` runs before its
+    config's precision, ``sweep.x64``: the sweep enters it), into ``out`` as ``claim`` allows (the
+    finished part of this config's results there reused); ``finish(result)`` runs before its
     results are written (once)."""
     import contextlib
 
@@ -253,7 +260,7 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
         return run_checkpointed(
-            exp, out, resume=args.resume, progress=not args.quiet, devices=devices, finish=finish
+            exp, out, resume=True, progress=not args.quiet, devices=devices, finish=finish, claim=claim
         )
 
 
@@ -307,9 +314,12 @@ def _interrupted(where: dict) -> str:
         return f"interrupted before a point had finished: nothing to resume in {out}"
     if where.get("grid"):
         kept = f"the finished grid points are in {out / 'points'}"
+    elif where.get("replacing"):  # results.json may still be the replaced run's
+        kept = f"the finished H values are in {out / 'points'}"
     else:
         kept = f"the finished H values are in {out} (results.json is partial)"
-    return f"interrupted: {kept}; rerun the same command with --resume to finish"
+    again = f"with --out {out} " if where.get("made") else ""  # a run without --out: its new folder
+    return f"interrupted: {kept}; rerun the same command {again}to finish"
 
 
 def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
@@ -331,15 +341,26 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         cfg = base.config
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
-        out = Path(args.out or Path("runs") / cfg.name)
+        claim = sweep_claim(exp, args.overwrite)
+        out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
+        where.update(out=out, made=action == "made", replacing=action == "replace")
+        if action != "done":
+            print(FOLDER_LINES[action].format(out=out))
         _imports(args, timings)
+        if action == "done":
+            done = _finished(out)
+            print(FOLDER_LINES["done" if done is not None else "damaged"].format(out=out))
+            if done is not None:
+                _report(exp, done, out, "reused")
+                return 0
         apply_cpu_devices(args)
         if not args.no_figure:  # (not jax.process_index(): that would start JAX before --distributed)
             import_plotting_meanwhile()
-        where["out"] = out
         paths: list[Path] = []
-        result = _run(exp, args, out, lambda result: _finish(exp, result, out, args, timings, paths))
+        result = _run(exp, args, out, claim, lambda result: _finish(exp, result, out, args, timings, paths))
     except (ConfigError, ValueError) as err:
+        if where.get("made"):
+            discard_if_empty(out)  # the new folder of a run that wrote nothing
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not _is_main_process():
@@ -350,6 +371,17 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
     if args.timings:
         print(timings.report())
     return 0
+
+
+def _finished(out: Path):
+    """The finished results in ``out`` (a SweepResult or a GridResult), or None when they cannot be
+    read (damaged: the run then recomputes what it must, as --resume always has)."""
+    from dynamics.api import load_results
+
+    try:
+        return load_results(out)
+    except ConfigError:
+        return None
 
 
 def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, paths: list[Path]) -> None:

@@ -400,18 +400,32 @@ def clear_points(out: Path) -> None:
 
 
 def run_grid_checkpointed(
-    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None, finish=None
+    grid: GridExperiment,
+    out: Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    devices=None,
+    finish=None,
+    claim=None,
 ) -> GridResult:
     """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
     skips the points saved there for the same grid; at the end writes the grid's files once, after
-    ``finish(result)`` has run on the result in memory (written even when it raises)."""
+    ``finish(result)`` has run on the result in memory (written even when it raises). ``claim``:
+    as ``checkpoint.run_checkpointed``'s (checked under the lock; a replaced run's files removed
+    once this grid's are written)."""
 
     from dynamics.sweeps.devices import device_name
 
     out = Path(out)
     writer = jax.process_index() == 0
     with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
-        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
+        if claim is not None and writer:
+            claim.enter(out)
+        result = _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
+        if claim is not None and writer:
+            claim.written(out)
+        return result
 
 
 def _run_grid_locked(
