@@ -87,7 +87,9 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             value = value.value
         if isinstance(value, str) and typ is not str and not k.spec.switch:  # a switch takes a bool only
             try:
-                value = typ(value)  # "1,2,4" as on the command line
+                value = typ(value)  # "1,2,4" or "1:8:4" as on the command line
+            except ConfigError:  # the knob's own parser: its message names the keyword and the value
+                raise
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(k.section, {})[k.name] = value
