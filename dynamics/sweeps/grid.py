@@ -20,9 +20,10 @@ the largest d), the diagnostics and ``diagnostic_steps``,
 ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
 after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
 ``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
-grid point) and the diagnostics' summary per grid point; ``summary.csv`` (pandas), the
-same rows, tidy. Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and
-trials, every curve, the diagnostics' summary), for ``--resume``.
+grid point) and the diagnostics' summary per grid point; ``summary.csv``, the same rows as
+``GridResult.summary_frame()`` (a sweep's summary frame per point, a column per axis).
+Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and trials, every curve,
+the diagnostics' summary), for ``--resume``.
 """
 
 from __future__ import annotations

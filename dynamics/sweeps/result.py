@@ -223,7 +223,9 @@ def frame_columns() -> frozenset[str]:
 
 
 def frame_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A summary row (``GridResult.summary``) as the summary frame's columns."""
+    """A summary row (``summary()``, a grid's too) flattened to columns: its keys but the per-trial
+    lists, each metric as ``<metric>_mean`` and ``<metric>_std``. ``reserved_columns`` reserves
+    them all (``plateaus`` too, which the frames leave out)."""
     flat = {
         k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
     }
@@ -237,10 +239,10 @@ def frame_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def reserved_columns() -> frozenset[str]:
     """Every name a column of the results' frames already has beside the curves' own: a sweep's
-    frames' (``result.frame_columns``), a grid's summary frame's (its rows built by the same code,
-    ``frame_row``, from ``column_probe``'s summary) and every knob a grid can run over
-    (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz), and ``heads``,
-    the head count's column in the files of older versions (``OLD_HEAD_COUNT``)."""
+    frames' (``result.frame_columns``; a grid's frames are its points' with a column per axis), a
+    summary row's flattened (``frame_row``, from ``column_probe``'s summary), every knob a grid
+    can run over (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz) and
+    ``heads``, the head count's key in the files of older versions (``OLD_HEAD_COUNT``)."""
     probe = column_probe()
     grid_row = {c for row in probe.summary() for c in frame_row(row)} - set(probe.curves)
     return frame_columns() | grid_row | set(GRID_KNOBS) | {OLD_HEAD_COUNT}
