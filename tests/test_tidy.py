@@ -49,6 +49,8 @@ def test_heads_take_a_log_range_of_whole_numbers(text, want):
         ("1:3:4", "4 distinct whole numbers do not fit between 1 and 3"),  # repeats once rounded
         ("2:2:2", "2 distinct whole numbers do not fit between 2 and 2"),
         ("0:8:4", "a > 0, b > 0 and k >= 1"),
+        ("1:1e300:99999999999", "more than 10000 in one sweep"),  # refused before the list is built
+        ("1e-300:1e300:3", "1e-300, inf, inf: not all whole numbers"),  # b/a overflows
         ("1:8", "must be a:b:k"),
         ("1:8:x", "must be a:b:k"),
     ],

@@ -5,9 +5,13 @@ of mhsim but its errors."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
 
 from dynamics.errors import ConfigError
+
+# The most numbers of heads a range a:b:k may give (``heads_range``).
+MAX_HEAD_COUNTS = 10_000
 
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
@@ -80,7 +84,8 @@ def parse_heads(value) -> tuple[int, ...]:
 def heads_range(text: str) -> tuple[int, ...]:
     """'a:b:k' -> the k log-spaced head counts a·(b/a)^(i/(k-1)), i < k ('1:8:4' is 1, 2, 4, 8; k = 1
     gives a). Unlike a grid knob's integers, never rounded: a value that is not a whole number
-    ('1:10:3' gives 3.16…) or a repeat ('1:2:4') is refused, naming the values, as H must be a list
+    ('1:10:3' gives 3.16…), more counts than there are whole numbers from a to b ('1:3:4'), a
+    repeat, or more than ``MAX_HEAD_COUNTS`` counts are refused in one line, as H must be a list
     of distinct counts."""
     form = f"heads={text!r} must be a:b:k (k log-spaced counts from a to b, e.g. 1:8:4 is 1,2,4,8)"
     ends = [p.strip() for p in text.split(":")]
@@ -92,11 +97,13 @@ def heads_range(text: str) -> tuple[int, ...]:
         raise ConfigError(form) from None
     if not (0 < lo < float("inf") and 0 < hi < float("inf")) or k < 1:
         raise ConfigError(f"{form}; a > 0, b > 0 and k >= 1")
-    if k > abs(hi - lo) + 1:  # more counts than there are whole numbers from a to b (and no huge list)
+    if k > abs(hi - lo) + 1:  # more counts than there are whole numbers from a to b
         raise ConfigError(f"heads={text!r}: {k} distinct whole numbers do not fit between {lo:g} and {hi:g}")
+    if k > MAX_HEAD_COUNTS:  # a list that long is a typo, not a sweep: refused before it is built
+        raise ConfigError(f"heads={text!r}: k={k} numbers of heads, more than {MAX_HEAD_COUNTS} in one sweep")
     values = [float(f"{lo * (hi / lo) ** (i / (k - 1)):.12g}") if k > 1 else lo for i in range(k)]
-    shown = ", ".join(f"{v:g}" for v in values)
-    if any(v != round(v) for v in values):
+    shown = ", ".join(f"{v:g}" for v in values[:8]) + (f", … ({k} values)" if k > 8 else "")
+    if not all(math.isfinite(v) and v == round(v) for v in values):  # (b/a overflows to inf: not a count)
         raise ConfigError(f"heads={text!r} gives {shown}: not all whole numbers of heads")
     counts = tuple(int(v) for v in values)
     if len(set(counts)) != len(counts):
