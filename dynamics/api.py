@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,9 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             value = value.value
         if isinstance(value, str) and typ is not str and not k.spec.switch:  # a switch takes a bool only
             try:
-                value = typ(value)  # "1,2,4" as on the command line
+                value = typ(value)  # "1,2,4" or "1:8:4" as on the command line
+            except ConfigError:  # the knob's own parser: its message names the keyword and the value
+                raise
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(k.section, {})[k.name] = value
@@ -104,8 +107,6 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     an .npz file to train on (as ``--data``); with it, a ``data_model`` keyword (or a config whose
     ``data.model`` was set explicitly) naming another model is refused; ``x64=True`` simulates in
     float64 (as ``--x64``)."""
-    import os
-
     from dynamics.sweeps.checks import as_config, with_data
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
@@ -130,8 +131,6 @@ def _check_one_data_model(cfg: Any, data: Any, kwargs: dict[str, Any]) -> None:
     """``data`` (an object or a file's path) is the data model of the run: a ``data_model`` keyword,
     or a config whose ``data.model`` was set explicitly, naming another is refused (one of the two
     would be silently dropped), as ``--data FILE.npz --data-model NAME`` is on the command line."""
-    import os
-
     from dynamics import parts
 
     path = isinstance(data, str | os.PathLike)
@@ -271,3 +270,117 @@ def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
         wall_time_s=float(meta.get("wall_time_s", 0.0)),
         extra=_extra(meta),
     )
+
+
+# Many run folders as one frame
+
+
+def load_runs(root: str | Path = "runs"):
+    """Every sweep and grid saved under ``root`` (searched at any depth; a run folder is one that
+    holds a ``results.json``) as one tidy pandas DataFrame at the summary level: one row per run
+    folder × grid point × H, the columns ``run`` (the folder, relative to ``root``; ``.`` for
+    ``root`` itself), ``kind`` (``sweep`` or ``grid``), ``complete``, the columns of the run's
+    ``summary_frame()`` (``H``, a grid's axes, ``trials``, ``n_diverged``, the final metrics' mean
+    and std, …) and then every knob of the row's config (the grid point's own) by its name (``lr``,
+    ``optimizer``, ``n_train``, ``data_model`` for ``data.model``, a data model's parameters, NaN
+    where the model has none); the config's list of H, ``sweep.heads``, is not a column (each row
+    has its own ``H``). A folder that holds no results, or whose results cannot be read (damaged,
+    edited, a bottleneck experiment's), is skipped with a warning naming it and why. Rows come in
+    the folders' sorted order."""
+    import warnings
+
+    import pandas as pd  # only here: the rest of the API works without building frames
+
+    base = _runs_root(root)
+    folders, empty = _run_folders(base)
+    for folder in empty:
+        warnings.warn(f"{folder}: skipped, not a results folder (no results.json in it)", stacklevel=2)
+    frames = []
+    for folder in folders:
+        run = folder.relative_to(base).as_posix()
+        try:
+            result = load_results(folder)
+            if isinstance(result, dict):
+                raise ConfigError("a bottleneck experiment's results, not a sweep or a grid")
+            frames.append(_run_frame(result, run))
+        except Exception as err:  # any damage: this folder is skipped, the others still listed
+            why = str(err) if isinstance(err, ConfigError) else f"{type(err).__name__}: {err}"
+            warnings.warn(f"{folder}: skipped, {why}", stacklevel=2)
+    if not frames:
+        return pd.DataFrame(columns=["run", "kind", "complete", "H"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _runs_root(root: str | Path) -> Path:
+    if isinstance(root, bool) or not isinstance(root, str | os.PathLike):
+        raise TypeError(f"root={root!r:.80} must be a path (str or pathlib.Path)")
+    if not str(root).strip():
+        raise ConfigError("root='' is empty: give the folder that holds the run folders (e.g. runs)")
+    path = Path(root)
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise ConfigError(f"runs folder {str(root)!r} {what}")
+    return path
+
+
+def _run_folders(root: Path) -> tuple[list[Path], list[Path]]:
+    """(the run folders at or under ``root``, sorted; the folders that hold no run at any depth,
+    each named once, at its top). A run folder's own subfolders (``points/``) are not searched."""
+    runs: list[Path] = []
+    empty: list[Path] = []
+    seen: set[Path] = set()
+
+    def walk(folder: Path) -> bool:  # whether a run is at or below ``folder``
+        try:
+            if (folder / "results.json").is_file():
+                runs.append(folder)
+                return True
+            real = folder.resolve()
+            if real in seen:  # a link back up the tree
+                return False
+            seen.add(real)
+            subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:  # unreadable: listed as holding no run
+            return False
+        held = {sub: walk(sub) for sub in subs}
+        if any(held.values()) or folder == root:
+            empty.extend(sub for sub, has in held.items() if not has)
+        return any(held.values())
+
+    walk(root)
+    return runs, empty
+
+
+def _run_frame(result, run: str):
+    """One run's rows of ``load_runs``: its summary frame, then the knobs of each row's config."""
+    import pandas as pd  # only here, as in load_runs
+
+    from dynamics.sweeps.grid import GridResult
+
+    if isinstance(result, GridResult):
+        frame, kind = result.summary_frame(), "grid"
+        per_point = len(frame) // len(result.grid.points)  # the finished H of each grid point
+        configs = [cfg for cfg in result.grid.points for _ in range(per_point)]
+    else:
+        frame, kind = result.summary_frame().reset_index(), "sweep"
+        configs = [result.config] * len(frame)
+    frame.insert(0, "run", run)
+    frame.insert(1, "kind", kind)
+    frame.insert(2, "complete", result.complete)
+    knobs = pd.DataFrame([knob_columns(cfg) for cfg in configs], index=frame.index)
+    return pd.concat([frame, knobs.drop(columns=[c for c in knobs if c in frame])], axis=1)
+
+
+def knob_columns(cfg: Config) -> dict[str, Any]:
+    """Every knob of the resolved config ``cfg`` by its name (``data.model`` as ``data_model``, a
+    data model's parameter by its own name, None where the model has none); not ``sweep.heads``,
+    the list of H: a frame's rows each have their own ``H``."""
+    params = dict(cfg.data.params)
+    columns: dict[str, Any] = {}
+    for k in declared():
+        if (k.section, k.name) == ("sweep", "heads"):
+            continue
+        holder = getattr(cfg, k.section)
+        column = "data_model" if (k.section, k.name) == ("data", "model") else k.name
+        columns[column] = getattr(holder, k.name) if hasattr(holder, k.name) else params.get(k.name)
+    return columns

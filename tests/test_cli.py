@@ -37,7 +37,7 @@ def check_schema(out: Path, heads, trials, steps):
     for key in ("config", "config_hash", "versions", "device", "wall_time_s", "summary", "steps", "heads"):
         assert key in meta, key
     assert {"jax", "jaxlib", "optax"} <= set(meta["versions"])
-    assert [row["heads"] for row in meta["summary"]] == list(heads)
+    assert [row["H"] for row in meta["summary"]] == list(heads)
     for row in meta["summary"]:
         for name in ("train_loss", "test_loss", "train_error", "test_error"):
             assert set(row[name]) == {"mean", "std"}

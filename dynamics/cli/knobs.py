@@ -49,6 +49,8 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
                 choices = None
         elif isinstance(choices, parts.Registry):
             typ = _part_arg(choices, k.key)
+        elif k.spec.parse is not None:
+            typ = _parsed_arg(typ)
         if k.spec.switch:  # present sets True
             groups[k.section].add_argument(k.flag, dest=k.key, action="store_const", const=True, help=help_)
             continue
@@ -71,6 +73,20 @@ def _part_arg(registry: parts.Registry, field: str):
         return text
 
     return part
+
+
+def _parsed_arg(parse):
+    """A knob's own parser (``parse=``, e.g. ``--heads 1:8:4``) as a flag type: its one-line
+    ConfigError is the flag's error message (argparse would print only 'invalid value')."""
+
+    def arg(text: str):
+        try:
+            return parse(text)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    arg.__name__ = getattr(parse, "__name__", "value")
+    return arg
 
 
 def knob_values(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:

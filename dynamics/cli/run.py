@@ -65,6 +65,7 @@ from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
 from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.result import HEAD_COUNT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -177,7 +178,7 @@ def format_table(result) -> str:
     for row in rows:
         cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
         drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
-        line = f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
+        line = f"{row[HEAD_COUNT]:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
         if timed:
             cols = emergence_columns(row["emergence"])
             line += "".join(f"  {_step_cell(cols, k):>{w}}" for k, w in (("t_att", 20), ("t_loss", 17)))

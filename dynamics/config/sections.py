@@ -347,7 +347,7 @@ class SweepConfig:
 
     heads: tuple[int, ...] = knob(
         (1, 2, 4, 8),
-        "numbers of heads H, comma-separated (e.g. 1,2,4,8)",
+        "numbers of heads H: a,b,c or a:b:k (k log-spaced whole numbers; e.g. 1,2,4,8 or 1:8:4)",
         parse=parse_heads,
         coerce=lambda name, value: parse_heads(value),
         hashed="always",

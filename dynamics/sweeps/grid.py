@@ -20,9 +20,10 @@ the largest d), the diagnostics and ``diagnostic_steps``,
 ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
 after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
 ``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
-grid point) and the diagnostics' summary per grid point; ``summary.csv`` (pandas), the
-same rows, tidy. Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and
-trials, every curve, the diagnostics' summary), for ``--resume``.
+grid point) and the diagnostics' summary per grid point; ``summary.csv``, the same rows as
+``GridResult.summary_frame()`` (a sweep's summary frame per point, a column per axis).
+Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and trials, every curve,
+the diagnostics' summary), for ``--resume``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from dynamics.sweeps.execute import (
     run_points,
 )
 from dynamics.sweeps.memory import check_memory
-from dynamics.sweeps.result import STEPLESS, SweepResult, frame_row
+from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
 from dynamics.sweeps.results import (
     complete_results_hash,
     load_results,
@@ -100,6 +101,28 @@ class GridResult:
         """``summary()`` as a tidy pandas DataFrame (``summary_frame`` below)."""
         return summary_frame(self)
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame in a sweep's long format (``SweepResult.to_dataframe``): one row
+        per grid point (C order) × H × trial × logged step, the columns ``H``, one per grid axis
+        named by its knob (its value at the point: a number or a name) and then the sweep frame's."""
+        return self._frames(lambda point: point.to_dataframe())
+
+    def _frames(self, frame_of):
+        """``frame_of(grid point k's SweepResult)`` for every k, each with a column per grid axis
+        after ``H``, concatenated in grid point order (C order over the axes, the first outermost).
+        The axes are read from the grid's record: any knob a grid runs over becomes a column."""
+        import pandas as pd
+
+        frames = []
+        for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
+            frame = frame_of(self.point(k))
+            for at, (name, value) in enumerate(zip((n for n, _ in self.grid.axes), combo, strict=True)):
+                if name in frame.columns:  # lr, init_scale: the point's own value already
+                    frame.pop(name)
+                frame.insert(1 + at, name, value)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
     def point(self, k: int) -> SweepResult:
         """Grid point k (C order) as the SweepResult of its configuration run alone."""
         n = len(self.grid.points)
@@ -122,7 +145,7 @@ class GridResult:
         for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
             knobs = dict(zip((n for n, _ in self.grid.axes), combo, strict=True))
             for row in self.point(k).summary():
-                rows.append({"heads": row.pop("heads"), **knobs, **row})
+                rows.append({HEAD_COUNT: row.pop(HEAD_COUNT), **knobs, **row})
         return rows
 
 
@@ -302,11 +325,10 @@ class _no_summary(SweepResult):  # results_dict's fields without the per-H summa
 
 
 def summary_frame(result: GridResult):
-    """The tidy summary: one row per (H, grid point), the knobs, trials, diverged count and the
-    mean and std of each final metric over the trials that did not diverge (pandas DataFrame)."""
-    import pandas as pd
-
-    return pd.DataFrame([frame_row(row) for row in result.summary()])
+    """The tidy summary (pandas DataFrame): one row per grid point (C order) × H, the columns ``H``,
+    one per grid axis, then the sweep's ``summary_frame``'s (trials, diverged count, the mean and
+    std of each final metric over the trials that did not diverge, …), with its dtypes."""
+    return result._frames(lambda point: point.summary_frame().reset_index())
 
 
 def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
@@ -458,8 +480,8 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
-    for row in sorted(result.summary(), key=lambda r: r["heads"]):
+    for row in sorted(result.summary(), key=lambda r: r[HEAD_COUNT]):
         knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
-        lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
+        lines.append(f"{row[HEAD_COUNT]:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
