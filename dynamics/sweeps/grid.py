@@ -1,9 +1,11 @@
 """Run a grid (``dynamics.config.grid``) and write its result files.
 
-The grid's points are grouped by their data section and their other settings (a model
-knob such as the temperature is static in the program): points that differ only in traced
-scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
-same compiled calls (``execute.run_points``, packed together with random init). Each group
+The grid's points are grouped by every setting but the knobs declared ``traced`` (a part such
+as the optimiser or the loss, the data model, a model knob such as the temperature are static
+in the program): points that differ only in traced knobs (η₀, σ₀ — and H, as in every
+sweep) are *variants* of one group and run through the same compiled calls
+(``execute.run_points``, packed together with random init); a group of one point is planned
+exactly as its configuration run alone (the same packs, programs and batches). Each group
 draws its own data once with the sweep's seed (its runs and its points' diagnostics read it),
 so a grid point gets exactly the data and init of the same configuration run alone. Groups
 whose data have the same shapes (a grid over the noise σ, the sparsity ζ, …) reuse the same
@@ -41,7 +43,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from dynamics.config.grid import GridExperiment
+from dynamics.config.grid import GRID_KNOBS, TRACED, GridExperiment
+from dynamics.config.schema import SECTIONS, Config, Experiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
@@ -127,14 +130,20 @@ class GridResult:
 
 
 def _variant_groups(grid: GridExperiment) -> list[list[int]]:
-    """Grid point indices grouped by data section and every setting but the traced scalars η₀ and
-    σ₀ (each group: one data draw, one batch, one program). A model knob such as the temperature
-    is static in the program: its points are groups of their own (they once shared the first
-    point's program, and so its temperature)."""
+    """Grid point indices grouped by every setting but the knobs declared ``traced`` (η₀ and σ₀:
+    the engine takes them per run, in the batch), each group one data draw and the
+    programs of its configuration alone. Any other knob is static for the engine (a part: the
+    optimiser, loss, query, init, …; the data model and its data; a model knob such as the
+    temperature): its points are groups of their own, planned as their configuration run alone
+    (they once shared the first point's program, and so its temperature)."""
+    defaults: dict[str, dict[str, Any]] = {}
+    for axis in TRACED:
+        section, name, _ = GRID_KNOBS[axis]
+        defaults.setdefault(section, {})[name] = getattr(getattr(Config(), section), name)
     groups: dict[Any, list[int]] = {}
     for k, cfg in enumerate(grid.points):
-        rest = (dataclasses.replace(cfg.model, init_scale=1.0), dataclasses.replace(cfg.optim, lr=1.0))
-        groups.setdefault((cfg.data, *rest), []).append(k)
+        key = tuple(dataclasses.replace(getattr(cfg, s), **defaults.get(s, {})) for s in SECTIONS)
+        groups.setdefault(key, []).append(k)
     return list(groups.values())
 
 
@@ -249,8 +258,6 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
 def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
     """Grid point k's theory diagnostics, computed as ``run_sweep`` computes them for its config
     run alone (``execute.add_diagnostics``: the same replay of the same data, init and step sizes)."""
-    from dynamics.config.schema import Experiment
-
     cfg = grid.points[k]
     # the training loss, and the snapshots (the max-margin view reads them) at the point's own
     # sizes: a grid over the width d pads the narrower points' snapshots with NaN
