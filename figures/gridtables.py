@@ -148,8 +148,10 @@ def fixed_indices(t: GridTables, shown: tuple[str, ...], at=None) -> dict[str, i
         vals = t.values_of(short)
         if short in t.categorical():  # names: the same name
             hit = np.flatnonzero(vals == str(value))
-        else:
+        elif isinstance(value, int | float | np.number) and not isinstance(value, bool):
             hit = np.flatnonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))
+        else:
+            hit = np.array([], dtype=int)  # a name for a numeric knob: none of its values
         if not hit.size:
             raise ValueError(f"at={at!r}: {name}={value!r} is not one of its values {ticks(vals)}")
         fixed[short] = int(hit[0])

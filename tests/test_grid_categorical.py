@@ -197,6 +197,7 @@ def test_a_figure_per_name_on_shared_colour_scales(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     import figures.phase
+    from dynamics.cli.figures import _at
     from figures.phase import plot_grid
 
     figs = []
@@ -220,6 +221,7 @@ def test_a_figure_per_name_on_shared_colour_scales(tmp_path, monkeypatch):
     (la,) = [ax for ax in gd_lines.axes if ax.get_title() == "final test loss"]
     (lb,) = [ax for ax in adam_lines.axes if ax.get_title() == "final test loss"]
     assert la.get_ylim() == lb.get_ylim()
+    assert _at("optimizer=adam,lr=1") == {"optimizer": "adam", "lr": 1.0}  # --at takes a name too
     at = plot_grid(folder, tmp_path / "one", at={"optimizer": "adam"})  # a name chosen: its files alone
     assert sorted(p.name for p in at if p.suffix == ".png") == ["one-lines.png", "one.png"]
     for fig in figs:

@@ -5,6 +5,7 @@ Examples:
   python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
   python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
   python -m dynamics.run --heads 1,4,16 --lr 0.1,1,10 --steps 200   # a grid: table per point, phase diagram
+  python -m dynamics.run --optimizer gd,adam --lr 0.01:10:7          # names too: a diagram per optimiser
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
