@@ -340,12 +340,12 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
-    from dynamics.config.grid import resolve_grid
+    from dynamics.config.grid import grid_config, resolve_grid
     from dynamics.sweeps.grid import GridResult
 
     names = list(meta["grid"]["axes"])
     axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in names)
-    grid = resolve_grid(config_from_dict(meta["config"]), axes)
+    grid = resolve_grid(grid_config(config_from_dict(meta["config"]), meta["grid"]), axes)
     own = {"heads", "steps", "diverged_at", "grid_axes", *names}  # the grid's coordinates, not curves
     return GridResult(
         grid=grid,

@@ -152,15 +152,17 @@ def test_names_enter_the_grid_hash_and_numeric_grids_keep_theirs():
     assert adam.hash() == resolve(apply_overrides(cfg, {"optim": {"optimizer": "adam"}}, "t")).config.hash()
 
 
-def fake_categorical_folder(out):
-    """A saved grid optimizer ∈ {gd, adam} × η₀ ∈ {0.1, 1, 10} × H ∈ {1, 4}, written by the grid's
-    writer from made-up curves (no simulation): Adam's losses ten times GD's."""
+def fake_categorical_folder(out, axes=None, base=None):
+    """A saved grid over ``axes`` (default optimizer ∈ {gd, adam} × η₀ ∈ {0.1, 1, 10}) × H ∈ {1, 4},
+    written by the grid's writer from made-up curves (no simulation): the second name's losses ten
+    times the first's."""
     heads, trials, L = [1, 4], 2, 3
+    sweep = {"heads": (1, 4), "trials": trials, "log_every": 1}
     grid = resolve_grid(
-        tiny(optim={"steps": L - 1}, sweep={"heads": (1, 4), "trials": trials, "log_every": 1}),
-        {"optimizer": ["gd", "adam"], "lr": [0.1, 1.0, 10.0]},
+        base or tiny(optim={"steps": L - 1}, sweep=sweep),
+        axes or {"optimizer": ["gd", "adam"], "lr": [0.1, 1.0, 10.0]},
     )
-    shape = (2, 2, 3, trials, L)
+    shape = (2, *grid.shape, trials, L)
     base = np.random.default_rng(0).uniform(0.2, 0.4, shape)
     base[:, 1] *= 10  # adam
     curves = {"train_loss": base / 2, "test_loss": base, "train_error": base / 4, "test_error": base / 3}
@@ -170,6 +172,29 @@ def fake_categorical_folder(out):
     out.mkdir()
     write_grid(result, out)
     return out
+
+
+def test_a_data_model_grid_loads_back_with_each_models_own_defaults(tmp_path):
+    # T, d, the task and the loss left to the data: each model's own at its points, not the first's
+    base = apply_overrides(Config(name="dm"), {"optim": {"steps": 2}, "sweep": {"log_every": 1}}, "test")
+    base = apply_overrides(base, {"data": {"n_train": 12, "n_test": 8}}, "test")
+    grid = resolve_grid(base, {"data_model": ["dm1", "planted"]})
+    assert [(p.data.model, p.data.d) for p in grid.points] == [("dm1", 32), ("planted", 16)]
+    sweep = {"heads": (1, 4), "trials": 2, "log_every": 1}
+    folder = fake_categorical_folder(
+        tmp_path / "g", {"data_model": ["dm1", "planted"]}, apply_overrides(base, {"sweep": sweep}, "t")
+    )
+    meta = json.loads((folder / "results.json").read_text())
+    assert meta["config"]["data"]["model"] == "dm1" and "source_config" in meta["grid"]
+    back = dynamics.load_results(folder)
+    assert back.grid.points == grid_of(base, sweep).points and back.grid.hash() == grid_of(base, sweep).hash()
+    assert back.point(1).config.data.model == "planted" and back.point(1).config.data.d == 16
+    numeric = json.loads((fake_categorical_folder(tmp_path / "n") / "results.json").read_text())
+    assert "source_config" not in numeric["grid"]  # only a data-model axis writes it
+
+
+def grid_of(base, sweep):
+    return resolve_grid(apply_overrides(base, {"sweep": sweep}, "t"), {"data_model": ["dm1", "planted"]})
 
 
 def test_the_files_keep_the_names_and_load_back(tmp_path):

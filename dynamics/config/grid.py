@@ -167,6 +167,10 @@ class GridExperiment:
     base: Experiment  # the base config (first value of every axis) and the logged steps
     axes: Axes  # ((knob name, values), …), the first axis outermost
     points: tuple[Config, ...]  # one resolved config per grid point, C order over the axes
+    # With a data-model axis, the config the axes were set on, before resolution: each point's
+    # data defaults (T, d, the model's parameters), task and loss are its own model's, not the
+    # base's. results.json's grid record keeps it (``source_config``) to rebuild the same points.
+    source: Config | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -180,6 +184,22 @@ class GridExperiment:
     def hash(self) -> str:
         """The grid's config_hash: the base config and the axes (checkpoints and caches key on it)."""
         return digest({**self.base.config.resolved().to_dict(), "grid": [list(a) for a in self.axes]})
+
+
+def grid_config(config: Config, record: dict[str, Any]) -> Config:
+    """The config a saved grid's axes are set on: results.json's (resolved) ``config``, or with a
+    data-model axis its grid record's ``source_config`` (as written: the fields resolution fills
+    left unfilled), in the recorded precision (``sweep``)."""
+    source = record.get("source_config") if isinstance(record, dict) else None
+    if source is None:
+        return config
+    if not isinstance(source, dict):
+        raise ConfigError(f"the grid's source_config {source!r:.80} is not a table of sections")
+    doc = {k: v for k, v in source.items() if k not in ("name", "sources")}
+    cfg = apply_overrides(
+        Config(name=str(source.get("name", config.name))), doc, "grid source", explicit=False
+    )
+    return dataclasses.replace(cfg, sweep=config.sweep)
 
 
 def with_values(cfg: Config, values: dict[str, Any]) -> Config:
@@ -230,7 +250,7 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
             at = ", ".join(f"{k}={v}" for k, v in values.items())
             raise ConfigError(f"grid point {at}: {err}") from None
     base = resolve(dataclasses.replace(raw[0], given=raw[0].given - (idle[0] - everywhere)))
-    grid = GridExperiment(base, axes_t, tuple(points))
+    grid = GridExperiment(base, axes_t, tuple(points), cfg if "data_model" in norm else None)
     check_size(grid)
     return grid
 

@@ -293,6 +293,7 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
             "shape": list(result.grid.shape),
             "curves_axes": axes,
             **({"head_curves_axes": [*axes, "head"]} if any(map(is_per_head, result.curves)) else {}),
+            **({"source_config": result.grid.source.to_dict()} if result.grid.source is not None else {}),
         },
         summary=result.summary(),
         **result.extra,
