@@ -98,6 +98,10 @@ def test_a_bad_name_is_refused_at_its_grid_point_in_one_line(tmp_path, capsys):
     ):
         resolve_grid(tiny(), {"optimizer": ["gd", "adamw"]})
     line = cli_error(["--loss", "logistic,nope", "--no-figure"], capsys, tmp_path)
+    assert "--loss: optim.loss='nope' is not one of 'logistic', 'exp'" in line  # as the flag is read
+    path = tmp_path / "g.toml"
+    path.write_text('[optim]\nloss = ["logistic", "nope"]\n')  # from a file: at its grid point
+    line = cli_error(["--config", str(path), "--no-figure"], capsys, tmp_path)
     assert "grid point loss=nope: optim.loss='nope' is not one of" in line
 
 

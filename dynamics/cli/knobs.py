@@ -44,10 +44,10 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
         if k.spec.grid is not None:  # several values: a grid axis
             axis = axis_name(k)
             typ, help_ = list_arg(axis, k.flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
-            if k.spec.grid is str:  # categorical: names, checked per grid point by validation
+            if k.spec.grid is str:  # categorical: names, each checked as the flag is read
                 names = "{" + ",".join(choices.names) + "}" if isinstance(choices, parts.Registry) else ""
                 help_ = f"{names} {help_.split('; several')[0]}; several: a,b,c (a grid over them)"
-                choices = None
+                typ, choices = _names_arg(typ, choices, k.key), None
         elif isinstance(choices, parts.Registry):
             typ = _part_arg(choices, k.key)
         if k.spec.switch:  # present sets True
@@ -58,6 +58,26 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
         group.add_argument(
             k.flag, dest=k.key, type=typ, choices=choices, default=None, help=help_, metavar=metavar
         )
+
+
+def _names_arg(parse, choices, field: str):
+    """A categorical knob's names (``parse``: one name or a tuple of them), each one of ``choices``
+    (a registry: a user part's "module:attribute" must import) or refused with the allowed ones."""
+
+    def names(text: str):
+        value = parse(text)
+        for name in value if isinstance(value, tuple) else (value,):
+            try:
+                if isinstance(choices, parts.Registry):
+                    choices.get(name, field)
+                elif choices is not None and name not in choices:
+                    raise ConfigError(f"{field}={name!r} is not one of {', '.join(map(repr, choices))}")
+            except ConfigError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return value
+
+    names.__name__ = parse.__name__
+    return names
 
 
 def _part_arg(registry: parts.Registry, field: str):
