@@ -449,11 +449,17 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     """The per-grid-point table: H, the knob values, final metrics (mean ± std), diverged."""
     names = [n for n, _ in result.grid.axes]
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
-    head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
+    # a column as wide as its knob's name and its longest name ("normalized-gd"), at least 10
+    width = {
+        n: max(10, len(n), *(len(str(v)) for v in vals if isinstance(v, str))) for n, vals in result.grid.axes
+    }
+    head = f"{'H':>4}  " + "  ".join(f"{n:>{width[n]}}" for n in names)
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in sorted(result.summary(), key=lambda r: r["heads"]):
-        knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
+        knobs = "  ".join(
+            f"{row[n]:>{width[n]}}" if isinstance(row[n], str) else f"{row[n]:>{width[n]}.4g}" for n in names
+        )
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
         lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
