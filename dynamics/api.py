@@ -187,6 +187,11 @@ def run_grid(
             f"run_grid: lrs/init_scales are not taken with the knob axes {', '.join(axes)}; "
             f"give lr=[…] and init_scale=[…] as axes instead"
         )
+    if data is not None and "data_model" in axes:
+        raise ConfigError(
+            f"run_grid: data= and the data-model axis {list(axes['data_model'])} both name the data model; "
+            f"give one"
+        )
     check_layout(**layout, progress=progress)
     cfg = _with_data(cfg, engine, knobs, "run_grid", check=False)  # each grid point is validated
     return run_grid_experiment(resolve_grid(cfg, axes), progress=progress, **layout)

@@ -132,6 +132,8 @@ def test_a_data_model_axis_takes_only_the_parameters_its_models_share(tmp_path, 
     assert [p.data.noise for p in shared.points] == [0.5, 0.5]
     line = cli_error(["--data", "x.npz", "--data-model", "dm1,planted"], capsys, tmp_path)
     assert "cannot be combined with a data-model axis" in line
+    with pytest.raises(ConfigError, match="both name the data model"):
+        dynamics.run_grid(tiny(), data="x.npz", data_model=["dm1", "planted"])
 
 
 def test_names_enter_the_grid_hash_and_numeric_grids_keep_theirs():
