@@ -22,6 +22,7 @@ import enum
 from pathlib import Path
 from typing import Any
 
+from dynamics.config.grid import axis_name, grid_config, resolve_grid
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -169,7 +170,6 @@ def run_grid(
     (``dynamics.sweeps.sweep.run_grid``). ``lrs``/``init_scales`` with knob axes are refused:
     give ``lr=[…]``/``init_scale=[…]`` instead. ``data``, ``progress``, ``devices``,
     ``packs_per_call``, ``chunk`` and ``slots``: as for ``run_sweep``."""
-    from dynamics.config.grid import resolve_grid
     from dynamics.sweeps.checks import check_layout
     from dynamics.sweeps.grid import run_grid_experiment
     from dynamics.sweeps.sweep import run_grid as run_variants
@@ -200,8 +200,6 @@ def run_grid(
 def _axes(knobs: dict[str, Any]) -> dict[str, Any]:
     """The grid axes among the keywords (popped from ``knobs``): a grid knob's list, tuple, array
     or text with several values, by the axis name the grid gives it."""
-    from dynamics.config.grid import axis_name
-
     by_keyword = _knobs()
     axes = {}
     for key in list(knobs):
@@ -345,7 +343,6 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
-    from dynamics.config.grid import grid_config, resolve_grid
     from dynamics.sweeps.grid import GridResult
 
     names = list(meta["grid"]["axes"])
