@@ -57,7 +57,7 @@ def test_lists_and_the_log_shorthand_parse_against_numpy():
         ("1.5,2", "n_train", "ints"),
         ("inf,2", "n_train", "ints"),
         (",", "noise", "empty"),
-        ("1,2", "optimizer", "cannot take several values"),
+        ("1,2", "steps", "cannot take several values"),
     ],
 )
 def test_bad_forms_are_one_line_errors(text, knob, says):

@@ -5,6 +5,7 @@ Examples:
   python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
   python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
   python -m dynamics.run --heads 1,4,16 --lr 0.1,1,10 --steps 200   # a grid: table per point, phase diagram
+  python -m dynamics.run --optimizer gd,adam --lr 0.01:10:7          # names too: a diagram per optimiser
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
@@ -42,6 +43,7 @@ from dynamics.cli.knobs import add_knobs, dest, knob_values
 from dynamics.config.grid import (
     GRID_PRESETS,
     GridExperiment,
+    axis_of,
     grid_preset,
     load_toml_grid,
     resolve_grid,
@@ -138,10 +140,14 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
         cfg, more = load_toml_grid(args.config, base=cfg)
         axes.update(more)
     overrides, more = knob_values(args)
-    for section in overrides.values():  # a single value given replaces an axis of the preset or file
-        for name in section:
-            axes.pop(name, None)
+    for section, fields in overrides.items():  # a single value given replaces an axis of the preset or file
+        for name in fields:
+            axes.pop(axis_of(f"{section}.{name}") or name, None)
     axes.update(more)
+    if args.data and "data_model" in axes:
+        raise ConfigError(
+            f"--data FILE.npz cannot be combined with a data-model axis {list(axes['data_model'])}"
+        )
     if args.data:
         named = overrides.get("data", {}).get("model")
         if named is not None and not (named in parts.DATA_MODELS and parts.DATA_MODELS[named].from_file):
@@ -205,12 +211,17 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
     the files (``verb``: "wrote", or "reused" for a folder's finished results)."""
     grid = isinstance(exp, GridExperiment)
     cfg = exp.base.config if grid else exp.config
-    opt = cfg.optim
-    lr = "grid" if grid and "lr" in dict(exp.axes) else opt.lr
+    opt, named = cfg.optim, dict(exp.axes) if grid else {}
+
+    def value(axis: str, own):  # a knob of the grid's axes is "grid" here, its values in the table
+        return "grid" if axis in named else own
+
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
     print(
-        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
-        f"η₀={lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
+        f"{cfg.name}: {value('data_model', cfg.data.model)} n={cfg.data.n_train}/{cfg.data.n_test}, "
+        f"{value('optimizer', opt.optimizer)} η₀={value('lr', opt.lr)} "
+        f"({value('lr_scaling', opt.lr_scaling)}), "
+        f"{opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
     )
     if grid:

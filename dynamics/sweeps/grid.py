@@ -1,9 +1,11 @@
 """Run a grid (``dynamics.config.grid``) and write its result files.
 
-The grid's points are grouped by their data section and their other settings (a model
-knob such as the temperature is static in the program): points that differ only in traced
-scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
-same compiled calls (``execute.run_points``, packed together with random init). Each group
+The grid's points are grouped by every setting but the knobs declared ``traced`` (a part such
+as the optimiser or the loss, the data model, a model knob such as the temperature are static
+in the program): points that differ only in traced knobs (η₀, σ₀ — and H, as in every
+sweep) are *variants* of one group and run through the same compiled calls
+(``execute.run_points``, packed together with random init); a group of one point is planned
+exactly as its configuration run alone (the same packs, programs and batches). Each group
 draws its own data once with the sweep's seed (its runs and its points' diagnostics read it),
 so a grid point gets exactly the data and init of the same configuration run alone. Groups
 whose data have the same shapes (a grid over the noise σ, the sparsity ζ, …) reuse the same
@@ -42,7 +44,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from dynamics.config.grid import GridExperiment
+from dynamics.config.grid import GRID_KNOBS, TRACED, GridExperiment
+from dynamics.config.schema import SECTIONS, Config, Experiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
@@ -150,14 +153,20 @@ class GridResult:
 
 
 def _variant_groups(grid: GridExperiment) -> list[list[int]]:
-    """Grid point indices grouped by data section and every setting but the traced scalars η₀ and
-    σ₀ (each group: one data draw, one batch, one program). A model knob such as the temperature
-    is static in the program: its points are groups of their own (they once shared the first
-    point's program, and so its temperature)."""
+    """Grid point indices grouped by every setting but the knobs declared ``traced`` (η₀ and σ₀:
+    the engine takes them per run, in the batch), each group one data draw and the
+    programs of its configuration alone. Any other knob is static for the engine (a part: the
+    optimiser, loss, query, init, …; the data model and its data; a model knob such as the
+    temperature): its points are groups of their own, planned as their configuration run alone
+    (they once shared the first point's program, and so its temperature)."""
+    defaults: dict[str, dict[str, Any]] = {}
+    for axis in TRACED:
+        section, name, _ = GRID_KNOBS[axis]
+        defaults.setdefault(section, {})[name] = getattr(getattr(Config(), section), name)
     groups: dict[Any, list[int]] = {}
     for k, cfg in enumerate(grid.points):
-        rest = (dataclasses.replace(cfg.model, init_scale=1.0), dataclasses.replace(cfg.optim, lr=1.0))
-        groups.setdefault((cfg.data, *rest), []).append(k)
+        key = tuple(dataclasses.replace(getattr(cfg, s), **defaults.get(s, {})) for s in SECTIONS)
+        groups.setdefault(key, []).append(k)
     return list(groups.values())
 
 
@@ -272,8 +281,6 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
 def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
     """Grid point k's theory diagnostics, computed as ``run_sweep`` computes them for its config
     run alone (``execute.add_diagnostics``: the same replay of the same data, init and step sizes)."""
-    from dynamics.config.schema import Experiment
-
     cfg = grid.points[k]
     # the training loss, and the snapshots (the max-margin view reads them) at the point's own
     # sizes: a grid over the width d pads the narrower points' snapshots with NaN
@@ -309,6 +316,7 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
             "shape": list(result.grid.shape),
             "curves_axes": axes,
             **({"head_curves_axes": [*axes, "head"]} if any(map(is_per_head, result.curves)) else {}),
+            **({"source_config": result.grid.source.to_dict()} if result.grid.source is not None else {}),
         },
         summary=result.summary(),
         **result.extra,
@@ -477,11 +485,17 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     """The per-grid-point table: H, the knob values, final metrics (mean ± std), diverged."""
     names = [n for n, _ in result.grid.axes]
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
-    head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
+    # a column as wide as its knob's name and its longest name ("normalized-gd"), at least 10
+    width = {
+        n: max(10, len(n), *(len(str(v)) for v in vals if isinstance(v, str))) for n, vals in result.grid.axes
+    }
+    head = f"{'H':>4}  " + "  ".join(f"{n:>{width[n]}}" for n in names)
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
     for row in sorted(result.summary(), key=lambda r: r[HEAD_COUNT]):
-        knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
+        knobs = "  ".join(
+            f"{row[n]:>{width[n]}}" if isinstance(row[n], str) else f"{row[n]:>{width[n]}.4g}" for n in names
+        )
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
         lines.append(f"{row[HEAD_COUNT]:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)
