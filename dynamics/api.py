@@ -128,8 +128,6 @@ def _with_data(
     and ``engine``'s ``data`` (popped): a data model object (the overrides then checked against its
     declarations) or a file's path (as ``--data FILE.npz``); a second data model named beside it is
     refused."""
-    import os
-
     from dynamics.sweeps.checks import as_config, with_data
 
     if isinstance(cfg, str):

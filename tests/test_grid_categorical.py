@@ -208,7 +208,7 @@ def test_the_files_keep_the_names_and_load_back(tmp_path):
 
     folder = fake_categorical_folder(tmp_path / "g")
     frame = pd.read_csv(folder / "summary.csv")
-    assert list(frame.columns[:3]) == ["heads", "optimizer", "lr"]
+    assert list(frame.columns[:3]) == ["H", "optimizer", "lr"]
     assert frame.optimizer.tolist()[:2] == ["gd", "gd"] and set(frame.optimizer) == {"gd", "adam"}
     meta = json.loads((folder / "results.json").read_text())
     assert meta["grid"]["values"]["optimizer"] == ["gd", "adam"]

@@ -228,12 +228,18 @@ def no_effect(cfg: sec.Config, name: str) -> str | None:
 def _check_no_effect(cfg: sec.Config) -> None:
     """Refuse a value that changes nothing (so it cannot look as if it did): one given explicitly,
     or one away from its knob's default in a Config built directly (nothing marked as given)."""
-    for name in sorted(set(cfg.given) | _set_directly(cfg)):
+    for name in sorted(user_set(cfg)):
         why = no_effect(cfg, name)
         if why is not None:
             section, field_name = name.split(".", 1)
             value = getattr(getattr(cfg, section), field_name)
             raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
+
+
+def user_set(cfg: sec.Config) -> frozenset[str]:
+    """The knobs the user set: those given, and in a Config built in Python (not ``sourced``)
+    every one away from its default."""
+    return frozenset(cfg.given) | _set_directly(cfg)
 
 
 def _set_directly(cfg: sec.Config) -> set[str]:

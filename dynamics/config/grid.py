@@ -51,6 +51,7 @@ from dynamics.config.schema import (
     read_toml,
     resolve,
     unknown_preset,
+    user_set,
 )
 from dynamics.parts.knobs import Declared
 from dynamics.parts.metrics import head_indices, head_metrics_on, logged_per_head, metrics_of
@@ -234,7 +235,8 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
     axes_t: Axes = tuple(norm.items())
     # an axis over a knob without effect would give identical points: refused as a given value is
     knobs = frozenset(f"{GRID_KNOBS[k][0]}.{GRID_KNOBS[k][1]}" for k in norm)
-    cfg = dataclasses.replace(cfg, given=cfg.given | knobs)
+    # the user's values of a Config built in Python count as given, so a point may drop one idle there
+    cfg = dataclasses.replace(cfg, given=user_set(cfg) | knobs, sourced=True)
     check_data_models(cfg, norm)
     combos = [dict(zip(norm, combo, strict=True)) for combo in itertools.product(*norm.values())]
     raw = [with_values(cfg, values) for values in combos]
