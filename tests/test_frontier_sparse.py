@@ -89,7 +89,7 @@ def test_the_signed_cosines_are_those_of_the_snapshots_with_each_trials_xi(two_s
     result = SimpleNamespace(grid=SimpleNamespace(shape=(1,), points=[cfg]), curves=curves)
     cos = st.signed_cosines(result)
     xi = st.signal_directions(cfg)  # drawn at n = 1
-    np.testing.assert_array_equal(xi, planted_directions(cfg)["xi"])  # as with its own n
+    np.testing.assert_array_equal(xi, planted_directions(prepare_data(cfg))["xi"])  # as with its own n
     q = curves["param_k"][0, 0, :, 2, 0]  # (trials, d) at step 2
     want = np.sum(q * xi, axis=1) / np.linalg.norm(q, axis=1)
     np.testing.assert_allclose(cos[st.COS_Q][0, 0, :, 2], want, rtol=1e-6)

@@ -125,8 +125,8 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     run's diagnostics (``add_diagnostics``, the view of its snapshots) solve W^mm of that norm and
     name it in the summary. The trial's data are given here (no draw compiled)."""
     from dynamics.api import with_overrides
-    from dynamics.sweeps import trials as sweep_trials
     from dynamics.sweeps.execute import add_diagnostics
+    from dynamics.theory import maxmargin
 
     with pytest.raises(ValueError, match="maxmargin_norm.*has no maxmargin"):
         with_overrides("max-margin", maxmargin_norm="nuc")
@@ -136,13 +136,15 @@ def test_the_knob_reaches_the_view_and_is_refused_without_it(monkeypatch):
     )  # fmt: skip
     X, _ = tiny(seed=5)
     monkeypatch.setattr(
-        sweep_trials, "trial_data", lambda c, t: types.SimpleNamespace(X_train=X, mask_train=None)
+        maxmargin,
+        "every_trial",
+        lambda c, data, shared: [types.SimpleNamespace(X_train=X, mask_train=None)] * 2,
     )
     W = np.random.default_rng(1).normal(size=(1, 2, 3, 1, 3, 3))  # (heads, trials, L, H, d, d)
     result = types.SimpleNamespace(
         config=cfg, steps=np.arange(3), curves={"train_loss": np.zeros((1, 2, 3)), "param_W": W}, extra={}
     )
-    add_diagnostics(types.SimpleNamespace(config=cfg), result, progress=False)
+    add_diagnostics(types.SimpleNamespace(config=cfg), result, progress=False, drawn=None)
     assert result.extra["diagnostics"]["norm"] == "nuclear"
     for trial in range(2):  # every trial solves the nuclear W^mm (not only the first)
         sel = np.argmax(np.einsum("ntd,de,ne->nt", X, W[0, trial, -1, 0], X[:, 0]), axis=1)  # final argmax

@@ -16,10 +16,10 @@ from jax.flatten_util import ravel_pytree
 
 from dynamics.config.schema import Config, ConfigError, apply_overrides, load_toml, resolve
 from dynamics.core import inits, model
-from dynamics.core.data import train_relevant_tokens
 from dynamics.core.engine import METRICS
 from dynamics.sweeps.results import results_dict, write_results
 from dynamics.sweeps.sweep import prepare_data, run_sweep
+from dynamics.sweeps.trials import trial_data
 from dynamics.theory import diagnostics as dg
 from dynamics.theory import replay as theory
 from dynamics.theory import svm
@@ -130,15 +130,8 @@ def test_logged_diagnostics_match_dense_references(x64, optimizer, init, fast):
 
 
 def _max_margin(cfg):
-    with jax.enable_x64(False):  # drawn as the sweep draws them
-        Xm, mask = train_relevant_tokens(resolve(cfg).config.data, _data_key(cfg), 1)
-    return svm.max_margin_direction(np.asarray(Xm[0]), np.asarray(mask[0])).W
-
-
-def _data_key(cfg):
-    from dynamics.core import rng
-
-    return rng.split(rng.seed(resolve(cfg).config.sweep.seed))[0]
+    data = trial_data(cfg, 0)  # the tokens and relevant-token mask trial 0 trains on
+    return svm.max_margin_direction(np.asarray(data.X_train), np.asarray(data.mask_train)).W
 
 
 def _explicit_kernel(p, X, cfg) -> np.ndarray:

@@ -102,31 +102,6 @@ def _static(cfg: DataConfig) -> dict:
     return {"cfg": cfg, "model": ModelRef(data_model(cfg), cfg.model)}
 
 
-def train_relevant_tokens(
-    cfg: DataConfig, key: np.ndarray, trials: int
-) -> tuple[jax.Array, jax.Array] | None:
-    """(X_train (trials, n, T, d), relevant mask (trials, n, T)) of a data model that knows its
-    relevant tokens, drawn exactly as ``make_data`` draws the training set (same keys and draws;
-    the caller can compare X), or None for data without known relevant tokens. For the
-    max-margin diagnostic."""
-    cfg = cfg.resolved()
-    if not parts.DATA_MODELS[cfg.model].relevant_tokens:
-        return None
-    raw = np.stack([rng.fold_in(np.asarray(key, np.uint32), i) for i in range(trials)])
-    return executables.call(_train_draws, "data.train_draws", _static(cfg), {"raw": raw})
-
-
-@partial(jax.jit, static_argnames=("cfg", "model"))
-def _train_draws(cfg: DataConfig, model: ModelRef, raw: jax.Array):
-    def one(key):
-        k_setup, k_train, _ = jax.random.split(key, 3)
-        world = model.obj.setup(k_setup, cfg)
-        X, _, mask = checked_sample(model.obj, cfg, world, k_train, cfg.n_train, "the training set")
-        return X, relevant(mask)[0]
-
-    return jax.vmap(one)(rng.wrap(raw))
-
-
 def make_data(
     cfg: DataConfig,
     key: jax.Array | np.ndarray,

@@ -44,10 +44,10 @@ def key(name: str = NAME) -> str:
 def signal_directions(cfg) -> np.ndarray:
     """(trials, d): each trial's ξ, as the sweep of ``cfg`` draws it. ξ comes from the trial's
     setup key alone, so it is drawn with n_train = n_test = 1 (the same ξ, no large data draw)."""
-    from dynamics.sweeps.execute import planted_directions
+    from dynamics.sweeps.execute import planted_directions, prepare_data
 
     small = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, n_train=1, n_test=1))
-    return planted_directions(small)["xi"]
+    return planted_directions(prepare_data(small))["xi"]
 
 
 def signed_cos(vectors: np.ndarray, xi: np.ndarray) -> np.ndarray:

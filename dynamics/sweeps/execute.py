@@ -159,11 +159,11 @@ def run_points(
     chunk: int | None,
     slots: int | None,
     progress: bool,
+    drawn: Drawn,
     metrics: tuple = (),
-    drawn: Drawn | None = None,
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀), on ``drawn``
-    (``prepare_data`` of the first config; drawn here when None).
+    (``prepare_data`` of the first config: the sweep draws once, its caller).
 
     Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
     (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
@@ -173,7 +173,7 @@ def run_points(
     heads = base.sweep.heads
     placer = BatchPlacer(devices)
     with phase("data"):
-        data, shared, init_keys = prepare_data(base) if drawn is None else drawn
+        data, shared, init_keys = drawn
         check_vector_targets(base, data, bool(metrics))
         data_keys = trial_keys(base)
         # The worlds stay out of the engine, but for online sampling: their pytree carries the data
@@ -321,13 +321,13 @@ def add_head_steps(curves: dict[str, np.ndarray], cfg: Config, steps) -> None:
         curves["head_steps"] = np.array(head_schedule(steps, cfg))
 
 
-def add_records(result: SweepResult, refs: tuple[MetricRef, ...], drawn: Drawn | None = None) -> None:
+def add_records(result: SweepResult, refs: tuple[MetricRef, ...], drawn: Drawn) -> None:
     """What the curves need beside them: the per-head view's steps (``head_steps``), the planted
     directions that the per-planted-direction curves are with (names and vectors, from ``drawn``),
     and each user metric's function."""
     add_head_steps(result.curves, result.config, result.steps)
     if any(k in REGISTRY and REGISTRY[k].kind == "planted" for k in result.curves):
-        result.planted = planted_directions(result.config, drawn)
+        result.planted = planted_directions(drawn)
         result.extra["directions"] = list(result.planted)
     if refs:  # what each user curve is: its function, by module and name
         result.extra["user_metrics"] = {r.name: metric_record(r.fn) for r in refs}
@@ -375,20 +375,21 @@ def float_type(a) -> np.dtype:
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
-def planted_directions(cfg: Config, drawn: Drawn | None = None) -> dict[str, np.ndarray]:
+def planted_directions(drawn: Drawn) -> dict[str, np.ndarray]:
     """The planted directions of every trial's world, name -> (trials, d) float32, the rows of the
     per-head |cos| curves' last axis in order (``dynamics.core.data.direction_names``); read from
-    ``drawn`` (``prepare_data(cfg)``; drawn here when None)."""
-    data = (prepare_data(cfg) if drawn is None else drawn).data
+    ``drawn`` (``prepare_data(cfg)``, the sweep's one draw)."""
+    data = drawn.data
     if data.directions is None:
         return {}
     rows = np.asarray(data.directions, np.float32)  # (trials, P, d)
     return {name: rows[:, p] for p, name in enumerate(direction_names(data))}
 
 
-def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn: Drawn | None = None) -> None:
+def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn: Drawn | None) -> None:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
-    replayed on ``drawn`` (``prepare_data(exp.config)``; drawn here when None)."""
+    on ``drawn`` (``prepare_data(exp.config)``, the sweep's one draw; None only for the max-margin
+    view of saved snapshots, which then draws the data once itself)."""
     from dynamics.config.checks import from_snapshots
     from dynamics.theory import replay as theory
 
@@ -397,12 +398,13 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
         from dynamics.theory.maxmargin import diagnostic_curves
 
         with phase("diagnostics"):
-            curves, summary = diagnostic_curves(result, norm=cfg.sweep.maxmargin_norm)
+            own = {} if drawn is None else {"data": drawn.data, "shared": drawn.shared}  # not drawn again
+            curves, summary = diagnostic_curves(result, norm=cfg.sweep.maxmargin_norm, **own)
         result.curves.update(curves)
         result.extra["diagnostics"] = summary
         return
     with phase("diagnostics"), exact_matmuls():
-        data, _, init_keys = prepare_data(cfg) if drawn is None else drawn
+        data, _, init_keys = drawn
         lrs = [step_size(cfg, h) for h in cfg.sweep.heads]
         curves, summary = theory.compute(
             exp,

@@ -40,18 +40,37 @@ def trial_data(config, trial: int = 0) -> TrialData:
     the run's data (a run fed them, as an .npz or a data model returning them, gives the same
     curves bit for bit). Data from a file: the file's arrays, the same for every trial. With online
     sampling the training set is drawn but not trained on (each update samples a fresh batch)."""
-    config = Config() if config is None else preset(config) if isinstance(config, str) else config
-    cfg = resolve(config).config
+    cfg = _resolved(config)
     trials = cfg.sweep.trials
     if isinstance(trial, bool) or not isinstance(trial, int | np.integer) or not 0 <= trial < trials:
         raise ConfigError(f"trial={trial!r} must be an integer in [0, {trials}) (sweep.trials={trials})")
-    with jax.enable_x64(False):  # drawn as the sweep draws them (dynamics.sweeps.execute.prepare_data)
-        data, shared = make_data(cfg.data, sweep_data_key(cfg.sweep.seed), trials, task=cfg.optim.task)
+    return every_trial(cfg)[trial]
+
+
+def every_trial(config, data=None, shared: bool = False) -> list[TrialData]:
+    """``trial_data`` of every trial of ``config``'s sweep, from one draw: the sweep's own (``data``
+    and ``shared`` of ``dynamics.sweeps.execute.prepare_data``, which an analysis after the sweep
+    reads instead of drawing again) or, when ``data`` is None, drawn here once."""
+    cfg = _resolved(config)
+    if data is None:
+        with jax.enable_x64(False):  # drawn as the sweep draws them (dynamics.sweeps.execute.prepare_data)
+            data, shared = make_data(
+                cfg.data, sweep_data_key(cfg.sweep.seed), cfg.sweep.trials, task=cfg.optim.task
+            )
+    return [_one(data, shared, t) for t in range(cfg.sweep.trials)]
+
+
+def _one(data, shared: bool, trial: int) -> TrialData:
     pick = (lambda a: a) if shared else (lambda a: a[trial])
     arrays = [None if a is None else np.asarray(pick(a)) for a in data[:6]]
     X, y, X_test, y_test, mask_test, mask_train = arrays
     world = None if shared else jax.tree_util.tree_map(lambda a: np.asarray(a[trial]), data.world)
     return TrialData(X, y, X_test, y_test, mask_train, mask_test, world)
+
+
+def _resolved(config):
+    config = Config() if config is None else preset(config) if isinstance(config, str) else config
+    return resolve(config).config
 
 
 def sweep_data_key(seed: int) -> np.ndarray:

@@ -13,7 +13,7 @@ corr(θ, θ^mm) = ⟨θ, θ^mm⟩/(‖θ‖‖θ^mm‖) (Frobenius), the mean at
 run's activation at its temperature: the β of the update before each snapshot, ``temperature``
 and ``temperature_decay``) and ‖θ‖ — the quantities of Tarzanagh, Li, Thrampoulidis, Oymak's
 figures. Computed in float64 numpy from the saved float32/64 parameters and the trial's data
-(``sweeps.trials.trial_data``).
+(``sweeps.trials.every_trial``: the sweep's own draw, or drawn once per view).
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from typing import NamedTuple
 import numpy as np
 
 from dynamics import parts
+from dynamics.core.activations import beta_at
+from dynamics.core.data import tied_positions
 from dynamics.errors import ConfigError
+from dynamics.sweeps.trials import every_trial
 from dynamics.theory import svm
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
 
@@ -92,7 +95,7 @@ def alignment(result, selection: str = "final", norm: str = "fro") -> Alignment:
             f"the max-margin view reads a sweep of one H; got heads={list(result.config.sweep.heads)} "
             "(diagnostic_curves reads every H)"
         )
-    return _view(result, 0, selection, norm)
+    return _view(result, 0, selection, norm, every_trial(result.config))
 
 
 def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarray, str]:
@@ -117,11 +120,8 @@ def _theta(result, i: int, trial: int, heads: int) -> tuple[np.ndarray, np.ndarr
     return per_head.sum(axis=1), per_head, name
 
 
-def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
-    from dynamics.core.activations import beta_at
-    from dynamics.core.data import tied_positions
-    from dynamics.sweeps.trials import trial_data
-
+def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Alignment:
+    """The view of H index ``i`` on ``trials_data`` (``every_trial``: the sweep's data, drawn once)."""
     cfg = result.config
     if selection not in SELECTIONS:
         raise ConfigError(f"selection={selection!r}; allowed: {', '.join(SELECTIONS)}")
@@ -141,7 +141,7 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     chosen, name = [], "W"
     for t in range(trials):
         theta, per_head, name = _theta(result, i, t, H)
-        data = trial_data(cfg, t)
+        data = trials_data[t]
         X = np.asarray(data.X_train, np.float64)
         if name == "a":  # the position logits read one-hot positions, not the tokens
             X = _positions(X, theta.shape[-1], tied)
@@ -184,7 +184,7 @@ def snapshot_steps(result) -> np.ndarray:
 
 
 def diagnostic_curves(
-    result, selection: str = "final", norm: str = "fro"
+    result, selection: str = "final", norm: str = "fro", data=None, shared: bool = False
 ) -> tuple[dict[str, np.ndarray], dict]:
     """The ``maxmargin`` diagnostic of a sweep run with ``save_params``, from the engine's own θ at
     the steps of its snapshots (no replay: any optimiser, group rule, θ(0) or query with one query
@@ -193,9 +193,11 @@ def diagnostic_curves(
     θ^mm) (Frobenius), the best head's, the mean attention on the selected tokens, ‖Σ_h θ_h‖ —
     and the results.json summary, which names the selection (the model's final argmax, or the
     data's mask), the solution (W^mm or p^mm) and the norm it minimises (``norm``: "fro" or "nuc",
-    ``sweep.maxmargin_norm``)."""
+    ``sweep.maxmargin_norm``). ``data``, ``shared``: the sweep's own draw (``prepare_data``), read
+    instead of drawing the data again (None: drawn here, once)."""
     cfg = result.config
-    views = [_view(result, i, selection, norm) for i in range(len(cfg.sweep.heads))]
+    trials_data = every_trial(cfg, data, shared)
+    views = [_view(result, i, selection, norm, trials_data) for i in range(len(cfg.sweep.heads))]
     per_view = ([v.corr for v in views], [v.head for v in views], [v.selected_prob for v in views])
     per_view += ([v.norm for v in views],)
     curves = {

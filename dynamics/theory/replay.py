@@ -39,11 +39,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
-from dynamics.config.schema import DIAGNOSTICS, Config, Experiment, log_schedule
+from dynamics.config.schema import DIAGNOSTICS, Config, ConfigError, Experiment, log_schedule
 from dynamics.core import inits, rng
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
-from dynamics.core.data import Data, train_relevant_tokens
+from dynamics.core.data import Data
 from dynamics.core.losses import mean_loss
 from dynamics.theory import diagnostics as dg
 from dynamics.theory import svm
@@ -142,13 +142,11 @@ def _measure(names: tuple[str, ...], H: int, fast: bool, query: str, norm: str, 
 
 
 def _svm(cfg: Config, data: Data, trials: int) -> tuple[list[np.ndarray | None], list[str]]:
-    """W^mm of each trial's training set (None when the solve failed) and the statuses."""
-    k_data, _ = rng.split(rng.seed(cfg.sweep.seed))
-    with jax.enable_x64(False):  # drawn as make_data draws them (execute.prepare_data)
-        X, mask = train_relevant_tokens(cfg.data, k_data, trials)
-    X_used = np.asarray(data.X_train)
-    if not np.array_equal(np.asarray(X), X_used.astype(np.asarray(X).dtype)):
-        raise RuntimeError("max-margin: the redrawn training tokens differ from the sweep's data")
+    """W^mm of each trial's training set (None when the solve failed) and the statuses: the sweep's
+    own tokens and relevant-token masks (validation refuses data whose relevant tokens are unknown)."""
+    X_used, mask = np.asarray(data.X_train), data.mask_train
+    if mask is None:
+        raise ConfigError("the maxmargin diagnostic needs data whose relevant tokens are known")
     solutions, statuses = [], []
     for t in range(trials):
         sol = svm.max_margin_direction(
