@@ -32,6 +32,7 @@ from figures.gridtables import (
     fixed_text,
     heatmap,
     label,
+    log_scaled,
     runs_text,
     set_cell_ticks,
     ticks,
@@ -67,7 +68,7 @@ def facets_figure(
     )
     best_line = x == "lr" and "test_loss" in final
     for r, metric in enumerate(metrics):
-        norm = (scales or {}).get(metric) or color_norm(list(final[metric]), not metric.endswith("error"))
+        norm = (scales or {}).get(metric) or color_norm(list(final[metric]), log_scaled(metric))
         _metric_row(fig, grid[r, :n_h], final[metric], n_div, t, axes, metric, best_line, norm)
         if r < len(metrics) - 1:
             for ax in grid[r, :n_h]:

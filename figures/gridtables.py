@@ -15,6 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from dynamics.config.grid import GRID_KNOBS
 from dynamics.config.schema import declared
+from dynamics.parts.metrics import REGISTRY
 from figures.sweep import DIVERGED_COLOR, describe
 from figures.theme import flare
 
@@ -190,7 +191,7 @@ def shared_scales(t: GridTables, keep: list[str], fixeds: list[dict[str, int]]) 
     """Per metric, one colour scale (``color_norm``) over the tables ``t.take(keep, fixed)`` of every
     ``fixed`` in ``fixeds``: the figures of a categorical knob's values, compared on one scale."""
     tables = [t.take(keep, fixed)[0] for fixed in fixeds]
-    return {m: color_norm([table[m] for table in tables], not m.endswith("error")) for m in tables[0]}
+    return {m: color_norm([table[m] for table in tables], log_scaled(m)) for m in tables[0]}
 
 
 def best_columns(test_loss: np.ndarray, n_div: np.ndarray) -> np.ndarray:
@@ -198,6 +199,12 @@ def best_columns(test_loss: np.ndarray, n_div: np.ndarray) -> np.ndarray:
     masked = np.where((n_div == 0) & np.isfinite(test_loss), test_loss, np.inf)
     best = np.argmin(masked, axis=1)
     return np.where(np.isfinite(masked.min(axis=1)), best, -1)
+
+
+def log_scaled(metric: str) -> bool:
+    """Whether figures draw ``metric`` on a log scale: its declaration's ``log_scale``."""
+    declared = REGISTRY.get(metric)
+    return declared is not None and declared.log_scale
 
 
 def color_norm(tables, log: bool):

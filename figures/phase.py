@@ -50,6 +50,7 @@ from figures.gridtables import (  # noqa: F401  (best_columns, grid_tables: figu
     heatmap,
     knob,
     label,
+    log_scaled,
     runs_text,
     set_cell_ticks,
     shared_scales,
@@ -72,7 +73,7 @@ def plot_phase(
     fig, grid = plt.subplots(rows, 2, figsize=(11, 4 * rows), constrained_layout=True, squeeze=False)
     best = best_columns(final["test_loss"], n_div) if x == "lr" and "test_loss" in final else None
     for ax, metric in zip(grid.flat, metrics, strict=False):
-        norm = (scales or {}).get(metric) or color_norm([final[metric]], not metric.endswith("error"))
+        norm = (scales or {}).get(metric) or color_norm([final[metric]], log_scaled(metric))
         im = heatmap(ax, final[metric], n_div, t.trials, norm)
         fig.colorbar(im, ax=ax, shrink=0.85)
         ax.set_title(TITLES[metric])
@@ -118,7 +119,7 @@ def plot_lines(
         if len(x) <= 8 or names is not None:  # few values: label each one, no log minor labels
             ax.set_xticks(x, ticks(x if names is None else names))
             ax.xaxis.set_minor_locator(NullLocator())
-        if metric.endswith("loss") and np.nanmin(final[metric], initial=np.inf) > 0:
+        if log_scaled(metric) and np.nanmin(final[metric], initial=np.inf) > 0:
             ax.set_yscale("log")
         shared = (scales or {}).get(metric)
         if shared is not None:

@@ -40,7 +40,8 @@ class Metric:
     direction); ``tasks``: the tasks whose runs log it (a run metric); ``title``: its column in the
     result tables (a summary metric's); ``panel``: the per-head figure draws it, under this title,
     ``absent`` the figure's note when the results lack it, ``tag`` its name in the figure's legend;
-    ``unit``: its values lie in [0, 1]."""
+    ``unit``: its values lie in [0, 1]; ``log_scale``: figures draw it on a log axis (a loss, where
+    every value is > 0; else linear, as a 0-1 error)."""
 
     name: str
     kind: str
@@ -51,6 +52,7 @@ class Metric:
     absent: str | None = None
     tag: str | None = None
     unit: bool = False
+    log_scale: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -113,12 +115,12 @@ def register(metric: Metric) -> Metric:
 
 CLS, REG = ("classification",), ("regression",)
 for _m in (
-    Metric("train_loss", "run", "train loss", title="train loss"),
-    Metric("test_loss", "run", "test loss", title="test loss"),
+    Metric("train_loss", "run", "train loss", title="train loss", log_scale=True),
+    Metric("test_loss", "run", "test loss", title="test loss", log_scale=True),
     Metric("train_error", "run", "train 0-1 error", CLS, title="train err"),
     Metric("test_error", "run", "test 0-1 error", CLS, title="test err"),
     Metric("margin", "run", "smallest train margin", CLS),
-    Metric("excess_risk", "run", "test MSE − noise floor", REG, title="excess risk"),
+    Metric("excess_risk", "run", "test MSE − noise floor", REG, title="excess risk", log_scale=True),
     Metric("u_norm", "run", "‖U‖"),
     Metric("w_norm", "run", "key-query norm"),
     Metric("diversity", "run", "head diversity"),
