@@ -170,7 +170,9 @@ def find(
         return Staircase([], [])
     c = _Curve(u[:L], np.log(loss[:L]), U, flat, depth, window, min_span)
     joined = c.join(c.runs())
-    kept = c.join([(a, b) for a, b in joined if c.u[b] - c.u[a] >= c.span and b - a + 1 >= min_points])
+    run = min_span * float(steps[-1] - steps[0])  # a plateau's least length in steps
+    long = [(a, b) for a, b in joined if c.u[b] - c.u[a] >= c.span or steps[b] - steps[a] >= run]
+    kept = c.join([(a, b) for a, b in long if b - a + 1 >= min_points])
     found = [Plateau(int(steps[a]), int(steps[b]), float(np.median(loss[a : b + 1]))) for a, b in kept]
     falls = []
     for p, q in zip(kept, kept[1:], strict=False):
