@@ -15,9 +15,10 @@ first); the defaults are in brackets.
    length, and a curve that falls slower than that everywhere is measured against it.
 3. Plateau: a maximal run of flat points. Two runs are one plateau when ŷ changes by less than
    ``depth`` [0.2] from the last point of one to the first of the next and the line over the
-   two and what lies between is flat. A plateau spans at least ``min_span`` · U and at least
-   ``min_points`` [4] logged points (shorter ones are left out, and their neighbours joined by
-   the same test). Its level is its median loss.
+   two and what lies between is flat. A plateau spans at least ``min_span`` · U or ``min_span``
+   of the run's steps (a rest late in a long run is short on log axes but not in steps), and at
+   least ``min_points`` [4] logged points; shorter ones are left out, and their neighbours joined
+   by the same test. Its level is its median loss.
 4. Drop: the passage between two consecutive plateaus when ŷ falls by at least ``depth`` across
    it (the loss by at least 18 %): from the last step of the plateau before (``start``, loss
    ``before``, smoothed) to the first step of the one after (``stop``, ``after``), and ``step``,
@@ -26,9 +27,9 @@ first); the defaults are in brackets.
 So a curve whose log-log slope only grows or only shrinks (exponential decay, power-law decay)
 has at most one plateau and no drop; a fall from the first logged step (no plateau before it) or
 one that never flattens (no plateau after it) is no drop; a rise is never one. A curve that
-converges to a floor exponentially (a step on log-log axes) has one. The curve is read up to its
+converges to a floor exponentially (a step on log-log axes) can have one. The curve is read up to its
 first point that is not a finite positive loss (the NaN after a divergence, or a loss of exactly
-0). numpy only.
+0). numpy, no JAX.
 """
 
 from __future__ import annotations
