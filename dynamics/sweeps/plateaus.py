@@ -24,12 +24,12 @@ first); the defaults are in brackets.
    ``before``, smoothed) to the first step of the one after (``stop``, ``after``), and ``step``,
    the first logged step of the passage where ŷ is halfway down.
 
-So a curve whose log-log slope only grows or only shrinks (exponential decay, power-law decay)
-has at most one plateau and no drop; a fall from the first logged step (no plateau before it) or
-one that never flattens (no plateau after it) is no drop; a rise is never one. A curve that
-converges to a floor exponentially (a step on log-log axes) can have one. The curve is read up to its
-first point that is not a finite positive loss (the NaN after a divergence, or a loss of exactly
-0). numpy, no JAX.
+So a curve whose log-log slope only grows or only shrinks (exponential decay, power-law decay) has
+at most one plateau and no drop; a fall from the first logged step (no plateau before it) or one
+that never flattens (no plateau after it) is no drop; a rise is never one. A curve that converges
+to a floor exponentially (a step on log-log axes) can have one. The curve is read up to its first
+point that is not a finite positive loss (the NaN after a divergence, or a loss of exactly 0).
+numpy, no JAX.
 """
 
 from __future__ import annotations
