@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 
 from dynamics import load_results, run_sweep
-from dynamics.cli.run import format_table
+from dynamics.cli.run import build_parser, format_table
 from dynamics.config.checks import log_schedule
 from dynamics.config.grid import resolve_grid
 from dynamics.config.schema import Config, apply_overrides
 from dynamics.parts.metrics import metrics_of
 from dynamics.sweeps.grid import GridResult, write_grid
+from dynamics.sweeps.plateaus import DEPTH, FLAT, RULE
 from dynamics.sweeps.result import SweepResult
 from dynamics.sweeps.results import write_results
 
@@ -121,3 +122,9 @@ def test_the_adam_planted_run_reports_the_drops_its_curve_has():
         for trial in row["plateaus"]:
             (first,) = trial["plateaus"]
             assert first["start"] == 0 and trial["drops"] == []
+
+
+def test_the_help_states_the_rule_in_one_line():
+    lines = [line for line in build_parser().format_help().splitlines() if "drops" in line]
+    assert lines == [f"The table's {RULE}."]
+    assert f">= {DEPTH:g} in log train loss" in RULE and f"<= {FLAT:g} ×" in RULE
