@@ -156,7 +156,7 @@ def test_a_drop_needs_a_plateau_on_both_sides_and_the_stated_depth():
 
 
 def test_too_short_a_rest_is_no_plateau():
-    """A rest of 1 % of the log-steps between two falls (less than the 3 % a plateau needs) is
+    """A rest of 1 % of the log-steps between two falls (less than the 2 % a plateau needs) is
     passed through: one drop from the level before to the level after."""
     t = logged(10_000, "log")
     at = int(np.expm1(0.5 * np.log1p(10_000)))
@@ -190,6 +190,7 @@ def test_bad_curves_and_settings_are_refused_in_one_line():
     for setting, says in (
         ({"flat": 1.5}, "flat=1.5 must be in"),
         ({"depth": 0}, "depth=0 must be > 0"),
+        ({"max_slope": -1.0}, "max_slope=-1.0 must be > 0"),
         ({"min_span": np.nan}, "min_span=nan"),
         ({"min_points": 1}, "min_points=1 must be an integer >= 2"),
         ({"window": True}, "window=True"),

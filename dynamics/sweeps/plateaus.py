@@ -10,9 +10,9 @@ first); the defaults are in brackets.
    ``window`` · U [1 %] on either side (and at least two each side where the curve has them):
    its slope, and its value there ŷ (the smoothed log-loss).
 2. Flat: a point whose |slope| is at most ``flat`` [0.2] times the steepest fall of ŷ over any
-   stretch of ``min_span`` · U [3 %] (per unit of u), clipped to [``flat``, 1] × ``depth`` /
-   (``min_span`` · U): a flat stretch never falls by a drop's depth within a plateau's least
-   length, and a curve that falls slower than that everywhere is measured against it.
+   stretch of ``min_span`` · U [2 %] (per unit of u), clipped to [``flat``, 1] × ``max_slope``
+   [0.5]: a plateau never falls faster than loss ∝ step^-``max_slope``, and a curve that nowhere
+   falls that fast is measured against it.
 3. Plateau: a maximal run of flat points. Two runs are one plateau when ŷ changes by less than
    ``depth`` [0.2] from the last point of one to the first of the next and the line over the
    two and what lies between is flat. A plateau spans at least ``min_span`` · U or ``min_span``
@@ -45,13 +45,14 @@ from dynamics.errors import ConfigError
 FLAT = 0.2  # a plateau's |slope| at most this share of the steepest stretch's
 DEPTH = 0.2  # a drop lowers the log-loss by at least this (the loss by 18 %)
 WINDOW = 0.01  # the slope's half-window, a share of the run's log-steps
-MIN_SPAN = 0.03  # a plateau's least length, a share of the run's log-steps
+MIN_SPAN = 0.02  # a plateau's least length, a share of the run's log-steps
 MIN_POINTS = 4  # a plateau's least number of logged points
+MAX_SLOPE = 0.5  # a plateau's |slope| at most this (the loss falling slower than step^-0.5)
 
 # the rule in one line, for the command line's help
 RULE = (
     f"drops: mean per trial of falls by >= {DEPTH:g} in log train loss between two plateaus "
-    f"(log-log slope <= {FLAT:g} × the steepest, >= {MIN_SPAN:.0%} of the log-steps)"
+    f"(log-log slope <= {FLAT:g} × the steepest and <= {MAX_SLOPE:g}, >= {MIN_SPAN:.0%} of the log-steps)"
 )
 
 
@@ -108,16 +109,15 @@ class _Curve:
     """One curve's log-loss ``y`` against log-steps ``u`` (both (L,)) and what the rule reads of it:
     the local slopes and smoothed values, the flat limit of a slope, the plateaus' joins."""
 
-    def __init__(self, u, y, U: float, flat: float, depth: float, window: float, min_span: float):
+    def __init__(self, u, y, U: float, *, flat, max_slope, depth, window, min_span):
         self.u, self.y, self.depth, self.span = u, y, depth, min_span * U
         self.lines = Lines(u, y)
         self.slope, self.fit = self.lines.local(u, window * U)  # each (L,)
         ahead = np.searchsorted(u, u + self.span, "left")  # the first point at least `span` later
         has = ahead < len(u)
         fall = (self.fit[has] - self.fit[ahead[has]]) / (u[ahead[has]] - u[has])
-        # `flat` times the steepest fall's rate, within [flat, 1] × falling by `depth` over `span`
-        cap = depth / self.span
-        self.limit = float(np.clip(flat * np.max(fall, initial=0.0), flat * cap, cap))
+        # `flat` times the steepest fall's rate, within [flat, 1] × `max_slope`
+        self.limit = float(np.clip(flat * np.max(fall, initial=0.0), flat * max_slope, max_slope))
 
     def runs(self) -> list[tuple[int, int]]:
         """The maximal runs (first, last index) of flat points."""
@@ -150,6 +150,7 @@ def find(
     loss,
     *,
     flat: float = FLAT,
+    max_slope: float = MAX_SLOPE,
     depth: float = DEPTH,
     window: float = WINDOW,
     min_span: float = MIN_SPAN,
@@ -162,14 +163,17 @@ def find(
         raise ConfigError(f"steps {steps.shape} and loss {loss.shape} must be two (L,) arrays")
     if steps.size and (steps[0] < 0 or np.any(np.diff(steps) <= 0)):
         raise ConfigError(f"steps must be increasing logged steps >= 0, got {_brief(steps)}")
-    _check_rule(flat=flat, depth=depth, window=window, min_span=min_span, min_points=min_points)
+    _check_rule(
+        flat=flat, max_slope=max_slope, depth=depth, window=window, min_span=min_span, min_points=min_points
+    )
     good = np.isfinite(loss) & (loss > 0)
     L = int(np.argmin(good)) if not good.all() else len(loss)  # up to the first NaN or zero
     u = np.log1p(np.asarray(steps, np.float64))
     U = float(u[-1] - u[0]) if len(u) else 0.0
     if L < max(min_points, 2) or U <= 0:
         return Staircase([], [])
-    c = _Curve(u[:L], np.log(loss[:L]), U, flat, depth, window, min_span)
+    rule = {"flat": flat, "max_slope": max_slope, "depth": depth, "window": window, "min_span": min_span}
+    c = _Curve(u[:L], np.log(loss[:L]), U, **rule)
     joined = c.join(c.runs())
     run = min_span * float(steps[-1] - steps[0])  # a plateau's least length in steps
     long = [(a, b) for a, b in joined if c.u[b] - c.u[a] >= c.span or steps[b] - steps[a] >= run]
@@ -187,13 +191,15 @@ def find(
     return Staircase(found, falls)
 
 
-def _check_rule(*, flat, depth, window, min_span, min_points) -> None:
+def _check_rule(*, flat, max_slope, depth, window, min_span, min_points) -> None:
     """A one-line ``ConfigError`` for a rule setting out of its range."""
     for name, value, lo, hi in (("flat", flat, 0, 1), ("window", window, 0, 1), ("min_span", min_span, 0, 1)):
         if not _real(value) or not lo < value < hi:
             raise ConfigError(f"plateaus: {name}={value!r} must be in ({lo}, {hi}), a share")
     if not _real(depth) or not 0 < depth < np.inf:
         raise ConfigError(f"plateaus: depth={depth!r} must be > 0 (a fall of log-loss)")
+    if not _real(max_slope) or not 0 < max_slope < np.inf:
+        raise ConfigError(f"plateaus: max_slope={max_slope!r} must be > 0 (a slope of log-loss per log-step)")
     if isinstance(min_points, bool) or not isinstance(min_points, int | np.integer) or min_points < 2:
         raise ConfigError(f"plateaus: min_points={min_points!r} must be an integer >= 2")
 
