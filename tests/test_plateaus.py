@@ -38,7 +38,7 @@ def noisy(curve: np.ndarray, sd: float, seed: int) -> np.ndarray:
     return curve * np.exp(sd * np.random.default_rng(seed).standard_normal(curve.shape))
 
 
-def convex(t: np.ndarray, kind: str) -> np.ndarray:
+def smooth(t: np.ndarray, kind: str) -> np.ndarray:
     T = t[-1]
     return {
         "exp slow": np.exp(-t / (T / 5)),
@@ -46,20 +46,20 @@ def convex(t: np.ndarray, kind: str) -> np.ndarray:
         "power 1/2": (1 + t) ** -0.5,
         "power 1": (1 + t) ** -1.0,
         "power after 50": (1 + t / 50) ** -1.0,
-        "slow start": np.exp(-0.3 * (t / T) ** 2),  # the shape of the Adam run below
+        "slow start": np.exp(-0.3 * (t / T) ** 2),  # the Adam planted run's (test_plateaus_results)
     }[kind]
 
 
-CONVEX = ("exp slow", "exp fast", "power 1/2", "power 1", "power after 50", "slow start")
+SMOOTH = ("exp slow", "exp fast", "power 1/2", "power 1", "power after 50", "slow start")
 
 
 @pytest.mark.parametrize("spacing", SPACINGS)
 @pytest.mark.parametrize("T", [500, 10_000])
-@pytest.mark.parametrize("kind", CONVEX)
+@pytest.mark.parametrize("kind", SMOOTH)
 def test_a_smooth_decay_has_no_drop(kind, T, spacing):
     t = logged(T, spacing)
     for scale in (1e-4, 1.0, 30.0):
-        found = plateaus.find(t, scale * convex(t, kind))
+        found = plateaus.find(t, scale * smooth(t, kind))
         assert found.drops == [], (kind, scale)
         assert len(found.plateaus) <= 1  # its log-log slope only grows or only shrinks
 
@@ -73,11 +73,11 @@ def test_a_little_noise_makes_no_drop(T, spacing):
         (plateau,) = flat.plateaus  # one, over (nearly) the whole run
         assert flat.drops == [] and np.log1p(plateau.stop) - np.log1p(plateau.start) >= 0.9 * np.log1p(T)
         assert plateau.level == pytest.approx(0.7, rel=0.01)
-        for kind in CONVEX:
-            assert plateaus.find(t, noisy(convex(t, kind), 0.01, seed)).drops == [], (kind, seed)
+        for kind in SMOOTH:
+            assert plateaus.find(t, noisy(smooth(t, kind), 0.01, seed)).drops == [], (kind, seed)
             # 3 %: still none (the pieces of a falling stretch that noise leaves flat are not joined
             # into a plateau unless the whole is flat)
-            assert plateaus.find(t, noisy(convex(t, kind), 0.03, seed)).drops == [], (kind, seed)
+            assert plateaus.find(t, noisy(smooth(t, kind), 0.03, seed)).drops == [], (kind, seed)
 
 
 def stairs(k: int, T: int) -> tuple[list[int], list[float]]:
@@ -201,7 +201,7 @@ def test_bad_curves_and_settings_are_refused_in_one_line():
 
 def test_the_summary_is_json_and_the_frame_cells_are_machine_readable():
     t = logged(10_000, "log")
-    runs = [staircase(t, [100, 1000], [1.0, 0.5, 0.1]), staircase(t, [300], [1.0, 0.2]), convex(t, "power 1")]
+    runs = [staircase(t, [100, 1000], [1.0, 0.5, 0.1]), staircase(t, [300], [1.0, 0.2]), smooth(t, "power 1")]
     per_trial = [plateaus.summary(t, c) for c in runs]
     assert json.loads(json.dumps(per_trial)) == per_trial
     assert [len(p["drops"]) for p in per_trial] == [2, 1, 0]
