@@ -25,8 +25,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from dynamics import parts
 from dynamics.cli.common import (
     FOLDER_LINES,
@@ -67,6 +65,7 @@ from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
 from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.plateaus import RULE as plateau_rule
 from dynamics.sweeps.result import HEAD_COUNT
 
 
@@ -77,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Simulate full-batch training of a one-layer multi-head attention classifier\n"
             "Φ(X) = c_H Σ_h U_hᵀ Xᵀ softmax(X W_h x_1) on synthetic token data, for each\n"
             "number of heads H, and write results.json, curves.npz and a figure.\n"
-            "Values are layered: defaults < --preset < --config FILE.toml < flags."
+            "Values are layered: defaults < --preset < --config FILE.toml < flags.\n"
+            f"The table's {plateau_rule}."
         ),
         epilog=__doc__.split("\n", 2)[2].split("\n\n")[0],  # the examples
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -183,8 +183,8 @@ def format_table(result) -> str:
     lines = [header, "-" * len(header)]
     for row in rows:
         cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
-        drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
-        line = f"{row[HEAD_COUNT]:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
+        drops = "-" if row["drops"] is None else f"{row['drops']:.3g}"  # plateaus.RULE
+        line = f"{row[HEAD_COUNT]:>4}  {cells}  {drops:>5}  {row['n_diverged']}/{row['trials']:<6}"
         if timed:
             cols = emergence_columns(row["emergence"])
             line += "".join(f"  {_step_cell(cols, k):>{w}}" for k, w in (("t_att", 20), ("t_loss", 17)))

@@ -91,8 +91,10 @@ class SweepResult:
                 "diverged": bool((~ok).any()),
                 "diverged_at": [int(s) for s in self.diverged_at[i]],
             }
-            # each trial's plateaus and drops of the training loss (dynamics.sweeps.plateaus)
+            # each trial's plateaus and drops of the training loss (dynamics.sweeps.plateaus), and
+            # the mean number of drops over the trials that did not diverge (None if none)
             row["plateaus"] = [plateaus.summary(self.steps, curve) for curve in self.curves["train_loss"][i]]
+            row["drops"] = plateaus.mean_drops(row["plateaus"], ok)
             if emergence.logged(self.curves):  # each trial's emergence steps (dynamics.sweeps.emergence)
                 own = {k: self.curves[k][i] for k in ("attn_relevant", "test_loss")}
                 row["emergence"] = emergence.summary(self.steps, own)
@@ -180,7 +182,9 @@ class SweepResult:
         """``summary()`` as a pandas DataFrame indexed by H: the final ``<metric>_mean`` and
         ``<metric>_std`` over the trials that did not diverge, and ``n_diverged``; for a regression
         run with known relevant tokens, the emergence steps' mean, std and count over the trials
-        that got there (``t_att_*``, ``t_loss_*``)."""
+        that got there (``t_att_*``, ``t_loss_*``); ``drops`` (the mean number of drops of the
+        training loss per trial that did not diverge, NaN if all did) and ``plateaus`` (each
+        trial's plateaus and drops as a JSON string, ``dynamics.sweeps.plateaus``)."""
         import pandas as pd
 
         rows = []
@@ -192,6 +196,7 @@ class SweepResult:
                     flat[f"{name}_{stat}"] = np.nan if value is None else value
             if "emergence" in row:
                 flat.update(emergence.columns(row["emergence"]))
+            flat.update(plateaus.columns(row))
             rows.append(flat)
         return pd.DataFrame(rows).set_index(HEAD_COUNT)
 
@@ -224,16 +229,17 @@ def frame_columns() -> frozenset[str]:
 
 def frame_row(row: dict[str, Any]) -> dict[str, Any]:
     """A summary row (``summary()``, a grid's too) flattened to columns: its keys but the per-trial
-    lists, each metric as ``<metric>_mean`` and ``<metric>_std``. ``reserved_columns`` reserves
-    them all (``plateaus`` too, which the frames leave out)."""
-    flat = {
-        k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
-    }
+    lists, each metric as ``<metric>_mean`` and ``<metric>_std``, ``drops`` a number and
+    ``plateaus`` a JSON string (``plateaus.columns``)."""
+    skip = ("diverged", "diverged_at", "emergence", "drops", "plateaus", *SUMMARY_METRICS)
+    flat = {k: v for k, v in row.items() if k not in skip}
     if "emergence" in row:
         flat.update(emergence.columns(row["emergence"]))
     for m in (m for m in SUMMARY_METRICS if m in row):
         flat[f"{m}_mean"] = row[m]["mean"]
         flat[f"{m}_std"] = row[m]["std"]
+    if "plateaus" in row:
+        flat.update(plateaus.columns(row))
     return flat
 
 
