@@ -25,6 +25,7 @@ from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
 from dynamics.infra import interrupts
 from dynamics.parts.checks import MAXIMA
+from dynamics.sweeps.headline import format_line
 
 
 def requested(argv: list[str]) -> str | None:
@@ -141,6 +142,9 @@ def _main(argv: list[str] | None) -> int:
     report = report_expressivity if args.preset == bn.EXPRESSIVITY else report_heads
     print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
     print(report(run["results"]))
+    headline = format_line(run["results"].get("headline"))
+    if headline:
+        print(headline)
     for path in bn.write(run, out, npz_name):
         print(f"wrote {path}")
     if not args.no_figure:

@@ -43,6 +43,7 @@ from dynamics.config.grid import (
     load_toml_grid,
     resolve_grid,
 )
+from dynamics.config.presets import train_label
 from dynamics.config.schema import (
     OWN_RUNNERS,
     PRESETS,
@@ -60,6 +61,7 @@ from dynamics.infra.cache import apply as apply_cache
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
+from dynamics.sweeps.headline import format_line
 from dynamics.sweeps.memory import check_memory
 
 
@@ -202,7 +204,8 @@ def _report(exp, result, out: Path) -> None:
     lr = "grid" if grid and "lr" in dict(exp.axes) else opt.lr
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
     print(
-        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
+        f"{cfg.name}: {cfg.data.model} {train_label(cfg.to_dict()).replace(' = ', '=')}/{cfg.data.n_test} "
+        f"test, {opt.optimizer} "
         f"η₀={lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
     )
@@ -210,10 +213,19 @@ def _report(exp, result, out: Path) -> None:
         from dynamics.sweeps.grid import format_grid_table
 
         print(format_grid_table(result, mean_std))
+        _print_headline(result)
         print(f"wrote {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
     else:
         print(format_table(result))
+        _print_headline(result)
         print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
+
+
+def _print_headline(result) -> None:
+    """The line after the table: the run's headline numbers (``result.headline()``)."""
+    line = format_line(result.headline())
+    if line:
+        print(line)
 
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
@@ -355,18 +367,21 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
 def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, paths: list[Path]) -> None:
     """Before the results are written, once: the figures drawn from the result in memory, and the
     timings (up to here) put into it for results.json."""
+    grid = isinstance(exp, GridExperiment)
+    result.headline()  # computed once, kept in the result: the figures, the table and results.json read it
     if not args.no_figure:
         with timings.phase("imports"):
             use_file_backend()
+            from figures.own import own_figure
             from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
             from figures.sweep import plot_sweep
         with timings.phase("plotting"):
-            grid = isinstance(exp, GridExperiment)
-            paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
-            if result.config.data.model == "max-margin" and not grid and result.config.sweep.save_params:
-                from figures.max_margin import plot_max_margin  # the papers' form (its own panels)
-
-                paths += plot_max_margin(result, out / "max-margin")
+            own = None if grid else own_figure(result)  # the preset's own question, where it has one
+            if own is None:
+                paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
+            else:
+                plot, stem = own
+                paths += plot(result, out / stem)
             if result.config.sweep.diagnostics and not grid:  # a grid's: per point
                 from figures.theory import plot_diagnostics
 

@@ -16,7 +16,7 @@ import numpy as np
 from dynamics.config.grid import GRID_KNOBS
 from dynamics.config.schema import Config
 from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
-from dynamics.sweeps import emergence, plateaus
+from dynamics.sweeps import emergence, headline, plateaus
 
 # curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
 # per-head view's)
@@ -70,6 +70,18 @@ class SweepResult:
         """False for the partial results of an interrupted run (``extra["heads_todo"]`` lists the
         H values it did not finish); True otherwise."""
         return bool(self.extra.get("complete", True))
+
+    def headline(self) -> dict[str, dict[str, Any]]:
+        """The numbers this run is about (``dynamics.sweeps.headline``: name -> {"label", "value",
+        "std", …}), as its preset declares them: the stored ones (``extra["headline"]``, what
+        results.json holds), else computed now and, for a complete result, kept there."""
+        stored = self.extra.get("headline")
+        if isinstance(stored, dict):
+            return stored
+        found = headline.compute(self)
+        if self.complete:
+            self.extra["headline"] = found
+        return found
 
     def _summary_metrics(self) -> list[str]:
         return [m for m in SUMMARY_METRICS if m in self.curves]
