@@ -251,3 +251,57 @@ def test_diagnostics_and_bottleneck_headlines_from_their_summaries():
         found["dm1_split_test_loss"]["value"] == 0.2
         and "H = 2, d_h = 4" in found["dm1_split_test_loss"]["label"]
     )
+
+
+def _emergence_grid():
+    """A GridResult over T from hand-made curves (no training): the attention reaches ½ at step
+    2·T (trial 1: one logged step later), the test loss halves at step T; the final test loss is
+    lowest at T = 8."""
+    from dynamics.config.grid import resolve_grid
+    from dynamics.sweeps.grid import GridResult
+
+    grid = resolve_grid(dynamics.with_overrides("emergence", trials=2, steps=80), {"T": "4,8,16"})
+    steps = np.arange(0, 81, 2)
+    T = np.array([4.0, 8.0, 16.0])[:, None, None]
+    late = np.array([0, 2])[None, :, None]
+    attn = np.where(steps >= 2 * T + late, 0.9, 1 / T)[None]  # (1, 3, trials, L)
+    final = np.array([0.3, 0.1, 0.2])[:, None, None]
+    loss = np.where(steps >= T, final, 1.0)[None] * np.ones((1, 1, 2, 1))
+    curves = {"attn_relevant": attn, "test_loss": loss, "excess_risk": loss, "train_loss": loss}
+    return GridResult(grid, np.array([1]), steps, curves, np.full((1, 3, 2), -1))
+
+
+def test_grid_headline_fits_the_emergence_exponent_and_finds_the_best_point():
+    from dynamics.sweeps import emergence
+    from figures.emergence import report
+
+    result = _emergence_grid()
+    found = result.headline()
+    fit = emergence.grid_fit(result, "T", "attention")
+    assert found["t_att_exponent"]["value"] == pytest.approx(fit.exponent)
+    assert found["t_att_exponent"]["ci"] == pytest.approx(list(fit.ci))
+    assert found["t_att_exponent"]["closed_form"] == 1.0 and found["t_att_exponent"]["n"] == 6
+    assert found["t_loss_exponent"]["value"] == pytest.approx(1.0)
+    best = found["best_test_loss_H1"]
+    assert (best["value"], best["at"]) == (pytest.approx(0.1), {"T": 8})
+    assert result.extra["headline"] is found  # complete: computed once, kept
+    result.extra["headline"] = {**found, "t_att_exponent": {**found["t_att_exponent"], "value": 0.25}}
+    assert report(result)[-1].startswith("t_att ∝ T^0.25 [")  # the report reads the stored fit
+    assert "; t_att exponent in T 0.25 [" in "; " + hl.format_line(result.extra["headline"]).removeprefix(
+        "headline: "
+    )
+
+
+@pytest.mark.slow  # its own compiled program
+def test_a_grid_headline_round_trips_through_its_folder(tmp_path):
+    from dynamics.config.grid import resolve_grid
+    from dynamics.sweeps.grid import run_grid_experiment
+
+    grid = resolve_grid(dynamics.with_overrides("fig2", **SMALL), {"lr": "0.5,1"})
+    result = run_grid_experiment(grid, progress=False)
+    found = result.headline()
+    rows = [r for r in result.summary() if r["heads"] == 3]
+    assert found["best_test_loss_H3"]["value"] == min(r["test_loss"]["mean"] for r in rows)
+    written = save_results(result, tmp_path / "g")
+    assert (tmp_path / "g" / "summary.csv") in written
+    assert load_results(tmp_path / "g").headline() == found

@@ -176,12 +176,17 @@ def grid_headline(result) -> Headline:
             out[f"best_test_loss_H{h}"] = entry(f"best test loss (H = {h})", None, about="every run diverged")
             continue
         best = min(rows, key=lambda r: r["test_loss"]["mean"])
-        at = ", ".join(f"{n} = {best[n]:g}" for n in names)
+        at = ", ".join(f"{n} = {_show(best[n])}" for n in names)
         out[f"best_test_loss_H{h}"] = entry(
             f"best test loss (H = {h})", best["test_loss"]["mean"], std=best["test_loss"]["std"],
             at={n: best[n] for n in names}, about=f"lowest final test loss over the grid, at {at}",
         )  # fmt: skip
     return out
+
+
+def _show(value) -> str:
+    """A grid axis's value as text: a number by ``g``, anything else (a categorical value) as it is."""
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
 
 
 def emergence_fits(result) -> Headline:
