@@ -305,3 +305,28 @@ def test_a_grid_headline_round_trips_through_its_folder(tmp_path):
     written = save_results(result, tmp_path / "g")
     assert (tmp_path / "g" / "summary.csv") in written
     assert load_results(tmp_path / "g").headline() == found
+
+
+@pytest.mark.slow  # their own compiled programs
+def test_single_location_and_specialisation_headlines_are_their_studies_numbers():
+    from dynamics.experiments import single_location as sl
+    from dynamics.experiments import specialisation as spec
+
+    tiny = {
+        "width": 8,
+        "tokens": 4,
+        "n_test": 64,
+        "steps": 60,
+        "trials": 2,
+        "log_every": 20,
+        "progress": False,
+    }
+    result = run_sweep("single-location", **tiny)
+    found, final = result.headline(), sl.final_table(result)
+    assert found["excess_risk"]["value"] == final["excess_risk"]
+    assert found["excess_risk"]["closed_form"] == final["floor"]
+    assert (found["kappa"]["value"], found["nu"]["value"]) == (final["kappa"], final["nu"])
+    result = run_sweep("specialisation", width=16, steps=100, trials=2, n_test=100, progress=False)
+    found, runs = result.headline(), spec.summarise(result)
+    assert found["held_all"]["value"] == runs["held_all"] and found["held_all"]["n"] == runs["n_runs"] == 2
+    assert hl.format_line(found).startswith(f"headline: all features held {runs['held_all']} of 2 runs; ")

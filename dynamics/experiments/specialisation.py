@@ -268,11 +268,11 @@ def headline(result) -> dict[str, dict]:
     risk = [r["excess_risk"] for r in runs if r["excess_risk"] is not None]
     return {
         "held_all": entry(
-            "all features held", sum(r["holds_all"] for r in runs), n=len(runs),
+            "all features held", sum(r["holds_all"] for r in runs), n=len(runs), unit=f"of {len(runs)} runs",
             about=f"runs whose F features each end held by a head of its own (|cos| ≥ {THRESHOLD:g})",
         ),
         "in_order": entry(
-            "taken in strength order", sum(ordered), n=len(ordered),
+            "taken in strength order", sum(ordered), n=len(ordered), unit=f"of {len(ordered)} runs",
             about="runs whose features were taken strongest first (of the runs where all were taken)",
         ),
         "excess_risk": entry(
