@@ -8,7 +8,10 @@ against H) would say little: ``own_figure(result)`` picks it from what the run i
   (``figures.emergence``), ``emergence.png``;
 - a single-location sweep of one H with its per-head curves (``single-location``): the
   alignments and the excess risk beside its floor (``figures.single_location``),
-  ``single-location.png``.
+  ``single-location.png``;
+- a multi-location sweep of one H with its per-head curves (``specialisation``): each head's
+  overlap with each feature, ‖U_h‖ and the test loss of trial 0, titled with the runs whose
+  features are all held (``figures.specialisation``), ``specialisation.png``.
 
 Every other sweep draws the generic figure (``figures.sweep``), ``figure.png``.
 """
@@ -38,4 +41,12 @@ def own_figure(result) -> tuple[Callable[..., list[Path]], str] | None:
         from figures.single_location import plot_single_location
 
         return plot_single_location, "single-location"
+    if (
+        cfg.data.model == "multi-location"
+        and "head_key_cos" in result.curves
+        and result.extra.get("directions")
+    ):
+        from figures.specialisation import plot_result
+
+        return plot_result, "specialisation"
     return None

@@ -203,9 +203,14 @@ def _report(exp, result, out: Path) -> None:
     opt = cfg.optim
     lr = "grid" if grid and "lr" in dict(exp.axes) else opt.lr
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
+    label = train_label(cfg.to_dict())  # online SGD trains on fresh batches, not on n examples
+    sizes = (
+        f"n={cfg.data.n_train}/{cfg.data.n_test}"
+        if label.startswith("n = ")
+        else f"{label}, {cfg.data.n_test} test"
+    )
     print(
-        f"{cfg.name}: {cfg.data.model} {train_label(cfg.to_dict()).replace(' = ', '=')}/{cfg.data.n_test} "
-        f"test, {opt.optimizer} "
+        f"{cfg.name}: {cfg.data.model} {sizes}, {opt.optimizer} "
         f"η₀={lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
     )

@@ -57,7 +57,7 @@ from dynamics.sweeps.execute import (
     prepare_data,
     run_points,
 )
-from dynamics.sweeps.headline import grid_headline
+from dynamics.sweeps.headline import grid_headline, kept
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.result import STEPLESS, SweepResult, frame_row
 from dynamics.sweeps.results import (
@@ -100,13 +100,7 @@ class GridResult:
     def headline(self) -> dict[str, dict[str, Any]]:
         """The grid's headline (``dynamics.sweeps.headline.grid_headline``): the stored one
         (``extra["headline"]``, results.json's), else computed now and, when complete, kept."""
-        stored = self.extra.get("headline")
-        if isinstance(stored, dict):
-            return stored
-        found = grid_headline(self)
-        if self.complete:
-            self.extra["headline"] = found
-        return found
+        return kept(self, grid_headline)
 
     def summary_frame(self):
         """``summary()`` as a tidy pandas DataFrame (``summary_frame`` below)."""

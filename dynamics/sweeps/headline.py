@@ -135,6 +135,18 @@ DIAGNOSTIC_HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 
+def kept(result, compute: Callable[[Any], Headline]) -> Headline:
+    """``result``'s stored headline (``extra["headline"]``: results.json's, or computed before), else
+    ``compute(result)``, kept in ``extra`` when the result is complete (a partial one still grows)."""
+    stored = result.extra.get("headline")
+    if isinstance(stored, dict):
+        return stored
+    found = compute(result)
+    if result.complete:
+        result.extra["headline"] = found
+    return found
+
+
 def load(path: str) -> Callable[[Any], Headline]:
     """The headline function a dotted ``"module:function"`` path names."""
     module, _, name = path.partition(":")

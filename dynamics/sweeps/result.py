@@ -75,13 +75,7 @@ class SweepResult:
         """The numbers this run is about (``dynamics.sweeps.headline``: name -> {"label", "value",
         "std", …}), as its preset declares them: the stored ones (``extra["headline"]``, what
         results.json holds), else computed now and, for a complete result, kept there."""
-        stored = self.extra.get("headline")
-        if isinstance(stored, dict):
-            return stored
-        found = headline.compute(self)
-        if self.complete:
-            self.extra["headline"] = found
-        return found
+        return headline.kept(self, headline.compute)
 
     def _summary_metrics(self) -> list[str]:
         return [m for m in SUMMARY_METRICS if m in self.curves]
