@@ -204,7 +204,10 @@ def load_results(folder: str | Path):
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))
     if kind in BOTTLENECK_NPZ:
         if not isinstance(meta.get("headline"), dict):  # a folder written before headlines were
-            meta["headline"] = headline.load(headline.function_of(kind))(meta)
+            try:
+                meta["headline"] = headline.load(headline.function_of(kind))(meta)
+            except (KeyError, TypeError, ValueError):  # a summary it cannot read: no headline, no crash
+                meta["headline"] = {}
         return {"results": meta, "arrays": arrays}
     if kind == "grid":
         return _grid_result(meta, arrays)

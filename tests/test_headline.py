@@ -330,3 +330,51 @@ def test_single_location_and_specialisation_headlines_are_their_studies_numbers(
     found, runs = result.headline(), spec.summarise(result)
     assert found["held_all"]["value"] == runs["held_all"] and found["held_all"]["n"] == runs["n_runs"] == 2
     assert hl.format_line(found).startswith(f"headline: all features held {runs['held_all']} of 2 runs; ")
+
+
+def test_a_bottleneck_folder_without_a_headline_gets_its_presets(tmp_path):
+    from dynamics.sweeps.results import write_experiment
+
+    rows = [{"T": 4, "reached_at": 3, "theory_threshold": 3}]
+    results = {"experiment": "bottleneck-expressivity", "config": {"tol": 1e-3}, "summary": rows}
+    write_experiment(
+        {"results": results, "arrays": {"log_steps": np.arange(3)}}, tmp_path / "b", "expressivity.npz"
+    )
+    run = load_results(tmp_path / "b")
+    found = run["results"]["headline"]["threshold_T4"]
+    assert (found["label"], found["value"], found["closed_form"]) == ("d_h that fits (T = 4)", 3, 3)
+    results["summary"] = [{"T": 4}]  # a summary the headline cannot read: loaded all the same
+    write_experiment(
+        {"results": results, "arrays": {"log_steps": np.arange(3)}}, tmp_path / "c", "expressivity.npz"
+    )
+    assert load_results(tmp_path / "c")["results"]["headline"] == {}
+    assert len(save_results(run, tmp_path / "d")) == 2 and load_results(tmp_path / "d")["results"]["headline"]
+
+
+@pytest.mark.parametrize(
+    ("name", "heads", "stem"),
+    [
+        ("max-margin", [1], "max-margin"),
+        ("max-margin-prompt", [1], "max-margin"),
+        ("emergence", [1], "emergence"),
+        ("emergence", [1, 2], None),  # several H: the generic figure, a line per H
+        ("single-location", [1], "single-location"),
+        ("specialisation", [4], "specialisation"),
+        ("fig2", [1], None),
+    ],
+)
+def test_each_preset_with_a_question_of_its_own_draws_it(name, heads, stem):
+    """``figures.own`` picks the figure from what the run is (hand-made curves: no training)."""
+    from dynamics.sweeps.result import SweepResult
+    from figures.own import own_figure
+
+    cfg = dynamics.with_overrides(name, heads=heads)
+    ones = np.ones((len(heads), 1, 2))
+    curves = {k: ones for k in ("train_loss", "test_loss", "excess_risk", "attn_relevant")}
+    curves["head_key_cos"] = ones[..., None, None]
+    extra = {"directions": ["k_star_0"]}
+    result = SweepResult(
+        cfg, np.array(heads), np.array([0, 1]), curves, np.full((len(heads), 1), -1), extra=extra
+    )
+    own = own_figure(result)
+    assert (own and own[1]) == stem
