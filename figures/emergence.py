@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from dynamics.sweeps import emergence
 from dynamics.sweeps.emergence import closed_exponent, closed_form, repetition_factor  # noqa: F401  (their old home)
@@ -111,6 +111,7 @@ def _preset_figure(result, data: dict) -> Figure:
     if star is not None:
         axes[2].axhline(star, color="k", ls=":", label="closed form t*")
     axes[2].set(xlabel="trial", ylabel="emergence step", title="emergence step per trial")
+    axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes:
         ax.legend(fontsize=8)
     mean = "never" if t_att.get("value") is None else f"{t_att['value']:.0f} ± {t_att.get('std') or 0:.0f}"
