@@ -240,8 +240,8 @@ def save_results(result, folder: str | Path, *, overwrite: bool = False) -> list
     ``.npz``. No figure (``figures.sweep_figure(result)`` draws one). A folder that already holds a
     results.json is refused unless ``overwrite=True``; anything that is not a result is refused
     with a one-line ConfigError. Returns the paths written."""
-    from dynamics.sweeps.grid import GridResult, write_grid  # JAX: only when a grid is written
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.grid import GridResult, write_grid  # JAX: only when results are written
+    from dynamics.sweeps.result import SweepResult  # as load_results: the engine's layer on first use
 
     npz_name = None
     if (

@@ -34,11 +34,11 @@ def own_figure(result) -> tuple[Callable[..., list[Path]], str] | None:
     if len(result.heads) != 1:
         return None
     if cfg.data.model == "emergence" and emergence.logged(result.curves):
-        from figures.emergence import plot_emergence
+        from figures.emergence import plot_emergence  # (as above)
 
         return plot_emergence, "emergence"
     if cfg.data.model == "single-location" and "head_key_cos" in result.curves:
-        from figures.single_location import plot_single_location
+        from figures.single_location import plot_single_location  # (as above)
 
         return plot_single_location, "single-location"
     if (
@@ -46,7 +46,7 @@ def own_figure(result) -> tuple[Callable[..., list[Path]], str] | None:
         and "head_key_cos" in result.curves
         and result.extra.get("directions")
     ):
-        from figures.specialisation import plot_result
+        from figures.specialisation import plot_result  # (as above)
 
         return plot_result, "specialisation"
     return None
