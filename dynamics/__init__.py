@@ -16,7 +16,7 @@ if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C
     interrupts.early()
 
 _EXPORTS = {
-    "dynamics.api": ("load_results", "load_runs", "run_grid", "run_sweep", "with_overrides"),
+    "dynamics.api": ("load_results", "load_runs", "run_grid", "run_sweep", "save_results", "with_overrides"),
     "dynamics.experiments.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
     "dynamics.sweeps.result": ("SweepResult",),
     "dynamics.config.schema": (
@@ -65,7 +65,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from dynamics.api import load_results, load_runs, run_grid, run_sweep, with_overrides  # noqa: F401
+    from dynamics.api import load_results, load_runs, run_grid, run_sweep, save_results, with_overrides  # noqa: F401
     from dynamics.config.schema import (  # noqa: F401
         PRESETS,
         Config,

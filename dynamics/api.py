@@ -12,7 +12,8 @@ command line), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``).
 ``figures.sweep_figure(result)``); ``run_grid(cfg, optimizer=["gd", "adam"], lr=[0.1, 1])`` runs
 a grid over any knobs (a list is an axis) and returns its ``GridResult``; ``load_results``
 returns what a folder holds: a SweepResult
-(``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
+(``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict;
+``save_results(result, folder)`` writes any of them as the command line does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from dynamics.config.schema import (
     validate,
 )
 from dynamics.parts.knobs import Declared, text_type
-from dynamics.sweeps.results import BOTTLENECK_NPZ, check_sweep_files, read_folder
+from dynamics.sweeps import headline
+from dynamics.sweeps.results import (
+    BOTTLENECK_NPZ,
+    check_sweep_files,
+    read_folder,
+    write_experiment,
+    write_results,
+)
 from dynamics.sweeps.results import load_results as load_files
 
 ENGINE_KEYWORDS = (
@@ -283,6 +291,11 @@ def load_results(folder: str | Path):
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))
     if kind in BOTTLENECK_NPZ:
+        if not isinstance(meta.get("headline"), dict):  # a folder written before headlines were
+            try:
+                meta["headline"] = headline.load(headline.function_of(kind))(meta)
+            except (KeyError, TypeError, ValueError):  # a summary it cannot read: no headline, no crash
+                meta["headline"] = {}
         return {"results": meta, "arrays": arrays}
     if kind == "grid":
         return _grid_result(meta, arrays)
@@ -304,6 +317,49 @@ def load_results(folder: str | Path):
         extra=extra,
         planted=_planted(meta, planted, path),
     )
+
+
+def save_results(result, folder: str | Path, *, overwrite: bool = False) -> list[Path]:
+    """Write ``result`` into ``folder`` (created if needed) as the command line writes a run, so that
+    ``load_results(folder)`` gives it back: a ``SweepResult`` (``run_sweep``, ``load_results``):
+    ``results.json`` (with its ``headline``) and ``curves.npz``, and ``params.npz`` /
+    ``directions.npz`` where it has snapshots or planted directions; a grid's ``GridResult``: also
+    ``summary.csv``; a bottleneck run dict (``run_expressivity``, ``run_heads``): results.json and its
+    ``.npz``. No figure (``figures.sweep_figure(result)`` draws one). A folder that already holds a
+    results.json is refused unless ``overwrite=True``; anything that is not a result is refused
+    with a one-line ConfigError. Returns the paths written."""
+    from dynamics.sweeps.grid import GridResult, write_grid  # JAX: only when results are written
+    from dynamics.sweeps.result import SweepResult  # as load_results: the engine's layer on first use
+
+    npz_name = None
+    if (
+        isinstance(result, dict)
+        and set(result) == {"results", "arrays"}
+        and isinstance(result["results"], dict)
+    ):
+        npz_name = BOTTLENECK_NPZ.get(result["results"].get("experiment"))
+    if not isinstance(result, SweepResult | GridResult) and npz_name is None:
+        raise ConfigError(
+            f"save_results: {type(result).__name__} is not a result; give what run_sweep, run_grid, "
+            "run_grid_experiment, run_expressivity, run_heads or load_results returned"
+        )
+    if isinstance(folder, bool) or not isinstance(folder, str | os.PathLike) or not str(folder).strip():
+        raise ConfigError(f"save_results: folder={folder!r:.80} must be a folder's path (str or Path)")
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"save_results: {str(out)!r} is a file, not a folder")
+    if (out / "results.json").exists() and not overwrite:
+        raise ConfigError(
+            f"save_results: {str(out)!r} already holds results.json; pass overwrite=True to replace it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    if npz_name is not None:
+        return list(write_experiment(result, out, npz_name))
+    if isinstance(result, GridResult):
+        return list(write_grid(result, out))
+    json_path, npz_path = write_results(result, out)
+    also = (("params.npz", result.params), ("directions.npz", result.planted))
+    return [json_path, npz_path, *(out / name for name, have in also if have)]
 
 
 def _planted(meta: dict[str, Any], planted: dict[str, Any], path) -> dict[str, Any]:

@@ -1,44 +1,38 @@
 """The emergence of sparse attention in the form of Zucchet, d'Angelo, Lampinen, Chan (2025): the test
 loss and the attention on the relevant token over training, one line per value of the grid's axis
 (median over trials), and the emergence step against that value on log–log axes, with the fitted
-power law (exponent and 95 % interval) beside the closed form t* of docs/frontier.md. The preset
-``emergence`` (no axis) draws its trials' curves and their emergence steps.
+power law (exponent and 95 % interval, read from the result's headline) beside the closed form t*
+of docs/frontier.md. The preset ``emergence`` (no axis) draws its own question: the test loss and
+the attention mass against the step, every trial and their median, with the headline's mean t_att
+and t_loss marked beside the closed form t*, and each trial's emergence steps.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from dynamics.sweeps import emergence
-from figures.sweep import save_figure
+from dynamics.sweeps.emergence import closed_exponent, closed_form, repetition_factor  # noqa: F401  (their old home)
+from dynamics.sweeps.headline import emergence_fits, emergence_times
+from figures.sweep import save_figure, train_label
 from figures.theme import DEEP, set_theme
-
-
-def closed_form(data: dict, lr: float, copies=None, d=None, T=None, p=None) -> float:
-    """t* = √(π/2)·√d·T/η steps (η = 2·lr, the ½-loss step), / B tied or / √B free copies, / the
-    repetition factor √(p²d + (1 − p)²) (docs/frontier.md)."""
-    d = data["d"] if d is None else d
-    T = data["T"] if T is None else T
-    B = data.get("copies", 1) if copies is None else copies
-    p = data.get("repetition", 0.0) if p is None else p
-    share = B if data.get("copy_logits") == "tied" else math.sqrt(B)
-    return math.sqrt(math.pi / 2 * d) * T / (2 * lr) / share / math.sqrt(p * p * d + (1 - p) ** 2)
-
-
-def repetition_factor(d: int):
-    return lambda p: math.sqrt(p * p * d + (1 - p) ** 2)
 
 
 def _load(source):
     from dynamics.api import load_results
 
     return source if hasattr(source, "curves") else load_results(source)
+
+
+def _headline(result, compute) -> dict:
+    """The result's stored headline (``result.headline()``); ``compute(result)`` for an object
+    without one (a hand-made result in a test or a notebook)."""
+    return result.headline() if hasattr(result, "headline") else compute(result)
 
 
 def _curves(ax_loss, ax_attn, steps, loss, attn, color, label):
@@ -52,37 +46,24 @@ def emergence_figure(source) -> Figure:
     result = _load(source)
     grid = getattr(result, "grid", None)
     cfg = result.config
-    data = {k: getattr(cfg.data.resolved(), k) for k in ("T", "d", "copies", "copy_logits", "repetition")}
+    data = emergence.data_of(cfg)
+    if grid is None:
+        return _preset_figure(result, data)
     steps = np.asarray(result.steps)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
-    found = emergence.grid_times(result)
-    if grid is None:
-        for trial in range(result.curves["test_loss"].shape[1]):
-            c = DEEP[trial % len(DEEP)]
-            _curves(axes[0], axes[1], steps, result.curves["test_loss"][0, trial][None],
-                    result.curves["attn_relevant"][0, trial][None], c, f"trial {trial}")  # fmt: skip
-        t_att, t_loss = found["attention"][0], found["loss"][0]
-        axes[2].plot(np.arange(len(t_att)), t_att, "o", label="attention ≥ ½")
-        axes[2].plot(np.arange(len(t_loss)), t_loss, "s", label="test loss ≤ ½ of its start")
-        if cfg.optim.optimizer == "sgd":  # t* is online SGD's (none is known for Adam)
-            axes[2].axhline(closed_form(data, cfg.optim.lr), color="k", ls="--", label="closed form t*")
-        axes[2].set(xlabel="trial", ylabel="emergence step", title="emergence step per trial")
-    else:
-        (axis, values), = grid.axes  # fmt: skip
-        for i, v in enumerate(values):
-            k = (0, i)
-            _curves(axes[0], axes[1], steps, result.curves["test_loss"][k], result.curves["attn_relevant"][k],
-                    DEEP[i % len(DEEP)], f"{axis} = {v:g}")  # fmt: skip
-        lr = cfg.optim.lr if cfg.optim.optimizer == "sgd" else None
-        _times(axes[2], result, axis, np.asarray(values, float), data, lr)
+    (axis, values), = grid.axes  # fmt: skip
+    for i, v in enumerate(values):
+        k = (0, i)
+        _curves(axes[0], axes[1], steps, result.curves["test_loss"][k], result.curves["attn_relevant"][k],
+                DEEP[i % len(DEEP)], f"{axis} = {v:g}")  # fmt: skip
+    lr = cfg.optim.lr if cfg.optim.optimizer == "sgd" else None
+    _times(axes[2], result, axis, np.asarray(values, float), data, lr)
     axes[0].set(yscale="log", xlabel="step", ylabel="test loss (p = 0)", title="test loss")
     axes[1].set(xlabel="step", ylabel="attention on the relevant token", title="attention", ylim=(0, 1.02))
     axes[0].legend(fontsize=8)
     axes[2].legend(fontsize=8)
-    shown = {"T": f"T = {data['T']}", "d": f"d = {data['d']}", "copies": f"B = {data['copies']}",
-             "repetition": f"p = {data['repetition']:g}"}  # fmt: skip
-    if grid is not None:
-        shown[grid.axes[0][0]] = f"{grid.axes[0][0]} varied"
+    shown = _setting(data)
+    shown[axis] = f"{axis} varied"
     fig.suptitle(
         f"emergence of sparse attention: {cfg.optim.optimizer} lr {cfg.optim.lr:g}, "
         f"{', '.join(shown.values())} ({data['copy_logits']} copies)"
@@ -90,20 +71,74 @@ def emergence_figure(source) -> Figure:
     return fig
 
 
+def _setting(data: dict) -> dict[str, str]:
+    return {"T": f"T = {data['T']}", "d": f"d = {data['d']}", "copies": f"B = {data['copies']}",
+            "repetition": f"p = {data['repetition']:g}"}  # fmt: skip
+
+
+def _preset_figure(result, data: dict) -> Figure:
+    """One setting (the preset ``emergence``): the test loss and the attention on the relevant token
+    against the step, a thin line per trial and their median, the mean emergence steps t_loss and
+    t_att of the headline marked (band: ± 1 std), the closed form t* (online SGD) dotted; and each
+    trial's emergence steps."""
+    cfg, steps = result.config, np.asarray(result.steps)
+    h = int(np.asarray(getattr(result, "heads", [1]))[0])  # the first H (the preset has one)
+    head = _headline(result, emergence_times)
+    t_att, t_loss = head.get(f"t_att_H{h}", {}), head.get(f"t_loss_H{h}", {})
+    star = t_att.get("closed_form")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
+    panels = ((axes[0], "test_loss", t_loss, DEEP[1]), (axes[1], "attn_relevant", t_att, DEEP[0]))
+    for ax, name, mark, color in panels:
+        values = np.asarray(result.curves[name][0])  # (trials, L)
+        for trial in values:
+            ax.plot(steps, trial, color=color, lw=0.8, alpha=0.35)
+        median = np.nanmedian(values, axis=0)
+        ax.plot(steps, median, color=color, lw=2.2, label=f"median of {len(values)} trials")
+        if mark.get("value") is not None:
+            t, sd = mark["value"], mark.get("std") or 0.0
+            ax.axvspan(t - sd, t + sd, color="0.5", alpha=0.15, lw=0)
+            ax.axvline(t, color="k", lw=1.2, label=f"{mark['label'].split(' ')[0]} = {t:.0f} ± {sd:.0f}")
+        if star is not None:
+            ax.axvline(star, color="k", ls=":", lw=1.2, label=f"closed form t* = {star:.0f}")
+    axes[0].set(yscale="log", xlabel="step", ylabel="test loss (p = 0)", title="test loss; t_loss: halved")
+    axes[1].axhline(emergence.THRESHOLD, color="0.4", ls="--", lw=1)
+    axes[1].set(xlabel="step", ylabel="attention on the relevant token", ylim=(0, 1.02),
+                title=f"attention mass; t_att: ≥ {emergence.THRESHOLD:g}")  # fmt: skip
+    found = emergence.times(steps, result.curves)
+    trials = np.arange(found["attention"].shape[1])
+    axes[2].plot(trials, found["attention"][0], "o", color=DEEP[0], label="t_att")
+    axes[2].plot(trials, found["loss"][0], "s", color=DEEP[1], label="t_loss")
+    if star is not None:
+        axes[2].axhline(star, color="k", ls=":", label="closed form t*")
+    axes[2].set(xlabel="trial", ylabel="emergence step", title="emergence step per trial")
+    axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes:
+        ax.legend(fontsize=8)
+    mean = "never" if t_att.get("value") is None else f"{t_att['value']:.0f} ± {t_att.get('std') or 0:.0f}"
+    fig.suptitle(
+        f"{cfg.name or 'emergence'}: {', '.join(_setting(data).values())} ({data['copy_logits']} copies), "
+        f"{train_label(cfg.to_dict())}, {cfg.optim.optimizer} lr {cfg.optim.lr:g}; "
+        f"t_att {mean} ({t_att.get('n', 0)}/{len(trials)} trials)"
+        + (f", closed form t* = {star:.0f}" if star is not None else "")
+    )
+    return fig
+
+
 def _times(ax, result, axis: str, values: np.ndarray, data: dict, lr: float | None) -> None:
-    """Emergence steps against the axis (log–log), every trial a dot, the fits and the closed form
-    (``lr`` None: not drawn), the axis's values as its ticks."""
+    """Emergence steps against the axis (log–log), every trial a dot, the fits of the headline and
+    the closed form (``lr`` None: not drawn), the axis's values as its ticks."""
     transform = repetition_factor(data["d"]) if axis == "repetition" else None
     x = values if transform is None else np.array([transform(v) for v in values])
+    fits = _headline(result, emergence_fits)
     for kind, marker, color in (("attention", "o", DEEP[0]), ("loss", "s", DEEP[1])):
         t = emergence.grid_times(result)[kind][0]  # (n_values, trials)
         ax.plot(np.repeat(x, t.shape[1]), t.ravel(), marker, color=color, alpha=0.4, ms=4)
-        try:
-            fit = emergence.grid_fit(result, axis, kind, transform=transform)
-        except ValueError:
+        fit = fits.get(f"{_SHORT[kind]}_exponent", {})
+        if fit.get("value") is None:
             continue
-        lo, hi = fit.ci
-        ax.plot(x, fit(x), color=color, label=f"{_SHORT[kind]} ∝ x^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
+        k, (lo, hi) = fit["value"], fit["ci"]
+        label = f"{_SHORT[kind]} ∝ x^{k:.2f} [{lo:.2f}, {hi:.2f}]"
+        ax.plot(x, fit["prefactor"] * x**k, color=color, label=label)
     if lr is not None:
         ax.plot(x, [closed_form(data, lr, **{_KEYS[axis]: v}) for v in values], "k--", label="closed form t*")
     label = "√(p²d + (1 − p)²)" if axis == "repetition" else axis
@@ -118,12 +153,6 @@ _KEYS = {"T": "T", "d": "d", "copies": "copies", "repetition": "p"}
 _SHORT = {"attention": "t_att", "loss": "t_loss"}
 _LETTER = {"T": "T", "d": "d", "copies": "B", "repetition": "p"}
 _SYMBOL = {"T": "T", "d": "d", "copies": "B", "repetition": "√(p²d + (1 − p)²)"}
-
-
-def closed_exponent(axis: str, copy_logits: str = "free") -> float:
-    """The closed form's exponent along ``axis``: T¹, d^½, B⁻¹ tied or B^−½ free copies, and the
-    repetition factor's −1."""
-    return {"T": 1.0, "d": 0.5, "repetition": -1.0}.get(axis, -1.0 if copy_logits == "tied" else -0.5)
 
 
 def _steps(t: np.ndarray) -> str:
@@ -141,7 +170,7 @@ def report(source) -> list[str]:
     closed form's."""
     result = _load(source)
     cfg, grid = result.config, getattr(result, "grid", None)
-    data = {k: getattr(cfg.data.resolved(), k) for k in ("T", "d", "copies", "copy_logits", "repetition")}
+    data = emergence.data_of(cfg)
     sgd = cfg.optim.optimizer == "sgd"
     found = emergence.grid_times(result)
     if grid is None:
@@ -156,17 +185,15 @@ def report(source) -> list[str]:
         lines.append(f"{at}: t_att {_steps(found['attention'][k])}, t_loss {_steps(found['loss'][k])}{star}")
     if grid is None:
         return lines
-    transform = repetition_factor(data["d"]) if axis == "repetition" else None
+    head = _headline(result, emergence_fits)
     fits = []
     for kind in emergence.KINDS:
-        try:
-            fit = emergence.grid_fit(result, axis, kind, transform=transform)
-        except ValueError:
-            # a run above the threshold at step 0 (B/T >= 1/2) emerged but has no log to fit
-            fits.append(f"{_SHORT[kind]}: too few to fit (needs 3+ runs emerging after step 0, at 2+ values)")
+        fit = head.get(f"{_SHORT[kind]}_exponent", {})
+        if fit.get("value") is None:
+            fits.append(f"{_SHORT[kind]}: {fit.get('about', 'too few to fit')}")
             continue
-        lo, hi = fit.ci
-        fits.append(f"{_SHORT[kind]} ∝ {_SYMBOL[axis]}^{fit.exponent:.2f} [{lo:.2f}, {hi:.2f}]")
+        lo, hi = fit["ci"]
+        fits.append(f"{_SHORT[kind]} ∝ {_SYMBOL[axis]}^{fit['value']:.2f} [{lo:.2f}, {hi:.2f}]")
     known = f"closed form {_SYMBOL[axis]}^{closed_exponent(axis, data['copy_logits']):g}"
     lines.append(", ".join(fits) + f"; {known}" + ("" if sgd else " (online SGD's; none for Adam)"))
     return lines

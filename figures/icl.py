@@ -29,6 +29,12 @@ def plot_icl(results_dir: str | Path, stem: str | Path) -> list[Path]:
 
 
 def _levels(meta: dict) -> np.ndarray:
+    """The closed-form levels ℒ_0 … ℒ_D: the run's headline's (``plateau_m``), else computed (the
+    full key-query run, whose headline is the plain sweep's)."""
+    stored = meta.get("headline") or {}
+    levels = [stored[f"plateau_{m}"]["closed_form"] for m in range(len(stored)) if f"plateau_{m}" in stored]
+    if levels:
+        return np.array(levels, np.float64)
     data = meta["config"]["data"]
     return icl.plateau_levels(icl.eigenvalues(data["d"] - 1), data["T"] - 1)
 

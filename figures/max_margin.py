@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from dynamics.theory.maxmargin import alignment
+from dynamics.theory.maxmargin import alignment, headline
 from figures.sweep import save_figure
 from figures.theme import DEEP, set_theme
 
@@ -42,12 +42,20 @@ def max_margin_figure(source) -> Figure:
     for ax in axes:
         ax.set_xlabel("step t")
     trials = a.corr.shape[0]
+    corr = _headline(result).get("maxmargin_corr", {}).get("value")
     fig.suptitle(
         f"{cfg.name or 'max-margin'}: n = {cfg.data.n_train}, T = {cfg.data.T}, d = {cfg.data.d}, "
         f"{cfg.optim.optimizer} η = {cfg.optim.lr:g}, {trials} data sets; mean corr at t = {steps[-1]}: "
-        f"{np.nanmean(a.corr[:, -1]):.4f} (selection: the model's final argmax)"
+        f"{'n/a' if corr is None else f'{corr:.4f}'} (selection: the model's final argmax)"
     )
     return fig
+
+
+def _headline(result) -> dict:
+    """The run's headline (``result.headline()``: stored, or the max-margin preset's numbers for a run
+    of another name)."""
+    found = result.headline()
+    return found if "maxmargin_corr" in found else headline(result)
 
 
 def plot_max_margin(source, stem: str | Path, *, dpi: int = 130) -> list[Path]:

@@ -54,14 +54,21 @@ def single_location_figure(source) -> Figure:
     for ax in axes:
         ax.set_xlabel("step t")
         ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
-    final = sl.final_table(result)
+    found = result.headline()
+    if "excess_risk" not in found or "kappa" not in found:  # a run not named single-location
+        found = sl.headline(result)
+    final = {k: found[k]["value"] for k in ("kappa", "nu", "excess_risk")}
     fig.suptitle(
         f"single-location, d = {cfg.data.d}, T = {cfg.data.T}, β₀ = {cfg.model.temperature:g}, "
-        f"{result.curves['excess_risk'].shape[1]} trials: final median |k·k*| = {final['kappa']:.3f}, "
-        f"|v·v*| = {final['nu']:.3f}, excess risk {final['excess_risk']:.3f} "
-        f"(floor {final['floor']:.3f} at β = {final['beta_final']:.3f})"
+        f"{result.curves['excess_risk'].shape[1]} trials: final median |k·k*| = {_num(final['kappa'])}, "
+        f"|v·v*| = {_num(final['nu'])}, excess risk {_num(final['excess_risk'])} "
+        f"(floor {_num(found['excess_risk'].get('closed_form'))} at β = {float(beta[-1]):.3f})"
     )
     return fig
+
+
+def _num(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 def grid_figure(source) -> Figure:

@@ -181,3 +181,18 @@ def result_figure(result, trial: int = 0):
     )
     axes[0].legend(fontsize=7, loc="center left")
     return fig, run
+
+
+def plot_result(result, stem: str | Path, trial: int = 0) -> list[Path]:
+    """``result_figure(result, trial)`` titled with the run's headline (the runs whose features are
+    each held by a head of their own), saved as ``stem``.png and .pdf: a specialisation sweep's own
+    figure on the command line (``figures.own``)."""
+    fig, _ = result_figure(result, trial)
+    found = result.headline().get("held_all") or spec.headline(result)["held_all"]
+    cfg = result.config
+    fig.suptitle(
+        f"{cfg.name}: H = {int(result.heads[0])}, {cfg.model.attention}, trial {trial}; "
+        f"all features held in {found['value']} of {found['n']} runs",
+        fontsize="medium",
+    )
+    return save_figure(fig, stem)

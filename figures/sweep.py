@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from dynamics import parts
+from dynamics.config.presets import train_label
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps.results import check_sweep_files, load_results, read_folder
 from figures.theme import (  # seaborn's look, without seaborn
@@ -71,10 +72,11 @@ NEUTRAL = "0.25"
 
 
 def describe(config: dict) -> str:
-    """'DM1 (n = 100 train / 300 test), GD η = 1·H' from a results.json config."""
+    """'DM1 (n = 100 train / 300 test), GD η = 1·H' from a results.json config (online SGD: 'batch
+    64, online / 512 test')."""
     data, optim = config["data"], config["optim"]
     name = DATA_LABEL.get(data["model"], data["model"])
-    n = f" (n = {data['n_train']} train / {data['n_test']} test)" if not _from_file(data["model"]) else ""
+    n = f" ({train_label(config)} / {data['n_test']} test)" if not _from_file(data["model"]) else ""
     scaling = SCALING_LABEL[optim["lr_scaling"]]  # Adam's step follows --lr-scaling too (η(H) = η₀·H^p)
     return f"{name}{n}, {OPT_LABEL[optim['optimizer']]} η = {optim['lr']:g}{scaling}"
 
@@ -361,7 +363,7 @@ def sweep_figure(source) -> Figure:
     """
     meta, curves = sweep_data(source)
     config = meta["config"]
-    n_train, n_test = config["data"]["n_train"], config["data"]["n_test"]
+    n_test = config["data"]["n_test"]
     set_theme()
     fig, axes = plt.subplot_mosaic(
         [["train", "test", "final_train"], ["train", "test", "final_test"]],
@@ -376,7 +378,9 @@ def sweep_figure(source) -> Figure:
         meta,
         curves,
         "train_loss",
-        f"train {loss_word} (n = {n_train})" if synthetic else f"train {loss_word}",
+        f"train {loss_word} ({train_label(config).removesuffix(' train')})"
+        if synthetic
+        else f"train {loss_word}",
     )
     plot_loss_curves(
         axes["test"],

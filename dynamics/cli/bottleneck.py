@@ -31,6 +31,7 @@ from dynamics.infra import interrupts
 from dynamics.parts.checks import MAXIMA
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.folders import discard_if_empty, experiment_claim
+from dynamics.sweeps.headline import format_line
 
 
 def requested(argv: list[str]) -> str | None:
@@ -174,6 +175,9 @@ def _run(args: argparse.Namespace, cfg, out: Path, report) -> None:
         run, npz_name = bn.run_heads(cfg, progress=not args.quiet), "heads.npz"
     print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
     print(report(run["results"]))
+    headline = format_line(run["results"].get("headline"))
+    if headline:
+        print(headline)
     for path in bn.write(run, out, npz_name):
         print(f"wrote {path}")
     if not args.no_figure:

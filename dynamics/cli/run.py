@@ -46,6 +46,7 @@ from dynamics.config.grid import (
     load_toml_grid,
     resolve_grid,
 )
+from dynamics.config.presets import train_label
 from dynamics.config.schema import (
     OWN_RUNNERS,
     PRESETS,
@@ -64,6 +65,7 @@ from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps.emergence import columns as emergence_columns
 from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
+from dynamics.sweeps.headline import format_line
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.plateaus import RULE as plateau_rule
 from dynamics.sweeps.result import HEAD_COUNT
@@ -217,8 +219,14 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         return "grid" if axis in named else own
 
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
+    label = train_label(cfg.to_dict())  # online SGD trains on fresh batches, not on n examples
+    sizes = (
+        f"n={cfg.data.n_train}/{cfg.data.n_test}"
+        if label.startswith("n = ")
+        else f"{label}, {cfg.data.n_test} test"
+    )
     print(
-        f"{cfg.name}: {value('data_model', cfg.data.model)} n={cfg.data.n_train}/{cfg.data.n_test}, "
+        f"{cfg.name}: {value('data_model', cfg.data.model)} {sizes}, "
         f"{value('optimizer', opt.optimizer)} η₀={value('lr', opt.lr)} "
         f"({value('lr_scaling', opt.lr_scaling)}), "
         f"{opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
@@ -228,10 +236,19 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         from dynamics.sweeps.grid import format_grid_table
 
         print(format_grid_table(result, mean_std))
+        _print_headline(result)
         print(f"{verb} {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
     else:
         print(format_table(result))
+        _print_headline(result)
         print(f"{verb} {out / 'results.json'} and {out / 'curves.npz'}")
+
+
+def _print_headline(result) -> None:
+    """The line after the table: the run's headline numbers (``result.headline()``)."""
+    line = format_line(result.headline())
+    if line:
+        print(line)
 
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
@@ -399,18 +416,21 @@ def _finished(out: Path):
 def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, paths: list[Path]) -> None:
     """Before the results are written, once: the figures drawn from the result in memory, and the
     timings (up to here) put into it for results.json."""
+    grid = isinstance(exp, GridExperiment)
+    result.headline()  # computed once, kept in the result: the figures, the table and results.json read it
     if not args.no_figure:
         with timings.phase("imports"):
             use_file_backend()
+            from figures.own import own_figure
             from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
             from figures.sweep import plot_sweep
         with timings.phase("plotting"):
-            grid = isinstance(exp, GridExperiment)
-            paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
-            if result.config.data.model == "max-margin" and not grid and result.config.sweep.save_params:
-                from figures.max_margin import plot_max_margin  # the papers' form (its own panels)
-
-                paths += plot_max_margin(result, out / "max-margin")
+            own = None if grid else own_figure(result)  # the preset's own question, where it has one
+            if own is None:
+                paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
+            else:
+                plot, stem = own
+                paths += plot(result, out / stem)
             if result.config.sweep.diagnostics and not grid:  # a grid's: per point
                 from figures.theory import plot_diagnostics
 

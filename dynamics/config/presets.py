@@ -1,5 +1,6 @@
 """The named presets: a one-line purpose and the overrides on top of the defaults
-(``python -m dynamics.run --list-presets``). The grid presets are in ``dynamics.config.grid``."""
+(``python -m dynamics.run --list-presets``), and each preset's headline (``HEADLINES``). The grid
+presets are in ``dynamics.config.grid``."""
 
 from __future__ import annotations
 
@@ -220,6 +221,43 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         EMERGENCE,
     ),
 }
+
+
+# Each preset's headline, the numbers it is about (results.json's "headline", the line under the
+# command's table, ``result.headline()``): the dotted "module:function" path of the function that
+# computes them from its result (a SweepResult; a bottleneck preset: its results dict), loaded on
+# first use as a part's impl (no import here: the functions live with their math, in the layers above).
+# A preset that is a plain sweep has the plain sweep's: per H the final train and test loss.
+# ``tests/test_headline.py`` fails for a preset that is missing here.
+GENERIC_HEADLINE = "dynamics.sweeps.headline:final_losses"
+HEADLINES: dict[str, str] = {
+    "default": GENERIC_HEADLINE,
+    "fig2": GENERIC_HEADLINE,
+    "fig3-gd": GENERIC_HEADLINE,
+    "fig3-adam": GENERIC_HEADLINE,
+    "planted-gd": GENERIC_HEADLINE,
+    "planted-adam": GENERIC_HEADLINE,
+    # the plain sweep's, and the diagnostics' own (sharpness peak, kernel distance, max-margin cos)
+    "theory-dm1": GENERIC_HEADLINE,
+    "theory-dm1-constant": GENERIC_HEADLINE,
+    "icl-linear": "dynamics.experiments.icl:headline",  # measured plateau levels beside the closed form
+    "bottleneck-expressivity": "dynamics.experiments.expressivity:headline",  # d_h that fits vs T − 1
+    "bottleneck-heads": "dynamics.experiments.bottleneck_heads:headline",  # final losses, smallest heads
+    "specialisation": "dynamics.experiments.specialisation:headline",  # features held, in order
+    "single-location": "dynamics.experiments.single_location:headline",  # excess risk vs its floor
+    "max-margin": "dynamics.theory.maxmargin:headline",  # corr(W, W^mm), ‖W‖
+    "max-margin-prompt": "dynamics.theory.maxmargin:headline",  # corr(p, p^mm), ‖p‖
+    "emergence": "dynamics.sweeps.headline:emergence_times",  # t_att, t_loss beside t*
+}
+
+
+def train_label(config: dict) -> str:
+    """What a run trains on, from a results.json config: 'batch 64, online' for online SGD (a fresh
+    batch each update, no training set), else 'n = 100 train'."""
+    optim = config.get("optim", {})
+    if optim.get("optimizer") == "sgd" and optim.get("sampling") == "online":
+        return f"batch {optim.get('batch_size')}, online"
+    return f"n = {config['data']['n_train']} train"
 
 
 # Presets that run an experiment of their own rather than a sweep: name -> the command-line

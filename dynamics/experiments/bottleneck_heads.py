@@ -28,6 +28,7 @@ from dynamics.config.schema import (
 )
 from dynamics.core import inits
 from dynamics.core import model as mdl
+from dynamics.sweeps.headline import entry
 from dynamics.sweeps.result import HEAD_COUNT
 from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
 from dynamics.sweeps.sweep import run_sweep
@@ -209,7 +210,27 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
         "matched": matched,
         "summary": summary,
     }
+    results["headline"] = headline(results)
     return {"results": results, "arrays": arrays}
+
+
+def headline(results: dict[str, Any]) -> dict[str, dict]:
+    """The experiment's headline (from its results dict): per data model and layout, the final train
+    and test loss at the largest H (the smallest heads of the split layout), mean ± std over trials."""
+    out = {}
+    for row in results["summary"]:
+        m, layout = row["data_model"], row["layout"]
+        largest = max(r["heads"] for r in results["summary"] if (r["data_model"], r["layout"]) == (m, layout))
+        if row["heads"] != largest:
+            continue
+        for name in ("train_loss", "test_loss"):
+            out[f"{m}_{layout}_{name}"] = entry(
+                f"{m} {layout} {name.replace('_', ' ')} (H = {largest}, d_h = {row['head_size']})",
+                row[name]["mean"],
+                std=row[name]["std"],
+                about="final value at the largest H, mean ± std over the trials that did not diverge",
+            )
+    return out
 
 
 def produce_heads(out_dir: Path, progress: bool = True, cfg: HeadsConfig | None = None) -> None:

@@ -31,6 +31,7 @@ from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.infra.executables import exact_matmuls
+from dynamics.sweeps.headline import entry
 from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
 
 EXPRESSIVITY = "bottleneck-expressivity"
@@ -230,6 +231,7 @@ def _run_expressivity(cfg: ExpressivityConfig, progress: bool) -> dict[str, Any]
         "tv = mean row total variation",
         "summary": summary,
     }
+    results["headline"] = headline(results)
     return {"results": results, "arrays": arrays}
 
 
@@ -278,6 +280,21 @@ def _expressivity_at(
         "theory_threshold": min_rank_threshold(T),
     }
     return arrays, row
+
+
+def headline(results: dict[str, Any]) -> dict[str, dict]:
+    """The experiment's headline (from its results dict): per T, the smallest head size d_h from which
+    every target is fitted (None: none fitted them all) beside the theory's T − 1."""
+    return {
+        f"threshold_T{row['T']}": entry(
+            f"d_h that fits (T = {row['T']})",
+            row["reached_at"],
+            closed_form=row["theory_threshold"],
+            about=f"smallest d_h from which every target's best error is below the tolerance; "
+            f"closed form: T − 1 = {row['theory_threshold']}",
+        )
+        for row in results["summary"]
+    }
 
 
 def expressivity_key(cfg: ExpressivityConfig | None = None) -> str:

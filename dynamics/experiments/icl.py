@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dynamics.config.schema import Config, apply_overrides, preset, resolve
+from dynamics.sweeps.headline import entry
 
 PRESET = "icl-linear"
 FULL = "full"  # the subfolder of the full key-query version's results
@@ -120,4 +121,25 @@ def measured_plateaus(steps, loss, levels, *, window: float = 0.15, flat: float 
             out.append(float("nan"))
             continue
         out.append(float(loss[near[np.argmin(slope[near])]]))
+    return out
+
+
+def headline(result) -> dict[str, dict]:
+    """The preset's headline: each plateau's measured level (median over the trials of the first H
+    whose curve stays there, ``measured_plateaus`` of the train loss) beside the closed form ℒ_m."""
+    levels = levels_of(result.config)
+    loss = np.asarray(result.curves["train_loss"])[0]  # (trials, L)
+    found = np.array([measured_plateaus(result.steps, trial, levels) for trial in loss])  # (trials, D + 1)
+    out = {}
+    for m, level in enumerate(levels):
+        column = found[:, m]
+        seen = column[np.isfinite(column)]
+        out[f"plateau_{m}"] = entry(
+            f"ℒ_{m}",
+            float(np.median(seen)) if seen.size else None,
+            n=int(seen.size),
+            closed_form=float(level),
+            about=f"train loss where it stays near the closed-form level ℒ_{m}, median over the "
+            f"{seen.size} of {len(column)} trials that stay there",
+        )
     return out

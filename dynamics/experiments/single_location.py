@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dynamics.core.activations import beta_at  # noqa: F401  (this study's β schedule, named here for its figures)
+from dynamics.sweeps.headline import entry
 
 QUANTITIES = ("kappa", "nu", "distance", "excess_risk")
 LABELS = {
@@ -118,3 +119,21 @@ def final_table(result, head_row: int = 0) -> dict[str, float]:
     out["floor"] = float(floor(beta, cfg.data.d, cfg.data.T, cfg.data.gamma)[0])
     out["beta_final"] = float(beta[0])
     return out
+
+
+def headline(result) -> dict[str, dict]:
+    """The preset's headline: the final excess test risk beside its floor at the final β, and |k·k*|,
+    |v·v*|, medians over the trials of the first H (``final_table``)."""
+    final = final_table(result)
+    trials = int(np.shape(result.curves["excess_risk"])[1])
+    about = f"final value, median over {trials} trials"
+    return {
+        "excess_risk": entry(
+            "excess risk",
+            final["excess_risk"],
+            closed_form=final["floor"],
+            about=f"{about}; closed form: the floor at (k*, v*) at the final β = {final['beta_final']:.4g}",
+        ),
+        "kappa": entry("|k·k*|", final["kappa"], about=about),
+        "nu": entry("|v·v*|", final["nu"], about=about),
+    }

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dynamics.config.schema import Config, apply_overrides, digest, preset, resolve
+from dynamics.sweeps.headline import entry
 
 NAME = "specialisation"
 GRID = "specialisation-grid"
@@ -257,3 +258,25 @@ def load(results_dir: Path) -> tuple[dict, dict[str, tuple[dict, dict]]]:
     results_dir = Path(results_dir)
     meta = json.loads((results_dir / "results.json").read_text())
     return meta, {a: load_results(results_dir / a) for a in meta["activations"]}
+
+
+def headline(result) -> dict[str, dict]:
+    """The preset's headline: in how many trials every feature ends held by a head of its own, in
+    how many they were taken in strength order, and the final excess risk (median over trials)."""
+    runs = summarise(result)["runs"]
+    ordered = [r["in_order"] for r in runs if r["in_order"] is not None]
+    risk = [r["excess_risk"] for r in runs if r["excess_risk"] is not None]
+    return {
+        "held_all": entry(
+            "all features held", sum(r["holds_all"] for r in runs), n=len(runs), unit=f"of {len(runs)} runs",
+            about=f"runs whose F features each end held by a head of its own (|cos| ≥ {THRESHOLD:g})",
+        ),
+        "in_order": entry(
+            "taken in strength order", sum(ordered), n=len(ordered), unit=f"of {len(ordered)} runs",
+            about="runs whose features were taken strongest first (of the runs where all were taken)",
+        ),
+        "excess_risk": entry(
+            "excess risk", float(np.median(risk)) if risk else None, n=len(risk),
+            about="final excess test risk, median over the runs",
+        ),
+    }  # fmt: skip

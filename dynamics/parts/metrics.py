@@ -29,6 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TASKS = ("classification", "regression")
+# The head count's column in every frame and its key in every summary row; results.json files of
+# older versions call it "heads" in their summary rows (``OLD_HEAD_COUNT``, read as ``HEAD_COUNT``).
+HEAD_COUNT = "H"
+OLD_HEAD_COUNT = "heads"
 KINDS = ("run", "head", "head_head", "planted", "feature", "snapshot", "run_snapshot")
 PER_HEAD_KINDS = ("head", "head_head", "planted", "feature")  # the per-head metrics (``head_frame``)
 

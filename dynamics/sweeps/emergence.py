@@ -18,6 +18,7 @@ confidence interval from Student's t with n − 2 degrees of freedom. numpy and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,34 @@ def columns(found: dict[str, list]) -> dict[str, float]:
         out[f"{short}_std"] = float(done.std()) if done.size else np.nan
         out[f"{short}_n"] = int(done.size)
     return out
+
+
+def data_of(cfg) -> dict:
+    """The emergence data's T, d, copies, copy_logits and repetition of a resolved config."""
+    data = cfg.data.resolved()
+    return {k: getattr(data, k) for k in ("T", "d", "copies", "copy_logits", "repetition")}
+
+
+def closed_form(data: dict, lr: float, copies=None, d=None, T=None, p=None) -> float:
+    """t* = √(π/2)·√d·T/η steps (η = 2·lr, the ½-loss step), / B tied or / √B free copies, / the
+    repetition factor √(p²d + (1 − p)²) (docs/frontier.md): online SGD's emergence step."""
+    d = data["d"] if d is None else d
+    T = data["T"] if T is None else T
+    B = data.get("copies", 1) if copies is None else copies
+    p = data.get("repetition", 0.0) if p is None else p
+    share = B if data.get("copy_logits") == "tied" else math.sqrt(B)
+    return math.sqrt(math.pi / 2 * d) * T / (2 * lr) / share / math.sqrt(p * p * d + (1 - p) ** 2)
+
+
+def repetition_factor(d: int):
+    """p -> √(p²d + (1 − p)²), the repetition's speed-up of the emergence (the fitted x of a p axis)."""
+    return lambda p: math.sqrt(p * p * d + (1 - p) ** 2)
+
+
+def closed_exponent(axis: str, copy_logits: str = "free") -> float:
+    """The closed form's exponent along ``axis``: T¹, d^½, B⁻¹ tied or B^−½ free copies, and the
+    repetition factor's −1."""
+    return {"T": 1.0, "d": 0.5, "repetition": -1.0}.get(axis, -1.0 if copy_logits == "tied" else -0.5)
 
 
 def logged(curves: dict) -> bool:

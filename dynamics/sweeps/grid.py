@@ -61,6 +61,7 @@ from dynamics.sweeps.execute import (
     prepare_data,
     run_points,
 )
+from dynamics.sweeps.headline import grid_headline, kept
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
 from dynamics.sweeps.results import (
@@ -99,6 +100,11 @@ class GridResult:
     @property
     def complete(self) -> bool:
         return bool(self.extra.get("complete", True))
+
+    def headline(self) -> dict[str, dict[str, Any]]:
+        """The grid's headline (``dynamics.sweeps.headline.grid_headline``): the stored one
+        (``extra["headline"]``, results.json's), else computed now and, when complete, kept."""
+        return kept(self, grid_headline)
 
     def summary_frame(self):
         """``summary()`` as a tidy pandas DataFrame (``summary_frame`` below)."""
@@ -321,6 +327,8 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
         summary=result.summary(),
         **result.extra,
     )
+    if result.complete:
+        meta["headline"] = result.headline()
     return meta
 
 
@@ -330,6 +338,9 @@ class _no_summary(SweepResult):  # results_dict's fields without the per-H summa
 
     def summary(self):
         return []
+
+    def headline(self):
+        return {}  # the grid's own (``grid_results_dict``)
 
 
 def summary_frame(result: GridResult):

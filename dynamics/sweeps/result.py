@@ -15,13 +15,15 @@ import numpy as np
 
 from dynamics.config.grid import GRID_KNOBS
 from dynamics.config.schema import Config
-from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
-from dynamics.sweeps import emergence, plateaus
-
-# The head count's column in every frame and its key in every summary row; results.json files of
-# older versions call it "heads" in their summary rows (``OLD_HEAD_COUNT``, read as ``HEAD_COUNT``).
-HEAD_COUNT = "H"
-OLD_HEAD_COUNT = "heads"
+from dynamics.parts.metrics import (  # noqa: F401  (HEAD_COUNT, OLD_HEAD_COUNT: the frames' names)
+    HEAD_COUNT,
+    OLD_HEAD_COUNT,
+    SUMMARY_METRICS,
+    head_schedule,
+    is_per_head,
+    is_snapshot,
+)
+from dynamics.sweeps import emergence, headline, plateaus
 
 # curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
 # per-head view's)
@@ -75,6 +77,12 @@ class SweepResult:
         """False for the partial results of an interrupted run (``extra["heads_todo"]`` lists the
         H values it did not finish); True otherwise."""
         return bool(self.extra.get("complete", True))
+
+    def headline(self) -> dict[str, dict[str, Any]]:
+        """The numbers this run is about (``dynamics.sweeps.headline``: name -> {"label", "value",
+        "std", …}), as its preset declares them: the stored ones (``extra["headline"]``, what
+        results.json holds), else computed now and, for a complete result, kept there."""
+        return headline.kept(self, headline.compute)
 
     def _summary_metrics(self) -> list[str]:
         return [m for m in SUMMARY_METRICS if m in self.curves]

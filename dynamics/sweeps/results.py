@@ -88,7 +88,8 @@ def provenance() -> tuple[str | None, str | None]:
 
 
 def results_dict(result: SweepResult) -> dict[str, Any]:
-    return {
+    """results.json's fields of a sweep's result; ``headline`` only once it is complete."""
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "config": result.config.to_dict(),
         "config_hash": result.config.hash(),
@@ -101,6 +102,10 @@ def results_dict(result: SweepResult) -> dict[str, Any]:
         "summary": result.summary(),
         **result.extra,
     }
+    found = result.headline() if result.complete else None
+    if found:
+        doc["headline"] = found
+    return doc
 
 
 def write_results(result: SweepResult, out: Path) -> tuple[Path, Path]:

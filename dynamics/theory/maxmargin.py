@@ -216,3 +216,27 @@ def diagnostic_curves(
         "maxmargin_cos_final": [float(np.nanmean(v.corr[:, -1])) for v in views],
     }
     return curves, summary
+
+
+def headline(result) -> dict[str, dict]:
+    """The max-margin presets' headline (``dynamics.config.presets.HEADLINES``): corr(θ, θ^mm) and
+    ‖θ‖ at the last snapshot, mean ± std over the trials (data sets) of the first H (θ = W, or the
+    learned prompt p), as ``dynamics.sweeps.headline.entry`` lays a number out."""
+    a = _view(result, 0, "final")
+    name = {"W": "W", "k": "p", "a": "a"}[a.parameter]
+    step = int(a.steps[-1])
+    out = {}
+    for key, label, values in (
+        ("maxmargin_corr", f"corr({name}, {name}^mm)", a.corr[:, -1]),
+        ("param_norm", f"‖{name}‖", a.norm[:, -1]),
+    ):
+        v = values[np.isfinite(values)]
+        out[key] = {
+            "label": label,
+            "value": float(v.mean()) if v.size else None,
+            "std": float(v.std()) if v.size else None,
+            "n": int(v.size),
+            "about": f"at step {step}, mean ± std over the {v.size} of {len(values)} trials with a "
+            f"feasible {SOLUTIONS[a.parameter]} (selection: the model's final argmax)",
+        }
+    return out
