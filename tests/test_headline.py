@@ -42,7 +42,7 @@ def small():
 def test_generic_headline_is_the_summary_and_round_trips(small, tmp_path):
     found = small.headline()
     for row in small.summary():
-        h = row["heads"]
+        h = row["H"]
         assert found[f"test_loss_H{h}"]["value"] == row["test_loss"]["mean"]
         assert found[f"train_loss_H{h}"]["std"] == row["train_loss"]["std"]
     written = save_results(small, tmp_path / "run")
@@ -300,7 +300,7 @@ def test_a_grid_headline_round_trips_through_its_folder(tmp_path):
     grid = resolve_grid(dynamics.with_overrides("fig2", **SMALL), {"lr": "0.5,1"})
     result = run_grid_experiment(grid, progress=False)
     found = result.headline()
-    rows = [r for r in result.summary() if r["heads"] == 3]
+    rows = [r for r in result.summary() if r["H"] == 3]
     assert found["best_test_loss_H3"]["value"] == min(r["test_loss"]["mean"] for r in rows)
     written = save_results(result, tmp_path / "g")
     assert (tmp_path / "g" / "summary.csv") in written
