@@ -183,6 +183,8 @@ def grid_headline(result) -> Headline:
     out = emergence_fits(result) if emergence.logged(result.curves) else {}
     names = [n for n, _ in result.grid.axes]
     summary = result.summary()
+    if not summary or "test_loss" not in summary[0]:  # curves without a test loss: no best point
+        return out
     for h in np.asarray(result.heads).tolist():
         rows = [r for r in summary if r[HEAD_COUNT] == h and r["test_loss"]["mean"] is not None]
         if not rows:

@@ -222,7 +222,7 @@ def headline(result) -> dict[str, dict]:
     """The max-margin presets' headline (``dynamics.config.presets.HEADLINES``): corr(θ, θ^mm) and
     ‖θ‖ at the last snapshot, mean ± std over the trials (data sets) of the first H (θ = W, or the
     learned prompt p), as ``dynamics.sweeps.headline.entry`` lays a number out."""
-    a = _view(result, 0, "final")
+    a = _view(result, 0, "final", "fro", every_trial(result.config))
     name = {"W": "W", "k": "p", "a": "a"}[a.parameter]
     step = int(a.steps[-1])
     out = {}
