@@ -43,6 +43,7 @@ ENGINE_KEYWORDS = (
     "chunk",
     "slots",
     "metrics",
+    "call_seconds",
 )
 
 
