@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from dynamics.core import update as upd
 from dynamics.core.engine import BATCH_AXIS, CPU_COMPILER_OPTIONS, loop_steps, pack_loop, pack_outputs
 from dynamics.core.program import Batch, Program
 from dynamics.infra import executables
@@ -42,6 +43,8 @@ def _start(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mes
             body, carry, xs = pack_loop(prog, _trial(data, b, shared_data), b)
             x0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a[0]), xs)
             rows = jax.eval_shape(lambda c: body(c, x0)[1], carry)  # one logged row's metrics
+            # strongly typed (the step t is a weak int): every call then gets the same argument types
+            carry = jax.tree_util.tree_map(lambda a: jax.lax.convert_element_type(a, a.dtype), carry)
             return carry, {k: jnp.zeros((len(prog.segments), *v.shape), v.dtype) for k, v in rows.items()}
 
         return jax.lax.map(one, batch, batch_size=chunk)
@@ -114,6 +117,15 @@ def outputs(prog: Program, state) -> tuple[dict[str, np.ndarray], np.ndarray]:
     each (B, R, L) (per slot (B, S, L, …)), diverged_at (B, R))."""
     carry, rows = state
     return pack_outputs(prog, carry, rows, np, lead=1)
+
+
+def runs_in_calls(prog: Program) -> bool:
+    """The program's loop may run in calls: its optimiser keeps no state (GD, SGD, normalised GD).
+    With a state (Adam's moments and count) the one-call program was compiled to numbers that
+    differ from the calls' in the last bits (measured on the CPU, jaxlib 0.10.2, whether the state
+    crosses a call or not), so such a run stays one call: its numbers are never changed."""
+    state = upd.direction(prog.optimizer).init({"x": jnp.zeros((1,))})
+    return not jax.tree_util.tree_leaves(state)
 
 
 def cumulative_steps(prog: Program) -> np.ndarray:

@@ -42,6 +42,7 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
     steps = sum(prog.segments)
     packs = point.batch_size // placer.n_devices
     long = estimated_seconds(prog, n_train, tokens, packs, placer.platform) > 2 * call_s
+    long = long and resumable.runs_in_calls(prog)
     if not long or not (watched or store is not None):
         out = placer.fetch(train_batch(prog, placed, batch, **kw))
         bar.update(steps)
@@ -49,6 +50,7 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
     cum = resumable.cumulative_steps(prog)
     L = len(cum) - 1
     state = resumable.start_batch(prog, placed, batch, **kw)
+    state = jax.device_put(state, placer.sharded)  # every call's state sharded alike: one program
     done, (leaves, tree) = 0, jax.tree_util.tree_flatten(state)
     saved = None if store is None else store.load(heads, leaves)
     if saved is not None:
@@ -59,7 +61,7 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
         end = min(int(np.searchsorted(cum, cum[done] + target)), L)
         end = max(end, done + 1)
         t0 = time.monotonic()
-        state = resumable.advance(prog, placed, batch, state, done, end, **kw)
+        state = jax.device_put(resumable.advance(prog, placed, batch, state, done, end, **kw), placer.sharded)
         jax.block_until_ready(state)
         took, calls = time.monotonic() - t0, calls + 1
         bar.update(int(cum[end] - cum[done]))
