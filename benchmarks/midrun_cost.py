@@ -1,18 +1,17 @@
 """What progress and mid-run checkpoints cost: a preset's pack as one compiled call against the
 same pack in calls with the bar and checkpoints, alternating pairs of whole processes.
 
-    python -m benchmarks.midrun_cost                           # fig2 and planted-gd, 5 pairs
-    python -m benchmarks.midrun_cost --pairs 1 --steps 2000    # a quick check
+    python -m benchmarks.midrun_cost --steps 20000             # fig2 and planted-gd, 5 pairs
+    python -m benchmarks.midrun_cost --pairs 1 --call-seconds 0.5   # a quick check
 
 Each setting is a ``python -m dynamics.run --preset P --steps S --no-figure --timings`` process
 with its progress bar on (stderr captured), both sharing one compilation cache filled first by an
 untimed run of each: ``one call`` with ``--call-seconds 1e9`` (never split), ``in calls`` with
-``--call-seconds 0.5 --checkpoint-every 2`` (several calls and checkpoints even for these short
-runs: four times the calls and five times the checkpoints of the defaults, 2 s and 10 s, an
-upper bound on their cost). ``--pairs`` pairs alternate which goes first. Reported per run: the
-process CPU time (user + system), its ``simulation`` phase and the load; then the medians, the
-spread (min–max) and in-calls / one-call. The simulated numbers are the same (checked: curves.npz
-compared bit for bit in every pair).
+the defaults (calls of about 2 s, a checkpoint every 10 s; ``--call-seconds`` sets another length
+for it). ``--pairs`` pairs alternate which goes first. Reported per run: the process CPU time
+(user + system), its ``simulation`` phase, how often the bar moved and the load; then the
+medians, the spread (min–max) and in-calls / one-call. The simulated numbers are the same
+(checked: curves.npz compared bit for bit in every pair).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from benchmarks import child_env
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {
     "one call": ["--call-seconds", "1e9"],
-    "in calls": ["--call-seconds", "0.5", "--checkpoint-every", "2"],
+    "in calls": [],
 }
 
 
@@ -66,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--presets", nargs="+", default=["fig2", "planted-gd"])
     p.add_argument("--steps", type=int, default=None, help="steps per run (default: the preset's)")
     p.add_argument("--pairs", type=int, default=5, help="alternating pairs per preset (default 5)")
+    p.add_argument("--call-seconds", help="the in-calls setting's --call-seconds (default: mhsim's)")
     args = p.parse_args(argv)
+    if args.call_seconds:
+        SETTINGS["in calls"] = ["--call-seconds", args.call_seconds]
     print(f"{os.cpu_count()} CPUs; {' vs '.join(f'{k}: {v}' for k, v in SETTINGS.items())}")
     with tempfile.TemporaryDirectory(prefix="mhsim-midrun-") as tmp:
         for preset in args.presets:
