@@ -8,6 +8,7 @@ from helpers import replace
 
 from dynamics import run_sweep
 from dynamics.api import with_overrides
+from dynamics.cli.run import main
 from dynamics.config.schema import resolve
 from dynamics.core import resumable
 from dynamics.core.data import token_width
@@ -162,6 +163,22 @@ def test_a_mid_run_file_of_another_config_or_layout_is_not_continued(tmp_path):
 def test_bad_seconds_are_refused_in_one_line(bad):
     with pytest.raises(ConfigError, match="must be a number of seconds > 0"):
         midrun.check_seconds("call_seconds", bad)
+    with pytest.raises(ConfigError, match=r"call_seconds=.* must be a number of seconds > 0"):
+        run_sweep(call_seconds=bad, progress=False)
+
+
+@pytest.mark.parametrize("flag", ["--call-seconds", "--checkpoint-every"])
+@pytest.mark.parametrize("text", ["0", "-2", "inf", "soon"])
+def test_bad_seconds_flags_are_refused_in_one_line(flag, text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([f"{flag}={text}", "--out", "never-written"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "must be a number of seconds > 0" in err, err
+
+
+def test_the_long_run_flags_are_refused_for_a_grid(capsys):
+    assert main(["--lr", "1,2", "--checkpoint-every", "5", "--out", "never-written"]) == 2
+    assert "--checkpoint-every applies to a sweep over H, not to a grid" in capsys.readouterr().err
 
 
 @pytest.mark.slow

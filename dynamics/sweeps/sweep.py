@@ -47,7 +47,7 @@ from dynamics.sweeps.execute import (
     start_curves,
 )
 from dynamics.sweeps.memory import check_memory
-from dynamics.sweeps.midrun import MidRun
+from dynamics.sweeps.midrun import MidRun, check_seconds
 from dynamics.sweeps.plan import pack_runs, plan_points, program_for, step_size, trial_keys
 from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult
 
@@ -113,6 +113,8 @@ def run_sweep(
     """
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
+    if call_seconds is not None:
+        check_seconds("call_seconds", call_seconds)
     exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
     with precision(exp.config):
         long_runs = dict(call_seconds=call_seconds, midrun=midrun)
