@@ -2,6 +2,7 @@
 one call bit for bit, whatever iterations each call covers; a run resumed from a mid-run file
 (``dynamics.sweeps.midrun``) equals the uninterrupted run."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import replace
@@ -108,6 +109,21 @@ def test_a_sweep_run_in_calls_equals_one_call_and_moves_the_bar(monkeypatch):
     assert not _equal(one.curves, calls.curves)
     np.testing.assert_array_equal(one.diverged_at, calls.diverged_at)
     assert len(CountingBar.moves) >= 10 and sum(CountingBar.moves) == 300, CountingBar.moves
+
+
+def key_norms(params, data):  # a user's metric, per head: (H,)
+    return jnp.sqrt(jnp.sum(params["W"] ** 2, axis=(-2, -1)))
+
+
+@pytest.mark.slow
+def test_a_user_metric_in_calls_equals_one_call(monkeypatch):
+    cfg = _config(heads=[2], steps=300, log_every=10, init="normal", init_scale=0.5)
+    one = run_sweep(cfg, progress=False, metrics={"key_norms": key_norms})
+    monkeypatch.setattr(execute, "tqdm", CountingBar)
+    CountingBar.moves = []
+    calls = run_sweep(cfg, progress=True, call_seconds=1e-6, metrics={"key_norms": key_norms})
+    assert len(CountingBar.moves) >= 10 and "key_norms" in calls.curves
+    assert not _equal(one.curves, calls.curves)
 
 
 class Crash(Exception):
