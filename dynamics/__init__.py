@@ -16,10 +16,9 @@ if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C
     interrupts.early()
 
 _EXPORTS = {
-    "dynamics.api": ("load_results", "run_sweep", "with_overrides"),
+    "dynamics.api": ("load_results", "load_runs", "run_grid", "run_sweep", "with_overrides"),
     "dynamics.experiments.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
     "dynamics.sweeps.result": ("SweepResult",),
-    "dynamics.sweeps.sweep": ("run_grid",),
     "dynamics.config.schema": (
         "PRESETS",
         "Config",
@@ -66,7 +65,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from dynamics.api import load_results, run_sweep, with_overrides  # noqa: F401
+    from dynamics.api import load_results, load_runs, run_grid, run_sweep, with_overrides  # noqa: F401
     from dynamics.config.schema import (  # noqa: F401
         PRESETS,
         Config,
@@ -95,5 +94,4 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     )
     from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
     from dynamics.sweeps.result import SweepResult  # noqa: F401
-    from dynamics.sweeps.sweep import run_grid  # noqa: F401
     from dynamics.sweeps.trials import TrialData, trial_data  # noqa: F401

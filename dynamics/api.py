@@ -9,7 +9,9 @@ is read as the flag reads it (a switch takes a bool only), and an enum member
 trains on a file (as ``--data``; a ``data_model`` naming another model is refused, as on the
 command line), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
 ``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
-``figures.sweep_figure(result)``); ``load_results`` returns what a folder holds: a SweepResult
+``figures.sweep_figure(result)``); ``run_grid(cfg, optimizer=["gd", "adam"], lr=[0.1, 1])`` runs
+a grid over any knobs (a list is an axis) and returns its ``GridResult``; ``load_results``
+returns what a folder holds: a SweepResult
 (``.complete`` False for an interrupted run), a grid's ``GridResult`` or a bottleneck run dict.
 """
 
@@ -17,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import enum
+import os
 from pathlib import Path
 from typing import Any
 
+from dynamics.config.grid import axis_name, grid_config, resolve_grid
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -63,6 +67,13 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
     command line's names: ``with_overrides("fig2", heads=[1, 4], lr=0.5, data_model="planted")``.
     The result is checked (``dynamics.config.schema.validate``; a ConfigError names the field) and
     returned as given, not resolved."""
+    out = _overridden(cfg, overrides)
+    validate(out)  # a bad value is refused here, naming its field, not when the config runs
+    return out
+
+
+def _overridden(cfg: Config | str | None, overrides: dict[str, Any]) -> Config:
+    """``with_overrides`` before its validation (a grid validates each of its points instead)."""
     if cfg is None:
         cfg = Config()
     elif isinstance(cfg, str):
@@ -88,14 +99,13 @@ def with_overrides(cfg: Config | str | None = None, **overrides: Any) -> Config:
             value = value.value
         if isinstance(value, str) and typ is not str and not k.spec.switch:  # a switch takes a bool only
             try:
-                value = typ(value)  # "1,2,4" as on the command line
+                value = typ(value)  # "1,2,4" or "1:8:4" as on the command line
+            except ConfigError:  # the knob's own parser: its message names the keyword and the value
+                raise
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
         sections.setdefault(k.section, {})[k.name] = value
-    out = apply_overrides(cfg, sections, "keyword arguments")
-
-    validate(out)  # a bad value is refused here, naming its field, not when the config runs
-    return out
+    return apply_overrides(cfg, sections, "keyword arguments")
 
 
 def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
@@ -105,34 +115,111 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     an .npz file to train on (as ``--data``); with it, a ``data_model`` keyword (or a config whose
     ``data.model`` was set explicitly) naming another model is refused; ``x64=True`` simulates in
     float64 (as ``--x64``)."""
-    import os
-
-    from dynamics.sweeps.checks import as_config, with_data
     from dynamics.sweeps.sweep import run_sweep as _run_sweep
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
+    cfg = _with_data(cfg, engine, kwargs, "run_sweep")
+    return _run_sweep(cfg, **engine)  # in the config's precision (sweep.x64, the keyword x64)
+
+
+def _with_data(
+    cfg: Any, engine: dict[str, Any], kwargs: dict[str, Any], caller: str, check: bool = True
+) -> Config:
+    """``cfg`` with the keyword overrides ``kwargs`` (validated with ``check``, as ``with_overrides``)
+    and ``engine``'s ``data`` (popped): a data model object (the overrides then checked against its
+    declarations) or a file's path (as ``--data FILE.npz``); a second data model named beside it is
+    refused."""
+    from dynamics.sweeps.checks import as_config, with_data
+
     if isinstance(cfg, str):
-        cfg = as_config(cfg, "run_sweep")  # a bottleneck preset is refused, not run as the default sweep
+        cfg = as_config(cfg, caller)  # a bottleneck preset is refused, not run as the default sweep
     if engine.get("data") is not None:
-        _check_one_data_model(as_config(cfg, "run_sweep"), engine["data"], kwargs)
+        _check_one_data_model(as_config(cfg, caller), engine["data"], kwargs)
         if isinstance(engine["data"], str | os.PathLike):
             kwargs.pop("data_model", None)  # the file's own model (checked above): the path sets it below
     if engine.get("data") is not None and not isinstance(engine["data"], str | os.PathLike):
         # a data model object: the overrides are checked against its declarations, not the default model's
-        cfg = with_data(as_config(cfg, "run_sweep"), engine.pop("data"))
-    cfg = with_overrides(cfg, **kwargs)
+        cfg = with_data(as_config(cfg, caller), engine.pop("data"))
+    cfg = with_overrides(cfg, **kwargs) if check else _overridden(cfg, kwargs)
     if isinstance(engine.get("data"), str | os.PathLike):  # a file's path, as --data FILE.npz
         path = os.fspath(engine.pop("data"))
-        cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, "run_sweep(data=...)")
-    return _run_sweep(cfg, **engine)  # in the config's precision (sweep.x64, the keyword x64)
+        cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, f"{caller}(data=...)")
+    return cfg
+
+
+def run_grid(
+    cfg: Config | str | None = None,
+    *,
+    lrs: Any = None,
+    init_scales: Any = None,
+    data: Any = None,
+    progress: bool = True,
+    devices: Any = None,
+    packs_per_call: int | None = None,
+    chunk: int | None = None,
+    slots: int | None = None,
+    **knobs: Any,
+):
+    """A grid over any knobs, by the command line's names: ``run_grid("fig2", optimizer=["gd",
+    "adam"], lr=[0.1, 1, 10], heads=[1, 4])``. A list (or tuple) for a grid knob, or its text with
+    a comma (``lr="1e-2:1e2:9"``: numbers also a:b:k), is an axis, as ``--optimizer gd,adam`` on
+    the command line; every other keyword is an override (``heads`` stays the list of H). Returns
+    the grid's ``dynamics.sweeps.grid.GridResult`` (``.point(k)``: grid point k as the SweepResult
+    of its configuration run alone, ``.grid.axes``: the axes' names and values, ``.summary_frame()``).
+
+    Without axes, the sweep of ``cfg`` at every η₀ of ``lrs`` and σ₀ of ``init_scales``, batched
+    into the same compiled calls: a list of SweepResult, η₀ outer
+    (``dynamics.sweeps.sweep.run_grid``). ``lrs``/``init_scales`` with knob axes are refused:
+    give ``lr=[…]``/``init_scale=[…]`` instead. ``data``, ``progress``, ``devices``,
+    ``packs_per_call``, ``chunk`` and ``slots``: as for ``run_sweep``."""
+    from dynamics.sweeps.checks import check_layout
+    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.sweep import run_grid as run_variants
+
+    layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
+    axes, engine = _axes(knobs), {"data": data}
+    if not axes:
+        if knobs:  # overrides only: the config they give, as a sweep at each η₀ and σ₀
+            cfg = _with_data(cfg, engine, knobs, "run_grid")
+        return run_variants(
+            cfg, data=engine.get("data"), lrs=lrs, init_scales=init_scales, progress=progress, **layout
+        )
+    if lrs is not None or init_scales is not None:
+        raise ConfigError(
+            f"run_grid: lrs/init_scales are not taken with the knob axes {', '.join(axes)}; "
+            f"give lr=[…] and init_scale=[…] as axes instead"
+        )
+    if data is not None and "data_model" in axes:
+        raise ConfigError(
+            f"run_grid: data= and the data-model axis {list(axes['data_model'])} both name the data model; "
+            f"give one"
+        )
+    check_layout(**layout, progress=progress)
+    cfg = _with_data(cfg, engine, knobs, "run_grid", check=False)  # each grid point is validated
+    return run_grid_experiment(resolve_grid(cfg, axes), progress=progress, **layout)
+
+
+def _axes(knobs: dict[str, Any]) -> dict[str, Any]:
+    """The grid axes among the keywords (popped from ``knobs``): a grid knob's list, tuple, array
+    or text with several values, by the axis name the grid gives it."""
+    by_keyword = _knobs()
+    axes = {}
+    for key in list(knobs):
+        k = by_keyword.get(key)
+        if k is None or k.spec.grid is None:
+            continue
+        value = _plain(knobs[key])
+        several = isinstance(value, str) and ("," in value or (":" in value and k.spec.grid is not str))
+        if isinstance(value, list | tuple) or several:
+            knobs.pop(key)
+            axes[axis_name(k)] = value
+    return axes
 
 
 def _check_one_data_model(cfg: Any, data: Any, kwargs: dict[str, Any]) -> None:
     """``data`` (an object or a file's path) is the data model of the run: a ``data_model`` keyword,
     or a config whose ``data.model`` was set explicitly, naming another is refused (one of the two
     would be silently dropped), as ``--data FILE.npz --data-model NAME`` is on the command line."""
-    import os
-
     from dynamics import parts
 
     path = isinstance(data, str | os.PathLike)
@@ -256,12 +343,11 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
-    from dynamics.config.grid import resolve_grid
     from dynamics.sweeps.grid import GridResult
 
     names = list(meta["grid"]["axes"])
     axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in names)
-    grid = resolve_grid(config_from_dict(meta["config"]), axes)
+    grid = resolve_grid(grid_config(config_from_dict(meta["config"]), meta["grid"]), axes)
     own = {"heads", "steps", "diverged_at", "grid_axes", *names}  # the grid's coordinates, not curves
     return GridResult(
         grid=grid,
@@ -272,3 +358,117 @@ def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
         wall_time_s=float(meta.get("wall_time_s", 0.0)),
         extra=_extra(meta),
     )
+
+
+# Many run folders as one frame
+
+
+def load_runs(root: str | Path = "runs"):
+    """Every sweep and grid saved under ``root`` (searched at any depth; a run folder is one that
+    holds a ``results.json``) as one tidy pandas DataFrame at the summary level: one row per run
+    folder × grid point × H, the columns ``run`` (the folder, relative to ``root``; ``.`` for
+    ``root`` itself), ``kind`` (``sweep`` or ``grid``), ``complete``, the columns of the run's
+    ``summary_frame()`` (``H``, a grid's axes, ``trials``, ``n_diverged``, the final metrics' mean
+    and std, …) and then every knob of the row's config (the grid point's own) by its name (``lr``,
+    ``optimizer``, ``n_train``, ``data_model`` for ``data.model``, a data model's parameters, NaN
+    where the model has none); the config's list of H, ``sweep.heads``, is not a column (each row
+    has its own ``H``). A folder that holds no results, or whose results cannot be read (damaged,
+    edited, a bottleneck experiment's), is skipped with a warning naming it and why. Rows come in
+    the folders' sorted order."""
+    import warnings
+
+    import pandas as pd  # only here: the rest of the API works without building frames
+
+    base = _runs_root(root)
+    folders, empty = _run_folders(base)
+    for folder in empty:
+        warnings.warn(f"{folder}: skipped, not a results folder (no results.json in it)", stacklevel=2)
+    frames = []
+    for folder in folders:
+        run = folder.relative_to(base).as_posix()
+        try:
+            result = load_results(folder)
+            if isinstance(result, dict):
+                raise ConfigError("a bottleneck experiment's results, not a sweep or a grid")
+            frames.append(_run_frame(result, run))
+        except Exception as err:  # any damage: this folder is skipped, the others still listed
+            why = str(err) if isinstance(err, ConfigError) else f"{type(err).__name__}: {err}"
+            warnings.warn(f"{folder}: skipped, {why}", stacklevel=2)
+    if not frames:
+        return pd.DataFrame(columns=["run", "kind", "complete", "H"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _runs_root(root: str | Path) -> Path:
+    if isinstance(root, bool) or not isinstance(root, str | os.PathLike):
+        raise TypeError(f"root={root!r:.80} must be a path (str or pathlib.Path)")
+    if not str(root).strip():
+        raise ConfigError("root='' is empty: give the folder that holds the run folders (e.g. runs)")
+    path = Path(root)
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise ConfigError(f"runs folder {str(root)!r} {what}")
+    return path
+
+
+def _run_folders(root: Path) -> tuple[list[Path], list[Path]]:
+    """(the run folders at or under ``root``, sorted; the folders that hold no run at any depth,
+    each named once, at its top). A run folder's own subfolders (``points/``) are not searched."""
+    runs: list[Path] = []
+    empty: list[Path] = []
+    seen: set[Path] = set()
+
+    def walk(folder: Path) -> bool:  # whether a run is at or below ``folder``
+        try:
+            if (folder / "results.json").is_file():
+                runs.append(folder)
+                return True
+            real = folder.resolve()
+            if real in seen:  # a link back up the tree
+                return False
+            seen.add(real)
+            subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:  # unreadable: listed as holding no run
+            return False
+        held = {sub: walk(sub) for sub in subs}
+        if any(held.values()) or folder == root:
+            empty.extend(sub for sub, has in held.items() if not has)
+        return any(held.values())
+
+    walk(root)
+    return runs, empty
+
+
+def _run_frame(result, run: str):
+    """One run's rows of ``load_runs``: its summary frame, then the knobs of each row's config."""
+    import pandas as pd  # only here, as in load_runs
+
+    from dynamics.sweeps.grid import GridResult
+
+    if isinstance(result, GridResult):
+        frame, kind = result.summary_frame(), "grid"
+        per_point = len(frame) // len(result.grid.points)  # the finished H of each grid point
+        configs = [cfg for cfg in result.grid.points for _ in range(per_point)]
+    else:
+        frame, kind = result.summary_frame().reset_index(), "sweep"
+        configs = [result.config] * len(frame)
+    frame.insert(0, "run", run)
+    frame.insert(1, "kind", kind)
+    frame.insert(2, "complete", result.complete)
+    knobs = pd.DataFrame([knob_columns(cfg) for cfg in configs], index=frame.index)
+    return pd.concat([frame, knobs.drop(columns=[c for c in knobs if c in frame])], axis=1)
+
+
+def knob_columns(cfg: Config) -> dict[str, Any]:
+    """Every knob of the resolved config ``cfg`` by its name (``data.model`` as ``data_model``, a
+    data model's parameter by its own name, None where the model has none); not ``sweep.heads``,
+    the list of H: a frame's rows each have their own ``H``."""
+    params = dict(cfg.data.params)
+    columns: dict[str, Any] = {}
+    for k in declared():
+        if (k.section, k.name) == ("sweep", "heads"):
+            continue
+        holder = getattr(cfg, k.section)
+        column = "data_model" if (k.section, k.name) == ("data", "model") else k.name
+        columns[column] = getattr(holder, k.name) if hasattr(holder, k.name) else params.get(k.name)
+    return columns

@@ -43,14 +43,19 @@ ROWS = ("test_loss", "train_loss", "test_error", "train_error", "excess_risk")  
 GAIN_CMAP = "RdBu_r"  # low (heads help) blue, high (heads hurt) red
 
 
-def plot_facets(meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], stem) -> list[Path]:
+def plot_facets(
+    meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], stem, scales: dict | None = None
+) -> list[Path]:
     """``facets_figure`` saved as ``stem``.png and .pdf."""
-    return save_figure(facets_figure(meta, t, axes, fixed), Path(stem))
+    return save_figure(facets_figure(meta, t, axes, fixed, scales), Path(stem))
 
 
-def facets_figure(meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[str, int]) -> Figure:
+def facets_figure(
+    meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], scales: dict | None = None
+) -> Figure:
     """Columns: one per H, then the gain and best-η₀ panels; rows: the logged metrics (module
-    docstring). ``axes`` = (horizontal knob, vertical knob); ``fixed``: the other knobs' indices."""
+    docstring). ``axes`` = (horizontal knob, vertical knob); ``fixed``: the other knobs' indices;
+    ``scales``: a colour scale per metric shared with other figures (else each row's own)."""
     set_theme()
     x, y = axes
     final, n_div = t.take(["heads", y, x], fixed)  # (H, rows = y, columns = x)
@@ -62,7 +67,8 @@ def facets_figure(meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[
     )
     best_line = x == "lr" and "test_loss" in final
     for r, metric in enumerate(metrics):
-        _metric_row(fig, grid[r, :n_h], final[metric], n_div, t, axes, metric, best_line)
+        norm = (scales or {}).get(metric) or color_norm(list(final[metric]), not metric.endswith("error"))
+        _metric_row(fig, grid[r, :n_h], final[metric], n_div, t, axes, metric, best_line, norm)
         if r < len(metrics) - 1:
             for ax in grid[r, :n_h]:
                 ax.set_xlabel("")
@@ -88,11 +94,10 @@ def facets_figure(meta: dict, t: GridTables, axes: tuple[str, str], fixed: dict[
     return fig
 
 
-def _metric_row(fig, axs, table, n_div, t: GridTables, axes, metric: str, best_line: bool) -> None:
-    """One metric: a heatmap per H in one colour scale, its colorbar; the best η₀ per row as a
-    white line on the test loss's panels (η₀ horizontal)."""
+def _metric_row(fig, axs, table, n_div, t: GridTables, axes, metric: str, best_line: bool, norm) -> None:
+    """One metric: a heatmap per H in one colour scale ``norm``, its colorbar; the best η₀ per row
+    as a white line on the test loss's panels (η₀ horizontal)."""
     x, y = axes
-    norm = color_norm(list(table), not metric.endswith("error"))
     for i, (ax, h) in enumerate(zip(axs, t.values_of("heads"), strict=True)):
         im = heatmap(ax, table[i], n_div[i], t.trials, norm)
         set_cell_ticks(ax, t.values_of(x), t.values_of(y), x, y, y_labels=i == 0)

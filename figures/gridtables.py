@@ -13,6 +13,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from dynamics.config.grid import GRID_KNOBS
 from dynamics.config.schema import declared
 from figures.sweep import DIVERGED_COLOR, describe
 from figures.theme import flare
@@ -45,6 +46,12 @@ class GridTables:
 
     def values_of(self, name: str) -> np.ndarray:
         return self.values[self.names.index(name)]
+
+    def categorical(self) -> list[str]:
+        """The axes whose values are names (a part, the data model), not numbers."""
+        return [
+            n for n, v in zip(self.names, self.values, strict=True) if not np.issubdtype(v.dtype, np.number)
+        ]
 
     def take(self, keep: list[str], fixed: dict[str, int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """(final, n_div) with the axes ``keep`` in that order, every other axis at ``fixed[name]``."""
@@ -119,6 +126,8 @@ def choose_axes(t: GridTables, axes=None) -> tuple[str, ...]:
         return chosen
     varying = [n for n, v in zip(t.names, t.values, strict=True) if len(v) > 1]
     knobs = [n for n in varying if n != "heads"]
+    numeric = [n for n in knobs if n not in t.categorical()]
+    knobs = numeric or knobs  # names are faceted (a figure per name) where numbers can be plotted
     if len(knobs) >= 2:
         pick = ["lr", [k for k in knobs if k != "lr"][-1]] if "lr" in knobs else knobs[-2:][::-1]
         return tuple(pick)
@@ -137,7 +146,12 @@ def fixed_indices(t: GridTables, shown: tuple[str, ...], at=None) -> dict[str, i
         if short in shown:
             raise ValueError(f"at={at!r}: {name!r} is plotted, it takes no fixed value")
         vals = t.values_of(short)
-        hit = np.flatnonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))
+        if short in t.categorical():  # names: the same name
+            hit = np.flatnonzero(vals == str(value))
+        elif isinstance(value, int | float | np.number) and not isinstance(value, bool):
+            hit = np.flatnonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))
+        else:
+            hit = np.array([], dtype=int)  # a name for a numeric knob: none of its values
         if not hit.size:
             raise ValueError(f"at={at!r}: {name}={value!r} is not one of its values {ticks(vals)}")
         fixed[short] = int(hit[0])
@@ -155,8 +169,13 @@ def fixed_text(t: GridTables, fixed: dict[str, int]) -> str:
 
 
 def describe_grid(meta: dict, t: GridTables, fixed: dict[str, int]) -> str:
-    """The sweep's description with η₀ and n named as plotted knobs or at their fixed values."""
-    config = meta["config"]
+    """The sweep's description with η₀ and n named as plotted knobs or at their fixed values, and
+    a categorical knob (the optimiser, the data model, …) at its fixed name."""
+    config = {s: dict(v) if isinstance(v, dict) else v for s, v in meta["config"].items()}
+    for name in t.categorical():
+        if name in fixed and name in GRID_KNOBS:
+            section, field, _ = GRID_KNOBS[name]
+            config[section][field] = str(t.values_of(name)[fixed[name]])
     text = describe(config)
     if "lr" in t.names:
         lr = f"{t.values_of('lr')[fixed['lr']]:g}" if "lr" in fixed else "η₀"
@@ -165,6 +184,13 @@ def describe_grid(meta: dict, t: GridTables, fixed: dict[str, int]) -> str:
         n = f"{t.values_of('n_train')[fixed['n_train']]:g}" if "n_train" in fixed else "grid"
         text = text.replace(f"n = {config['data']['n_train']} train", f"n = {n} train")
     return text
+
+
+def shared_scales(t: GridTables, keep: list[str], fixeds: list[dict[str, int]]) -> dict:
+    """Per metric, one colour scale (``color_norm``) over the tables ``t.take(keep, fixed)`` of every
+    ``fixed`` in ``fixeds``: the figures of a categorical knob's values, compared on one scale."""
+    tables = [t.take(keep, fixed)[0] for fixed in fixeds]
+    return {m: color_norm([table[m] for table in tables], not m.endswith("error")) for m in tables[0]}
 
 
 def best_columns(test_loss: np.ndarray, n_div: np.ndarray) -> np.ndarray:

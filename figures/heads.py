@@ -30,6 +30,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from dynamics import parts
 from dynamics.parts.metrics import REGISTRY, per_head_metrics
 from figures.sweep import (
     DIVERGED_COLOR,
@@ -146,9 +147,9 @@ def _finite(a) -> bool:
 def _key_labels(config: dict) -> tuple[str, str]:
     """(the key direction, the key-query norm) as this run's model has them."""
     model = config["model"]
-    if model.get("query") == "learned":
+    if parts.QUERIES.get(model.get("query", "first")).learned:
         return "k_h", "‖k_h‖"
-    if model.get("key_query") == "factored":
+    if parts.KEY_QUERIES.get(model.get("key_query", "full")).factored:
         return "key dir. of Q_h K_hᵀ", "‖Q_h K_hᵀ‖_F"
     return "key dir. of W_h", "‖W_h‖_F"
 

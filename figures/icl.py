@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from dynamics import parts
 from dynamics.experiments import icl
 from figures.sweep import save_figure, sweep_data
 from figures.theme import set_theme
@@ -76,7 +77,7 @@ def icl_figure(source) -> Figure:
     axes = np.atleast_1d(axes)
     model = meta["config"]["model"]
     H = int(curves["heads"][0])
-    if model["key_query"] == "full":
+    if not parts.KEY_QUERIES.get(model["key_query"]).factored:
         _panel(axes[0], meta, curves, COLORS[1], f"{H} heads, full key-query W_h")
     else:
         _panel(

@@ -12,13 +12,20 @@ each at one value (``at={"noise": 1.0}``, else their first), every fixed value n
 - One knob: the final metrics against it, a line per H.
 
 Cells where every trial diverged are hatched, cells where some did carry ×; both are named in the
-legend with their counts. Without ``axes``: η₀ (when it varies) and the last other varying knob, H
-as the rows when it is the only other one (then also the lines, as ``<stem>-lines``). Only the
-metrics the run logged are drawn (a regression run has no error).
+legend with their counts. Without ``axes``: η₀ (when it varies) and the last other varying numeric
+knob, H as the rows when it is the only other one (then also the lines, as ``<stem>-lines``). Only
+the metrics the run logged are drawn (a regression run has no error).
+
+A categorical knob (the optimiser, the loss, the data model, …) with several names that is neither
+plotted nor fixed by ``at`` is faceted: one set of files per name, ``<stem>-<knob>-<name>`` (two
+such knobs: per pair of names), every metric on one colour scale across them (and the line plots
+on one vertical range), the name in the title.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -45,14 +52,18 @@ from figures.gridtables import (  # noqa: F401  (best_columns, grid_tables: figu
     label,
     runs_text,
     set_cell_ticks,
+    shared_scales,
     ticks,
 )
 from figures.sweep import DIVERGED_COLOR, head_colors, save_figure
 from figures.theme import set_theme
 
 
-def plot_phase(meta, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], stem) -> list[Path]:
-    """A heatmap per logged metric over two knobs (columns: axes[0], rows: axes[1])."""
+def plot_phase(
+    meta, t: GridTables, axes: tuple[str, str], fixed: dict[str, int], stem, scales: dict | None = None
+) -> list[Path]:
+    """A heatmap per logged metric over two knobs (columns: axes[0], rows: axes[1]); ``scales``:
+    a colour scale per metric shared with other figures (``shared_scales``), else its own."""
     set_theme()
     x, y = axes
     final, n_div = t.take([y, x], fixed)
@@ -61,9 +72,8 @@ def plot_phase(meta, t: GridTables, axes: tuple[str, str], fixed: dict[str, int]
     fig, grid = plt.subplots(rows, 2, figsize=(11, 4 * rows), constrained_layout=True, squeeze=False)
     best = best_columns(final["test_loss"], n_div) if x == "lr" and "test_loss" in final else None
     for ax, metric in zip(grid.flat, metrics, strict=False):
-        im = heatmap(
-            ax, final[metric], n_div, t.trials, color_norm([final[metric]], not metric.endswith("error"))
-        )
+        norm = (scales or {}).get(metric) or color_norm([final[metric]], not metric.endswith("error"))
+        im = heatmap(ax, final[metric], n_div, t.trials, norm)
         fig.colorbar(im, ax=ax, shrink=0.85)
         ax.set_title(TITLES[metric])
         set_cell_ticks(ax, t.values_of(x), t.values_of(y), x, y)
@@ -77,13 +87,17 @@ def plot_phase(meta, t: GridTables, axes: tuple[str, str], fixed: dict[str, int]
     fixed_note = fixed_text(t, fixed)
     fig.suptitle(
         f"{describe_grid(meta, t, fixed)}; grid {label(y)} × {label(x)}"
-        f"{'; fixed: ' + fixed_note if fixed_note else ''}; {runs_text(meta, t)}"
+        f"{'; fixed: ' + fixed_note if fixed_note else ''}; {runs_text(meta, t)}",
+        wrap=True,  # to the figure's width: a categorical knob's name makes it long
     )
     return save_figure(fig, stem)
 
 
-def plot_lines(meta, t: GridTables, along: str, fixed: dict[str, int], stem) -> list[Path]:
-    """Final metrics against one knob, a line per H, diverged × at the bottom of the panel."""
+def plot_lines(
+    meta, t: GridTables, along: str, fixed: dict[str, int], stem, scales: dict | None = None
+) -> list[Path]:
+    """Final metrics against one knob, a line per H, diverged × at the bottom of the panel;
+    ``scales``: each metric's vertical range shared with other figures (``shared_scales``)."""
     set_theme()
     final, n_div = t.take(["heads", along], fixed)
     heads, x = t.values_of("heads"), t.values_of(along)
@@ -106,15 +120,28 @@ def plot_lines(meta, t: GridTables, along: str, fixed: dict[str, int], stem) -> 
             ax.xaxis.set_minor_locator(NullLocator())
         if metric.endswith("loss") and np.nanmin(final[metric], initial=np.inf) > 0:
             ax.set_yscale("log")
+        shared = (scales or {}).get(metric)
+        if shared is not None:
+            _share_range(ax, shared.vmin, shared.vmax)
         ax.set_xlabel(label(along))
         ax.set_title(TITLES[metric])
     np.atleast_1d(axes)[0].legend(fontsize=7)
     fixed_note = fixed_text(t, {k: v for k, v in fixed.items() if k != "heads"})
     fig.suptitle(
         f"{describe_grid(meta, t, fixed)}{'; fixed: ' + fixed_note if fixed_note else ''}; "
-        f"{runs_text(meta, t)}; × = diverged trials"
+        f"{runs_text(meta, t)}; × = diverged trials",
+        wrap=True,
     )
     return save_figure(fig, stem)
+
+
+def _share_range(ax, lo: float, hi: float) -> None:
+    """The vertical range [lo, hi] with a margin (a factor on a log axis)."""
+    if ax.get_yscale() == "log" and lo > 0:
+        ax.set_ylim(lo / 1.25, hi * 1.25)
+    else:
+        pad = 0.05 * (hi - lo) or 0.05
+        ax.set_ylim(lo - pad, hi + pad)
 
 
 def grid_data(source) -> tuple[dict, dict]:
@@ -139,20 +166,36 @@ def plot_grid(results_dir, stem, *, axes=None, at=None) -> list[Path]:
     """
     meta, curves = grid_data(results_dir)
     t = grid_tables(meta, curves)
-    default = axes is None
     shown = choose_axes(t, axes)
-    heads = t.values_of("heads")
-    one_h = any(knob(k, t.names, f"at={at!r}") == "heads" for k in dict(at or {}))  # at={"H": 4}
-    facet = len(shown) == 2 and "heads" not in shown and len(heads) > 1 and not one_h
+    named = {knob(k, t.names, f"at={at!r}") for k in dict(at or {})}
+    one_h = "heads" in named  # at={"H": 4}
+    facet = len(shown) == 2 and "heads" not in shown and len(t.values_of("heads")) > 1 and not one_h
+    keep = (*shown, "heads") if facet or len(shown) == 1 else shown
+    split = [n for n in t.categorical() if n not in (*shown, *named) and len(t.values_of(n)) > 1]
+    stem, ats = Path(stem), [dict(at or {})]
+    if split:  # a set of files per name (per combination of names), on shared scales
+        ats = [
+            {**ats[0], **dict(zip(split, c, strict=True))}
+            for c in itertools.product(*map(t.values_of, split))
+        ]
+    scales = shared_scales(t, list(keep), [fixed_indices(t, keep, a) for a in ats]) if split else None
+    paths: list[Path] = []
+    for a in ats:
+        where = "".join(f"-{n}-{re.sub(r'[^A-Za-z0-9._]+', '_', str(a[n]))}" for n in split)
+        paths += _draw(meta, t, shown, facet, axes is None, a, stem.with_name(stem.name + where), scales)
+    return paths
+
+
+def _draw(meta, t: GridTables, shown, facet: bool, default: bool, at, stem: Path, scales) -> list[Path]:
+    """The figures of ``plot_grid`` at the fixed values ``at``, as ``stem``."""
     fixed = fixed_indices(t, (*shown, "heads") if facet or len(shown) == 1 else shown, at)
-    stem = Path(stem)
     if facet:
-        return plot_facets(meta, t, shown, fixed, stem)
+        return plot_facets(meta, t, shown, fixed, stem, scales)
     if len(shown) == 1:
-        return plot_lines(meta, t, shown[0], fixed, stem)
-    paths = plot_phase(meta, t, shown, fixed, stem)
+        return plot_lines(meta, t, shown[0], fixed, stem, scales)
+    paths = plot_phase(meta, t, shown, fixed, stem, scales)
     if default and "heads" in shown:  # H × one knob: the lines too
         along = shown[0] if shown[1] == "heads" else shown[1]
         lines = fixed_indices(t, (along, "heads"), at)
-        paths += plot_lines(meta, t, along, lines, stem.with_name(stem.name + "-lines"))
+        paths += plot_lines(meta, t, along, lines, stem.with_name(stem.name + "-lines"), scales)
     return paths

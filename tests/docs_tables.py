@@ -1,13 +1,19 @@
-"""The tables of docs/architecture.md that are generated from the code: the registries of parts.
+"""The tables of the docs that are generated from the code: docs/architecture.md's registries of
+parts and docs/model.md's data models.
 
     python -m tests.docs_tables            # print the generated text
-    python -m tests.docs_tables --write    # write it into docs/architecture.md, between its markers
+    python -m tests.docs_tables --write    # write it into the docs, between their markers
 
 Every ``Registry`` that ``dynamics.parts`` or one of its modules holds is a row: its config
 field, its parts in registration order, and the rules a part of its type states (the part
 type's own dataclass fields). The logged metrics' names are a row too while they are plain
 name lists (``dynamics.parts.metrics``) rather than a registry. ``tests/test_docs.py`` checks
 that the file holds exactly this text. Imports no JAX.
+
+docs/model.md's data-model table has a row per registered data model, in registration order: the
+"what" cell is the page's own prose (a new model's row starts from its part's help), the
+"defaults" cell is generated from the model's declared sizes and parameters (each named by its
+declared unit), so a changed default or a new model changes the table.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
@@ -99,27 +106,89 @@ def generated_block() -> str:
     return f"{BEGIN}\n\n{parts_table()}\n\n{END}"
 
 
-def current_block(text: str) -> str | None:
+MODEL_DOC = ROOT / "docs" / "model.md"
+DM_BEGIN = "<!-- data-model table: rows and defaults from the registry (tests/docs_tables.py --write) -->"
+DM_END = "<!-- end of the data-model table -->"
+DM_HEAD = "| `--data-model` | what | defaults |\n|---|---|---|"
+
+
+def current_block(text: str, begin: str = BEGIN, end: str = END) -> str | None:
     """The block between the markers in ``text`` (markers included), None if they are missing."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
         return None
-    return text[start : end + len(END)]
+    return text[start : stop + len(end)]
 
 
-def write() -> bool:
-    """Put the generated block into docs/architecture.md; True if the file changed."""
-    text = ARCHITECTURE.read_text()
-    old = current_block(text)
-    if old is None:
-        raise SystemExit(f"{ARCHITECTURE}: the markers {BEGIN!r} and {END!r} are missing")
-    new = text.replace(old, generated_block())
-    ARCHITECTURE.write_text(new)
-    return new != text
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_value(x) for x in v) + ")"
+    return str(v)
+
+
+def data_model_defaults(model) -> str:
+    """The defaults cell of a data model: its declared T and d, then each of its own parameters
+    that has a default (None: set by another, e.g. the mixture's r by ζ), by its declared unit."""
+    from dynamics.parts.knobs import knob_of
+
+    cells = [f"{k}={v}" for k, v in model.sizes.items()]
+    for f in dataclasses.fields(model.schema) if model.schema is not None else ():
+        if f.default is None or f.default is dataclasses.MISSING:
+            continue
+        spec = knob_of(f)
+        cells.append(f"{spec.unit if spec is not None and spec.unit else f.name}={_value(f.default)}")
+    return ", ".join(cells) or "—"
+
+
+def _row_name(line: str) -> str | None:
+    found = re.match(r"\| `([^`]+)`", line)
+    return found.group(1) if found else None
+
+
+def data_model_block(text: str) -> str:
+    """docs/model.md's data-model table as it should read: every registered data model once, in
+    registration order, with the page's prose for it (or its help) and its generated defaults."""
+    from dynamics.parts import DATA_MODELS
+
+    old = current_block(text, DM_BEGIN, DM_END) or ""
+    prose = {}
+    for line in old.splitlines()[3:]:  # after the marker and the header
+        name = _row_name(line)
+        if name is not None:
+            cells = line.strip().strip("|").split(" | ")
+            prose[name] = (cells[0].strip(), " | ".join(cells[1:-1]).strip())
+    rows = []
+    for model in (DATA_MODELS[name] for name in DATA_MODELS.names):
+        first, what = prose.get(model.name, (f"`{model.name}`", model.help))
+        rows.append(f"| {first} | {what} | {data_model_defaults(model)} |")
+    return "\n".join([DM_BEGIN, "", DM_HEAD, *rows, "", DM_END])
+
+
+def write() -> list[Path]:
+    """Put the generated blocks into the docs; the files that changed."""
+    changed = []
+    for path, begin, end, block in (
+        (ARCHITECTURE, BEGIN, END, lambda text: generated_block()),
+        (MODEL_DOC, DM_BEGIN, DM_END, data_model_block),
+    ):
+        text = path.read_text()
+        old = current_block(text, begin, end)
+        if old is None:
+            raise SystemExit(f"{path}: the markers {begin!r} and {end!r} are missing")
+        new = text.replace(old, block(text))
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
-        print(f"{ARCHITECTURE.relative_to(ROOT)}: {'regenerated' if write() else 'already up to date'}")
+        changed = write()
+        names = ", ".join(str(p.relative_to(ROOT)) for p in changed)
+        print(f"{names} regenerated" if changed else "up to date")
     else:
         print(parts_table())
+        print(data_model_block(MODEL_DOC.read_text()))

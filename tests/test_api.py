@@ -44,10 +44,10 @@ def test_to_dataframe_is_tidy_and_holds_every_curve_value(result):
     n_h, trials, L = result.curves["train_loss"].shape
     assert len(df) == n_h * trials * L
     per_run = {k: v for k, v in result.curves.items() if not k.startswith("head_")}
-    assert {"heads", "trial", "step", "lr", *per_run} <= set(df.columns)
+    assert {"H", "trial", "step", "lr", *per_run} <= set(df.columns)
     for i, h in enumerate(result.heads):  # every value at its (H, trial, step), looked up by label
         for t in range(trials):
-            rows = df[(df.heads == h) & (df.trial == t)].sort_values("step")
+            rows = df[(df.H == h) & (df.trial == t)].sort_values("step")
             np.testing.assert_array_equal(rows.step.to_numpy(), result.steps)
             for name, values in per_run.items():
                 np.testing.assert_array_equal(rows[name].to_numpy(), values[i, t])
@@ -57,11 +57,11 @@ def test_head_frame_holds_every_existing_heads_value(result):
     df = result.head_frame()
     n_h, trials, L, h_max = result.curves["head_u_norm"].shape
     assert len(df) == trials * L * int(np.sum(result.heads))  # a row per head that exists
-    assert df["head"].max() == h_max - 1 and not (df["head"] >= df.heads).any()
+    assert df["head"].max() == h_max - 1 and not (df["head"] >= df.H).any()
     for i, h in enumerate(result.heads):
         for t in range(trials):
             for j in range(h):
-                rows = df[(df.heads == h) & (df.trial == t) & (df["head"] == j)].sort_values("step")
+                rows = df[(df.H == h) & (df.trial == t) & (df["head"] == j)].sort_values("step")
                 np.testing.assert_array_equal(rows.step.to_numpy(), result.head_steps)
                 norms = result.curves["head_u_norm"][i, t, :, j]
                 np.testing.assert_array_equal(rows.u_norm.to_numpy(), norms)
@@ -73,10 +73,10 @@ def test_head_frame_holds_every_existing_heads_value(result):
 def test_summary_frame_is_the_summary(result):
     frame = result.summary_frame()
     for row in result.summary():
-        got = frame.loc[row["heads"]]
+        got = frame.loc[row["H"]]
         assert got.n_diverged == row["n_diverged"]
         for name in ("train_loss", "test_loss", "train_error", "test_error"):
-            final = result.curves[name][list(result.heads).index(row["heads"]), :, -1]
+            final = result.curves[name][list(result.heads).index(row["H"]), :, -1]
             assert got[f"{name}_mean"] == pytest.approx(np.mean(final), rel=1e-12)
             assert got[f"{name}_std"] == pytest.approx(np.std(final), rel=1e-12, abs=1e-15)
 

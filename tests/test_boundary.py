@@ -312,8 +312,10 @@ def test_a_per_trial_init_file_does_not_warn_of_identical_trials(tmp_path):
     np.savez(tmp_path / "each.npz", U=g.normal(size=(2, 1, D)), W=g.normal(size=(2, 1, D, D)))
     np.savez(tmp_path / "shared.npz", U=g.normal(size=(1, D)), W=g.normal(size=(1, D, D)))
     assert identical_trials(validate(_init_cfg(tmp_path / "each.npz", 2, data))) is None  # they differ
-    why = identical_trials(validate(_init_cfg(tmp_path / "shared.npz", 2, data, init="normal")))
-    assert why is not None and "starts every trial from the same θ(0)" in why  # the draw is unused
+    why = identical_trials(validate(_init_cfg(tmp_path / "shared.npz", 2, data)))
+    assert why is not None and "starts every trial from the same θ(0)" in why
+    with pytest.raises(ConfigError, match=r"model.init='normal' was given but has no effect: model.init_"):
+        validate(_init_cfg(tmp_path / "shared.npz", 2, data, init="normal"))  # the file sets θ(0)
     sgd = dataclasses.replace(
         _init_cfg(tmp_path / "shared.npz", 2, data), optim=OptimConfig(optimizer="sgd", batch_size=4)
     )

@@ -37,7 +37,7 @@ def check_schema(out: Path, heads, trials, steps):
     for key in ("config", "config_hash", "versions", "device", "wall_time_s", "summary", "steps", "heads"):
         assert key in meta, key
     assert {"jax", "jaxlib", "optax"} <= set(meta["versions"])
-    assert [row["heads"] for row in meta["summary"]] == list(heads)
+    assert [row["H"] for row in meta["summary"]] == list(heads)
     for row in meta["summary"]:
         for name in ("train_loss", "test_loss", "train_error", "test_error"):
             assert set(row[name]) == {"mean", "std"}
@@ -96,7 +96,8 @@ def test_cli_user_data_and_config_file(tmp_path, capsys):
         (["--steps", "100000000", "--log-every", "1"], "logs 100000001 steps"),  # refused before the schedule
         (["--preset", "fig9"], "unknown preset 'fig9'"),
         (["--preset", "phase-dg"], "did you mean 'phase-gd'"),  # the grid presets are named too
-        (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
+        (["--optimizer", "rmsprop"], "--optimizer: optim.optimizer='rmsprop' is not one of 'gd', 'adam'"),
+        (["--optimizer", "gd,rmsprop"], "--optimizer: optim.optimizer='rmsprop' is not one of 'gd', 'adam'"),
         (["--optimizer", "sgd"], "optim.optimizer='sgd' needs optim.batch_size"),
         (["--bogus"], "unrecognized arguments: --bogus"),
         (["--data", "missing.npz"], "missing.npz"),

@@ -113,3 +113,48 @@ def test_a_page_does_not_repeat_its_title(page):
     text = FENCE.sub("", page.read_text())
     title, *sections = re.findall(r"^#+ (.+)$", text, re.M)
     assert _slug(title) not in {_slug(s) for s in sections}, f"{page.relative_to(ROOT)} repeats its title"
+
+
+def test_the_data_model_table_is_the_registry():
+    """docs/model.md's data-model table: one row per registered data model, in order, and each
+    row's defaults are the model's declared sizes and parameter defaults."""
+    text = docs_tables.MODEL_DOC.read_text()
+    block = docs_tables.current_block(text, docs_tables.DM_BEGIN, docs_tables.DM_END)
+    assert block is not None, f"docs/model.md lost its data-model table's markers: {docs_tables.DM_BEGIN}"
+    assert block == docs_tables.data_model_block(text), (
+        f"docs/model.md's data-model table differs from dynamics.parts.DATA_MODELS: {docs_tables.REGENERATE}"
+    )
+
+
+def test_the_data_model_table_names_each_model_and_its_defaults():
+    """Independently of the generator: the rows are the registry's names, and each declared
+    parameter default appears in its row."""
+    import dataclasses
+
+    from dynamics.parts import DATA_MODELS
+
+    text = docs_tables.MODEL_DOC.read_text()
+    block = docs_tables.current_block(text, docs_tables.DM_BEGIN, docs_tables.DM_END)
+    lines = block.splitlines()[4:]  # the marker, a blank line, the header and its rule
+    rows = {docs_tables._row_name(line): line for line in lines if docs_tables._row_name(line)}
+    assert list(rows) == list(DATA_MODELS.names)
+    for name in DATA_MODELS.names:
+        model = DATA_MODELS[name]
+        defaults = rows[name].rsplit("|", 2)[1]
+        for key, size in model.sizes.items():
+            assert f"{key}={size}" in defaults, (name, key)
+        for f in dataclasses.fields(model.schema) if model.schema else ():
+            if isinstance(f.default, str | int) and not isinstance(f.default, bool):
+                assert f"={f.default}" in defaults, (name, f.name, defaults)
+
+
+def test_results_format_names_every_metric():
+    """Every registered metric is named in docs/results-format.md (a parameter snapshot by the
+    file that holds them, params.npz)."""
+    from dynamics.parts.metrics import REGISTRY
+
+    text = (ROOT / "docs" / "results-format.md").read_text()
+    missing = [m.name for m in REGISTRY.values() if not m.snapshot and f"`{m.name}`" not in text]
+    assert not missing, f"docs/results-format.md does not name the metrics {missing}"
+    if any(m.snapshot for m in REGISTRY.values()):
+        assert "`params.npz`" in text

@@ -71,9 +71,7 @@ def test_a_run_reports_its_emergence_in_the_summary_and_frames():
     result = run_sweep(emergence_config(steps=40), progress=False)
     row = result.summary()[0]
     frame = result.emergence_frame()
-    assert (
-        list(frame.columns) == ["heads", "lr", "init_scale", "trial", "t_att", "t_loss"] and len(frame) == 1
-    )
+    assert list(frame.columns) == ["H", "lr", "init_scale", "trial", "t_att", "t_loss"] and len(frame) == 1
     want = emergence.times(result.steps, {k: result.curves[k][0] for k in ("attn_relevant", "test_loss")})
     np.testing.assert_array_equal(frame["t_att"], want["attention"])
     assert row["emergence"]["loss"] == [None if np.isnan(t) else int(t) for t in want["loss"]]

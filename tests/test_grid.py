@@ -57,7 +57,7 @@ def test_lists_and_the_log_shorthand_parse_against_numpy():
         ("1.5,2", "n_train", "ints"),
         ("inf,2", "n_train", "ints"),
         (",", "noise", "empty"),
-        ("1,2", "optimizer", "cannot take several values"),
+        ("1,2", "steps", "cannot take several values"),
     ],
 )
 def test_bad_forms_are_one_line_errors(text, knob, says):
@@ -144,7 +144,7 @@ def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
     import pandas as pd
 
     frame = pd.read_csv(tmp_path / "summary.csv")
-    assert list(frame.columns[:5]) == ["heads", "lr", "noise", "trials", "n_diverged"]
+    assert list(frame.columns[:5]) == ["H", "lr", "noise", "trials", "n_diverged"]
     assert len(frame) == 2 * 4  # one row per (H, grid point)
     meta = json.loads((tmp_path / "results.json").read_text())
     assert meta["grid"]["axes"] == ["lr", "noise"] and meta["grid"]["values"]["lr"] == [0.5, 1e5]
@@ -152,7 +152,7 @@ def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
         loss, div = z["train_loss"], z["diverged_at"]  # (H, lr, noise, trials, L), (H, lr, noise, trials)
         assert list(z["grid_axes"]) == ["lr", "noise"]
     for row in frame.itertuples():
-        i, a, b = [1, 3].index(row.heads), [0.5, 1e5].index(row.lr), [1.0, 1.5].index(row.noise)
+        i, a, b = [1, 3].index(row.H), [0.5, 1e5].index(row.lr), [1.0, 1.5].index(row.noise)
         ok = div[i, a, b] < 0
         assert row.n_diverged == (~ok).sum() and row.trials == 2
         if ok.any():

@@ -163,7 +163,7 @@ def test_an_intact_grid_folder_loads_with_its_labels(grid_folder):
     assert [p.optim.lr for p in result.grid.points] == LRS
     assert result.curves["train_loss"].shape == (2, 2, 1, 3)
     frame = result.summary_frame()
-    assert sorted(set(frame["lr"])) == LRS and sorted(set(frame["heads"])) == [1, 2]
+    assert sorted(set(frame["lr"])) == LRS and sorted(set(frame["H"])) == [1, 2]
     for k, lr in enumerate(LRS):
         point = result.point(k)
         assert point.config.optim.lr == lr

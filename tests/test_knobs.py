@@ -14,7 +14,7 @@ from dynamics import parts
 from dynamics.api import with_overrides
 from dynamics.cli.knobs import knob_flags
 from dynamics.cli.run import build_parser, config_from_args, format_table
-from dynamics.config.grid import GRID_KNOBS
+from dynamics.config.grid import GRID_KNOBS, axis_name
 from dynamics.config.schema import (
     SECTIONS,
     Config,
@@ -22,6 +22,7 @@ from dynamics.config.schema import (
     apply_overrides,
     declared,
     load_toml,
+    part_fields,
     validate,
 )
 from dynamics.parts.knobs import grid_knob_list
@@ -58,8 +59,13 @@ def test_first_relevant_has_a_flag_and_a_keyword():
 
 
 def test_grid_knobs_are_the_declared_ones_and_the_docs_list_them():
-    expected = {k.name for k in declared() if k.spec.grid is not None}
+    expected = {axis_name(k) for k in declared() if k.spec.grid is not None}
     assert set(GRID_KNOBS) == expected and "temperature" in GRID_KNOBS
+    assert "data_model" in GRID_KNOBS and GRID_KNOBS["data_model"] == ("data", "model", str)
+    # every knob that names a part (its choices a registry) is a categorical axis, declared so
+    parts_knobs = [k for k in declared() if isinstance(k.spec.choices, parts.Registry)]
+    assert {k.key for k in parts_knobs} == set(part_fields())
+    assert [k.key for k in parts_knobs if k.spec.grid is not str] == []
     text = (ROOT / "docs" / "grids.md").read_text()
     listed = re.search(r"<!-- grid-knobs -->(.*?)<!-- /grid-knobs -->", text, re.S).group(1)
     assert " ".join(listed.split()) == grid_knob_list(knob_flags()), (

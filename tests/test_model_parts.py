@@ -76,7 +76,7 @@ def test_the_learned_query_has_no_key_query_matrix():
     cfg = validate(Config(model=ModelConfig(query="learned")))
     assert cfg.model.query == "learned"
     with pytest.raises(
-        ConfigError, match=r"model.key_query='factored' has no effect with model.query='learned'"
+        ConfigError, match=r"model.key_query='factored' was given but has no effect: model.query='learned'"
     ):
         validate(Config(model=ModelConfig(query="learned", key_query="factored", init="normal")))
     given = apply_overrides(Config(), {"model": {"query": "learned", "head_size": 2}}, "t")

@@ -181,3 +181,24 @@ def test_every_bound_names_a_declared_knob():
 
     keys = {k.key for k in schema.declared()}
     assert not set(MAXIMA) - keys, sorted(set(MAXIMA) - keys)
+
+
+def test_a_config_built_in_python_is_held_to_the_same_idle_rules():
+    """``Config(...)`` built directly marks nothing as given, yet every value away from its
+    default is the user's own: one that changes nothing is refused with the flag's message; a
+    preset's value (``apply_overrides(explicit=False)``) is not the user's and stays accepted."""
+    from dynamics.config.schema import apply_overrides, validate
+    from dynamics.config.sections import ModelConfig, OptimConfig
+
+    cases = [
+        (Config(optim=OptimConfig(ngd_eps=0.1)), r"^optim.ngd_eps=0.1 was given but has no effect"),
+        (Config(optim=OptimConfig(ngd_per_group=True)), r"^optim.ngd_per_group=True was given but has no"),
+        (Config(model=ModelConfig(init_scale=0.5)), r"^model.init_scale=0.5 was given but has no effect"),
+        (Config(model=ModelConfig(head_size=2)), r"^model.head_size=2 was given but has no effect"),
+    ]
+    for cfg, match in cases:
+        with pytest.raises(ConfigError, match=match):
+            validate(cfg)
+    preset_like = apply_overrides(Config(), {"optim": {"ngd_eps": 0.1}}, "preset x", explicit=False)
+    assert validate(preset_like).optim.ngd_eps == 0.1
+    assert validate(Config(optim=OptimConfig(optimizer="normalized-gd", ngd_eps=0.1))).optim.ngd_eps == 0.1

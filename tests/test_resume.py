@@ -1,4 +1,4 @@
-"""Interruption and resume: SIGINT/SIGTERM to a real sweep subprocess, then --resume."""
+"""Interruption and resume: SIGINT/SIGTERM to a real sweep subprocess, then the same command again."""
 
 import json
 import signal
@@ -67,14 +67,15 @@ def test_interrupted_sweep_resumes_to_the_same_numbers(tmp_path, sig):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "--resume" in err
+    assert "Traceback" not in err and f"in {out} " in err and "rerun the same command to finish" in err
     meta = json.loads((out / "results.json").read_text())  # a valid, partial results.json
     assert meta["complete"] is False and 1 <= len(meta["summary"]) < 6
     assert meta["heads_todo"] and set(meta["heads_todo"]).isdisjoint(meta["heads"])
 
-    resumed = cli([*ARGS, "--out", str(out), "--resume"], tmp_path)
-    _, err = resumed.communicate(timeout=300)
+    resumed = cli([*ARGS, "--out", str(out)], tmp_path)  # the same command: this config's points reused
+    said, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
+    assert said.startswith(f"{out} holds this config's unfinished results: reusing its finished part")
     whole = cli([*ARGS, "--out", str(tmp_path / "whole")], tmp_path)
     _, err = whole.communicate(timeout=300)
     assert whole.returncode == 0, err

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
 from dynamics.cli.common import (
+    FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
+    add_folder_flags,
     apply_cpu_devices,
+    choose_folder,
     int_list_arg,
     mean_std,
     use_file_backend,
@@ -25,6 +29,8 @@ from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
 from dynamics.infra import interrupts
 from dynamics.parts.checks import MAXIMA
+from dynamics.sweeps.checkpoint import locked
+from dynamics.sweeps.folders import discard_if_empty, experiment_claim
 
 
 def requested(argv: list[str]) -> str | None:
@@ -45,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--preset", required=True, choices=bn.NAMES)
-    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<preset>)")
+    add_folder_flags(p, "<preset>")
     p.add_argument("--quick", action="store_true", help="a tiny setting, for tests and smoke runs")
     p.add_argument("--seed", type=int, help="root PRNG seed (default 0)")
     p.add_argument("--steps", type=int, help="Adam steps (expressivity: per fit; heads: per sweep)")
@@ -120,25 +126,52 @@ def report_heads(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The two bottleneck presets of ``python -m dynamics.run``."""
-    return interrupts.command(lambda: _main(argv), lambda: "interrupted: nothing was written")
+    where: dict[str, Path] = {}  # the output folder, once chosen
+    return interrupts.command(lambda: _main(argv, where), lambda: _interrupted(where))
 
 
-def _main(argv: list[str] | None) -> int:
+def _interrupted(where: dict[str, Path]) -> str:
+    """The results are written at the end: an interrupted run wrote none."""
+    return (
+        f"interrupted: nothing was written in {where['out']}"
+        if "out" in where
+        else "interrupted: nothing was written"
+    )
+
+
+def _main(argv: list[str] | None, where: dict[str, Path]) -> int:
     args = build_parser().parse_args(argv)
+    made = False
     try:
         apply_cpu_devices(args)
         cfg = config_from_args(args)
-        out = Path(args.out or Path("runs") / args.preset)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
-        if args.preset == bn.EXPRESSIVITY:
-            run, npz_name = bn.run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
-        else:
-            run, npz_name = bn.run_heads(cfg, progress=not args.quiet), "heads.npz"
+        key = bn.expressivity_key(cfg) if args.preset == bn.EXPRESSIVITY else bn.heads_key(cfg)
+        claim = experiment_claim(key, dataclasses.asdict(cfg), args.preset, args.overwrite)
+        out, action = choose_folder(args, args.preset, claim)  # another config's results: refused
+        where["out"], made = out, action == "made"
+        report = report_expressivity if args.preset == bn.EXPRESSIVITY else report_heads
+        print(FOLDER_LINES[action].format(out=out))
+        if action == "done":  # results.json holds the whole table
+            print(report(json.loads((out / "results.json").read_text())))
+            return 0
+        with locked(out):
+            claim.enter(out)  # again under the lock: another run may have written meanwhile
+            _run(args, cfg, out, report)
+            claim.written(out)
     except (ConfigError, ValueError) as err:
+        if made:
+            discard_if_empty(out)  # the new folder of a run that wrote nothing
         print(f"error: {err}", file=sys.stderr)
         return 2
-    report = report_expressivity if args.preset == bn.EXPRESSIVITY else report_heads
+    return 0
+
+
+def _run(args: argparse.Namespace, cfg, out: Path, report) -> None:
+    """Run the preset's experiment, print its table, write its files and figure into ``out``."""
+    if args.preset == bn.EXPRESSIVITY:
+        run, npz_name = bn.run_expressivity(cfg, progress=not args.quiet), "expressivity.npz"
+    else:
+        run, npz_name = bn.run_heads(cfg, progress=not args.quiet), "heads.npz"
     print(f"{args.preset}: {run['results']['wall_time_s']:.1f} s")
     print(report(run["results"]))
     for path in bn.write(run, out, npz_name):
@@ -150,4 +183,3 @@ def _main(argv: list[str] | None) -> int:
         plot = fig.plot_expressivity if args.preset == bn.EXPRESSIVITY else fig.plot_bottleneck_heads
         for path in plot(out, out / "figure"):
             print(f"wrote {path}")
-    return 0

@@ -15,9 +15,11 @@ import argparse
 import importlib
 import os
 import threading
+from pathlib import Path
 
 from dynamics.config.schema import ConfigError
 from dynamics.parts.values import comma_items, float_arg, floats_arg, head_size_arg, int_arg  # noqa: F401
+from dynamics.sweeps.folders import Claim, new_run_folder
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -68,6 +70,49 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
     from dynamics.sweeps.devices import split_cpu  # imports JAX: only once a command runs
 
     split_cpu(args.cpu_devices)
+
+
+def add_folder_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """``--out DIR`` (default a new ``runs/<name>-<YYYYMMDD-HHMMSS>``) and ``--overwrite``, as
+    ``choose_folder`` reads them."""
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"output folder (default: a new runs/{name}-<YYYYMMDD-HHMMSS>); a folder that holds this "
+        "config's results is reused, one that holds another config's is refused (see --overwrite)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another config's results in --out: its files stay until this run's are written",
+    )
+
+
+# The line a run prints first: where it writes, and what it does with what the folder held.
+FOLDER_LINES = {
+    "made": "writing into the new folder {out}",
+    "new": "writing into {out}",
+    "resume": "{out} holds this config's unfinished results: reusing its finished part",
+    "done": "{out} already holds this config's finished results; nothing to run",
+    "replace": "{out} holds another config's results: replaced once this run's are written (--overwrite)",
+    "damaged": "{out} holds this config's finished results, but they cannot be read: recomputing them",
+}
+
+
+def choose_folder(args: argparse.Namespace, name: str, claim: Claim) -> tuple[Path, str]:
+    """The run's folder (``args.out``) and what the run does with it (``FOLDER_LINES``): without
+    --out a new ``runs/<name>-<YYYYMMDD-HHMMSS>``; else ``claim.decide`` (another config's results
+    refused without --overwrite, a folder of other files refused)."""
+    if args.out is None:
+        for flag in ("resume", "overwrite", "distributed"):  # (each process would make its own)
+            if getattr(args, flag, False):
+                raise ConfigError(
+                    f"--{flag} needs --out DIR, the folder it applies to: without --out every run "
+                    f"writes a new folder runs/{name}-<date>-<time>"
+                )
+        return new_run_folder(name), "made"
+    out = Path(args.out)
+    return out, claim.decide(out)
 
 
 def mean_std(entry: dict) -> str:

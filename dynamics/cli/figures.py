@@ -80,7 +80,8 @@ def build_parser(names) -> argparse.ArgumentParser:
     p.add_argument(
         "--at",
         metavar="KNOB=V[,…]",
-        help="a grid's values of knobs not plotted (n_train=100; H=4: that H alone); default their first; "
+        help="a grid's values of knobs not plotted (n_train=100; H=4: that H alone; optimizer=adam: a "
+        "categorical knob's name, that name's figure alone); default their first; "
         "with --heads: the run, H=4,trial=1 (default the largest H, trial 0)",
     )
     p.add_argument(
@@ -227,8 +228,10 @@ def _make_figures(
         drawing.shutdown(wait=True)
 
 
-def _at(text: str | None) -> dict[str, float] | None:
-    """'n_train=100,H=4' -> {"n_train": 100.0, "H": 4.0} (a ValueError names a bad item)."""
+def _at(text: str | None) -> dict[str, float | str] | None:
+    """'n_train=100,H=4' -> {"n_train": 100.0, "H": 4.0}; a name stays text ('optimizer=adam': a
+    categorical knob's value; the grid figure checks it is one of the axis's). A ValueError names a
+    bad item."""
     if text is None:
         return None
     at = {}
@@ -236,12 +239,12 @@ def _at(text: str | None) -> dict[str, float] | None:
         raise ValueError(f"--at {text!r} has an empty item; give KNOB=NUMBER,KNOB=NUMBER")
     for item in text.split(","):
         name, eq, value = item.partition("=")
+        if not eq or not value.strip():
+            raise ValueError(f"--at {text!r}: {item!r} must be KNOB=NUMBER or KNOB=NAME")
         try:
-            at[name.strip()] = float(value) if eq else float("nan")
+            at[name.strip()] = float(value)
         except ValueError:
-            raise ValueError(f"--at {text!r}: {item!r} must be KNOB=NUMBER") from None
-        if not eq:
-            raise ValueError(f"--at {text!r}: {item!r} must be KNOB=NUMBER")
+            at[name.strip()] = value.strip()  # a name (the optimiser's, the data model's, …)
     return at
 
 
@@ -319,8 +322,8 @@ def _redraw_heads(path: Path, kind: str, args: argparse.Namespace) -> list[Path]
     if unknown:
         raise ConfigError(f"--at {args.at!r}: with --heads it takes H= and trial=, not {unknown[0]}")
     for name, value in at.items():
-        if not float(value).is_integer():
-            raise ConfigError(f"--at {args.at!r}: {name}={value:g} must be an integer")
+        if isinstance(value, str) or not float(value).is_integer():
+            raise ConfigError(f"--at {args.at!r}: {name}={value} must be an integer")
     run = head_run(path, None if "H" not in at else int(at["H"]), int(at.get("trial", 0)))
     steps = None if args.steps is None else _int_list("--steps", args.steps)
     fig = draw_heads(run, choose_steps(run, steps))

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from dynamics import parts
-from dynamics.config.grid import GRID_KNOBS, list_arg
+from dynamics.config.grid import axis_name, list_arg
 from dynamics.config.sections import SECTIONS, declared
 from dynamics.errors import ConfigError
 from dynamics.parts.knobs import Declared, fmt_default, text_type
@@ -37,18 +37,21 @@ def help_of(k: Declared) -> str:
 
 
 def add_knobs(p: argparse.ArgumentParser) -> None:
-    """One flag per knob, by section; the grid knobs (``GRID_KNOBS``) take several values."""
+    """One flag per knob, by section; the grid knobs (declared ``grid``) take several values."""
     groups = {s: p.add_argument_group(f"{s} knobs") for s in SECTIONS}
     for k in knob_flags():
         help_, choices, typ = help_of(k), k.spec.choices, text_type(k)
-        if k.name in GRID_KNOBS and GRID_KNOBS[k.name][:2] == (k.section, k.name):  # several values
-            typ, help_ = list_arg(k.name, k.flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
-            if GRID_KNOBS[k.name][2] is str:  # categorical: names, checked per grid point by validation
+        if k.spec.grid is not None:  # several values: a grid axis
+            axis = axis_name(k)
+            typ, help_ = list_arg(axis, k.flag), f"{help_}; several: a,b,c or a:b:k (k log-spaced)"
+            if k.spec.grid is str:  # categorical: names, each checked as the flag is read
                 names = "{" + ",".join(choices.names) + "}" if isinstance(choices, parts.Registry) else ""
                 help_ = f"{names} {help_.split('; several')[0]}; several: a,b,c (a grid over them)"
-                choices = None
+                typ, choices = _names_arg(typ, choices, k.key), None
         elif isinstance(choices, parts.Registry):
             typ = _part_arg(choices, k.key)
+        elif k.spec.parse is not None:
+            typ = _parsed_arg(typ)
         if k.spec.switch:  # present sets True
             groups[k.section].add_argument(k.flag, dest=k.key, action="store_const", const=True, help=help_)
             continue
@@ -57,6 +60,26 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
         group.add_argument(
             k.flag, dest=k.key, type=typ, choices=choices, default=None, help=help_, metavar=metavar
         )
+
+
+def _names_arg(parse, choices, field: str):
+    """A categorical knob's names (``parse``: one name or a tuple of them), each one of ``choices``
+    (a registry: a user part's "module:attribute" must import) or refused with the allowed ones."""
+
+    def names(text: str):
+        value = parse(text)
+        for name in value if isinstance(value, tuple) else (value,):
+            try:
+                if isinstance(choices, parts.Registry):
+                    choices.get(name, field)
+                elif choices is not None and name not in choices:
+                    raise ConfigError(f"{field}={name!r} is not one of {', '.join(map(repr, choices))}")
+            except ConfigError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return value
+
+    names.__name__ = parse.__name__
+    return names
 
 
 def _part_arg(registry: parts.Registry, field: str):
@@ -73,14 +96,28 @@ def _part_arg(registry: parts.Registry, field: str):
     return part
 
 
+def _parsed_arg(parse):
+    """A knob's own parser (``parse=``, e.g. ``--heads 1:8:4``) as a flag type: its one-line
+    ConfigError is the flag's error message (argparse would print only 'invalid value')."""
+
+    def arg(text: str):
+        try:
+            return parse(text)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    arg.__name__ = getattr(parse, "__name__", "value")
+    return arg
+
+
 def knob_values(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The knobs the flags set: ({section: {field: value}}, {grid knob: values})."""
     overrides: dict[str, dict[str, Any]] = {}
     axes: dict[str, Any] = {}
     for k in knob_flags():
         value = getattr(args, k.key)
-        if isinstance(value, tuple) and k.name in GRID_KNOBS and k.spec.grid is not None:
-            axes[k.name] = value
+        if isinstance(value, tuple) and k.spec.grid is not None:
+            axes[axis_name(k)] = value
         elif value is not None:
             overrides.setdefault(k.section, {})[k.name] = value
     return overrides, axes

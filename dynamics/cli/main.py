@@ -1,7 +1,8 @@
-"""The ``mhsim`` console script: ``mhsim run|figures|demo [ARGS]``.
+"""The ``mhsim`` console script: ``mhsim run|figures|demo|runs [ARGS]``.
 
-``mhsim run`` is ``python -m dynamics.run``, ``mhsim figures`` is ``python -m figures`` and
-``mhsim demo`` is ``python -m dynamics.demo``.
+``mhsim run`` is ``python -m dynamics.run``, ``mhsim figures`` is ``python -m figures``,
+``mhsim demo`` is ``python -m dynamics.demo`` and ``mhsim runs`` is ``python -m dynamics.cli.runs``
+(the runs saved under a folder, one line per run × grid point × H).
 
 Each subcommand hands the rest of the command line to that module's ``main`` unchanged, so the
 flags, errors and exit codes are the same as the ``python -m`` forms'.
@@ -15,8 +16,9 @@ COMMANDS = {
     "run": ("dynamics.cli.run", "simulate a sweep over the number of heads (python -m dynamics.run)"),
     "figures": ("dynamics.cli.figures", "regenerate the registered figures (python -m figures)"),
     "demo": ("dynamics.demo.__main__", "a teaching demo (python -m dynamics.demo)"),
+    "runs": ("dynamics.cli.runs", "list the runs saved under a folder (python -m dynamics.cli.runs)"),
 }
-USAGE = "usage: mhsim {run,figures,demo} [ARGS ...]   (mhsim COMMAND --help for its flags)"
+USAGE = "usage: mhsim {run,figures,demo,runs} [ARGS ...]   (mhsim COMMAND --help for its flags)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ Examples:
   python -m dynamics.run --preset fig2                    # the paper's Fig. 2 setting
   python -m dynamics.run --heads 1,4,16 --lr-scaling linear --steps 2000
   python -m dynamics.run --heads 1,4,16 --lr 0.1,1,10 --steps 200   # a grid: table per point, phase diagram
+  python -m dynamics.run --optimizer gd,adam --lr 0.01:10:7          # names too: a diagram per optimiser
   python -m dynamics.run --optimizer adam --lr 0.06 --data-model planted
   python -m dynamics.run --data my.npz --heads 1,3 --optimizer gd --lr 0.5 --steps 50 --trials 1
   python -m dynamics.run --config my.toml --seed 3 --out runs/mine
@@ -28,9 +29,12 @@ import numpy as np
 
 from dynamics import parts
 from dynamics.cli.common import (
+    FOLDER_LINES,
     OneLineParser,
     add_cpu_devices,
+    add_folder_flags,
     apply_cpu_devices,
+    choose_folder,
     import_plotting_meanwhile,
     mean_std,
     use_file_backend,
@@ -39,6 +43,7 @@ from dynamics.cli.knobs import add_knobs, dest, knob_values
 from dynamics.config.grid import (
     GRID_PRESETS,
     GridExperiment,
+    axis_of,
     grid_preset,
     load_toml_grid,
     resolve_grid,
@@ -61,7 +66,9 @@ from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps import midrun
 from dynamics.sweeps.emergence import columns as emergence_columns
+from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.result import HEAD_COUNT
 
 
 def seconds_arg(flag: str):
@@ -95,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--data", metavar="FILE.npz", help="train on your own data: X_train (n,T,d), y_train, X_test, y_test"
     )
-    g.add_argument("--out", metavar="DIR", help="output folder (default runs/<name>)")
+    add_folder_flags(g, "<name>")
     g.add_argument(
         "--no-fast-path",
         action="store_true",
@@ -104,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted sweep in --out: finished H values of the same config are kept",
+        help="continue an interrupted sweep in --out (what a run into a folder holding this config's "
+        "unfinished results always does; kept for older commands)",
     )
     g.add_argument(
         "--device",
@@ -159,10 +167,14 @@ def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
         cfg, more = load_toml_grid(args.config, base=cfg)
         axes.update(more)
     overrides, more = knob_values(args)
-    for section in overrides.values():  # a single value given replaces an axis of the preset or file
-        for name in section:
-            axes.pop(name, None)
+    for section, fields in overrides.items():  # a single value given replaces an axis of the preset or file
+        for name in fields:
+            axes.pop(axis_of(f"{section}.{name}") or name, None)
     axes.update(more)
+    if args.data and "data_model" in axes:
+        raise ConfigError(
+            f"--data FILE.npz cannot be combined with a data-model axis {list(axes['data_model'])}"
+        )
     if args.data:
         named = overrides.get("data", {}).get("model")
         if named is not None and not (named in parts.DATA_MODELS and parts.DATA_MODELS[named].from_file):
@@ -199,7 +211,7 @@ def format_table(result) -> str:
     for row in rows:
         cells = "  ".join(f"{_cell(row, m):>17}" for m in shown)
         drops = np.mean([len(p["drops"]) for p in row["plateaus"]])  # per trial, of the training loss
-        line = f"{row['heads']:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
+        line = f"{row[HEAD_COUNT]:>4}  {cells}  {drops:>5.3g}  {row['n_diverged']}/{row['trials']:<6}"
         if timed:
             cols = emergence_columns(row["emergence"])
             line += "".join(f"  {_step_cell(cols, k):>{w}}" for k, w in (("t_att", 20), ("t_loss", 17)))
@@ -221,26 +233,32 @@ def _cell(row: dict, metric: str) -> str:
     return mean_std(row[metric])
 
 
-def _report(exp, result, out: Path) -> None:
-    """The one-line description, the result table (one row per H, per grid point for a grid)."""
+def _report(exp, result, out: Path, verb: str = "wrote") -> None:
+    """The one-line description, the result table (one row per H, per grid point for a grid) and
+    the files (``verb``: "wrote", or "reused" for a folder's finished results)."""
     grid = isinstance(exp, GridExperiment)
     cfg = exp.base.config if grid else exp.config
-    opt = cfg.optim
-    lr = "grid" if grid and "lr" in dict(exp.axes) else opt.lr
+    opt, named = cfg.optim, dict(exp.axes) if grid else {}
+
+    def value(axis: str, own):  # a knob of the grid's axes is "grid" here, its values in the table
+        return "grid" if axis in named else own
+
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
     print(
-        f"{cfg.name}: {cfg.data.model} n={cfg.data.n_train}/{cfg.data.n_test}, {opt.optimizer} "
-        f"η₀={lr} ({opt.lr_scaling}), {opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
+        f"{cfg.name}: {value('data_model', cfg.data.model)} n={cfg.data.n_train}/{cfg.data.n_test}, "
+        f"{value('optimizer', opt.optimizer)} η₀={value('lr', opt.lr)} "
+        f"({value('lr_scaling', opt.lr_scaling)}), "
+        f"{opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
     )
     if grid:
         from dynamics.sweeps.grid import format_grid_table
 
         print(format_grid_table(result, mean_std))
-        print(f"wrote {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
+        print(f"{verb} {out / 'results.json'}, {out / 'curves.npz'} and {out / 'summary.csv'}")
     else:
         print(format_table(result))
-        print(f"wrote {out / 'results.json'} and {out / 'curves.npz'}")
+        print(f"{verb} {out / 'results.json'} and {out / 'curves.npz'}")
 
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
@@ -252,9 +270,10 @@ def _imports(args: argparse.Namespace, timings: Timings) -> None:
     timings.listen()
 
 
-def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
+def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, finish=None):
     """The checkpointed sweep on the devices that --device and --distributed ask for (in the
-    config's precision, ``sweep.x64``: the sweep enters it); ``finish(result)`` runs before its
+    config's precision, ``sweep.x64``: the sweep enters it), into ``out`` as ``claim`` allows (the
+    finished part of this config's results there reused); ``finish(result)`` runs before its
     results are written (once)."""
     import contextlib
 
@@ -283,7 +302,14 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, finish=None):
         if not isinstance(exp, GridExperiment):  # a grid keeps its finished points only
             long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
-            exp, out, resume=args.resume, progress=not args.quiet, devices=devices, finish=finish, **long_runs
+            exp,
+            out,
+            resume=True,
+            progress=not args.quiet,
+            devices=devices,
+            finish=finish,
+            claim=claim,
+            **long_runs,
         )
 
 
@@ -338,12 +364,15 @@ def _interrupted(where: dict) -> str:
         return f"interrupted before a point had finished: nothing to resume in {out}"
     if where.get("grid"):
         kept = f"the finished grid points are in {out / 'points'}"
+    elif where.get("replacing"):  # results.json may still be the replaced run's
+        kept = f"the finished H values are in {out / 'points'}"
     else:
         kept = f"the finished H values are in {out} (results.json is partial)"
     if running is not None:
         finished = any((out / "points").glob("H*.npz"))
         kept = f"kept {running}" + (f" ({kept})" if finished else f" in {out}")
-    return f"interrupted: {kept}; rerun the same command with --resume to finish"
+    again = f"with --out {out} " if where.get("made") else ""  # a run without --out: its new folder
+    return f"interrupted: {kept}; rerun the same command {again}to finish"
 
 
 def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
@@ -368,15 +397,26 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         for flag in ("checkpoint_every", "call_seconds"):
             if where["grid"] and getattr(args, flag) is not None:
                 raise ConfigError(f"--{flag.replace('_', '-')} applies to a sweep over H, not to a grid")
-        out = Path(args.out or Path("runs") / cfg.name)
+        claim = sweep_claim(exp, args.overwrite)
+        out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
+        where.update(out=out, made=action == "made", replacing=action == "replace")
+        if action != "done":
+            print(FOLDER_LINES[action].format(out=out))
         _imports(args, timings)
+        if action == "done":
+            done = _finished(out)
+            print(FOLDER_LINES["done" if done is not None else "damaged"].format(out=out))
+            if done is not None:
+                _report(exp, done, out, "reused")
+                return 0
         apply_cpu_devices(args)
         if not args.no_figure:  # (not jax.process_index(): that would start JAX before --distributed)
             import_plotting_meanwhile()
-        where["out"] = out
         paths: list[Path] = []
-        result = _run(exp, args, out, lambda result: _finish(exp, result, out, args, timings, paths))
+        result = _run(exp, args, out, claim, lambda result: _finish(exp, result, out, args, timings, paths))
     except (ConfigError, ValueError) as err:
+        if where.get("made"):
+            discard_if_empty(out)  # the new folder of a run that wrote nothing
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not _is_main_process():
@@ -387,6 +427,17 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
     if args.timings:
         print(timings.report())
     return 0
+
+
+def _finished(out: Path):
+    """The finished results in ``out`` (a SweepResult or a GridResult), or None when they cannot be
+    read (damaged: the run then recomputes what it must, as --resume always has)."""
+    from dynamics.api import load_results
+
+    try:
+        return load_results(out)
+    except ConfigError:
+        return None
 
 
 def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, paths: list[Path]) -> None:

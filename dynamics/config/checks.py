@@ -207,12 +207,6 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
-    if not parts.QUERIES[model.query].matrix and parts.KEY_QUERIES[model.key_query].factored:
-        raise ConfigError(
-            f"model.key_query={model.key_query!r} has no effect with model.query={model.query!r} "
-            f"({'a vector k per head' if parts.QUERIES[model.query].learned else 'a logit per position'}, "
-            "no key-query matrix): drop it"
-        )
     if parts.QUERIES[model.query].positional and model.init_from is not None:
         raise ConfigError(
             "model.init_from needs a key-query matrix or a learned query: model.query='position' "
@@ -232,13 +226,32 @@ def no_effect(cfg: sec.Config, name: str) -> str | None:
 
 
 def _check_no_effect(cfg: sec.Config) -> None:
-    """Refuse a value given explicitly that changes nothing (so it cannot look as if it did)."""
-    for name in sorted(cfg.given):
+    """Refuse a value that changes nothing (so it cannot look as if it did): one given explicitly,
+    or one away from its knob's default in a Config built directly (nothing marked as given)."""
+    for name in sorted(user_set(cfg)):
         why = no_effect(cfg, name)
         if why is not None:
             section, field_name = name.split(".", 1)
             value = getattr(getattr(cfg, section), field_name)
             raise ConfigError(f"{name}={value!r} was given but has no effect: {why}")
+
+
+def user_set(cfg: sec.Config) -> frozenset[str]:
+    """The knobs the user set: those given, and in a Config built in Python (not ``sourced``)
+    every one away from its default."""
+    return frozenset(cfg.given) | _set_directly(cfg)
+
+
+def _set_directly(cfg: sec.Config) -> set[str]:
+    """The knobs away from their defaults in a Config built in Python (``Config(...)``), where no
+    preset or results file set values the user did not give (``Config.sourced``)."""
+    if cfg.sourced:
+        return set()
+    return {
+        k.key
+        for k in sec.declared()
+        if k.section != "data" and getattr(getattr(cfg, k.section), k.name) != k.default
+    }
 
 
 def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
@@ -265,12 +278,6 @@ def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataC
     parts.CONSTRAINTS.get(optim.constraint)
     parts.check_sphere(model.query, model.init, optim.constraint)
     _finite("optim.ngd_eps", optim.ngd_eps, lo=0.0, hi=1.0)
-    for name in ("ngd_eps", "ngd_per_group"):  # set in a Config built directly, not only given
-        if getattr(optim, name) and not optimizer.normalise_per_run:
-            raise ConfigError(
-                f"optim.{name}={getattr(optim, name)!r} has no effect with optim.optimizer="
-                f"{optim.optimizer!r}: it is normalized-gd's"
-            )
     _check_task(optim, data, loss)
 
 
@@ -293,9 +300,10 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
     n = data.n_train
     if optim.batch_size > n:
         raise ConfigError(f"optim.batch_size={optim.batch_size} is more than the data.n_train={n} examples")
-    if optim.sampling == "epoch" and n % optim.batch_size:
+    if parts.SAMPLINGS.get(optim.sampling).whole_epochs and n % optim.batch_size:
         raise ConfigError(
-            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: sampling 'epoch' "
+            f"optim.batch_size={optim.batch_size} does not divide data.n_train={n}: "
+            f"sampling {optim.sampling!r} "
             f"shows every example once per epoch in batches of B; give a divisor of n or --sampling replace"
         )
 
@@ -314,7 +322,8 @@ def _check_replay(cfg: sec.Config) -> None:
     if not cfg.sweep.diagnostics or from_snapshots(cfg.sweep):
         return
     optim = cfg.optim
-    if optim.optimizer not in ("gd", "adam"):
+    rules = parts.OPTIMIZERS.get(optim.optimizer)
+    if rules.minibatch or rules.normalise_per_run:  # the replay takes the full-batch direction as it is
         raise ConfigError(
             f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
             f"{SNAPSHOT_HINT}"

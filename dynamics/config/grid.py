@@ -8,8 +8,16 @@ stays ``sweep.heads`` (a config without axes is a plain sweep, run as before).
 Values come as a comma-separated list (``0.01,0.1,1``) or a log-spaced shorthand
 ``a:b:k``: k values from a to b, equally spaced in log (``1e-2:1e2:17`` is 10^-2 … 10^2 in
 quarter decades; k = 1 gives a). Integer knobs round the log-spaced values and drop repeats.
-A categorical knob (type ``str``: the attention activation) takes a comma-separated list of
-names only (``erf,softmax,softmax1``); each grid point checks its name as a single run does.
+A categorical knob (declared ``grid=str``: every knob that names a part — the optimiser, loss,
+step scaling, query, key-query, init, norm, sampling, constraint, activation — and the data
+model) takes a comma-separated list of names only (``gd,adam``); each grid point checks its
+names as a single run does.
+
+A knob given once applies at every grid point. Where it has no effect at some points but acts
+at one at least (``--optimizer gd,sgd --batch-size 8``: B acts at the sgd points), it is kept
+there and allowed; one without effect at every point is refused with the single run's message.
+A data-model axis takes only the data parameters every one of its models has (set, given or
+an axis); another is refused in one line.
 
 This module imports no JAX (the command line parses and validates with it before any
 heavy import); ``dynamics.sweeps.grid`` runs a grid and writes its files.
@@ -31,27 +39,44 @@ from dynamics.config.schema import (
     PAPER_HEADS,
     PAPER_SIZES,
     PRESETS,
+    SECTIONS,
     Config,
     ConfigError,
     Experiment,
     apply_overrides,
     declared,
     digest,
+    no_effect,
     preset,
     read_toml,
     resolve,
     unknown_preset,
+    user_set,
 )
+from dynamics.parts.knobs import Declared
 from dynamics.parts.metrics import head_indices, head_metrics_on, logged_per_head, metrics_of
 from dynamics.parts.values import comma_items
 
-# knob name -> (section, field, float, int or str): the knobs that take several values, those
+
+def axis_name(k: Declared) -> str:
+    """A grid knob's name as an axis (a key of GRID_KNOBS, a column of summary.csv, an array of
+    curves.npz): its field's name, or its keyword where the field is named like a section
+    (``data.model`` is ``data_model``)."""
+    return k.keyword if k.name in SECTIONS else k.name
+
+
+# axis name -> (section, field, float, int or str): the knobs that take several values, those
 # declared with ``grid`` (``dynamics.parts.knobs``). A data model's parameter is named alone.
 GRID_KNOBS: dict[str, tuple[str, str, type]] = {
-    k.name: (k.section, k.name, k.spec.grid) for k in declared() if k.spec.grid is not None
+    axis_name(k): (k.section, k.name, k.spec.grid) for k in declared() if k.spec.grid is not None
 }
-# Knobs the engine takes as traced scalars: a grid over them shares one batch (and program).
-TRACED = ("lr", "init_scale")
+# Other names of an axis: "section.field" and the API's keyword (``optim.lr``, ``data.model``, ``width``).
+_ALIASES = {
+    alias: axis_name(k) for k in declared() if k.spec.grid is not None for alias in (k.key, k.keyword)
+}
+# Knobs the engine takes per run in the batch (declared ``traced``): points that differ only in
+# them share one batch and program (``dynamics.sweeps.grid``).
+TRACED = tuple(axis_name(k) for k in declared() if k.spec.grid is not None and k.spec.traced)
 
 # Limits of a grid on this machine (refused before any compile, one line saying why).
 MAX_RUNS = 10**6  # H × grid points × trials
@@ -59,8 +84,16 @@ MAX_HOURS = 24.0  # estimated simulation time on the CPU
 CPU_FLOPS = 2e9  # the estimate's CPU throughput, flop/s (measured order on this 2-core CPU)
 
 
+def axis_of(key: str) -> str | None:
+    """The axis name of the knob ``section.field`` (None if it is no grid knob)."""
+    return _ALIASES.get(key)
+
+
 def knob_name(name: str) -> str:
-    """'lr', 'optim.lr' or 'n-train' -> the GRID_KNOBS name; an unknown one is a ConfigError."""
+    """'lr', 'optim.lr', 'n-train', 'data-model' or 'data.model' -> the GRID_KNOBS name; an
+    unknown one is a ConfigError."""
+    if name in _ALIASES:
+        return _ALIASES[name]
     short = name.split(".")[-1].replace("-", "_")
     if short not in GRID_KNOBS:
         raise ConfigError(f"{name!r} cannot take several values; grid knobs: {', '.join(GRID_KNOBS)}")
@@ -135,6 +168,10 @@ class GridExperiment:
     base: Experiment  # the base config (first value of every axis) and the logged steps
     axes: Axes  # ((knob name, values), …), the first axis outermost
     points: tuple[Config, ...]  # one resolved config per grid point, C order over the axes
+    # With a data-model axis, the config the axes were set on, before resolution: each point's
+    # data defaults (T, d, the model's parameters), task and loss are its own model's, not the
+    # base's. results.json's grid record keeps it (``source_config``) to rebuild the same points.
+    source: Config | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -148,6 +185,22 @@ class GridExperiment:
     def hash(self) -> str:
         """The grid's config_hash: the base config and the axes (checkpoints and caches key on it)."""
         return digest({**self.base.config.resolved().to_dict(), "grid": [list(a) for a in self.axes]})
+
+
+def grid_config(config: Config, record: dict[str, Any]) -> Config:
+    """The config a saved grid's axes are set on: results.json's (resolved) ``config``, or with a
+    data-model axis its grid record's ``source_config`` (as written: the fields resolution fills
+    left unfilled), in the recorded precision (``sweep``)."""
+    source = record.get("source_config") if isinstance(record, dict) else None
+    if source is None:
+        return config
+    if not isinstance(source, dict):
+        raise ConfigError(f"the grid's source_config {source!r:.80} is not a table of sections")
+    doc = {k: v for k, v in source.items() if k not in ("name", "sources")}
+    cfg = apply_overrides(
+        Config(name=str(source.get("name", config.name))), doc, "grid source", explicit=False
+    )
+    return dataclasses.replace(cfg, sweep=config.sweep)
 
 
 def with_values(cfg: Config, values: dict[str, Any]) -> Config:
@@ -182,19 +235,56 @@ def resolve_grid(cfg: Config, axes: dict[str, Any] | Axes) -> GridExperiment:
     axes_t: Axes = tuple(norm.items())
     # an axis over a knob without effect would give identical points: refused as a given value is
     knobs = frozenset(f"{GRID_KNOBS[k][0]}.{GRID_KNOBS[k][1]}" for k in norm)
-    cfg = dataclasses.replace(cfg, given=cfg.given | knobs)
+    # the user's values of a Config built in Python count as given, so a point may drop one idle there
+    cfg = dataclasses.replace(cfg, given=user_set(cfg) | knobs, sourced=True)
+    check_data_models(cfg, norm)
+    combos = [dict(zip(norm, combo, strict=True)) for combo in itertools.product(*norm.values())]
+    raw = [with_values(cfg, values) for values in combos]
+    idle = [idle_knobs(point) for point in raw]
+    everywhere = frozenset.intersection(*idle)  # refused below, with the single run's message
     points = []
-    for combo in itertools.product(*(v for _, v in axes_t)):
-        values = dict(zip(norm, combo, strict=True))
+    for values, point, here in zip(combos, raw, idle, strict=True):
+        # a given knob idle here but acting at another point: not refused here (it acts there)
+        point = dataclasses.replace(point, given=point.given - (here - everywhere))
         try:
-            points.append(resolve(with_values(cfg, values)).config)
+            points.append(resolve(point).config)
         except ConfigError as err:
             at = ", ".join(f"{k}={v}" for k, v in values.items())
             raise ConfigError(f"grid point {at}: {err}") from None
-    base = resolve(with_values(cfg, {k: v[0] for k, v in axes_t}))
-    grid = GridExperiment(base, axes_t, tuple(points))
+    base = resolve(dataclasses.replace(raw[0], given=raw[0].given - (idle[0] - everywhere)))
+    grid = GridExperiment(base, axes_t, tuple(points), cfg if "data_model" in norm else None)
     check_size(grid)
     return grid
+
+
+def idle_knobs(cfg: Config) -> frozenset[str]:
+    """The knobs given explicitly in ``cfg`` (``section.field``) that have no effect there (their
+    ``idle``); none where the config is too wrong to tell (its validation then says why)."""
+    try:
+        resolved = cfg.resolved()
+        return frozenset(name for name in cfg.given if no_effect(resolved, name) is not None)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return frozenset()
+
+
+def check_data_models(cfg: Config, axes: dict[str, tuple]) -> None:
+    """A data-model axis with only the data parameters all its models have: those set in ``cfg``
+    (given, a preset's or a file's) and those that are axes; a one-line ConfigError otherwise."""
+    if "data_model" not in axes:
+        return
+    fields = {f.name for f in dataclasses.fields(SECTIONS["data"])}
+    names = {name for name, _ in cfg.data.params}
+    names |= {GRID_KNOBS[k][1] for k in axes if GRID_KNOBS[k][0] == "data" and GRID_KNOBS[k][1] not in fields}
+    models = list(axes["data_model"])
+    for model in models:
+        if not isinstance(model, str) or model not in parts.DATA_MODELS:
+            continue  # an unknown name: its grid point's validation names what is allowed
+        missing = sorted(names - set(parts.DATA_MODELS[model].parameters))
+        if missing:
+            raise ConfigError(
+                f"data_model={models}: {model!r} has no parameter {', '.join('data.' + m for m in missing)}; "
+                f"a data-model axis takes only the data parameters every one of its models has"
+            )
 
 
 def estimate(grid: GridExperiment) -> tuple[float, float]:
@@ -255,7 +345,9 @@ def _memory_gib() -> float:
 def split_grid_values(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A TOML document's tables without their list-valued knobs, and those knobs as axes.
 
-    ``lr = [0.1, 1]`` and ``lr = "1e-2:1e2:17"`` are axes; ``heads`` stays a list of H."""
+    ``lr = [0.1, 1]``, ``lr = "1e-2:1e2:17"`` and ``optimizer = ["gd", "adam"]`` are axes (a
+    categorical knob's string only with a comma: ``"pkg.mod:name"`` is one user part); ``heads``
+    stays a list of H."""
     plain: dict[str, Any] = {}
     axes: dict[str, Any] = {}
     for key, value in doc.items():
@@ -264,9 +356,11 @@ def split_grid_values(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
             continue
         table = {}
         for field, v in value.items():
-            grid_like = isinstance(v, list) or (isinstance(v, str) and (":" in v or "," in v))
-            if field in GRID_KNOBS and GRID_KNOBS[field][0] == key and grid_like:
-                axes[field] = parse_values(",".join(map(str, v)), field) if isinstance(v, list) else v
+            axis = _ALIASES.get(f"{key}.{field}")
+            names = axis is not None and GRID_KNOBS[axis][2] is str
+            text = isinstance(v, str) and ("," in v or (":" in v and not names))
+            if axis is not None and (isinstance(v, list) or text):
+                axes[axis] = parse_values(",".join(map(str, v)), axis) if isinstance(v, list) else v
             else:
                 table[field] = v
         plain[key] = table

@@ -48,8 +48,10 @@ def init_scale(cfg) -> str | None:
         return world_init(cfg)
     if not parts.INITS.get(model.init).random:
         return f"model.init={model.init!r} draws nothing (θ(0) = 0); use model.init='normal' (--init normal)"
-    if model.init == "sphere" and parts.QUERIES.get(model.query).learned:
-        return "model.init='sphere' puts U_h and k_h on the unit sphere whatever σ₀ (no other array to draw)"
+    unit = parts.INITS.get(model.init).unit_params
+    if unit and parts.rules.drawn_params(cfg) <= set(unit):
+        on = " and ".join(f"{name}_h" for name in unit)
+        return f"model.init={model.init!r} puts {on} on the unit sphere whatever σ₀ (no other array to draw)"
     return None
 
 

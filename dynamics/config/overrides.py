@@ -45,7 +45,9 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
         given.update(f"{key}.{name}" for name in values if name != "params")
         values = {name: _coerced(key, name, v) for name, v in values.items()}
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
-    return dataclasses.replace(cfg, **sections, given=frozenset(given) if explicit else cfg.given)
+    if explicit:
+        return dataclasses.replace(cfg, **sections, given=frozenset(given))
+    return dataclasses.replace(cfg, **sections, sourced=True)
 
 
 def config_from_dict(doc: dict[str, Any]) -> Config:

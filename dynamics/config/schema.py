@@ -20,6 +20,7 @@ from dynamics.config.checks import (  # noqa: F401
     log_schedule,
     no_effect,
     resolve,
+    user_set,
     validate,
 )
 from dynamics.config.overrides import apply_overrides, config_from_dict  # noqa: F401

@@ -54,6 +54,7 @@ class DataConfig:
         "the data model, a name or your own package.module:name (setup and sample)",
         flag="--data-model",
         choices=parts.DATA_MODELS,
+        grid=str,
         hashed="always",
     )
     path: str | None = knob(
@@ -210,9 +211,11 @@ def added_fields(cls) -> dict[str, Any]:
 class ModelConfig:
     """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
 
-    query: str = knob("first", "", choices=parts.QUERIES, hashed="always")
-    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, hashed="always")
-    key_query: str = knob("full", "", choices=parts.KEY_QUERIES, idle=idle.key_query, hashed="always")
+    query: str = knob("first", "", choices=parts.QUERIES, grid=str, hashed="always")
+    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, grid=str, hashed="always")
+    key_query: str = knob(
+        "full", "", choices=parts.KEY_QUERIES, grid=str, idle=idle.key_query, hashed="always"
+    )
     head_size: str | int = knob(
         "split",
         "factored head size: 'split' (d // H) or an integer",
@@ -220,7 +223,7 @@ class ModelConfig:
         idle=idle.head_size,
         hashed="always",
     )
-    init: str = knob("zero", "", choices=parts.INITS, idle=idle.init, hashed="always")
+    init: str = knob("zero", "", choices=parts.INITS, grid=str, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
     temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
     temperature_decay: float = knob(
@@ -233,6 +236,7 @@ class ModelConfig:
         1.0,
         "σ₀ of the normal init, entries N(0, σ₀²/d)",
         grid=float,
+        traced=True,
         unit="σ₀",
         idle=idle.init_scale,
         hashed="always",
@@ -278,20 +282,22 @@ class OptimConfig:
     rules (per group: the step η(H)·factor, the updates [start, stop) it moves in, the weight
     decay λ >= 0) and a constraint."""
 
-    optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, hashed="always")
-    lr: float = knob(1.0, "base step size η₀", grid=float, unit="η₀", hashed="always")
+    optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, grid=str, hashed="always")
+    lr: float = knob(1.0, "base step size η₀", grid=float, traced=True, unit="η₀", hashed="always")
     lr_scaling: str = knob(
         "constant",
         "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
         "Adam alike)",
         choices=parts.LR_SCALINGS,
+        grid=str,
         hashed="always",
     )
     loss: str = knob(
-        "logistic",
+        parts.training.default_loss("classification"),
         "the loss of one example, of the margin yΦ (classification) or the residual Φ − y (regression); "
         "default: logistic, or mse for regression data",
         choices=parts.LOSSES,
+        grid=str,
         hashed="always",
     )
     steps: int = knob(500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always")
@@ -315,6 +321,7 @@ class OptimConfig:
         "epoch",
         "sgd only: how each update's B examples are chosen",
         choices=parts.SAMPLINGS,
+        grid=str,
         idle=idle.minibatch,
     )
     readout_lr_factor: float = _READOUT["readout_lr_factor"]
@@ -327,6 +334,7 @@ class OptimConfig:
         "none",
         "keep parameters on a manifold (needs --query learned and --init sphere)",
         choices=parts.CONSTRAINTS,
+        grid=str,
     )
     ngd_eps: float = knob(
         0.0,
@@ -347,7 +355,7 @@ class SweepConfig:
 
     heads: tuple[int, ...] = knob(
         (1, 2, 4, 8),
-        "numbers of heads H, comma-separated (e.g. 1,2,4,8)",
+        "numbers of heads H: a,b,c or a:b:k (k log-spaced whole numbers; e.g. 1,2,4,8 or 1:8:4)",
         parse=parse_heads,
         coerce=lambda name, value: parse_heads(value),
         hashed="always",
@@ -445,6 +453,10 @@ class Config:
     # results file's): an explicit value that has no effect is refused (``_check_no_effect``).
     # Not part of the config's identity: equality, the hash and results.json ignore it.
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # Some values came from a preset or a results file (``apply_overrides(explicit=False)``): only
+    # ``given`` counts as the user's. False: built in Python (``Config(...)``), every value away from
+    # its default is the user's own.
+    sourced: bool = field(default=False, compare=False, repr=False)
 
     def resolved(self) -> Config:
         """The data's defaults filled in, the task inferred from the data where not given, and
@@ -456,7 +468,8 @@ class Config:
             return cfg
         loss = cfg.optim.loss
         known = loss in parts.LOSSES and task in parts.training.TASKS
-        if known and "optim.loss" not in cfg.given and loss == "logistic" and parts.LOSSES[loss].task != task:
+        default = OptimConfig.__dataclass_fields__["loss"].default  # the classification default, not given
+        if known and "optim.loss" not in cfg.given and loss == default and parts.LOSSES[loss].task != task:
             loss = parts.training.default_loss(task)
         return dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, task=task, loss=loss))
 

@@ -112,7 +112,9 @@ class Rules:
     def plain(self) -> bool:
         """Nothing but the plain step: every group at its defaults, no normalisation, no constraint."""
         return (
-            all(r == GroupRule() for _, r in self.groups) and not self.normalise and self.constraint == "none"
+            all(r == GroupRule() for _, r in self.groups)
+            and not self.normalise
+            and not parts.CONSTRAINTS.get(self.constraint).params
         )
 
     def rule(self, name: str) -> GroupRule:
@@ -286,6 +288,6 @@ def update(
     steps = {k: steps[k] * rule[k].lr_factor if rule[k].lr_factor != 1.0 else steps[k] for k in params}
     new = descend(params, d, steps)
     new = {k: v if moving[k] is True else jnp.where(moving[k], v, params[k]) for k, v in new.items()}
-    if rules.constraint != "none":
-        new = parts.CONSTRAINTS[rules.constraint].load()(new, sphere)
+    if parts.CONSTRAINTS.get(rules.constraint).params:  # a manifold to project back on
+        new = parts.CONSTRAINTS.get(rules.constraint).load()(new, sphere)
     return new, state

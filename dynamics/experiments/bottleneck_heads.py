@@ -28,6 +28,7 @@ from dynamics.config.schema import (
 )
 from dynamics.core import inits
 from dynamics.core import model as mdl
+from dynamics.sweeps.result import HEAD_COUNT
 from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
 from dynamics.sweeps.sweep import run_sweep
 
@@ -172,7 +173,8 @@ def run_heads(cfg: HeadsConfig, *, progress: bool = True) -> dict[str, Any]:
         arrays[f"{m}__{name}__steps"] = res.steps
         arrays[f"{m}__{name}__diverged_at"] = res.diverged_at
         for row in res.summary():
-            h = row["heads"]
+            h = row.pop(HEAD_COUNT)
+            row = {"heads": h, **row}  # this experiment's own table keeps its key (its figures read it)
             row.update(
                 data_model=m,
                 layout=name,

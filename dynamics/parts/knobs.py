@@ -39,7 +39,11 @@ class Knob:
     """What a field is as a knob. ``flag``: its command-line flag (default ``--field-name``);
     ``parse``: text -> value (flags; keywords given as text), None for a switch (a bool knob) or
     text; ``choices``: a registry or a tuple of names; ``grid``: float, int or str when the knob
-    takes several values (a grid axis); ``unit``: its symbol in tables; ``coerce``: every value
+    takes several values (a grid axis; str: a categorical knob, a list of names); ``traced``: the
+    engine takes it per run, as a number of the batch (η₀, σ₀), so grid points that differ only
+    in traced knobs share one program and one batch (a categorical knob never is: its points are
+    planned as their configurations alone, bit for bit); ``unit``: its symbol in
+    tables; ``coerce``: every value
     given, checked and normalised (a wrong type refused in one line); ``idle(cfg)``: why a
     value given explicitly has no effect in ``cfg`` (None: it has one); ``hashed``: 'always'
     for the fields of the first results files (written in the hashed document even at their
@@ -51,6 +55,7 @@ class Knob:
     parse: Callable[[str], Any] | None = None
     choices: Any = None
     grid: type | None = None
+    traced: bool = False
     unit: str | None = None
     coerce: Callable[[str, Any], Any] | None = None
     idle: Callable[[Any], str | None] | None = None
@@ -134,10 +139,15 @@ def fmt_default(value: Any) -> str:
 
 
 def grid_knob_list(knobs: list[Declared]) -> str:
-    """The grid knobs as docs/grids.md lists them (between its ``grid-knobs`` markers)."""
+    """The grid knobs as docs/grids.md lists them (between its ``grid-knobs`` markers): the
+    numeric ones, then the categorical ones (``grid=str``)."""
     items = [
         f"`{k.flag}`" + (f" ({k.spec.unit})" if k.spec.unit and k.flag[2:] != k.name else "")
         for k in knobs
         if k.spec.grid is not None and k.spec.grid is not str
     ]
-    return "Grid knobs: " + ", ".join(items) + "; `--heads` stays the list of H as before."
+    names = [f"`{k.flag}`" for k in knobs if k.spec.grid is str]
+    return (
+        "Grid knobs: " + ", ".join(items) + "; `--heads` stays the list of H as before. "
+        "Categorical grid knobs (a list of names): " + ", ".join(names) + "."
+    )

@@ -33,6 +33,7 @@ class Query(Part):
     all_tokens: bool = False  # every token queries and the head outputs are mean-pooled over queries
     first_token: bool = False  # x_1 alone queries (the attention SVM of --diagnostics maxmargin is posed so)
     learned: bool = False  # a learned vector k_h per head queries (``impl`` maps (k (h, d), X) instead)
+    token: int | None = None  # the one token that queries (its index: 0 first, -1 last), None otherwise
     # a learned logit a_h,t per position, no token content (``impl`` maps (a (h, t), X))
     positional: bool = False
     fast_path: bool = True
@@ -93,17 +94,21 @@ class Init(Part):
     symmetric: bool = False
     random: bool = True
     per_layer: bool = False  # the draw's variance reads the run's H (``impl`` takes n_heads=)
+    unit_params: tuple[str, ...] = ()  # arrays it draws on the unit sphere whatever σ₀
 
 
 QUERIES: Registry[Query] = Registry(
     "query",
     "model.query",
     (
-        Query("first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first", first_token=True),
+        Query(
+            "first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first", first_token=True, token=0
+        ),
         Query(
             "last",
             "x_T queries (the last token, as in-context learning reads a query)",
             f"{_MODEL}:scores_last",
+            token=-1,
         ),
         Query("all", "every token queries; outputs mean-pooled", f"{_MODEL}:scores_all", all_tokens=True),
         Query(
@@ -171,6 +176,7 @@ INITS: Registry[Init] = Registry(
             "sphere",
             "U_h and k_h uniform on the unit sphere, the rest as normal (needs --query learned)",
             f"{_INITS}:init_sphere",
+            unit_params=("U", "k"),
         ),
         Init(
             "icl",

@@ -72,6 +72,7 @@ class Sampling(Part):
     a world (not a file), and the logged training metrics are those of the next update's batch."""
 
     fresh: bool = False
+    whole_epochs: bool = False  # every example once per epoch: B must divide n
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +144,7 @@ SAMPLINGS: Registry[Sampling] = Registry(
             "epoch",
             "a fresh permutation of the n examples per epoch, consecutive batches of it (B divides n)",
             f"{_SAMPLING}:epoch_batch",
+            whole_epochs=True,
         ),
         Sampling(
             "replace", "B examples drawn with replacement at every update", f"{_SAMPLING}:replace_batch"

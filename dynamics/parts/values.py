@@ -5,9 +5,13 @@ of mhsim but its errors."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
 
 from dynamics.errors import ConfigError
+
+# The most numbers of heads a range a:b:k may give (``heads_range``).
+MAX_HEAD_COUNTS = 10_000
 
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
 DIAGNOSTICS = ("sharpness", "kernel", "maxmargin")
@@ -53,7 +57,10 @@ def head_size_arg(text: str) -> str | int:
 
 
 def parse_heads(value) -> tuple[int, ...]:
-    """'1,2,4' or [1, 2, 4] -> (1, 2, 4); validated later."""
+    """'1,2,4', '1:8:4' (k log-spaced values from a to b, as the other counts take a range; each
+    must be a whole number, none twice) or [1, 2, 4] -> (1, 2, 4); validated later."""
+    if isinstance(value, str) and ":" in value:
+        return heads_range(value)
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",")]
         try:
@@ -72,6 +79,36 @@ def parse_heads(value) -> tuple[int, ...]:
         return tuple(value)
     except TypeError:
         raise ConfigError(f"heads={value!r} must be a list of positive integers") from None
+
+
+def heads_range(text: str) -> tuple[int, ...]:
+    """'a:b:k' -> the k log-spaced head counts a·(b/a)^(i/(k-1)), i < k ('1:8:4' is 1, 2, 4, 8; k = 1
+    gives a). Unlike a grid knob's integers, never rounded: a value that is not a whole number
+    ('1:10:3' gives 3.16…), more counts than there are whole numbers from a to b ('1:3:4'), a
+    repeat, or more than ``MAX_HEAD_COUNTS`` counts are refused in one line, as H must be a list
+    of distinct counts."""
+    form = f"heads={text!r} must be a:b:k (k log-spaced counts from a to b, e.g. 1:8:4 is 1,2,4,8)"
+    ends = [p.strip() for p in text.split(":")]
+    try:
+        lo, hi, k = float(ends[0]), float(ends[1]), int(ends[2])
+        if len(ends) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise ConfigError(form) from None
+    if not (0 < lo < float("inf") and 0 < hi < float("inf")) or k < 1:
+        raise ConfigError(f"{form}; a > 0, b > 0 and k >= 1")
+    if k > abs(hi - lo) + 1:  # more counts than there are whole numbers from a to b
+        raise ConfigError(f"heads={text!r}: {k} distinct whole numbers do not fit between {lo:g} and {hi:g}")
+    if k > MAX_HEAD_COUNTS:  # a list that long is a typo, not a sweep: refused before it is built
+        raise ConfigError(f"heads={text!r}: k={k} numbers of heads, more than {MAX_HEAD_COUNTS} in one sweep")
+    values = [float(f"{lo * (hi / lo) ** (i / (k - 1)):.12g}") if k > 1 else lo for i in range(k)]
+    shown = ", ".join(f"{v:g}" for v in values[:8]) + (f", … ({k} values)" if k > 8 else "")
+    if not all(math.isfinite(v) and v == round(v) for v in values):  # (b/a overflows to inf: not a count)
+        raise ConfigError(f"heads={text!r} gives {shown}: not all whole numbers of heads")
+    counts = tuple(int(v) for v in values)
+    if len(set(counts)) != len(counts):
+        raise ConfigError(f"heads={text!r} gives {shown}: a number of heads twice")
+    return counts
 
 
 def parse_steps(value, name: str = "optim.readout_steps") -> tuple[int, int | None] | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +20,9 @@ import numpy as np
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
+from dynamics.sweeps.folders import DAMAGED, LOCK, POINTS
 from dynamics.sweeps.midrun import PREFIX, MidRun
 from dynamics.sweeps.result import HeadResult, SweepResult
-
-POINTS = "points"
 
 
 def point_file(out: Path, heads) -> Path:
@@ -75,10 +73,6 @@ def clear_points(out: Path, pattern: str = "H*.npz") -> None:
 def save_point(out: Path, config_hash: str, heads, curves: dict[str, np.ndarray], diverged_at) -> Path:
     """One finished sweep point: ``curves[metric]`` is (n_point_heads, trials, L)."""
     return write_point(point_file(out, heads), config_hash, curves, diverged_at, heads=np.asarray(heads))
-
-
-# What reading a damaged .npz can raise (numpy and zipfile): such a file is recomputed.
-DAMAGED = (OSError, ValueError, KeyError, EOFError, IndexError, zipfile.BadZipFile, RuntimeError)
 
 
 def load_points(out: Path, config_hash: str, shape: tuple[int, ...] | None = None) -> dict[int, HeadResult]:
@@ -137,9 +131,6 @@ def finished_heads(
     return load_points(out, config_hash, shape)
 
 
-LOCK = ".mhsim.lock"
-
-
 @contextlib.contextmanager
 def locked(out: Path):
     """Hold ``out``'s lock file (a second run on the same --out is refused with a ConfigError),
@@ -171,8 +162,8 @@ def locked(out: Path):
 
 
 def run_checkpointed(
-    cfg, out: Path, *, resume: bool = False, progress: bool = True, finish=None, checkpoint_every=None,
-    **sweep_kwargs,
+    cfg, out: Path, *, resume: bool = False, progress: bool = True, finish=None, claim=None,
+    checkpoint_every=None, **sweep_kwargs,
 ):  # fmt: skip
     """``run_sweep`` that saves every finished point in ``out`` and, with ``resume``, skips them;
     a long point keeps its state mid-run every ``checkpoint_every`` seconds (default 10,
@@ -181,7 +172,9 @@ def run_checkpointed(
     After each point, ``results.json``/``curves.npz`` hold the points done so far with
     ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``, written
     once, after ``finish(result)`` (the command line's figures and timings) has run on the result
-    in memory (written even when it raises).
+    in memory (written even when it raises). ``claim`` (``dynamics.sweeps.folders.Claim``, the
+    command line's): what ``out`` holds is checked under its lock before anything is read (another
+    config's results refused), and a replaced run's files are removed once this run's are written.
     """
     import jax
 
@@ -193,9 +186,14 @@ def run_checkpointed(
     every = {} if checkpoint_every is None else {"every_s": checkpoint_every}
     midrun = MidRun(out, exp.config.hash(), resume, writer=writer, **every)
     with locked(out) if writer else contextlib.nullcontext():
+        if claim is not None and writer:
+            claim.enter(out)
         device = device_name(sweep_kwargs.get("devices"))
         sweep_kwargs = {**sweep_kwargs, "midrun": midrun}
-        return _run_locked(exp, out, resume, progress, writer, device, sweep_kwargs, finish)
+        result = _run_locked(exp, out, resume, progress, writer, device, sweep_kwargs, finish)
+        if claim is not None and writer:
+            claim.written(out)
+        return result
 
 
 def _run_locked(

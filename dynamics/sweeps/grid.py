@@ -1,9 +1,11 @@
 """Run a grid (``dynamics.config.grid``) and write its result files.
 
-The grid's points are grouped by their data section and their other settings (a model
-knob such as the temperature is static in the program): points that differ only in traced
-scalars (η₀, σ₀ — and H, as in every sweep) are *variants* of one group and run through the
-same compiled calls (``execute.run_points``, packed together with random init). Each group
+The grid's points are grouped by every setting but the knobs declared ``traced`` (a part such
+as the optimiser or the loss, the data model, a model knob such as the temperature are static
+in the program): points that differ only in traced knobs (η₀, σ₀ — and H, as in every
+sweep) are *variants* of one group and run through the same compiled calls
+(``execute.run_points``, packed together with random init); a group of one point is planned
+exactly as its configuration run alone (the same packs, programs and batches). Each group
 draws its own data once with the sweep's seed (its runs and its points' diagnostics read it),
 so a grid point gets exactly the data and init of the same configuration run alone. Groups
 whose data have the same shapes (a grid over the noise σ, the sparsity ζ, …) reuse the same
@@ -20,9 +22,10 @@ the largest d), the diagnostics and ``diagnostic_steps``,
 ``heads``, ``steps``, ``diverged_at`` (H, *grid shape, trials), one array per axis named
 after its knob and ``grid_axes`` (their names in order); the snapshots in ``params.npz``;
 ``results.json`` with ``"grid": {"axes": […], "values": {…}}``, one summary row per (H,
-grid point) and the diagnostics' summary per grid point; ``summary.csv`` (pandas), the
-same rows, tidy. Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and
-trials, every curve, the diagnostics' summary), for ``--resume``.
+grid point) and the diagnostics' summary per grid point; ``summary.csv``, the same rows as
+``GridResult.summary_frame()`` (a sweep's summary frame per point, a column per axis).
+Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and trials, every curve,
+the diagnostics' summary), for ``--resume``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from dynamics.config.grid import GridExperiment
+from dynamics.config.grid import GRID_KNOBS, TRACED, GridExperiment
+from dynamics.config.schema import SECTIONS, Config, Experiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
@@ -58,7 +62,7 @@ from dynamics.sweeps.execute import (
     run_points,
 )
 from dynamics.sweeps.memory import check_memory
-from dynamics.sweeps.result import STEPLESS, SweepResult, frame_row
+from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
 from dynamics.sweeps.results import (
     complete_results_hash,
     load_results,
@@ -100,6 +104,28 @@ class GridResult:
         """``summary()`` as a tidy pandas DataFrame (``summary_frame`` below)."""
         return summary_frame(self)
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame in a sweep's long format (``SweepResult.to_dataframe``): one row
+        per grid point (C order) × H × trial × logged step, the columns ``H``, one per grid axis
+        named by its knob (its value at the point: a number or a name) and then the sweep frame's."""
+        return self._frames(lambda point: point.to_dataframe())
+
+    def _frames(self, frame_of):
+        """``frame_of(grid point k's SweepResult)`` for every k, each with a column per grid axis
+        after ``H``, concatenated in grid point order (C order over the axes, the first outermost).
+        The axes are read from the grid's record: any knob a grid runs over becomes a column."""
+        import pandas as pd
+
+        frames = []
+        for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
+            frame = frame_of(self.point(k))
+            for at, (name, value) in enumerate(zip((n for n, _ in self.grid.axes), combo, strict=True)):
+                if name in frame.columns:  # lr, init_scale: the point's own value already
+                    frame.pop(name)
+                frame.insert(1 + at, name, value)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
     def point(self, k: int) -> SweepResult:
         """Grid point k (C order) as the SweepResult of its configuration run alone."""
         n = len(self.grid.points)
@@ -122,19 +148,25 @@ class GridResult:
         for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
             knobs = dict(zip((n for n, _ in self.grid.axes), combo, strict=True))
             for row in self.point(k).summary():
-                rows.append({"heads": row.pop("heads"), **knobs, **row})
+                rows.append({HEAD_COUNT: row.pop(HEAD_COUNT), **knobs, **row})
         return rows
 
 
 def _variant_groups(grid: GridExperiment) -> list[list[int]]:
-    """Grid point indices grouped by data section and every setting but the traced scalars η₀ and
-    σ₀ (each group: one data draw, one batch, one program). A model knob such as the temperature
-    is static in the program: its points are groups of their own (they once shared the first
-    point's program, and so its temperature)."""
+    """Grid point indices grouped by every setting but the knobs declared ``traced`` (η₀ and σ₀:
+    the engine takes them per run, in the batch), each group one data draw and the
+    programs of its configuration alone. Any other knob is static for the engine (a part: the
+    optimiser, loss, query, init, …; the data model and its data; a model knob such as the
+    temperature): its points are groups of their own, planned as their configuration run alone
+    (they once shared the first point's program, and so its temperature)."""
+    defaults: dict[str, dict[str, Any]] = {}
+    for axis in TRACED:
+        section, name, _ = GRID_KNOBS[axis]
+        defaults.setdefault(section, {})[name] = getattr(getattr(Config(), section), name)
     groups: dict[Any, list[int]] = {}
     for k, cfg in enumerate(grid.points):
-        rest = (dataclasses.replace(cfg.model, init_scale=1.0), dataclasses.replace(cfg.optim, lr=1.0))
-        groups.setdefault((cfg.data, *rest), []).append(k)
+        key = tuple(dataclasses.replace(getattr(cfg, s), **defaults.get(s, {})) for s in SECTIONS)
+        groups.setdefault(key, []).append(k)
     return list(groups.values())
 
 
@@ -249,8 +281,6 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
 def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
     """Grid point k's theory diagnostics, computed as ``run_sweep`` computes them for its config
     run alone (``execute.add_diagnostics``: the same replay of the same data, init and step sizes)."""
-    from dynamics.config.schema import Experiment
-
     cfg = grid.points[k]
     # the training loss, and the snapshots (the max-margin view reads them) at the point's own
     # sizes: a grid over the width d pads the narrower points' snapshots with NaN
@@ -286,6 +316,7 @@ def grid_results_dict(result: GridResult) -> dict[str, Any]:
             "shape": list(result.grid.shape),
             "curves_axes": axes,
             **({"head_curves_axes": [*axes, "head"]} if any(map(is_per_head, result.curves)) else {}),
+            **({"source_config": result.grid.source.to_dict()} if result.grid.source is not None else {}),
         },
         summary=result.summary(),
         **result.extra,
@@ -302,11 +333,10 @@ class _no_summary(SweepResult):  # results_dict's fields without the per-H summa
 
 
 def summary_frame(result: GridResult):
-    """The tidy summary: one row per (H, grid point), the knobs, trials, diverged count and the
-    mean and std of each final metric over the trials that did not diverge (pandas DataFrame)."""
-    import pandas as pd
-
-    return pd.DataFrame([frame_row(row) for row in result.summary()])
+    """The tidy summary (pandas DataFrame): one row per grid point (C order) × H, the columns ``H``,
+    one per grid axis, then the sweep's ``summary_frame``'s (trials, diverged count, the mean and
+    std of each final metric over the trials that did not diverge, …), with its dtypes."""
+    return result._frames(lambda point: point.summary_frame().reset_index())
 
 
 def write_grid(result: GridResult, out: Path) -> tuple[Path, Path, Path]:
@@ -400,18 +430,32 @@ def clear_points(out: Path) -> None:
 
 
 def run_grid_checkpointed(
-    grid: GridExperiment, out: Path, *, resume: bool = False, progress: bool = True, devices=None, finish=None
+    grid: GridExperiment,
+    out: Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    devices=None,
+    finish=None,
+    claim=None,
 ) -> GridResult:
     """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
     skips the points saved there for the same grid; at the end writes the grid's files once, after
-    ``finish(result)`` has run on the result in memory (written even when it raises)."""
+    ``finish(result)`` has run on the result in memory (written even when it raises). ``claim``:
+    as ``checkpoint.run_checkpointed``'s (checked under the lock; a replaced run's files removed
+    once this grid's are written)."""
 
     from dynamics.sweeps.devices import device_name
 
     out = Path(out)
     writer = jax.process_index() == 0
     with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
-        return _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
+        if claim is not None and writer:
+            claim.enter(out)
+        result = _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
+        if claim is not None and writer:
+            claim.written(out)
+        return result
 
 
 def _run_grid_locked(
@@ -441,11 +485,17 @@ def format_grid_table(result: GridResult, mean_std: Callable[[dict], str]) -> st
     """The per-grid-point table: H, the knob values, final metrics (mean ± std), diverged."""
     names = [n for n, _ in result.grid.axes]
     shown = [m for m in SUMMARY_METRICS if m in result.curves]
-    head = f"{'H':>4}  " + "  ".join(f"{n:>10}" for n in names)
+    # a column as wide as its knob's name and its longest name ("normalized-gd"), at least 10
+    width = {
+        n: max(10, len(n), *(len(str(v)) for v in vals if isinstance(v, str))) for n, vals in result.grid.axes
+    }
+    head = f"{'H':>4}  " + "  ".join(f"{n:>{width[n]}}" for n in names)
     header = f"{head}  " + "  ".join(f"{COLUMN_TITLES[m]:>17}" for m in shown) + "  diverged"
     lines = [header, "-" * len(header)]
-    for row in sorted(result.summary(), key=lambda r: r["heads"]):
-        knobs = "  ".join(f"{row[n]:>10}" if isinstance(row[n], str) else f"{row[n]:>10.4g}" for n in names)
+    for row in sorted(result.summary(), key=lambda r: r[HEAD_COUNT]):
+        knobs = "  ".join(
+            f"{row[n]:>{width[n]}}" if isinstance(row[n], str) else f"{row[n]:>{width[n]}.4g}" for n in names
+        )
         cells = "  ".join(f"{mean_std(row[m]):>17}" for m in shown)
-        lines.append(f"{row['heads']:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
+        lines.append(f"{row[HEAD_COUNT]:>4}  {knobs}  {cells}  {row['n_diverged']}/{row['trials']}")
     return "\n".join(lines)

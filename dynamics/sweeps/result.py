@@ -18,6 +18,11 @@ from dynamics.config.schema import Config
 from dynamics.parts.metrics import SUMMARY_METRICS, head_schedule, is_per_head, is_snapshot
 from dynamics.sweeps import emergence, plateaus
 
+# The head count's column in every frame and its key in every summary row; results.json files of
+# older versions call it "heads" in their summary rows (``OLD_HEAD_COUNT``, read as ``HEAD_COUNT``).
+HEAD_COUNT = "H"
+OLD_HEAD_COUNT = "heads"
+
 # curves without the (H, grid, trials) axes: one for the whole grid (the diagnostics' steps, the
 # per-head view's)
 STEPLESS = ("diagnostic_steps", "head_steps")
@@ -80,7 +85,7 @@ class SweepResult:
         for i, h in enumerate(self.heads):
             ok = self.diverged_at[i] < 0
             row: dict[str, Any] = {
-                "heads": int(h),
+                HEAD_COUNT: int(h),
                 "trials": int(ok.size),
                 "n_diverged": int((~ok).sum()),
                 "diverged": bool((~ok).any()),
@@ -102,18 +107,19 @@ class SweepResult:
         return rows
 
     def to_dataframe(self):
-        """A tidy pandas DataFrame: one row per H × trial × logged step, one column per metric
-        (NaN after a trial's divergence), with ``lr`` (η₀) and ``init_scale`` to tell apart the
-        results of ``run_grid`` once concatenated. Theory diagnostics are columns too (NaN at
-        the steps they were not computed); their step list ``diagnostic_steps`` is not. The
-        per-head curves are in ``head_frame()``, the parameter snapshots in ``params``."""
+        """A tidy pandas DataFrame: one row per H × trial × logged step, columns ``H`` (the head
+        count), ``lr`` (η₀) and ``init_scale`` (to tell apart the results of ``run_grid`` once
+        concatenated), ``trial``, ``step`` and one per metric (NaN after a trial's divergence).
+        Theory diagnostics are columns too (NaN at the steps they were not computed); their step
+        list ``diagnostic_steps`` is not. The per-head curves are in ``head_frame()``, the
+        parameter snapshots in ``params``."""
         import pandas as pd
 
         n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
         per_step = {k: v for k, v in self.curves.items() if np.shape(v) == (n_h, trials, L)}
         h, t, s = np.meshgrid(np.arange(n_h), np.arange(trials), np.arange(L), indexing="ij")
         frame = {
-            "heads": self.heads[h.ravel()],
+            HEAD_COUNT: self.heads[h.ravel()],
             "lr": self.config.optim.lr,
             "init_scale": self.config.model.init_scale,
             "trial": t.ravel(),
@@ -124,19 +130,19 @@ class SweepResult:
 
     def head_frame(self):
         """The per-head curves (the metrics of a per-head kind) as a tidy pandas DataFrame: one row
-        per H × trial × step of the per-head view (``head_steps``) × head h < H, columns ``heads``,
+        per H × trial × step of the per-head view (``head_steps``) × head h < H, columns ``H``,
         ``lr``, ``init_scale``, ``trial``, ``step``, ``head`` and one per metric (the name without
         ``head_``). Empty when none were logged."""
         import pandas as pd
 
         per_head = {k.removeprefix("head_"): np.asarray(v) for k, v in self.curves.items() if is_per_head(k)}
         if not per_head:
-            return pd.DataFrame(columns=["heads", "lr", "init_scale", "trial", "step", "head"])
+            return pd.DataFrame(columns=[HEAD_COUNT, "lr", "init_scale", "trial", "step", "head"])
         n_h, trials, L, h_max = next(iter(per_head.values())).shape[:4]
         i, t, s, h = np.meshgrid(*(np.arange(n) for n in (n_h, trials, L, h_max)), indexing="ij")
         keep = (h < self.heads[i]).ravel()  # head h of a run with H ≤ h does not exist
         frame = {
-            "heads": self.heads[i.ravel()][keep],
+            HEAD_COUNT: self.heads[i.ravel()][keep],
             "lr": self.config.optim.lr,
             "init_scale": self.config.model.init_scale,
             "trial": t.ravel()[keep],
@@ -161,7 +167,7 @@ class SweepResult:
         h, t = np.meshgrid(np.arange(len(self.heads)), np.arange(self.diverged_at.shape[1]), indexing="ij")
         return pd.DataFrame(
             {
-                "heads": self.heads[h.ravel()],
+                HEAD_COUNT: self.heads[h.ravel()],
                 "lr": self.config.optim.lr,
                 "init_scale": self.config.model.init_scale,
                 "trial": t.ravel(),
@@ -179,7 +185,7 @@ class SweepResult:
 
         rows = []
         for row in self.summary():
-            flat = {"heads": row["heads"], "trials": row["trials"], "n_diverged": row["n_diverged"]}
+            flat = {HEAD_COUNT: row[HEAD_COUNT], "trials": row["trials"], "n_diverged": row["n_diverged"]}
             for name in self._summary_metrics():
                 for stat in ("mean", "std"):
                     value = row[name][stat]
@@ -187,7 +193,7 @@ class SweepResult:
             if "emergence" in row:
                 flat.update(emergence.columns(row["emergence"]))
             rows.append(flat)
-        return pd.DataFrame(rows).set_index("heads")
+        return pd.DataFrame(rows).set_index(HEAD_COUNT)
 
 
 @functools.lru_cache(maxsize=1)
@@ -202,8 +208,8 @@ def column_probe() -> SweepResult:
 @functools.lru_cache(maxsize=1)
 def frame_columns() -> frozenset[str]:
     """The columns the frames of a sweep's result hold beside its curves' own names (``to_dataframe``:
-    ``heads``, ``lr``, ``trial``, ``step``, …; ``head_frame``, ``emergence_frame``, ``summary_frame``
-    and its index ``heads``): taken from those very frames, built for ``column_probe()``, so a
+    ``H``, ``lr``, ``trial``, ``step``, …; ``head_frame``, ``emergence_frame``, ``summary_frame``
+    and its index ``H``): taken from those very frames, built for ``column_probe()``, so a
     column added to a frame is reserved with it. A user metric may not take one of these names
     (``dynamics.sweeps.checks.metric_refs``): it would overwrite the column."""
     probe = column_probe()
@@ -217,7 +223,9 @@ def frame_columns() -> frozenset[str]:
 
 
 def frame_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A summary row (``GridResult.summary``) as the summary frame's columns."""
+    """A summary row (``summary()``, a grid's too) flattened to columns: its keys but the per-trial
+    lists, each metric as ``<metric>_mean`` and ``<metric>_std``. ``reserved_columns`` reserves
+    them all (``plateaus`` too, which the frames leave out)."""
     flat = {
         k: v for k, v in row.items() if k not in ("diverged", "diverged_at", "emergence", *SUMMARY_METRICS)
     }
@@ -231,9 +239,10 @@ def frame_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def reserved_columns() -> frozenset[str]:
     """Every name a column of the results' frames already has beside the curves' own: a sweep's
-    frames' (``result.frame_columns``), a grid's summary frame's (its rows built by the same code,
-    ``frame_row``, from ``column_probe``'s summary) and every knob a grid can run over
-    (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz)."""
+    frames' (``result.frame_columns``; a grid's frames are its points' with a column per axis), a
+    summary row's flattened (``frame_row``, from ``column_probe``'s summary), every knob a grid
+    can run over (``GRID_KNOBS``: a column of a grid's frame and an array of its curves.npz) and
+    ``heads``, the head count's key in the files of older versions (``OLD_HEAD_COUNT``)."""
     probe = column_probe()
     grid_row = {c for row in probe.summary() for c in frame_row(row)} - set(probe.curves)
-    return frame_columns() | grid_row | set(GRID_KNOBS)
+    return frame_columns() | grid_row | set(GRID_KNOBS) | {OLD_HEAD_COUNT}

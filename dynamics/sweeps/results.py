@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import optax
 
-from dynamics.config.grid import GridExperiment, resolve_grid
+from dynamics.config.grid import GridExperiment, grid_config, resolve_grid
 from dynamics.config.schema import config_from_dict, log_schedule, validate
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
@@ -428,7 +428,7 @@ def check_grid_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], where:
         raise bad(f"results.json's config cannot be read ({type(err).__name__}: {err})") from None
     cfg = check_record(meta, base, bad)
     try:
-        grid = resolve_grid(cfg, tuple((n, tuple(values[n])) for n in names))
+        grid = resolve_grid(grid_config(cfg, record), tuple((n, tuple(values[n])) for n in names))
     except (ConfigError, TypeError, ValueError) as err:
         raise bad(f"results.json's grid axes are not a valid grid ({err})") from None
     check_hash(meta, grid.base.config, grid.hash(), bad)

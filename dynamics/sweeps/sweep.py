@@ -169,7 +169,8 @@ def run_grid(
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``: its metrics, its
     per-head curves and snapshots, its planted directions and its theory diagnostics
-    (``sweep.diagnostics``). A grid over any other knob is ``dynamics.sweeps.grid.run_grid_experiment``.
+    (``sweep.diagnostics``). A grid over any other knob is ``dynamics.run_grid`` with the knobs as
+    keywords (``optimizer=["gd", "adam"]``), or ``dynamics.sweeps.grid.run_grid_experiment``.
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
     exp = resolve(with_data(as_config(cfg, "run_grid"), data))

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dynamics import parts
 from dynamics.errors import ConfigError
 from dynamics.theory import svm
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
@@ -47,9 +48,10 @@ class Alignment(NamedTuple):
 def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
     """Scores (L, n, T) of θ at each logged step: x_tᵀ W x_q, or x_tᵀ k for a learned query (and
     for the position logits, X the one-hot positions: ``_positions``)."""
-    if query in ("learned", "position"):
+    part = parts.QUERIES.get(query)
+    if part.learned or part.positional:
         return np.einsum("ntd,ld->lnt", X, theta)
-    x_q = X[:, 0] if query == "first" else X[:, -1]
+    x_q = X[:, part.token]
     return np.einsum("ntd,lde,ne->lnt", X, theta, x_q)
 
 
@@ -64,10 +66,8 @@ def _attention(scores: np.ndarray, beta: np.ndarray, activation: str) -> np.ndar
     scaled = beta[:, None, None] * scores
     if activation == "softmax":
         return _softmax(scaled)
-    import jax
+    import jax  # only here: the softmax view above is numpy alone
     import jax.numpy as jnp
-
-    from dynamics import parts
 
     sigma = parts.ACTIVATIONS.get(activation, "attention").load()
     with jax.enable_x64(True):
@@ -128,14 +128,14 @@ def _view(result, i: int, selection: str, norm: str = "fro") -> Alignment:
     if norm not in svm.NORMS:
         raise ConfigError(f"norm={norm!r}; allowed: {', '.join(svm.NORMS)}")
     query = cfg.model.query
-    if query == "all":
+    if parts.QUERIES.get(query).all_tokens:
         raise ConfigError(
             "the max-margin view needs one query per example: query first, last, learned or position"
         )
     H = int(cfg.sweep.heads[i])
     steps = snapshot_steps(result)
     beta = beta_at(steps, cfg.model.temperature, cfg.model.temperature_decay)  # (L,) the run's β
-    tied = tied_positions(cfg) if query == "position" else ()
+    tied = tied_positions(cfg) if parts.QUERIES.get(query).positional else ()
     trials, L = result.curves["train_loss"].shape[1], len(steps)
     out = {k: np.full((trials, L), np.nan) for k in ("corr", "prob", "norm", "head")}
     chosen, name = [], "W"

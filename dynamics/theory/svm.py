@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dynamics import parts
 from dynamics.core import model
 from dynamics.core.model import Params
 from dynamics.theory.diagnostics import HIGHEST
@@ -176,9 +177,10 @@ def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
     singular values, a low-rank W^mm). ``options`` those of ``max_margin_direction`` (norm,
     formulation, solver, solver_options, check)."""
     X, mask = _selection(X, selected)
-    if query not in ("first", "last"):
+    token = parts.QUERIES.get(query).token if query in parts.QUERIES else None
+    if token is None:
         raise ValueError(f"query={query!r}: W^mm is for the query 'first' or 'last' (learned: max_margin_p)")
-    if query == "first":
+    if token == 0:
         return max_margin_direction(X, mask, **options)
     # the constraints read x_{i,1}: put the last token first (the mask with it), the duals back
     W, status, dual = max_margin_direction(X[:, ::-1], mask[:, ::-1], **options)
