@@ -1,4 +1,4 @@
-"""Checkpoints inside a long compiled run: the loop's state kept mid-run, ``--resume`` goes on from
+"""Checkpoints inside a long compiled run: the loop's state kept mid-run, a resumed run goes on from
 the last one.
 
 A point whose simulation is estimated to take more than two call lengths (``call_seconds``, by
