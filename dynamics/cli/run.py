@@ -360,7 +360,8 @@ def _interrupted(where: dict) -> str:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
     running = midrun.kept(out)  # a long run's state kept mid-run
-    if not any((out / "points").glob("H*.npz")) and running is None:  # what is on disk
+    points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
+    if not points and running is None:  # what is on disk, not what might have been
         return f"interrupted before a point had finished: nothing to resume in {out}"
     if where.get("grid"):
         kept = f"the finished grid points are in {out / 'points'}"
@@ -369,8 +370,7 @@ def _interrupted(where: dict) -> str:
     else:
         kept = f"the finished H values are in {out} (results.json is partial)"
     if running is not None:
-        finished = any((out / "points").glob("H*.npz"))
-        kept = f"kept {running}" + (f" ({kept})" if finished else f" in {out}")
+        kept = f"kept {running}" + (f" ({kept})" if points else f" in {out}")
     again = f"with --out {out} " if where.get("made") else ""  # a run without --out: its new folder
     return f"interrupted: {kept}; rerun the same command {again}to finish"
 
