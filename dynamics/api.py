@@ -55,6 +55,7 @@ ENGINE_KEYWORDS = (
     "chunk",
     "slots",
     "metrics",
+    "call_seconds",
 )
 
 

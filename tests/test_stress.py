@@ -6,9 +6,11 @@ two cores.
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,3 +172,56 @@ def test_a_signal_inside_one_long_compiled_call_ends_the_run_at_once(tmp_path, s
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and time.monotonic() - t0 < 5, (proc.returncode, err)
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+# One pack of 8 heads (no fast path), 30 000 steps in calls of ~0.2 s, a checkpoint every 0.5 s:
+# ~4 s of simulation on one loaded core.
+LONG = [
+    *("--heads", "8", "--no-fast-path", "--trials", "1", "--steps", "30000", "--n-train", "100"),
+    *("--n-test", "8", "--width", "12", "--tokens", "6", "--log-every", "100", "--no-figure"),
+    *("--call-seconds", "0.2", "--checkpoint-every", "0.5", "--cpu-devices", "1"),
+]
+
+
+def progress_values(err: str) -> list[int]:
+    """The steps done that the bar showed, in order (tqdm's lines end in carriage returns)."""
+    return [int(m) for m in re.findall(r"(\d+)/30000 \[", err)]
+
+
+def test_a_long_run_interrupted_at_half_resumes_mid_run_bit_identical(tmp_path):
+    """One compiled pack of 30 000 steps: the bar moves inside it, SIGINT at about half keeps a
+    mid-run checkpoint of at least 40 %, and the same command goes on from there to the uninterrupted
+    run's numbers, bit for bit."""
+    cache = tmp_path / "cache"
+    whole = start([*LONG, "--out", str(tmp_path / "whole")], tmp_path, cache)
+    _, err = whole.communicate(timeout=300)
+    assert whole.returncode == 0, err
+    moves = sorted(set(progress_values(err)))
+    assert len(moves) >= 10, err  # the bar moved inside the one pack
+
+    cut = start([*LONG, "--out", str(tmp_path / "cut")], tmp_path, cache)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: cut.stderr.read(1), "")), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    while not [v for v in progress_values("".join(seen)) if v >= 15000]:
+        assert cut.poll() is None and time.monotonic() - t0 < 240, "".join(seen)
+        time.sleep(0.02)
+    cut.send_signal(signal.SIGINT)
+    cut.wait(timeout=60)
+    reader.join(timeout=10)
+    err = "".join(seen)
+    assert cut.returncode == 130 and "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    kept = re.search(r"kept (\d+)/30000 steps of H=8 in .*; rerun the same command", line)
+    assert kept and int(kept.group(1)) >= 12000, line
+
+    resumed = start([*LONG, "--out", str(tmp_path / "cut")], tmp_path, cache)  # the same command
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert [v for v in progress_values(err) if v > 0][0] >= int(kept.group(1)), err  # went on from there
+    assert not (tmp_path / "cut" / "points").exists()  # the mid-run file removed with its point
+    with np.load(tmp_path / "whole" / "curves.npz") as a, np.load(tmp_path / "cut" / "curves.npz") as b:
+        assert set(a.files) == set(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)

@@ -63,12 +63,25 @@ from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.cache import apply as apply_cache
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
+from dynamics.sweeps import midrun
 from dynamics.sweeps.emergence import columns as emergence_columns
 from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.headline import format_line
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.plateaus import RULE as plateau_rule
 from dynamics.sweeps.result import HEAD_COUNT
+
+
+def seconds_arg(flag: str):
+    """A flag's value: a number of seconds > 0; the error names the flag and the text."""
+
+    def parse(text: str) -> float:
+        try:
+            return midrun.check_seconds(flag, float(text))
+        except (ValueError, ConfigError):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be a number of seconds > 0") from None
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one process per host: call jax.distributed.initialize() (cluster auto-detect or "
         "JAX_COORDINATOR_ADDRESS etc.) and shard over every host's devices; process 0 writes",
+    )
+    g.add_argument(
+        "--checkpoint-every",
+        type=seconds_arg("--checkpoint-every"),
+        metavar="SECONDS",
+        help="a long compiled run keeps its state in --out every SECONDS (default 10): an interrupted "
+        "run loses at most that much, --resume goes on from there; the numbers do not change",
+    )
+    g.add_argument(
+        "--call-seconds",
+        type=seconds_arg("--call-seconds"),
+        metavar="SECONDS",
+        help="a run longer than twice this runs as compiled calls of about SECONDS (default 2), the "
+        "progress bar and the checkpoints between them; the numbers do not change",
     )
     g.add_argument("--no-figure", action="store_true", help="skip the figure")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -288,8 +315,18 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
         stack.enter_context(jax.default_device(local[0]))
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
+        long_runs = {}
+        if not isinstance(exp, GridExperiment):  # a grid keeps its finished points only
+            long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
-            exp, out, resume=True, progress=not args.quiet, devices=devices, finish=finish, claim=claim
+            exp,
+            out,
+            resume=True,
+            progress=not args.quiet,
+            devices=devices,
+            finish=finish,
+            claim=claim,
+            **long_runs,
         )
 
 
@@ -339,7 +376,9 @@ def _interrupted(where: dict) -> str:
     if "out" not in where:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
-    if not any((out / "points").glob("*.npz")):  # what is on disk, not what might have been
+    running = midrun.kept(out)  # a long run's state kept mid-run
+    points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
+    if not points and running is None:  # what is on disk, not what might have been
         return f"interrupted before a point had finished: nothing to resume in {out}"
     if where.get("grid"):
         kept = f"the finished grid points are in {out / 'points'}"
@@ -347,6 +386,8 @@ def _interrupted(where: dict) -> str:
         kept = f"the finished H values are in {out / 'points'}"
     else:
         kept = f"the finished H values are in {out} (results.json is partial)"
+    if running is not None:
+        kept = f"kept {running}" + (f" ({kept})" if points else f" in {out}")
     again = f"with --out {out} " if where.get("made") else ""  # a run without --out: its new folder
     return f"interrupted: {kept}; rerun the same command {again}to finish"
 
@@ -370,6 +411,9 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         cfg = base.config
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
+        for flag in ("checkpoint_every", "call_seconds"):
+            if where["grid"] and getattr(args, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} applies to a sweep over H, not to a grid")
         claim = sweep_claim(exp, args.overwrite)
         out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
         where.update(out=out, made=action == "made", replacing=action == "replace")

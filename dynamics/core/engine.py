@@ -94,7 +94,7 @@ def evaluate(
     temperature of the last update (β₀ before the first). ``train`` False: all but the training
     set's (``train_metrics``), which the caller takes from the update's own forward pass. With the
     per-head metrics on, also the test set's attention weights under ``TEST_ATTENTION`` (not a
-    metric: ``_scan_with_view`` hands them to the per-head view of the same step and drops them)."""
+    metric: ``_with_view`` hands them to the per-head view of the same step and drops them)."""
     loss = prog.loss
     A_test = mdl.attention(params, data.X_test, prog.query, prog.attention, beta)  # (n, S, t) or (n, S, s, t)
     f_test = mdl.readout(params, data.X_test, A_test)
@@ -199,6 +199,28 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     """One pack of R runs: (metrics, each (R, L), and the step at which each run diverged, or
     steps + 1). The runs share the data and nothing else: run r's loss depends only on its
     slots, so the gradient of Σ_r L_r with respect to a slot is its own run's gradient."""
+    body, carry, xs = pack_loop(prog, data, b)
+    carry, metrics = jax.lax.scan(body, carry, jax.tree_util.tree_map(jnp.asarray, xs))
+    return pack_outputs(prog, carry, metrics, jnp)
+
+
+def pack_outputs(prog: Program, carry, metrics: dict, xp=jnp, lead: int = 0):
+    """A pack's outputs from its loop's last carry and logged rows (L, …) (``lead`` leading batch
+    axes, ``xp`` numpy or jax.numpy): (metrics, each (R, L), (S, L, …) per slot for the per-head
+    metrics, (R, L, …) for a user metric; the step at which each run diverged (R,))."""
+    if prog.head_view:  # the view's buffers (L_h + 1, …), their spare last row dropped
+        carry, (bufs, _) = carry
+        n_view = len(prog.head_log)
+        metrics = {**metrics, **{k: v[(slice(None),) * lead + (slice(0, n_view),)] for k, v in bufs.items()}}
+    div_at = carry[2][0]
+    return {k: xp.moveaxis(v, lead, lead + 1) for k, v in metrics.items()}, div_at
+
+
+def pack_loop(prog: Program, data: Data, b: Batch):
+    """One pack's training loop as (body, first carry, xs): ``lax.scan(body, carry, xs)`` over the
+    logged steps runs it (``train_pack``); ``xs`` (numpy, a leading axis of logged steps) is the
+    same for every pack of the program, so the loop may also run a few logged steps at a time
+    (``dynamics.core.resumable``)."""
     pack = make_pack(prog, b.slot_run, b.n_heads)
     params = init_slots(prog, b, outputs_of(data), data.X_train.shape[-2])
     params = world_start(prog, params, b, getattr(data, "world_init", None))
@@ -250,24 +272,26 @@ def train_pack(prog: Program, data: Data, b: Batch) -> tuple[dict[str, jax.Array
     # The first segment has 0 steps: step 0 is evaluated by the same (single) traced evaluate.
     never = jnp.full((prog.runs,), total + 1)
     carry = (params, direction.init(params), (never, never if watch else None), jnp.array(0))
-    (_, _, (div_at, _), _), metrics = _scan(prog, pack, data, apply, segment, carry)
-    # (R, L) per run, (S, L, …) per slot for the per-head metrics, (R, L, …) for a user metric; (R,)
-    out = {k: jnp.moveaxis(v, 0, 1) if per_slot_key(k) or v.ndim > 2 else v.T for k, v in metrics.items()}
-    return out, div_at
+    return _loop(prog, pack, data, apply, segment, carry)
 
 
-def _scan(prog: Program, pack: Pack, data: Data, apply, segment, carry):
-    """The training loop as one ``lax.scan`` over the logged steps: with ``fused_logging``, logged
-    step k then the updates to k + 1 (``apply`` makes one), else ``segment``: the updates to logged
-    step k, then step k; normalised GD's zero steps watched; the per-head view at its own steps."""
-    if fused_logging(prog):  # logged step k, then the steps to k + 1 (none after the last)
-        body, steps, before = _log_then_train(prog, pack, data, apply), (*prog.segments[1:], 0), True
-    else:  # the steps to logged step k, then step k
-        body, steps, before = segment, prog.segments, False
+def _loop(prog: Program, pack: Pack, data: Data, apply, segment, carry):
+    """The training loop's scan (body, carry, xs) over the logged steps: with ``fused_logging``,
+    logged step k then the updates to k + 1 (``apply`` makes one), else ``segment``: the updates
+    to logged step k, then step k; normalised GD's zero steps watched; the per-head view at its
+    own steps."""
+    steps, before = loop_steps(prog), fused_logging(prog)
+    body = _log_then_train(prog, pack, data, apply) if before else segment
     body = _watched(body) if watches_zero_steps(prog) else body
     if prog.head_view:
-        return _scan_with_view(prog, data, body, carry, steps, before)
-    return jax.lax.scan(body, carry, jnp.array(steps))
+        return _with_view(prog, data, body, carry, steps, before)
+    return body, carry, np.array(steps, dtype=jnp.array(steps).dtype)
+
+
+def loop_steps(prog: Program) -> tuple[int, ...]:
+    """The updates each iteration of the loop over the logged steps makes: with ``fused_logging``
+    logged step k, then the steps to k + 1 (none after the last); else the steps to logged step k."""
+    return (*prog.segments[1:], 0) if fused_logging(prog) else prog.segments
 
 
 def _watched(body):
@@ -319,14 +343,15 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
     return body
 
 
-def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int, ...], before: bool):
-    """``lax.scan(segment, carry, steps)`` with the per-head view logged at the logged steps
-    ``prog.head_log``: computed under a ``lax.cond`` (the other logged steps skip it and give
-    zeros) and written at the step's row of buffers (L_h + 1, …) carried along with the last key
-    directions (the other steps write the spare last row, dropped); ``before``: iteration k logs
-    step k before its segment's updates, else after them (the θ the segment's evaluation reads,
-    whose test-set attention weights the view reuses). Returns the aggregate curves (L, …) and
-    the view's (L_h, …) together."""
+def _with_view(prog: Program, data: Data, segment, carry, steps: tuple[int, ...], before: bool):
+    """The scan (body, carry, xs) of ``lax.scan(segment, carry, steps)`` with the per-head view
+    logged at the logged steps ``prog.head_log``: computed under a ``lax.cond`` (the other logged
+    steps skip it and give zeros) and written at the step's row of buffers (L_h + 1, …) carried
+    along with the last key directions (the other steps write the spare last row, dropped);
+    ``before``: iteration k logs step k before its segment's updates, else after them (the θ the
+    segment's evaluation reads, whose test-set attention weights the view reuses). The scan's rows
+    are the aggregate curves (L, …); its last carry holds the view's buffers (``pack_outputs`` takes
+    their L_h rows)."""
     n_view = len(prog.head_log)
     at = np.full(len(prog.segments), n_view, np.int32)  # the spare row
     at[list(prog.head_log)] = np.arange(n_view)
@@ -359,9 +384,8 @@ def _scan_with_view(prog: Program, data: Data, segment, carry, steps: tuple[int,
         view = log(logged if before else inner, view, i, A_test)
         return (inner, view), out
 
-    xs = (jnp.array(steps), jnp.asarray(at))
-    (inner, (bufs, _)), metrics = jax.lax.scan(step, (carry, (buffers, key0)), xs)
-    return inner, {**metrics, **{k: v[:n_view] for k, v in bufs.items()}}
+    xs = (np.array(steps, dtype=jnp.array(steps).dtype), at)
+    return step, (carry, (buffers, key0)), xs
 
 
 def _test_attention(prog: Program, params: mdl.Params, data: Data) -> jax.Array:

@@ -21,6 +21,7 @@ from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.sweeps.folders import DAMAGED, LOCK, POINTS
+from dynamics.sweeps.midrun import PREFIX, MidRun
 from dynamics.sweeps.result import HeadResult, SweepResult
 
 
@@ -161,9 +162,12 @@ def locked(out: Path):
 
 
 def run_checkpointed(
-    cfg, out: Path, *, resume: bool = False, progress: bool = True, finish=None, claim=None, **sweep_kwargs
-):
-    """``run_sweep`` that saves every finished point in ``out`` and, with ``resume``, skips them.
+    cfg, out: Path, *, resume: bool = False, progress: bool = True, finish=None, claim=None,
+    checkpoint_every=None, **sweep_kwargs,
+):  # fmt: skip
+    """``run_sweep`` that saves every finished point in ``out`` and, with ``resume``, skips them;
+    a long point keeps its state mid-run every ``checkpoint_every`` seconds (default 10,
+    ``dynamics.sweeps.midrun``), and with ``resume`` continues from it.
 
     After each point, ``results.json``/``curves.npz`` hold the points done so far with
     ``"complete": false``; at the end they hold the whole sweep with ``"complete": true``, written
@@ -179,10 +183,13 @@ def run_checkpointed(
 
     exp, out = resolve(cfg), Path(out)
     writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
+    every = {} if checkpoint_every is None else {"every_s": checkpoint_every}
+    midrun = MidRun(out, exp.config.hash(), resume, writer=writer, **every)
     with locked(out) if writer else contextlib.nullcontext():
         if claim is not None and writer:
             claim.enter(out)
         device = device_name(sweep_kwargs.get("devices"))
+        sweep_kwargs = {**sweep_kwargs, "midrun": midrun}
         result = _run_locked(exp, out, resume, progress, writer, device, sweep_kwargs, finish)
         if claim is not None and writer:
             claim.written(out)
@@ -233,6 +240,7 @@ def _run_locked(
     if writer:
         finish_then_write(result, finish, lambda: write_results(result, out))
         clear_points(out)
+        clear_points(out, f"{PREFIX}*.npz")  # another config's, left by an interrupted run
     return result
 
 

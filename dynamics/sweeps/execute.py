@@ -27,7 +27,7 @@ from dynamics.core.data import (
     token_width,
     world_initial_params,
 )
-from dynamics.core.engine import ZERO_STEP, float_dtype, per_slot_key, train_batch
+from dynamics.core.engine import ZERO_STEP, float_dtype, per_slot_key
 from dynamics.core.hooks import MetricRef
 from dynamics.core.inits import check_outputs, head_shapes
 from dynamics.core.program import Batch
@@ -38,6 +38,8 @@ from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_sn
 from dynamics.parts.registry import is_user_name
 from dynamics.sweeps.checks import metric_record
 from dynamics.sweeps.devices import BatchPlacer
+from dynamics.sweeps.longrun import run_point
+from dynamics.sweeps.midrun import CALL_SECONDS, MidRun, check_seconds
 from dynamics.sweeps.plan import (
     make_batch,
     online_sampler,
@@ -161,9 +163,13 @@ def run_points(
     progress: bool,
     drawn: Drawn,
     metrics: tuple = (),
+    call_seconds: float | None = None,
+    midrun: MidRun | None = None,
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀), on ``drawn``
-    (``prepare_data`` of the first config: the sweep draws once, its caller).
+    (``prepare_data`` of the first config: the sweep draws once, its caller). A long point runs as
+    calls of about ``call_seconds`` (default ``midrun.CALL_SECONDS``), the bar moved by steps, its
+    state kept in ``midrun`` (``dynamics.sweeps.midrun``).
 
     Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
     (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
@@ -184,26 +190,30 @@ def run_points(
     head_steps = np.array(head_schedule(schedule, base))
     layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
     points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
-    unit = "H" if len(cfgs) == 1 else "run"
+    call_s = CALL_SECONDS if call_seconds is None else check_seconds("call_seconds", call_seconds)
     hide = not progress or jax.process_index() != 0
-    bar = tqdm(total=len(todo) * len(cfgs), desc=base.name, unit=unit, disable=hide)
+    # steps of every point (a point's packs advance together), moved inside a long point's call
+    bar = tqdm(total=len(points) * int(steps[-1]), desc=base.name, unit="step", disable=hide)
+    n_train, tokens = int(data.X_train.shape[-3]), int(data.X_train.shape[-2])
     try:
         for point in points:
-            bar.set_postfix(H=",".join(str(heads[i]) for i in point.indices))
+            point_heads = [heads[i] for i in point.indices]
+            bar.set_postfix(H=",".join(map(str, point_heads)))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)
             on_devices = placer.batch(batch)
             with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
-                metrics, div_at = train_batch(
-                    point.prog, placed, on_devices, mesh=placer.mesh, chunk=point.chunk, shared_data=shared
-                )
-                metrics, div_at = placer.fetch((metrics, div_at))  # (B, R, L), (B, R)
+                metrics, div_at = run_point(  # (B, R, L), (B, R) on the host
+                    point, placed, on_devices, placer, shared=shared, call_s=call_s, bar=bar,
+                    watched=progress, store=midrun, heads=point_heads, n_train=n_train, tokens=tokens,
+                )  # fmt: skip
             items, trials = point.items, base.sweep.trials
             zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
             if zero is not None:
                 warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, trials, steps)
             metrics, div_at = lay_out(metrics, div_at, batch, rows, cols, items, base, steps, head_steps)
-            bar.update(sum(i in todo for i, _ in items))
             yield items, metrics, div_at
+            if midrun is not None:  # the point is saved (``on_point``): its mid-run state is not needed
+                midrun.clear(point_heads)
     finally:
         bar.close()
 

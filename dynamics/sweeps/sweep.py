@@ -47,6 +47,7 @@ from dynamics.sweeps.execute import (
     start_curves,
 )
 from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.midrun import MidRun, check_seconds
 from dynamics.sweeps.plan import pack_runs, plan_points, program_for, step_size, trial_keys
 from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult
 
@@ -78,6 +79,8 @@ def run_sweep(
     chunk: int | None = None,
     slots: int | None = None,
     metrics: Mapping[str, Callable] | None = None,
+    call_seconds: float | None = None,
+    midrun: MidRun | None = None,
 ) -> SweepResult:
     """Draw the data, run every H (a loop over points), collect curves.
 
@@ -100,15 +103,22 @@ def run_sweep(
       logged at every logged step as the curve ``name`` (n_heads, trials, L, …): ``fn`` gets one
       run's parameters with every head and the trial's test set (``dynamics.core.hooks``). One
       program per H then (H is static for them); such programs are not kept on disk.
+    call_seconds: a point estimated to take longer than twice this runs as compiled calls of about
+      this length (default 2 s), the progress bar moved by the steps each made; the same numbers.
+    midrun: where a long point keeps its state every few seconds (``dynamics.sweeps.midrun.MidRun``;
+      ``run_checkpointed`` passes one), and with ``resume`` continues from it.
 
     A sweep whose memory estimate exceeds the limit is refused before anything is drawn, as on
     the command line (``dynamics.sweeps.memory``).
     """
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     check_layout(**layout, progress=progress, on_point=on_point)
+    if call_seconds is not None:
+        check_seconds("call_seconds", call_seconds)
     exp = resolve(with_data(as_config(cfg, "run_sweep"), data))
     with precision(exp.config):
-        return _run_sweep(exp, progress, on_point, skip_heads, layout, metrics)
+        long_runs = dict(call_seconds=call_seconds, midrun=midrun)
+        return _run_sweep(exp, progress, on_point, skip_heads, {**layout, **long_runs}, metrics)
 
 
 def _run_sweep(exp: Experiment, progress, on_point, skip_heads, layout, metrics) -> SweepResult:

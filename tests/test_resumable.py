@@ -1,0 +1,217 @@
+"""A long run's loop as successive compiled calls (``dynamics.core.resumable``) gives the numbers of
+one call bit for bit, whatever iterations each call covers; a run resumed from a mid-run file
+(``dynamics.sweeps.midrun``) equals the uninterrupted run."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import replace
+
+from dynamics import run_sweep
+from dynamics.api import with_overrides
+from dynamics.cli.run import main
+from dynamics.config.schema import resolve
+from dynamics.core import resumable
+from dynamics.core.data import token_width
+from dynamics.core.engine import float_dtype, train_batch
+from dynamics.errors import ConfigError
+from dynamics.sweeps import execute, longrun, midrun
+from dynamics.sweeps.checkpoint import run_checkpointed
+from dynamics.sweeps.devices import BatchPlacer
+from dynamics.sweeps.execute import prepare_data
+from dynamics.sweeps.plan import make_batch, plan_points, trial_keys
+
+SMALL = dict(heads=[1, 3], trials=2, steps=40, n_train=12, n_test=10, d=6, T=4, log_every=3)
+
+# The engine's paths: fused logging and the per-head view (GD, zero init: the fast path), the full
+# path, Adam, SGD (epoch and online batches: their keys from t), normalised GD (the zero-step watch),
+# random init without the view, snapshots of θ with a bias, a diverging run (masking), a temperature
+# schedule (logged with a forward of its own).
+CASES = {
+    "gd-fast-path": {},
+    "gd-no-fast-path": dict(sweep_fast_path=False),
+    "adam": dict(optimizer="adam", lr=0.05),
+    "sgd-epoch": dict(optimizer="sgd", batch_size=4),
+    "sgd-online": dict(optimizer="sgd", batch_size=4, sampling="online"),
+    "normalized-gd": dict(optimizer="normalized-gd", lr=0.2),
+    "random-init": dict(init="normal", init_scale=0.5, head_metrics="off"),
+    "snapshots-bias": dict(init="normal", init_scale=0.5, save_params=True, bias=True),
+    "diverging": dict(lr=1e6, loss="exp"),
+    "temperature": dict(temperature_decay=0.1),
+}
+
+
+def _config(**knobs):
+    """The small config with ``knobs`` (``sweep_fast_path``: the sweep's field, no keyword)."""
+    fast = knobs.pop("sweep_fast_path", True)
+    small = {k: v for k, v in SMALL.items() if k != "n_train" or knobs.get("sampling") != "online"}
+    return replace(with_overrides(None, **{**small, **knobs}), fast_path=fast)
+
+
+def _points(cfg):
+    exp = resolve(cfg)
+    cfg, placer = exp.config, BatchPlacer()
+    data, shared, init_keys = prepare_data(cfg)
+    placed = placer.data(data._replace(world=None) if cfg.optim.sampling != "online" else data)
+    points = plan_points(cfg, list(range(len(cfg.sweep.heads))), token_width(data), exp.steps, placer)
+    for point in points:
+        batch, _, _ = make_batch(point, [cfg], init_keys, float_dtype(), trial_keys(cfg))
+        kw = dict(mesh=placer.mesh, chunk=point.chunk, shared_data=shared)
+        yield point.prog, placed, placer.batch(batch), kw, placer
+
+
+def _equal(a: dict, b: dict) -> list[str]:
+    assert set(a) == set(b)
+    return [k for k in a if a[k].shape != b[k].shape or not np.array_equal(a[k], b[k], equal_nan=True)]
+
+
+# Each case compiles three programs (one call, the first state, the calls): ~5 s each on an idle
+# core; the fast path with the per-head view and fused logging is in the quick run, the rest slow.
+QUICK = {"gd-fast-path"}
+
+
+@pytest.mark.parametrize(
+    "case", [c if c in QUICK else pytest.param(c, marks=pytest.mark.slow) for c in sorted(CASES)]
+)
+def test_calls_over_any_iterations_equal_one_call_bitwise(case):
+    cfg = _config(**CASES[case])
+    for prog, placed, batch, kw, placer in _points(cfg):
+        if not resumable.runs_in_calls(prog):  # Adam: stays one call (below)
+            assert case == "adam"
+            continue
+        one, div_one = placer.fetch(train_batch(prog, placed, batch, **kw))
+        state = resumable.start_batch(prog, placed, batch, **kw)
+        L = len(prog.segments)
+        for start, end in zip([0, 1, 2, 7], [1, 2, 7, L], strict=True):  # a single iteration too
+            state = resumable.advance(prog, placed, batch, state, start, end, **kw)
+        calls, div_calls = resumable.outputs(prog, placer.fetch(state))
+        assert not _equal(one, calls), _equal(one, calls)
+        np.testing.assert_array_equal(div_one, div_calls)
+        if case == "diverging":
+            assert (div_calls <= sum(prog.segments)).any()  # the masking path is exercised
+
+
+class CountingBar(execute.tqdm):
+    moves: list = []
+
+    def update(self, n=1):
+        CountingBar.moves.append(n)
+        return super().update(n)
+
+
+@pytest.mark.slow
+def test_a_sweep_run_in_calls_equals_one_call_and_moves_the_bar(monkeypatch):
+    cfg = _config(heads=[2], steps=300, log_every=10)
+    one = run_sweep(cfg, progress=False)
+    monkeypatch.setattr(execute, "tqdm", CountingBar)
+    CountingBar.moves = []
+    calls = run_sweep(cfg, progress=True, call_seconds=1e-6)  # every call one logged step's updates
+    assert not _equal(one.curves, calls.curves)
+    np.testing.assert_array_equal(one.diverged_at, calls.diverged_at)
+    assert len(CountingBar.moves) >= 10 and sum(CountingBar.moves) == 300, CountingBar.moves
+
+
+def key_norms(params, data):  # a user's metric, per head: (H,)
+    return jnp.sqrt(jnp.sum(params["W"] ** 2, axis=(-2, -1)))
+
+
+@pytest.mark.slow
+def test_a_user_metric_in_calls_equals_one_call(monkeypatch):
+    cfg = _config(heads=[2], steps=300, log_every=10, init="normal", init_scale=0.5)
+    one = run_sweep(cfg, progress=False, metrics={"key_norms": key_norms})
+    monkeypatch.setattr(execute, "tqdm", CountingBar)
+    CountingBar.moves = []
+    calls = run_sweep(cfg, progress=True, call_seconds=1e-6, metrics={"key_norms": key_norms})
+    assert len(CountingBar.moves) >= 10 and "key_norms" in calls.curves
+    assert not _equal(one.curves, calls.curves)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_run_resumed_from_its_mid_run_file_equals_the_uninterrupted_run(tmp_path, monkeypatch):
+    cfg = with_overrides(None, **{**SMALL, "heads": [2], "steps": 300, "log_every": 10})
+    whole = run_sweep(cfg, progress=False)
+    advance, calls = resumable.advance, []
+
+    def crash_after_twelve(*args, **kwargs):  # a crash (or a kill) in the 13th call
+        calls.append(args[4:6])
+        if len(calls) > 12:
+            raise Crash
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(resumable, "advance", crash_after_twelve)
+    with pytest.raises(Crash):
+        run_checkpointed(cfg, tmp_path, progress=False, call_seconds=1e-6, checkpoint_every=1e-6)
+    saved = midrun.midrun_file(tmp_path, [2])
+    with np.load(saved) as z:
+        done, steps_done = int(z["done"]), int(z["steps_done"])
+    assert done == calls[11][1] and steps_done == 10 * done  # after the 12th call (10 steps each)
+    resumed = []
+    monkeypatch.setattr(resumable, "advance", lambda *a, **k: resumed.append(a[4:6]) or advance(*a, **k))
+    result = run_checkpointed(cfg, tmp_path, resume=True, progress=False, call_seconds=1e-6)
+    assert resumed[0][0] == done and not saved.exists()  # went on from the file, then removed it
+    assert not _equal(whole.curves, result.curves)
+    np.testing.assert_array_equal(whole.diverged_at, result.diverged_at)
+
+
+def test_the_interrupt_line_says_how_far_a_long_run_got(tmp_path):
+    store = midrun.MidRun(tmp_path, "abc", resume=False)
+    store.save([1, 2, 4, 8, 16, 32], [np.zeros(3)], 90, 14200, 30000)
+    assert midrun.kept(tmp_path) == "14200/30000 steps of H=1..32"
+    store.clear([1, 2, 4, 8, 16, 32])
+    assert midrun.kept(tmp_path) is None
+
+
+def test_a_mid_run_file_of_another_config_or_layout_is_not_continued(tmp_path):
+    leaves = [np.zeros((2, 3), np.float32)]
+    midrun.MidRun(tmp_path, "other", resume=False).save([1], leaves, 5, 50, 100)
+    assert midrun.MidRun(tmp_path, "mine", resume=True).load([1], leaves) is None
+    midrun.MidRun(tmp_path, "mine", resume=False).save([1], leaves, 5, 50, 100)
+    assert midrun.MidRun(tmp_path, "mine", resume=False).load([1], leaves) is None  # not resuming
+    assert midrun.MidRun(tmp_path, "mine", resume=True).load([1], leaves)[0] == 5
+    with pytest.warns(UserWarning, match="another layout"):
+        assert midrun.MidRun(tmp_path, "mine", resume=True).load([1], [np.zeros((2, 4), np.float32)]) is None
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), "2", True])
+def test_bad_seconds_are_refused_in_one_line(bad):
+    with pytest.raises(ConfigError, match="must be a number of seconds > 0"):
+        midrun.check_seconds("call_seconds", bad)
+    with pytest.raises(ConfigError, match=r"call_seconds=.* must be a number of seconds > 0"):
+        run_sweep(call_seconds=bad, progress=False)
+
+
+@pytest.mark.parametrize("flag", ["--call-seconds", "--checkpoint-every"])
+@pytest.mark.parametrize("text", ["0", "-2", "inf", "soon"])
+def test_bad_seconds_flags_are_refused_in_one_line(flag, text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([f"{flag}={text}", "--out", "never-written"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "must be a number of seconds > 0" in err, err
+
+
+def test_the_long_run_flags_are_refused_for_a_grid(capsys):
+    assert main(["--lr", "1,2", "--checkpoint-every", "5", "--out", "never-written"]) == 2
+    assert "--checkpoint-every applies to a sweep over H, not to a grid" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_adam_stays_one_call_with_its_numbers(monkeypatch):
+    """Adam's one-call program computes other last bits than its loop in calls would: it is never
+    split, so its numbers stay the engine's."""
+    cfg = _config(optimizer="adam", lr=0.05, heads=[2], steps=300, log_every=10)
+    one = run_sweep(cfg, progress=False)
+    monkeypatch.setattr(execute, "tqdm", CountingBar)
+    CountingBar.moves = []
+    again = run_sweep(cfg, progress=True, call_seconds=1e-6)
+    assert not _equal(one.curves, again.curves)
+    assert CountingBar.moves == [300]  # one point, one call
+
+
+def test_a_short_point_stays_one_call():
+    cfg = resolve(with_overrides(None, **SMALL)).config
+    prog = next(_points(cfg))[0]
+    assert longrun.estimated_seconds(prog, 12, 4, 1, "cpu") < 2 * midrun.CALL_SECONDS
+    assert longrun.estimated_seconds(prog, 12, 4, 1, "cpu") > 0
