@@ -36,6 +36,7 @@ HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads 
 # The data models whose parameters the first results files listed for every model (None where
 # not its own): their data section keeps listing them, so every old run's hash is unchanged.
 FIRST_DATA_MODELS = ("dm1", "planted")
+_N = "[1, 10000000]"  # examples per trial (the upper bounds catch a typo: an extra zero or three)
 
 
 @dataclass(frozen=True, init=False)
@@ -63,7 +64,7 @@ class DataConfig:
         hashed="always",
     )
     n_train: int = knob(
-        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always"
+        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always", within=_N
     )
     n_test: int = knob(
         300,
@@ -71,6 +72,7 @@ class DataConfig:
         grid=int,
         idle=idle.from_file,
         hashed="always",
+        within=_N,
     )
     T: int | None = knob(
         None,
@@ -80,6 +82,7 @@ class DataConfig:
         unit="T",
         idle=idle.from_file,
         hashed="always",
+        within="[1, 4096]",
     )
     d: int | None = knob(
         None,
@@ -89,6 +92,7 @@ class DataConfig:
         unit="d",
         idle=idle.from_file,
         hashed="always",
+        within="[1, 4096]",
     )
     params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
 
@@ -219,15 +223,19 @@ class ModelConfig:
         parse=head_size_arg,
         idle=idle.head_size,
         hashed="always",
+        within="[1, inf)",
     )
     init: str = knob("zero", "", choices=parts.INITS, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
-    temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
+    temperature: float = knob(
+        1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀", within="(0.0, 1e30]"
+    )
     temperature_decay: float = knob(
         0.0,
         "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
         grid=float,
         unit="c",
+        within="[0.0, inf)",
     )
     init_scale: float = knob(
         1.0,
@@ -236,6 +244,7 @@ class ModelConfig:
         unit="σ₀",
         idle=idle.init_scale,
         hashed="always",
+        within="(0.0, 1e30]",
     )
     bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
     init_from: str | None = knob(
@@ -250,7 +259,9 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
     """The three knobs of a parameter group (readout, attention)."""
     return {
         f"{group}_lr_factor": knob(
-            1.0, f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)"
+            1.0,
+            f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
+            within="[0.0, 1e30]",
         ),
         f"{group}_steps": knob(
             None,
@@ -264,6 +275,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
             f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
             idle=idle.decay(group),
+            within="[0.0, 1e30]",
         ),
     }
 
@@ -279,7 +291,9 @@ class OptimConfig:
     decay λ >= 0) and a constraint."""
 
     optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, hashed="always")
-    lr: float = knob(1.0, "base step size η₀", grid=float, unit="η₀", hashed="always")
+    lr: float = knob(  # beyond hi: float32 overflows
+        1.0, "base step size η₀", grid=float, unit="η₀", hashed="always", within="(0.0, 1e30]"
+    )
     lr_scaling: str = knob(
         "constant",
         "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
@@ -294,7 +308,9 @@ class OptimConfig:
         choices=parts.LOSSES,
         hashed="always",
     )
-    steps: int = knob(500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always")
+    steps: int = knob(
+        500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always", within="[1, 100000000]"
+    )
     # None: the data's (its data model's, or a file's targets). Resolved by ``Config.resolved``.
     task: str | None = knob(
         None,
@@ -310,6 +326,7 @@ class OptimConfig:
         "the logged train loss is still the full training set's (online: the batch of the next update)",
         parse=int_arg,
         idle=idle.minibatch,
+        within="[1, inf)",
     )
     sampling: str = knob(
         "epoch",
@@ -333,6 +350,7 @@ class OptimConfig:
         "normalized-gd only: the step η·g/(‖g‖ + ε), a division guard as in some authors' code "
         "(0: η·g/‖g‖, a step of length exactly η)",
         idle=idle.normalised,
+        within="[0.0, 1.0]",
     )
     ngd_per_group: bool = knob(
         False,
@@ -351,12 +369,19 @@ class SweepConfig:
         parse=parse_heads,
         coerce=lambda name, value: parse_heads(value),
         hashed="always",
+        within="[1, 4096]",
     )
-    trials: int = knob(3, "independent trials (data draws and inits) per H", hashed="always")
-    seed: int = knob(0, "root PRNG seed; the same seed gives the same numbers", hashed="always")
-    log_every: int | None = knob(None, "log metrics every K steps", parse=int_arg, hashed="always")
+    trials: int = knob(
+        3, "independent trials (data draws and inits) per H", hashed="always", within="[1, 100000]"
+    )
+    seed: int = knob(
+        0, "root PRNG seed; the same seed gives the same numbers", hashed="always", within="[0, 4294967295]"
+    )
+    log_every: int | None = knob(
+        None, "log metrics every K steps", parse=int_arg, hashed="always", within="[1, inf)"
+    )
     log_points: int | None = knob(
-        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always"
+        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always", within="[2, 100000]"
     )
     # zero init: one representative head per H (exact); the flag is --no-fast-path
     fast_path: bool = knob(
@@ -406,6 +431,7 @@ class SweepConfig:
         "(default: about 200 points per run; 1: every logged step)",
         parse=int_arg,
         idle=idle.head_view,
+        within="[1, inf)",
     )
     head_sims: bool = knob(
         False,

@@ -54,43 +54,99 @@ def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Arr
     return A * out
 
 
+# The exponentials' range: inside one compiled kernel XLA contracts β·s − max_t β·s_t into a fused
+# multiply-add, which subtracts the rounded max from the exact product, so the largest score's
+# exponent is that product's rounding error, up to ±|β·s|·ε/2, not 0. Past |β·s| of about 1e9
+# (float32; about 6e18 in float64) the sum Σ of a query's exponentials can overflow (inf / inf),
+# underflow (0 / 0), or be so small that the derivative's 1/Σ² overflows (0·inf in the backward
+# pass): NaN, and a float32 run at β₀ = 1e6 or 1e10 "diverged". A query whose Σ is outside
+# [1/√max, max) takes its exponentials relative to their largest (so that one is 1): e / max_t e
+# where that is a finite number > 0, else 1 for the inf ones (max_t e = inf) or for the scores
+# equal to the max (max_t e = 0: their exponent is truly 0), 0 for the others. Every other query
+# keeps its exponentials as they are, so its weights and their derivative are the ones JAX
+# computes, op for op. A score that overflowed itself (β·s = ±inf, so an infinite max) stays NaN:
+# its order among the others is lost.
+
+
+def _weights(
+    scores: jax.Array, shift: jax.Array, rest: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """(e, Σ, rest): the exponentials e = exp(scores − shift) (…, t), Σ = their sum (+ ``rest``:
+    softmax1's null token adds e^{-m}) and ``rest``, held as above."""
+
+    def sum_of(e, rest):
+        return (
+            jnp.sum(e, axis=-1, keepdims=True) if rest is None else rest + jnp.sum(e, axis=-1, keepdims=True)
+        )
+
+    e = jnp.exp(scores - shift)
+    total = sum_of(e, rest)
+    held = (total >= 1 / np.sqrt(np.finfo(e.dtype).max)) & (total < jnp.inf)  # False for NaN
+    top = jnp.max(e, axis=-1, keepdims=True)
+    inner = (top > 0) & (top < jnp.inf)
+    tied = (scores == shift) & jnp.isfinite(shift)  # exponent 0 (softmax1: the max above 0)
+    other = jnp.where(top > 0, (e == jnp.inf).astype(e.dtype), tied.astype(e.dtype))
+    e = jnp.where(held, e, jnp.where(inner, e / jnp.where(inner, top, 1.0), other))
+    if rest is not None:
+        rest = jnp.where(held, rest, jnp.where(inner, rest / jnp.where(inner, top, 1.0), 0.0))
+    return e, jnp.where(held, total, sum_of(e, rest)), rest
+
+
+def _plain_tangent(e: jax.Array, total: jax.Array, ds: jax.Array) -> jax.Array:
+    """The derivative of e / Σ for e = exp(s − shift), the shift a constant, in JAX's own autodiff
+    ops (jax.nn.softmax's, and softmax1's expression's), from the held e and Σ of ``_weights``."""
+    z = ds * e
+    dz = jnp.sum(z, axis=-1, keepdims=True)
+    return z / total + (-dz * e) * jax.lax.integer_pow(total, -2)
+
+
+def _softmax_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(e, Σ) of ``jax.nn.softmax(scores, axis=-1)`` (its weights e / Σ), held (``_weights``)."""
+    x_max = jax.lax.stop_gradient(jnp.max(scores, axis=-1, initial=-jnp.inf, keepdims=True))
+    return _weights(scores, x_max)[:2]
+
+
 @jax.custom_jvp
 def softmax(scores: jax.Array) -> jax.Array:
-    """e^{s_t} / Σ_t' e^{s_t'} over the last axis (``jax.nn.softmax``'s numbers); its derivative is
-    taken relative to the largest-weight token (exact at saturation, see above)."""
-    return jax.nn.softmax(scores, axis=-1)
+    """e^{s_t} / Σ_t' e^{s_t'} over the last axis (``jax.nn.softmax``'s numbers, finite where the
+    fused shift overflows, see above); its derivative is taken relative to the largest-weight token
+    (exact at saturation, see above)."""
+    e, total = _softmax_parts(scores)
+    return e / total
 
 
 @softmax.defjvp
 def _softmax_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    A, plain = jax.jvp(lambda s: jax.nn.softmax(s, axis=-1), (scores,), (ds,))
+    e, total = _softmax_parts(scores)
+    A, plain = e / total, _plain_tangent(e, total, ds)
     ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
     top = jnp.max(A, axis=-1, keepdims=True)
     return A, jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
 
 
 def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(A, a₀, m): the weights e^{s_t} / (1 + Σ e^{s_t'}), the null token's 1 / (1 + Σ e^{s_t'}) and
-    m = max(0, max_t s_t), the shift taken out of every exponential (stable)."""
+    """(e, Σ, a₀): the exponentials e^{s_t − m}, Σ = e^{−m} + Σ_t e^{s_t − m} (the weights are e / Σ)
+    and the null token's weight e^{−m} / Σ, with m = max(0, max_t s_t) taken out of every
+    exponential (stable), held (``_weights``)."""
     m = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), 0.0))
-    e = jnp.exp(scores - m)
-    total = jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True)
-    return e / total, jnp.exp(-m) / total, m
+    e, total, null = _weights(scores, m, jnp.exp(-m))
+    return e, total, null / total
 
 
 @jax.custom_jvp
 def softmax1(scores: jax.Array) -> jax.Array:
     """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable; its
     derivative is taken relative to the largest weight, the null token's included (see above)."""
-    return _softmax1_parts(scores)[0]
+    e, total, _ = _softmax1_parts(scores)
+    return e / total
 
 
 @softmax1.defjvp
 def _softmax1_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    A, plain = jax.jvp(lambda s: _softmax1_parts(s)[0], (scores,), (ds,))
-    null = _softmax1_parts(scores)[1]
+    e, total, null = _softmax1_parts(scores)
+    A, plain = e / total, _plain_tangent(e, total, ds)
     top = jnp.argmax(scores, axis=-1, keepdims=True)
     # the null token (score 0) is the largest weight unless some score is above 0
     ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
