@@ -171,5 +171,3 @@ def test_an_explicit_value_without_effect_is_refused(tmp_path):
     # not given by the user: a preset's or a results file's value is kept as it was
     not_given = apply_overrides(Config(), {"model": {"init_scale": 0.5}}, "preset x", explicit=False)
     assert validate(not_given).model.init_scale == 0.5
-
-
