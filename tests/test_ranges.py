@@ -88,11 +88,11 @@ def test_the_bounds_keep_their_messages():
             validate(api.with_overrides(**kw))
 
 
-def test_softmax_keeps_jax_numbers_where_they_hold():
+def test_the_scaled_softmax_keeps_jax_numbers_where_they_hold():
     # bit for bit jax.nn.softmax (and its derivative) on queries whose exponentials hold, compiled
     s = jax.random.normal(jax.random.PRNGKey(0), (64, 3, 10)) * jnp.array([1.0, 30.0, 300.0])[None, :, None]
     ds = jax.random.normal(jax.random.PRNGKey(1), s.shape)
-    ours = jax.jit(lambda s, ds: jax.jvp(activations.softmax, (s,), (ds,)))(s, ds)
+    ours = jax.jit(lambda s, ds: jax.jvp(activations.softmax_scaled, (s,), (ds,)))(s, ds)
     theirs = jax.jit(lambda s, ds: jax.jvp(lambda x: jax.nn.softmax(x, axis=-1), (s,), (ds,)))(s, ds)
     assert np.array_equal(ours[0], theirs[0])
     unsaturated = np.asarray(jnp.max(theirs[0], axis=-1) < 0.99)[..., None]

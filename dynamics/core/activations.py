@@ -54,6 +54,60 @@ def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Arr
     return A * out
 
 
+@jax.custom_jvp
+def softmax(scores: jax.Array) -> jax.Array:
+    """e^{s_t} / Σ_t' e^{s_t'} over the last axis (``jax.nn.softmax``'s numbers); its derivative is
+    taken relative to the largest-weight token (exact at saturation, see above)."""
+    return jax.nn.softmax(scores, axis=-1)
+
+
+@softmax.defjvp
+def _softmax_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    A, plain = jax.jvp(lambda s: jax.nn.softmax(s, axis=-1), (scores,), (ds,))
+    return A, _softmax_tangent(scores, ds, A, plain)
+
+
+def _softmax_tangent(scores, ds, A, plain):
+    """Ȧ of the softmax: relative to the largest weight where it saturates, ``plain`` elsewhere."""
+    ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
+    top = jnp.max(A, axis=-1, keepdims=True)
+    return jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
+
+
+def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(A, a₀, m): the weights e^{s_t} / (1 + Σ e^{s_t'}), the null token's 1 / (1 + Σ e^{s_t'}) and
+    m = max(0, max_t s_t), the shift taken out of every exponential (stable)."""
+    m = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), 0.0))
+    e = jnp.exp(scores - m)
+    total = jnp.exp(-m) + jnp.sum(e, axis=-1, keepdims=True)
+    return e / total, jnp.exp(-m) / total, m
+
+
+@jax.custom_jvp
+def softmax1(scores: jax.Array) -> jax.Array:
+    """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable; its
+    derivative is taken relative to the largest weight, the null token's included (see above)."""
+    return _softmax1_parts(scores)[0]
+
+
+@softmax1.defjvp
+def _softmax1_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    A, plain = jax.jvp(lambda s: _softmax1_parts(s)[0], (scores,), (ds,))
+    null = _softmax1_parts(scores)[1]
+    return A, _softmax1_tangent(scores, ds, A, null, plain)
+
+
+def _softmax1_tangent(scores, ds, A, null, plain):
+    """Ȧ of softmax1: relative to the largest weight where it saturates, ``plain`` elsewhere."""
+    top = jnp.argmax(scores, axis=-1, keepdims=True)
+    # the null token (score 0) is the largest weight unless some score is above 0
+    ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
+    largest = jnp.maximum(jnp.max(A, axis=-1, keepdims=True), null)
+    return jnp.where(_saturated(largest), _relative_tangent(A, ds, ref, null), plain)
+
+
 # The exponentials' range: inside one compiled kernel XLA contracts β·s − max_t β·s_t into a fused
 # multiply-add, which subtracts the rounded max from the exact product, so the largest score's
 # exponent is that product's rounding error, up to ±|β·s|·ε/2, not 0. Past |β·s| of about 1e9
@@ -65,7 +119,9 @@ def _relative_tangent(A: jax.Array, ds: jax.Array, ref: jax.Array, null: jax.Arr
 # equal to the max (max_t e = 0: their exponent is truly 0), 0 for the others. Every other query
 # keeps its exponentials as they are, so its weights and their derivative are the ones JAX
 # computes, op for op. A score that overflowed itself (β·s = ±inf, so an infinite max) stays NaN:
-# its order among the others is lost.
+# its order among the others is lost. Only scores multiplied by β ≠ 1 can meet this (β = 1: the
+# scores come out of a matmul, no product to fuse), and only they take these ``_scaled`` forms
+# (the activation part's ``scaled``), so a program at β = 1 is the one it always was.
 
 
 def _weights(
@@ -100,32 +156,29 @@ def _plain_tangent(e: jax.Array, total: jax.Array, ds: jax.Array) -> jax.Array:
     return z / total + (-dz * e) * jax.lax.integer_pow(total, -2)
 
 
-def _softmax_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _held_softmax_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(e, Σ) of ``jax.nn.softmax(scores, axis=-1)`` (its weights e / Σ), held (``_weights``)."""
     x_max = jax.lax.stop_gradient(jnp.max(scores, axis=-1, initial=-jnp.inf, keepdims=True))
     return _weights(scores, x_max)[:2]
 
 
 @jax.custom_jvp
-def softmax(scores: jax.Array) -> jax.Array:
-    """e^{s_t} / Σ_t' e^{s_t'} over the last axis (``jax.nn.softmax``'s numbers, finite where the
-    fused shift overflows, see above); its derivative is taken relative to the largest-weight token
-    (exact at saturation, see above)."""
-    e, total = _softmax_parts(scores)
+def softmax_scaled(scores: jax.Array) -> jax.Array:
+    """``softmax`` of scores multiplied by β ≠ 1 (``model.attention`` takes it there): its numbers,
+    and finite where the fused shift overflows (see above)."""
+    e, total = _held_softmax_parts(scores)
     return e / total
 
 
-@softmax.defjvp
-def _softmax_jvp(primals, tangents):
+@softmax_scaled.defjvp
+def _softmax_scaled_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    e, total = _softmax_parts(scores)
-    A, plain = e / total, _plain_tangent(e, total, ds)
-    ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
-    top = jnp.max(A, axis=-1, keepdims=True)
-    return A, jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
+    e, total = _held_softmax_parts(scores)
+    A = e / total
+    return A, _softmax_tangent(scores, ds, A, _plain_tangent(e, total, ds))
 
 
-def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _held_softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(e, Σ, a₀): the exponentials e^{s_t − m}, Σ = e^{−m} + Σ_t e^{s_t − m} (the weights are e / Σ)
     and the null token's weight e^{−m} / Σ, with m = max(0, max_t s_t) taken out of every
     exponential (stable), held (``_weights``)."""
@@ -135,23 +188,19 @@ def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]
 
 
 @jax.custom_jvp
-def softmax1(scores: jax.Array) -> jax.Array:
-    """e^{s_t} / (1 + Σ_t' e^{s_t'}), computed with m = max(0, max_t s_t) taken out: stable; its
-    derivative is taken relative to the largest weight, the null token's included (see above)."""
-    e, total, _ = _softmax1_parts(scores)
+def softmax1_scaled(scores: jax.Array) -> jax.Array:
+    """``softmax1`` of scores multiplied by β ≠ 1: its numbers, and finite where the fused shift
+    overflows (see above)."""
+    e, total, _ = _held_softmax1_parts(scores)
     return e / total
 
 
-@softmax1.defjvp
-def _softmax1_jvp(primals, tangents):
+@softmax1_scaled.defjvp
+def _softmax1_scaled_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
-    e, total, null = _softmax1_parts(scores)
-    A, plain = e / total, _plain_tangent(e, total, ds)
-    top = jnp.argmax(scores, axis=-1, keepdims=True)
-    # the null token (score 0) is the largest weight unless some score is above 0
-    ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
-    largest = jnp.maximum(jnp.max(A, axis=-1, keepdims=True), null)
-    return A, jnp.where(_saturated(largest), _relative_tangent(A, ds, ref, null), plain)
+    e, total, null = _held_softmax1_parts(scores)
+    A = e / total
+    return A, _softmax1_tangent(scores, ds, A, null, _plain_tangent(e, total, ds))
 
 
 def identity(scores: jax.Array) -> jax.Array:

@@ -288,12 +288,12 @@ def attention(
     """Attention weights σ(β·s): (n, H, T) for query "first", (n, H, T_query, T) for "all".
     ``activation`` a name of ``dynamics.parts.ACTIVATIONS``, ``beta`` the temperature β (a
     number: β = 1 leaves the scores as they are)."""
-    sigma = parts.ACTIVATIONS.get(activation, "attention").load()
+    part = parts.ACTIVATIONS.get(activation, "attention")
     _check_beta(beta)
     scores = attention_scores(params, X, query)
-    if not (isinstance(beta, int | float) and beta == 1.0):
-        scores = beta * scores
-    return sigma(scores)
+    if isinstance(beta, int | float) and beta == 1.0:
+        return part.load()(scores)
+    return part.load_scaled()(beta * scores)  # β·s: the softmaxes' form that holds a fused shift
 
 
 def head_outputs(
