@@ -259,10 +259,10 @@ KEPT_OVERRIDES = {
 def test_the_hash_rule_keeps_every_old_config_hash(monkeypatch):
     """The hashes below were computed before the declarations, at NUMERICS_VERSION 2; the version
     is part of every hash by design (bumped when numbers move), the rule is what is checked here."""
-    from dynamics.config import sections
+    from dynamics.config import identity
     from dynamics.config.schema import preset
 
-    monkeypatch.setattr(sections, "NUMERICS_VERSION", 2)
+    monkeypatch.setattr(identity, "NUMERICS_VERSION", 2)
     assert {name: preset(name).hash() for name in KEPT_HASHES} == KEPT_HASHES
     for expected, overrides in KEPT_OVERRIDES.items():
         assert apply_overrides(Config(), overrides, "test").hash() == expected, overrides

@@ -173,16 +173,6 @@ def test_an_explicit_value_without_effect_is_refused(tmp_path):
     assert validate(not_given).model.init_scale == 0.5
 
 
-def test_every_bound_names_a_declared_knob():
-    """The upper bounds of ``parts.checks.MAXIMA`` are read by the knob's key: a key that names no
-    declared knob (a renamed field) would drop its bound silently, so it fails here."""
-    from dynamics.config import schema
-    from dynamics.parts.checks import MAXIMA
-
-    keys = {k.key for k in schema.declared()}
-    assert not set(MAXIMA) - keys, sorted(set(MAXIMA) - keys)
-
-
 def test_a_config_built_in_python_is_held_to_the_same_idle_rules():
     """``Config(...)`` built directly marks nothing as given, yet every value away from its
     default is the user's own: one that changes nothing is refused with the flag's message; a

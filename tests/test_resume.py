@@ -129,7 +129,7 @@ def test_a_new_numerics_version_invalidates_saved_results(tmp_path, monkeypatch)
     old = cfg.hash()
     assert set(finished_heads(out, old)) == {1}
     monkeypatch.setattr(
-        dynamics.config.sections, "NUMERICS_VERSION", dynamics.config.sections.NUMERICS_VERSION + 1
+        dynamics.config.identity, "NUMERICS_VERSION", dynamics.config.identity.NUMERICS_VERSION + 1
     )
     assert cfg.hash() != old
     assert finished_heads(out, cfg.hash()) == {}

@@ -25,10 +25,10 @@ from dynamics.cli.common import (
     mean_std,
     use_file_backend,
 )
+from dynamics.config.sections import declaration
 from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
 from dynamics.infra import interrupts
-from dynamics.parts.checks import MAXIMA
 from dynamics.sweeps.checkpoint import locked
 from dynamics.sweeps.folders import discard_if_empty, experiment_claim
 from dynamics.sweeps.headline import format_line
@@ -83,8 +83,9 @@ def config_from_args(args: argparse.Namespace) -> bn.ExpressivityConfig | bn.Hea
     if wrong:
         raise ConfigError(f"{', '.join(wrong)} do(es) not apply to --preset {args.preset}")
     cfg = dataclasses.replace(cfg, **{k: v for k, v in pairs.items() if v is not None})
-    for name, top in (("steps", MAXIMA["optim.steps"]), ("seed", MAXIMA["sweep.seed"])):
-        if isinstance(getattr(cfg, name), int) and getattr(cfg, name) > top:  # as the main command line
+    for name, key in (("steps", "optim.steps"), ("seed", "sweep.seed")):
+        top = declaration(key).hi  # the main command line's bound, declared with its knob
+        if isinstance(getattr(cfg, name), int) and getattr(cfg, name) > top:
             raise ConfigError(f"--{name}={getattr(cfg, name)} must be <= {top}")
     cfg.validate()
     if isinstance(cfg, bn.HeadsConfig):

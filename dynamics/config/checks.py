@@ -14,9 +14,8 @@ from dynamics import parts
 from dynamics.config import sections as sec
 from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import MAX_LOGGED_STEPS
+from dynamics.parts.checks import MAX_LOGGED_STEPS, within
 from dynamics.parts.checks import choice as _choice
-from dynamics.parts.checks import finite as _finite
 from dynamics.parts.checks import positive_int as _positive_int
 from dynamics.parts.knobs import knob_of
 
@@ -132,6 +131,17 @@ def _check_choices(cfg: sec.Config) -> None:
             _choice(k.key, value, k.spec.choices)
 
 
+def _check_bounds(section: str, values, schema=None) -> None:
+    """Every number of ``section`` (a config section, or with ``schema`` a data model's parameters)
+    in the range its knob declares (``Knob.lo``, ``hi``; each value of a tuple), read from the
+    declarations: one line naming the field, the value and the bound."""
+    fields = dataclasses.fields(schema if schema is not None else sec.SECTIONS[section])
+    for f in fields:
+        spec = knob_of(f)
+        if spec is not None:
+            within(f"{section}.{f.name}", getattr(values, f.name), spec, f.default)
+
+
 def _check_data(data: sec.DataConfig) -> None:
     """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
     model = parts.DATA_MODELS.get(data.model)
@@ -156,13 +166,15 @@ def _check_data(data: sec.DataConfig) -> None:
                 f"data.{name}=None: data model {data.model!r} has no default {name}; "
                 f"give data.{name} ({flag})"
             )
-        _positive_int(f"data.{name}", getattr(data, name))
+    _check_bounds("data", data)
     wrong = [name for name, _ in data.params if name not in model.parameters]
     if wrong:
         raise ConfigError(
             f"data.model={data.model!r} has no parameter {', '.join('data.' + w for w in wrong)}"
         )
     _check_params(model, data)
+    if model.schema is not None:
+        _check_bounds("data", data, model.schema)
     own = dict(data.params)
     for f in dataclasses.fields(model.schema) if model.schema else ():
         spec = knob_of(f)
@@ -186,9 +198,9 @@ def _npz_sizes(data: sec.DataConfig) -> sec.DataConfig:
                 f"data.{name}={value!r} does not apply to --data {data.path}: the file fixes "
                 f"{name} = {getattr(header, name)}"
             )
-    for name in unset:  # the same bounds as synthetic data (a 3 MB file can claim d = 10⁵)
-        _positive_int(f"data.{name}", getattr(header, name))
-    return dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
+    sized = dataclasses.replace(data, n_train=header.n_train, n_test=header.n_test, T=header.T, d=header.d)
+    _check_bounds("data", sized)  # the same bounds as synthetic data (a 3 MB file can claim d = 10⁵)
+    return sized
 
 
 def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
@@ -197,11 +209,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
     parts.KEY_QUERIES.get(model.key_query)
     parts.INITS.get(model.init)
     parts.ACTIVATIONS.get(model.attention)
-    _finite("model.temperature", model.temperature, lo=0.0, lo_open=True, hi=1e30)
-    _finite("model.temperature_decay", model.temperature_decay, lo=0.0)
-    _finite("model.init_scale", model.init_scale, lo=0.0, lo_open=True, hi=1e30)
+    _check_bounds("model", model)
     if model.head_size != "split":
-        _positive_int("model.head_size", model.head_size)
         if data.d is not None and model.head_size > data.d:
             raise ConfigError(
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
@@ -256,16 +265,13 @@ def _set_directly(cfg: sec.Config) -> set[str]:
 
 def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
     optimizer = parts.OPTIMIZERS.get(optim.optimizer)
-    _finite("optim.lr", optim.lr, lo=0.0, lo_open=True, hi=1e30)  # beyond: float32 overflows
+    _check_bounds("optim", optim)
     parts.LR_SCALINGS.get(optim.lr_scaling)
     loss = parts.LOSSES.get(optim.loss)
-    _positive_int("optim.steps", optim.steps)
     parts.SAMPLINGS.get(optim.sampling)
     if optimizer.minibatch:
         _check_batch(optim, data)
     for group in parts.GROUPS:
-        _finite(f"optim.{group}_lr_factor", getattr(optim, f"{group}_lr_factor"), lo=0.0, hi=1e30)
-        _finite(f"optim.{group}_weight_decay", getattr(optim, f"{group}_weight_decay"), lo=0.0, hi=1e30)
         steps = getattr(optim, f"{group}_steps")
         if steps is not None:
             start, stop = steps
@@ -277,7 +283,6 @@ def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataC
                 )
     parts.CONSTRAINTS.get(optim.constraint)
     parts.check_sphere(model.query, model.init, optim.constraint)
-    _finite("optim.ngd_eps", optim.ngd_eps, lo=0.0, hi=1.0)
     _check_task(optim, data, loss)
 
 
@@ -289,7 +294,6 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
             f"optim.optimizer={optim.optimizer!r} needs optim.batch_size (--batch-size B), the training "
             f"examples per update"
         )
-    _positive_int("optim.batch_size", optim.batch_size)
     if parts.SAMPLINGS.get(optim.sampling).fresh:
         if parts.DATA_MODELS.get(data.model).from_file:
             raise ConfigError(
@@ -377,8 +381,7 @@ def _check_task(optim: sec.OptimConfig, data: sec.DataConfig, loss) -> None:
 def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
     if not sweep.heads:
         raise ConfigError("sweep.heads is empty; give at least one number of heads, e.g. --heads 1,2,4")
-    for h in sweep.heads:
-        _positive_int("sweep.heads", h)
+    _check_bounds("sweep", sweep)
     if len(set(sweep.heads)) != len(sweep.heads):
         raise ConfigError(f"sweep.heads={list(sweep.heads)} has repeated values")
     if not parts.KEY_QUERIES[model.key_query].packs_across_heads(model.head_size) and data.d is not None:
@@ -388,16 +391,8 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
                 f"sweep.heads={too_many} exceed data.d={data.d}: head_size='split' gives d // H = 0"
             )
     _choice("sweep.head_metrics", sweep.head_metrics, sec.HEAD_METRICS)
-    _positive_int("sweep.trials", sweep.trials)
-    _positive_int("sweep.seed", sweep.seed, minimum=0)
     if sweep.log_every is not None and sweep.log_points is not None:
         raise ConfigError("give sweep.log_every or sweep.log_points, not both")
-    if sweep.log_every is not None:
-        _positive_int("sweep.log_every", sweep.log_every)
-    if sweep.log_points is not None:
-        _positive_int("sweep.log_points", sweep.log_points, minimum=2)
-    if sweep.head_every is not None:
-        _positive_int("sweep.head_every", sweep.head_every)
     if from_snapshots(sweep):  # any query with one query token, any optimiser, rule or θ(0)
         _check_snapshot_maxmargin(model)
     else:

@@ -11,17 +11,20 @@ any document with ``NUMERICS_VERSION``. The parts' names come from their registr
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from dynamics import parts
 from dynamics.config import idle
+from dynamics.config.identity import (  # noqa: F401  (NUMERICS_VERSION, part_fields: read from here too)
+    NUMERICS_VERSION,
+    digest,
+    file_digest,
+    part_fields,
+    user_sources,
+)
 from dynamics.errors import ConfigError
 from dynamics.parts import values
 from dynamics.parts.checks import suggest as _suggest
@@ -36,6 +39,7 @@ HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads 
 # The data models whose parameters the first results files listed for every model (None where
 # not its own): their data section keeps listing them, so every old run's hash is unchanged.
 FIRST_DATA_MODELS = ("dm1", "planted")
+_N = "[1, 10000000]"  # examples per trial (the upper bounds catch a typo: an extra zero or three)
 
 
 @dataclass(frozen=True, init=False)
@@ -64,7 +68,7 @@ class DataConfig:
         hashed="always",
     )
     n_train: int = knob(
-        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always"
+        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always", within=_N
     )
     n_test: int = knob(
         300,
@@ -72,6 +76,7 @@ class DataConfig:
         grid=int,
         idle=idle.from_file,
         hashed="always",
+        within=_N,
     )
     T: int | None = knob(
         None,
@@ -81,6 +86,7 @@ class DataConfig:
         unit="T",
         idle=idle.from_file,
         hashed="always",
+        within="[1, 4096]",
     )
     d: int | None = knob(
         None,
@@ -90,6 +96,7 @@ class DataConfig:
         unit="d",
         idle=idle.from_file,
         hashed="always",
+        within="[1, 4096]",
     )
     params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
 
@@ -222,15 +229,19 @@ class ModelConfig:
         parse=head_size_arg,
         idle=idle.head_size,
         hashed="always",
+        within="[1, inf)",
     )
     init: str = knob("zero", "", choices=parts.INITS, grid=str, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
-    temperature: float = knob(1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀")
+    temperature: float = knob(
+        1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀", within="(0.0, 1e30]"
+    )
     temperature_decay: float = knob(
         0.0,
         "c: β_t = β₀/(1 + c·t) at update t (default 0: constant); a logged step uses its last update's β",
         grid=float,
         unit="c",
+        within="[0.0, inf)",
     )
     init_scale: float = knob(
         1.0,
@@ -240,6 +251,7 @@ class ModelConfig:
         unit="σ₀",
         idle=idle.init_scale,
         hashed="always",
+        within="(0.0, 1e30]",
     )
     bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
     init_from: str | None = knob(
@@ -254,7 +266,9 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
     """The three knobs of a parameter group (readout, attention)."""
     return {
         f"{group}_lr_factor": knob(
-            1.0, f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)"
+            1.0,
+            f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
+            within="[0.0, 1e30]",
         ),
         f"{group}_steps": knob(
             None,
@@ -268,6 +282,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"λ >= 0 on the {group} parameters {names}: the L2 term λ/2·‖θ‖² in the gradient (gd, sgd; "
             f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
             idle=idle.decay(group),
+            within="[0.0, 1e30]",
         ),
     }
 
@@ -283,7 +298,9 @@ class OptimConfig:
     decay λ >= 0) and a constraint."""
 
     optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, grid=str, hashed="always")
-    lr: float = knob(1.0, "base step size η₀", grid=float, traced=True, unit="η₀", hashed="always")
+    lr: float = knob(  # beyond hi: float32 overflows
+        1.0, "base step size η₀", grid=float, traced=True, unit="η₀", hashed="always", within="(0.0, 1e30]"
+    )
     lr_scaling: str = knob(
         "constant",
         "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
@@ -300,7 +317,9 @@ class OptimConfig:
         grid=str,
         hashed="always",
     )
-    steps: int = knob(500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always")
+    steps: int = knob(
+        500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always", within="[1, 100000000]"
+    )
     # None: the data's (its data model's, or a file's targets). Resolved by ``Config.resolved``.
     task: str | None = knob(
         None,
@@ -316,6 +335,7 @@ class OptimConfig:
         "the logged train loss is still the full training set's (online: the batch of the next update)",
         parse=int_arg,
         idle=idle.minibatch,
+        within="[1, inf)",
     )
     sampling: str = knob(
         "epoch",
@@ -341,6 +361,7 @@ class OptimConfig:
         "normalized-gd only: the step η·g/(‖g‖ + ε), a division guard as in some authors' code "
         "(0: η·g/‖g‖, a step of length exactly η)",
         idle=idle.normalised,
+        within="[0.0, 1.0]",
     )
     ngd_per_group: bool = knob(
         False,
@@ -359,12 +380,19 @@ class SweepConfig:
         parse=parse_heads,
         coerce=lambda name, value: parse_heads(value),
         hashed="always",
+        within="[1, 4096]",
     )
-    trials: int = knob(3, "independent trials (data draws and inits) per H", hashed="always")
-    seed: int = knob(0, "root PRNG seed; the same seed gives the same numbers", hashed="always")
-    log_every: int | None = knob(None, "log metrics every K steps", parse=int_arg, hashed="always")
+    trials: int = knob(
+        3, "independent trials (data draws and inits) per H", hashed="always", within="[1, 100000]"
+    )
+    seed: int = knob(
+        0, "root PRNG seed; the same seed gives the same numbers", hashed="always", within="[0, 4294967295]"
+    )
+    log_every: int | None = knob(
+        None, "log metrics every K steps", parse=int_arg, hashed="always", within="[1, inf)"
+    )
     log_points: int | None = knob(
-        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always"
+        None, "log about N log-spaced steps instead", parse=int_arg, hashed="always", within="[2, 100000]"
     )
     # zero init: one representative head per H (exact); the flag is --no-fast-path
     fast_path: bool = knob(
@@ -414,6 +442,7 @@ class SweepConfig:
         "(default: about 200 points per run; 1: every logged step)",
         parse=int_arg,
         idle=idle.head_view,
+        within="[1, inf)",
     )
     head_sims: bool = knob(
         False,
@@ -421,25 +450,6 @@ class SweepConfig:
         "key directions and attention patterns)",
         idle=idle.head_sims,
     )
-
-
-# Part of every config hash (results caches, --resume checkpoints): bump it when the same
-# config starts giving other numbers, so that old results are recomputed, never mixed in.
-# 2: random init draws head h from fold_in(key, h) (packed runs).
-# 3: a query whose largest softmax weight is within 1e-2 of 1 takes the derivative relative to
-#    that weight (exact at saturation); normalised GD's norm is scaled by max|g| where √Σg² would
-#    under- or overflow, and a group with step factor 0 adds nothing to it. Runs that never come
-#    near saturation keep their numbers bit for bit (fig2, fig3-gd, planted-gd do), but any
-#    run with a saturated query (planted-adam, fig3-adam: last-bit changes, 1e-6 relative on their
-#    final losses) changes, so every config hash changes: --resume recomputes every point of a run
-#    made before (its checkpoints carry the old hash) and an old results folder reads as another
-#    config's (refused where its hash is checked), never mixed in.
-# 4: the saturated softmax derivative's transpose selects token r's own term out instead of
-#    cancelling it against a copy (a GPU rounded the two copies apart). Runs with a saturated
-#    query move in the last bits (fig3-adam and planted-adam final losses by <= 8.4e-7
-#    relative, the bottleneck-heads grid and the Hessian diagnostics alike); fig2, fig3-gd and
-#    planted-gd keep theirs bit for bit. As for 3: every config hash changes.
-NUMERICS_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -491,57 +501,10 @@ class Config:
         doc = self.resolved().to_dict()
         model = parts.DATA_MODELS.get(self.data.model) if self.data.model in parts.DATA_MODELS else None
         if model is not None and model.from_file and self.data.path:
-            doc["data"]["content_sha256"] = _file_digest(self.data.path)
+            doc["data"]["content_sha256"] = file_digest(self.data.path)
         if self.model.init_from:
-            doc["model"]["init_from_sha256"] = _file_digest(self.model.init_from)
+            doc["model"]["init_from_sha256"] = file_digest(self.model.init_from)
         return digest(doc)
-
-
-def part_fields() -> dict[str, parts.Registry]:
-    """``"section.field"`` -> the registry whose part that field names: each registry declares its
-    field (``Registry.field``), the one home of the mapping."""
-    return {registry.field: registry for registry in parts.REGISTRIES.values()}
-
-
-def user_sources(cfg: Config) -> dict[str, dict[str, str | None]]:
-    """{"section.field": {"path", "sha256"}} of every user part (``"module:attribute"``) the config
-    names, for every field that names a part (``part_fields``): where its code is, so results.json
-    records it and the config hash covers it."""
-    found = {}
-    for name, registry in part_fields().items():
-        section, field_name = name.split(".")
-        value = getattr(getattr(cfg, section), field_name)
-        if parts.registry.is_user_name(value) and value not in registry.names:
-            try:
-                found[name] = registry.get(value, name).source()
-            except ConfigError:
-                found[name] = {"path": None, "sha256": "unavailable"}
-    return found
-
-
-def _file_digest(path: str) -> str:
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        return "missing"
-    return _cached_digest(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_digest(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
-    from datamodels.npz import content_digest
-
-    try:
-        return content_digest(path)
-    except OSError:
-        return "unreadable"
-
-
-def digest(doc: dict[str, Any]) -> str:
-    """The 16-hex-digit hash of ``doc`` and ``NUMERICS_VERSION``: the ``config_hash`` of every
-    result file (a sweep's ``Config.hash``, the bottleneck experiments' keys)."""
-    text = json.dumps({"numerics": NUMERICS_VERSION, **doc}, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "sweep": SweepConfig}

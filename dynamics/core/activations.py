@@ -65,9 +65,14 @@ def softmax(scores: jax.Array) -> jax.Array:
 def _softmax_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
     A, plain = jax.jvp(lambda s: jax.nn.softmax(s, axis=-1), (scores,), (ds,))
+    return A, _softmax_tangent(scores, ds, A, plain)
+
+
+def _softmax_tangent(scores, ds, A, plain):
+    """Ȧ of the softmax: relative to the largest weight where it saturates, ``plain`` elsewhere."""
     ref = jax.lax.stop_gradient(jnp.argmax(scores, axis=-1, keepdims=True))
     top = jnp.max(A, axis=-1, keepdims=True)
-    return A, jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
+    return jnp.where(_saturated(top), _relative_tangent(A, ds, ref, None), plain)
 
 
 def _softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -91,11 +96,111 @@ def _softmax1_jvp(primals, tangents):
     (scores,), (ds,) = primals, tangents
     A, plain = jax.jvp(lambda s: _softmax1_parts(s)[0], (scores,), (ds,))
     null = _softmax1_parts(scores)[1]
+    return A, _softmax1_tangent(scores, ds, A, null, plain)
+
+
+def _softmax1_tangent(scores, ds, A, null, plain):
+    """Ȧ of softmax1: relative to the largest weight where it saturates, ``plain`` elsewhere."""
     top = jnp.argmax(scores, axis=-1, keepdims=True)
     # the null token (score 0) is the largest weight unless some score is above 0
     ref = jax.lax.stop_gradient(jnp.where(jnp.max(scores, axis=-1, keepdims=True) > 0, top, -1))
     largest = jnp.maximum(jnp.max(A, axis=-1, keepdims=True), null)
-    return A, jnp.where(_saturated(largest), _relative_tangent(A, ds, ref, null), plain)
+    return jnp.where(_saturated(largest), _relative_tangent(A, ds, ref, null), plain)
+
+
+# The exponentials' range: inside one compiled kernel XLA contracts β·s − max_t β·s_t into a fused
+# multiply-add, which subtracts the rounded max from the exact product, so the largest score's
+# exponent is that product's rounding error, up to ±|β·s|·ε/2, not 0. Past |β·s| of about 1e9
+# (float32; about 6e18 in float64) the sum Σ of a query's exponentials can overflow (inf / inf),
+# underflow (0 / 0), or be so small that the derivative's 1/Σ² overflows (0·inf in the backward
+# pass): NaN, and a float32 run at β₀ = 1e6 or 1e10 "diverged". A query whose Σ is outside
+# [1/√max, max) takes its exponentials relative to their largest (so that one is 1): e / max_t e
+# where that is a finite number > 0, else 1 for the inf ones (max_t e = inf) or for the scores
+# equal to the max (max_t e = 0: their exponent is truly 0), 0 for the others. Every other query
+# keeps its exponentials as they are, so its weights and their derivative are the ones JAX
+# computes, op for op. A score that overflowed itself (β·s = ±inf, so an infinite max) stays NaN:
+# its order among the others is lost. Only scores multiplied by β ≠ 1 can meet this (β = 1: the
+# scores come out of a matmul, no product to fuse), and only they take these ``_scaled`` forms
+# (the activation part's ``scaled``), so a program at β = 1 is the one it always was.
+
+
+def _weights(
+    scores: jax.Array, shift: jax.Array, rest: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """(e, Σ, rest): the exponentials e = exp(scores − shift) (…, t), Σ = their sum (+ ``rest``:
+    softmax1's null token adds e^{-m}) and ``rest``, held as above."""
+
+    def sum_of(e, rest):
+        return (
+            jnp.sum(e, axis=-1, keepdims=True) if rest is None else rest + jnp.sum(e, axis=-1, keepdims=True)
+        )
+
+    e = jnp.exp(scores - shift)
+    total = sum_of(e, rest)
+    held = (total >= 1 / np.sqrt(np.finfo(e.dtype).max)) & (total < jnp.inf)  # False for NaN
+    top = jnp.max(e, axis=-1, keepdims=True)
+    inner = (top > 0) & (top < jnp.inf)
+    tied = (scores == shift) & jnp.isfinite(shift)  # exponent 0 (softmax1: the max above 0)
+    other = jnp.where(top > 0, (e == jnp.inf).astype(e.dtype), tied.astype(e.dtype))
+    e = jnp.where(held, e, jnp.where(inner, e / jnp.where(inner, top, 1.0), other))
+    if rest is not None:
+        rest = jnp.where(held, rest, jnp.where(inner, rest / jnp.where(inner, top, 1.0), 0.0))
+    return e, jnp.where(held, total, sum_of(e, rest)), rest
+
+
+def _plain_tangent(e: jax.Array, total: jax.Array, ds: jax.Array) -> jax.Array:
+    """The derivative of e / Σ for e = exp(s − shift), the shift a constant, in JAX's own autodiff
+    ops (jax.nn.softmax's, and softmax1's expression's), from the held e and Σ of ``_weights``."""
+    z = ds * e
+    dz = jnp.sum(z, axis=-1, keepdims=True)
+    return z / total + (-dz * e) * jax.lax.integer_pow(total, -2)
+
+
+def _held_softmax_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(e, Σ) of ``jax.nn.softmax(scores, axis=-1)`` (its weights e / Σ), held (``_weights``)."""
+    x_max = jax.lax.stop_gradient(jnp.max(scores, axis=-1, initial=-jnp.inf, keepdims=True))
+    return _weights(scores, x_max)[:2]
+
+
+@jax.custom_jvp
+def softmax_scaled(scores: jax.Array) -> jax.Array:
+    """``softmax`` of scores multiplied by β ≠ 1 (``model.attention`` takes it there): its numbers,
+    and finite where the fused shift overflows (see above)."""
+    e, total = _held_softmax_parts(scores)
+    return e / total
+
+
+@softmax_scaled.defjvp
+def _softmax_scaled_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    e, total = _held_softmax_parts(scores)
+    A = e / total
+    return A, _softmax_tangent(scores, ds, A, _plain_tangent(e, total, ds))
+
+
+def _held_softmax1_parts(scores: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(e, Σ, a₀): the exponentials e^{s_t − m}, Σ = e^{−m} + Σ_t e^{s_t − m} (the weights are e / Σ)
+    and the null token's weight e^{−m} / Σ, with m = max(0, max_t s_t) taken out of every
+    exponential (stable), held (``_weights``)."""
+    m = jax.lax.stop_gradient(jnp.maximum(jnp.max(scores, axis=-1, keepdims=True), 0.0))
+    e, total, null = _weights(scores, m, jnp.exp(-m))
+    return e, total, null / total
+
+
+@jax.custom_jvp
+def softmax1_scaled(scores: jax.Array) -> jax.Array:
+    """``softmax1`` of scores multiplied by β ≠ 1: its numbers, and finite where the fused shift
+    overflows (see above)."""
+    e, total, _ = _held_softmax1_parts(scores)
+    return e / total
+
+
+@softmax1_scaled.defjvp
+def _softmax1_scaled_jvp(primals, tangents):
+    (scores,), (ds,) = primals, tangents
+    e, total, null = _held_softmax1_parts(scores)
+    A = e / total
+    return A, _softmax1_tangent(scores, ds, A, null, _plain_tangent(e, total, ds))
 
 
 def identity(scores: jax.Array) -> jax.Array:

@@ -100,13 +100,9 @@ def evaluate(
     f_test = mdl.readout(params, data.X_test, A_test)
     z_test = loss_inputs(prog, run_outputs(prog, pack, params, f_test), data.y_test)
 
-    def per_run_sum(per_slot):  # (S,) -> (R,), a stored head of weight w counted w times
-        return jnp.sum(per_run(pack, pack.weight * per_slot), axis=0)
-
     out = {
         "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
-        "u_norm": jnp.sqrt(per_run_sum(jnp.sum(params["U"] ** 2, axis=tuple(range(1, params["U"].ndim))))),
-        "w_norm": jnp.sqrt(per_run_sum(mdl.key_norm2(params))),
+        **run_norms(pack, params),
         "diversity": mdl.head_diversity(params, pack.member),
         "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
     }
@@ -128,6 +124,34 @@ def evaluate(
         z_train = loss_inputs(prog, run_outputs(prog, pack, params, f_train), data.y_train)  # (n, R)
         out.update(train_metrics(prog, z_train))
     return out
+
+
+def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
+    """‖U‖ and the key-query norm of every run of the pack ((R,) each; a stored head of weight w
+    counted w times), without a square's overflow where the parameters are finite (``held_norm``)."""
+    U, axes = params["U"], tuple(range(1, params["U"].ndim))
+    keys = mdl.key_part(params)  # (S, P)
+
+    def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots
+        return jnp.max(jnp.where(pack.member, per_slot[:, None], 0.0), axis=0)
+
+    def slot_scale(scale):  # (R,) -> (S,): each slot's run's scale, 1 for an empty slot
+        return jnp.max(jnp.where(pack.member, scale[None, :], 1.0), axis=1)
+
+    def per_run_sum(per_slot):  # (S,) -> (R,), a stored head of weight w counted w times
+        return jnp.sum(per_run(pack, pack.weight * per_slot), axis=0)
+
+    def u_total(scale):  # Σ (U / scale)² per run (scale None: as written)
+        scaled = U if scale is None else U / slot_scale(scale).reshape((-1,) + (1,) * len(axes))
+        return per_run_sum(jnp.sum(scaled**2, axis=axes))
+
+    def key_total(scale):
+        return per_run_sum(mdl.key_norm2(params, None if scale is None else slot_scale(scale)))
+
+    return {
+        "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes))),
+        "w_norm": upd.held_norm(key_total, run_top(jnp.max(jnp.abs(keys), axis=1))),
+    }
 
 
 def train_metrics(prog: Program, z: jax.Array) -> dict[str, jax.Array]:

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from dynamics.core import model as mdl
+from dynamics.core.update import held_norm
 
 
 def abs_cos(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -139,8 +140,13 @@ def head_metrics(
     # planted directions
     positional = "a" in params
     out = {
-        "head_u_norm": jnp.linalg.norm(flat, axis=1),
-        "head_key_norm": jnp.sqrt(mdl.key_norm2(params)),
+        "head_u_norm": held_norm(
+            lambda s: jnp.sum(flat * flat if s is None else (flat / s[:, None]) ** 2, axis=1),
+            jnp.max(jnp.abs(flat), axis=1),
+        ),
+        "head_key_norm": held_norm(
+            lambda s: mdl.key_norm2(params, s), jnp.max(jnp.abs(mdl.key_part(params)), axis=1)
+        ),
         "head_uk_cos": jnp.full(U.shape[:1], jnp.nan, U.dtype)
         if positional
         else abs_cos(keys[:, None, :], U[:, None, :])[:, 0, 0],  # (S,): each head's own pair

@@ -236,9 +236,20 @@ def key_query_matrix(params: Params) -> jax.Array:
     return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
 
 
-def key_norm2(params: Params) -> jax.Array:
+def key_part(params: Params) -> jax.Array:
+    """Each head's key-query part as one row: W_h (Q_h K_hᵀ for factored heads), k_h (the learned
+    query) or a_h (the position logits), flattened: (H, P)."""
+    if "k" in params or "a" in params:
+        return params["k" if "k" in params else "a"]
+    W = key_query_matrix(params)
+    return W.reshape(W.shape[0], -1)  # (h, d·d)
+
+
+def key_norm2(params: Params, scale: jax.Array | None = None) -> jax.Array:
     """‖W_h‖_F² (Q_h K_hᵀ for factored heads), ‖k_h‖² (the learned query) or ‖a_h‖² (the position
-    logits): (H,)."""
+    logits): (H,); of the part divided by ``scale`` (H,) when given."""
+    if scale is not None:
+        return jnp.sum((key_part(params) / scale[:, None]) ** 2, axis=1)
     if "k" in params:
         return jnp.sum(params["k"] ** 2, axis=1)
     if "a" in params:
@@ -277,12 +288,12 @@ def attention(
     """Attention weights σ(β·s): (n, H, T) for query "first", (n, H, T_query, T) for "all".
     ``activation`` a name of ``dynamics.parts.ACTIVATIONS``, ``beta`` the temperature β (a
     number: β = 1 leaves the scores as they are)."""
-    sigma = parts.ACTIVATIONS.get(activation, "attention").load()
+    part = parts.ACTIVATIONS.get(activation, "attention")
     _check_beta(beta)
     scores = attention_scores(params, X, query)
-    if not (isinstance(beta, int | float) and beta == 1.0):
-        scores = beta * scores
-    return sigma(scores)
+    if isinstance(beta, int | float) and beta == 1.0:
+        return part.load()(scores)
+    return part.load_scaled()(beta * scores)  # β·s: the softmaxes' form that holds a fused shift
 
 
 def head_outputs(

@@ -164,14 +164,29 @@ def normalise(
     scaled, top = _normalise_scaled(grads, member, eps)
     if eps:
         return scaled
-    low, high = _plain_range(top.dtype)
     plain = _normalise_plain(grads, member)
-    safe = (top >= low) & (top <= high)  # () or (R,); False for NaN
+    safe = plain_holds(top)  # () or (R,)
     out = {}
     for k, g in grads.items():
         ok = safe if member is None or k in parts.PER_RUN_PARAMS else jnp.any(member & safe[None, :], axis=1)
         out[k] = jnp.where(per_head(ok, g), plain[k], scaled[k])
     return out
+
+
+def plain_holds(top: jax.Array) -> jax.Array:
+    """Is √Σx² as exact as its sum's rounding for the values x whose largest |x| is ``top``: ``top``
+    in ``_plain_range`` (False for NaN)."""
+    low, high = _plain_range(top.dtype)
+    return (top >= low) & (top <= high)
+
+
+def held_norm(total_of, top: jax.Array) -> jax.Array:
+    """‖x‖ without a square's over- or underflow: √``total_of(None)`` (Σx², as written) where
+    ``plain_holds(top)``, ``top`` the largest |x|, and M·√``total_of(M)`` (Σ(x/M)², M = ``top``, or 1
+    where ``top`` is 0) elsewhere, selected per value, so every norm in the plain range keeps its
+    numbers to the bit and a finite x has a finite norm up to the largest float / √(size)."""
+    scale = jnp.where(top > 0, top, 1.0)
+    return jnp.where(plain_holds(top), jnp.sqrt(total_of(None)), scale * jnp.sqrt(total_of(scale)))
 
 
 def _plain_range(dtype) -> tuple[float, float]:

@@ -22,28 +22,31 @@ def choice(field_name: str, value, allowed) -> None:
         )
 
 
-# Upper bounds that catch typos (an extra zero or three) before a compile that would never end.
-MAXIMA = {
-    "data.n_train": 10**7,
-    "data.n_test": 10**7,
-    "data.T": 4096,
-    "data.d": 4096,
-    "data.teacher_heads": 4096,
-    "sweep.heads": 4096,
-    "optim.steps": 10**8,
-    "sweep.trials": 10**5,
-    "sweep.seed": 2**32 - 1,
-    "sweep.log_points": 10**5,
-}
 MAX_LOGGED_STEPS = 10**6  # with log_every: the curves keep every logged step of every run
 
 
-def positive_int(field_name: str, value, minimum: int = 1) -> None:
+def positive_int(field_name: str, value, minimum: int = 1, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{field_name}={value!r} must be an integer >= {minimum}")
-    maximum = MAXIMA.get(field_name)
     if maximum is not None and value > maximum:
         raise ConfigError(f"{field_name}={value!r} must be <= {maximum}")
+
+
+def within(field_name: str, value, spec, default=None) -> None:
+    """``value`` (each value of a tuple) in the range its knob ``spec`` (``dynamics.parts.knobs.Knob``)
+    declares: an integer in [lo, hi] where the bounds are ints (upper bounds there catch typos, an
+    extra zero or three, before a compile that would never end), else a finite number in [lo, hi]
+    (lo excluded with ``lo_open``). A field's ``default`` of None or text (``'split'``) means "not
+    set": that value passes."""
+    if spec.lo is None and spec.hi is None:
+        return
+    for v in value if isinstance(value, tuple) else (value,):
+        if (default is None and v is None) or (isinstance(default, str) and v == default):
+            continue
+        if isinstance(spec.lo, int) and not isinstance(spec.lo, bool):
+            positive_int(field_name, v, minimum=spec.lo, maximum=spec.hi)
+        else:
+            finite(field_name, v, lo=spec.lo, lo_open=spec.lo_open, hi=spec.hi)
 
 
 def finite(

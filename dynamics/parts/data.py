@@ -19,7 +19,7 @@ from typing import Any
 
 from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_SETTINGS
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import choice, finite, positive_int
+from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
 from dynamics.parts.registry import Part, Registry, first_line, is_user_name
 from dynamics.parts.values import floats_arg
@@ -115,6 +115,7 @@ class MixtureParams:
         grid=float,
         unit="ζ",
         hashed="always",
+        within="[0.0, 1.0]",
     )
     r: int | None = knob(
         DM1_DEFAULTS["r"],
@@ -123,10 +124,23 @@ class MixtureParams:
         grid=int,
         unit="r",
         hashed="always",
+        within="[1, inf)",
     )
-    signal: float = knob(DM1_DEFAULTS["signal"], "norm S of the means", grid=float, unit="S", hashed="always")
+    signal: float = knob(
+        DM1_DEFAULTS["signal"],
+        "norm S of the means",
+        grid=float,
+        unit="S",
+        hashed="always",
+        within="[0.0, inf)",
+    )
     noise: float = knob(
-        DM1_DEFAULTS["noise"], "noise level σ, g ~ N(0, I/d)", grid=float, unit="σ", hashed="always"
+        DM1_DEFAULTS["noise"],
+        "noise level σ, g ~ N(0, I/d)",
+        grid=float,
+        unit="σ",
+        hashed="always",
+        within="[0.0, inf)",
     )
     n_irrelevant: int = knob(
         DM1_DEFAULTS["n_irrelevant"],
@@ -135,6 +149,7 @@ class MixtureParams:
         grid=int,
         unit="M",
         hashed="always",
+        within="[0, inf)",
     )
     geometry: str = knob(
         DM1_DEFAULTS["geometry"],
@@ -150,12 +165,24 @@ class PlantedParams:
     """The planted teacher's own parameters."""
 
     teacher_heads: int = knob(
-        1, "teacher heads H* (1 is realisable by a zero-init student)", grid=int, unit="H*", hashed="always"
+        1,
+        "teacher heads H* (1 is realisable by a zero-init student)",
+        grid=int,
+        unit="H*",
+        hashed="always",
+        within="[1, 4096]",
     )
     teacher_scale: float = knob(
-        1.0, "teacher scale β, the std of its scores", grid=float, unit="β", hashed="always"
+        1.0,
+        "teacher scale β, the std of its scores",
+        grid=float,
+        unit="β",
+        hashed="always",
+        within="[0.0, inf)",
     )
-    label_noise: float = knob(0.0, "label flip probability p", grid=float, unit="p", hashed="always")
+    label_noise: float = knob(
+        0.0, "label flip probability p", grid=float, unit="p", hashed="always", within="[0.0, 0.5]"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,11 +190,24 @@ class SparseTokenParams:
     """The sparse-token model's own parameters (Barnfield, Cui, Lu 2025)."""
 
     r: int = knob(
-        3, "R marked positions of a positive example", flag="--relevant", grid=int, unit="R", hashed="always"
+        3,
+        "R marked positions of a positive example",
+        flag="--relevant",
+        grid=int,
+        unit="R",
+        hashed="always",
+        within="[1, inf)",
     )
-    positive_rate: float = knob(0.2, "probability π of a positive", grid=float, unit="π", hashed="always")
+    positive_rate: float = knob(
+        0.2, "probability π of a positive", grid=float, unit="π", hashed="always", within="[0.0, 1.0]"
+    )
     signal: float = knob(
-        6.0, "strength θ of the signal on a marked token", grid=float, unit="θ", hashed="always"
+        6.0,
+        "strength θ of the signal on a marked token",
+        grid=float,
+        unit="θ",
+        hashed="always",
+        within="[0.0, inf)",
     )
 
 
@@ -181,8 +221,11 @@ class LocationParams:
         grid=float,
         unit="γ",
         hashed="always",
+        within="[0.0, inf)",
     )
-    epsilon: float = knob(0.1, "target noise ε (noise floor ε²)", grid=float, unit="ε", hashed="always")
+    epsilon: float = knob(
+        0.1, "target noise ε (noise floor ε²)", grid=float, unit="ε", hashed="always", within="[0.0, inf)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +266,12 @@ class MaxMarginParams:
         hashed="always",
     )
     start_range: float = knob(
-        1.0, "W(0) and k(0) entries uniform in ±a/√d", grid=float, unit="a", hashed="always"
+        1.0,
+        "W(0) and k(0) entries uniform in ±a/√d",
+        grid=float,
+        unit="a",
+        hashed="always",
+        within="[0.0, inf)",
     )
 
 
@@ -240,6 +288,7 @@ class EmergenceParams:
         grid=int,
         unit="B",
         hashed="always",
+        within="[1, inf)",
     )
     copy_logits: str = knob(
         "free",
@@ -253,6 +302,7 @@ class EmergenceParams:
         grid=float,
         unit="p",
         hashed="always",
+        within="[0.0, 1.0]",
     )
     test_repetition: float = knob(
         0.0,
@@ -260,9 +310,15 @@ class EmergenceParams:
         grid=float,
         unit="p_test",
         hashed="always",
+        within="[0.0, 1.0]",
     )
     target_noise: float = knob(
-        0.0, "target noise σ: y = W*x + σg (noise floor σ²)", grid=float, unit="σ", hashed="always"
+        0.0,
+        "target noise σ: y = W*x + σg (noise floor σ²)",
+        grid=float,
+        unit="σ",
+        hashed="always",
+        within="[0.0, inf)",
     )
 
 
@@ -306,14 +362,8 @@ def parameter_names() -> tuple[str, ...]:
 
 
 def check_mixture(data) -> None:
-    finite("data.zeta", data.zeta, lo=0.0, hi=1.0)
-    if data.r is not None:
-        positive_int("data.r", data.r)
-        if data.r > data.T:
-            raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-    finite("data.signal", data.signal, lo=0.0)
-    finite("data.noise", data.noise, lo=0.0)
-    positive_int("data.n_irrelevant", data.n_irrelevant, minimum=0)
+    if data.r is not None and data.r > data.T:
+        raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
     choice("data.geometry", data.geometry, GEOMETRIES)
     if data.d < data.n_irrelevant + 2:
         raise ConfigError(
@@ -322,30 +372,17 @@ def check_mixture(data) -> None:
         )
 
 
-def check_planted(data) -> None:
-    positive_int("data.teacher_heads", data.teacher_heads)
-    finite("data.teacher_scale", data.teacher_scale, lo=0.0)
-    finite("data.label_noise", data.label_noise, lo=0.0, hi=0.5)
-
-
 def check_sparse_token(data) -> None:
-    positive_int("data.r", data.r)
     if data.r > data.T:
         raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-    finite("data.positive_rate", data.positive_rate, lo=0.0, hi=1.0)
-    finite("data.signal", data.signal, lo=0.0)
 
 
 def check_location(data) -> None:
-    finite("data.gamma", data.gamma, lo=0.0)
-    finite("data.epsilon", data.epsilon, lo=0.0)
     if data.d < 2:
         raise ConfigError(f"data.d={data.d} must be >= 2: k* and v* are orthonormal")
 
 
 def check_multi_location(data) -> None:
-    finite("data.gamma", data.gamma, lo=0.0)
-    finite("data.epsilon", data.epsilon, lo=0.0)
     F = len(data.strengths)
     if F == 0:
         raise ConfigError("data.strengths=() is empty: give one strength c_f per feature, e.g. 1,0.7,0.5")
@@ -359,7 +396,6 @@ def check_multi_location(data) -> None:
 
 def check_max_margin(data) -> None:
     choice("data.setting", data.setting, MAX_MARGIN_SETTINGS)
-    finite("data.start_range", data.start_range, lo=0.0)
     if data.T < 2:
         raise ConfigError(f"data.T={data.T}: max-margin token selection needs T >= 2 tokens")
     if data.setting == "prompt" and (data.d < 3 or data.T < 3):
@@ -378,15 +414,11 @@ def check_icl(data) -> None:
 
 
 def check_emergence(data) -> None:
-    positive_int("data.copies", data.copies)
     if data.copies > data.T:
         raise ConfigError(
             f"data.copies={data.copies} must be <= data.T={data.T} (the copies fill the last B positions)"
         )
     choice("data.copy_logits", data.copy_logits, COPY_LOGITS)
-    finite("data.repetition", data.repetition, lo=0.0, hi=1.0)
-    finite("data.test_repetition", data.test_repetition, lo=0.0, hi=1.0)
-    finite("data.target_noise", data.target_noise, lo=0.0)
 
 
 MIXTURE_SIZES = types.MappingProxyType({"T": DM1_DEFAULTS["T"], "d": DM1_DEFAULTS["d"]})
@@ -418,7 +450,6 @@ DATA_MODELS: Registry[DataModel] = Registry(
             label="planted teacher-student",
             schema=PlantedParams,
             sizes=PLANTED_SIZES,
-            check=check_planted,
         ),
         DataModel(
             "mixture",

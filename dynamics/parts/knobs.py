@@ -48,7 +48,9 @@ class Knob:
     value given explicitly has no effect in ``cfg`` (None: it has one); ``hashed``: 'always'
     for the fields of the first results files (written in the hashed document even at their
     default, so every hash from before the rule is kept), else 'changed' (left out at
-    ``baseline``, by default the field's default, or None); ``switch``: a bool knob."""
+    ``baseline``, by default the field's default, or None); ``switch``: a bool knob. ``lo``,
+    ``hi``: the range of a number (each value of a tuple; None and text pass), ``lo`` itself
+    refused with ``lo_open``; int bounds make it an integer knob (``dynamics.parts.checks.within``)."""
 
     help: str
     flag: str | None = None
@@ -62,14 +64,36 @@ class Knob:
     hashed: str = "changed"
     baseline: Any = UNSET
     switch: bool = False
+    lo: float | None = None
+    lo_open: bool = False
+    hi: float | None = None
 
 
-def knob(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **meta: Any):
-    """A dataclass field declared as a knob (``Knob``'s attributes as keywords)."""
+def knob(
+    default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, within: str = "", **meta: Any
+):
+    """A dataclass field declared as a knob (``Knob``'s attributes as keywords; ``within``: its range
+    as an interval, ``"(0.0, 1e30]"``, ``"[1, 4096]"``, ``"[1, inf)"``: ``lo``, ``lo_open``, ``hi``)."""
+    if within:
+        meta = {**interval(within), **meta}
     if isinstance(default, bool) or meta.get("switch"):
         meta = {"switch": True, "coerce": strict_bool, **meta}
     spec = Knob(help, **meta)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"knob": spec})
+
+
+def interval(text: str) -> dict[str, Any]:
+    """``lo``, ``lo_open`` and ``hi`` of an interval ``"[lo, hi]"`` (``(`` excludes lo; hi ``inf)``:
+    none); a bound written as an integer makes the knob an integer knob."""
+    left, right = text[0], text[-1]
+    lo, hi = (part.strip() for part in text[1:-1].split(","))
+
+    def number(part: str) -> Any:
+        return int(part) if part.lstrip("-").isdigit() else float(part)
+
+    if left not in "[(" or right not in "])" or (hi == "inf") != (right == ")"):
+        raise ValueError(f"within={text!r} must be '[lo, hi]', '(lo, hi]', '[lo, inf)' or '(lo, inf)'")
+    return {"lo": number(lo), "lo_open": left == "(", "hi": None if hi == "inf" else number(hi)}
 
 
 def knob_of(f: dataclasses.Field) -> Knob | None:

@@ -17,9 +17,10 @@ Each part states the rules the engine relies on:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from dynamics.errors import ConfigError
-from dynamics.parts.registry import Part, Registry
+from dynamics.parts.registry import Part, Registry, import_object
 
 _MODEL = "dynamics.core.model"
 _ACTIVATIONS = "dynamics.core.activations"
@@ -51,6 +52,13 @@ class Activation(Part):
     normalises: bool = True  # the weights of a query sum to 1 (attention mass is a share)
     fast_path: bool = True
     saddle_at_zero: bool = False  # σ(0) = 0: at θ = 0 every gradient vanishes (refuse a zero init)
+    # "module:attribute" of σ for scores multiplied by β ≠ 1, where XLA fuses the product into the
+    # softmax's shift (dynamics.core.activations); None: ``impl`` at every β
+    scaled: str | None = None
+
+    def load_scaled(self) -> Any:
+        """σ for β·s with β ≠ 1: ``scaled`` where given, else ``impl``."""
+        return import_object(self.scaled, f"{self.name!r}: {self.scaled!r}") if self.scaled else self.load()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +137,18 @@ ACTIVATIONS: Registry[Activation] = Registry(
     "attention",
     "model.attention",
     (
-        Activation("softmax", "e^{βs_t} / Σ_t' e^{βs_t'} over the T tokens", f"{_ACTIVATIONS}:softmax"),
+        Activation(
+            "softmax",
+            "e^{βs_t} / Σ_t' e^{βs_t'} over the T tokens",
+            f"{_ACTIVATIONS}:softmax",
+            scaled=f"{_ACTIVATIONS}:softmax_scaled",
+        ),
         Activation(
             "softmax1",
             "e^{βs_t} / (1 + Σ_t' e^{βs_t'}): a head may attend to nothing",
             f"{_ACTIVATIONS}:softmax1",
             normalises=False,
+            scaled=f"{_ACTIVATIONS}:softmax1_scaled",
         ),
         Activation(
             "linear",
