@@ -14,7 +14,7 @@ from dynamics import parts
 from dynamics.config import sections as sec
 from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import MAX_LOGGED_STEPS
+from dynamics.parts.checks import MAX_LOGGED_STEPS, MAXIMA
 from dynamics.parts.checks import choice as _choice
 from dynamics.parts.checks import finite as _finite
 from dynamics.parts.checks import positive_int as _positive_int
@@ -257,6 +257,11 @@ def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataC
         if steps is not None:
             start, stop = steps
             _positive_int(f"optim.{group}_steps start", start, minimum=0)
+            if max(start, stop or 0) > MAXIMA["optim.steps"]:  # beyond int32 it failed inside JAX
+                raise ConfigError(
+                    f"optim.{group}_steps={list(steps)} must end at most at update {MAXIMA['optim.steps']} "
+                    f"(the most optim.steps can be)"
+                )
             if stop is not None and stop <= start:
                 raise ConfigError(
                     f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "
