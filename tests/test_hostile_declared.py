@@ -43,6 +43,7 @@ BASES = {
     "normal": {"model": {"init": "normal"}, "sweep": {"fast_path": False}},
     "diagnostics": {"sweep": {"diagnostics": ("maxmargin",)}},
     "head_view": {"sweep": {"head_metrics": "on"}},
+    "one_head": {"sweep": {"heads": (1,)}},
 }
 SMALL = {"sweep": {"heads": (1, 2), "trials": 1}, "optim": {"steps": 2}, "data": {"n_train": 8, "n_test": 8}}
 PATHS = {"data.path", "model.init_from"}  # a file's path: tests/test_trust.py and test_hostile.py

@@ -285,6 +285,7 @@ class OptimConfig:
         "the step size's H-scaling η(H) = η₀·H^p, for every optimiser (GD, SGD, normalized-gd and "
         "Adam alike)",
         choices=parts.LR_SCALINGS,
+        idle=idle.lr_scaling,
         hashed="always",
     )
     loss: str = knob(
