@@ -14,10 +14,8 @@ simulate are slow (n = 8, T = 3, d = 4, H 1-2, 2 steps); the others only validat
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import itertools
-import json
 import math
 
 import numpy as np
@@ -25,150 +23,26 @@ import pytest
 
 from dynamics import api, parts
 from dynamics.cli import run as cli
-from dynamics.config import schema, sections
+from dynamics.config import schema
 from dynamics.config.grid import GRID_KNOBS
 from dynamics.errors import ConfigError
-from dynamics.parts.knobs import text_type
-from dynamics.parts.values import float_arg, int_arg
 from tests.hostile_cases.outcome import refusal
-
-# The settings under which knobs act (SGD's batch, normalised GD, a factored key-query, a random
-# init, a learned query, the max-margin diagnostic, the per-head view): a knob's cases run on the
-# first whose config gives its default an effect.
-BASES = {
-    "default": {},
-    "sgd": {"optim": {"optimizer": "sgd", "batch_size": 4}},
-    "ngd": {"optim": {"optimizer": "normalized-gd"}},
-    "factored": {"model": {"key_query": "factored", "init": "normal"}, "sweep": {"fast_path": False}},
-    "normal": {"model": {"init": "normal"}, "sweep": {"fast_path": False}},
-    "diagnostics": {"sweep": {"diagnostics": ("maxmargin",)}},
-    "head_view": {"sweep": {"head_metrics": "on"}},
-    "one_head": {"sweep": {"heads": (1,)}},
-}
-SMALL = {"sweep": {"heads": (1, 2), "trials": 1}, "optim": {"steps": 2}, "data": {"n_train": 8, "n_test": 8}}
-PATHS = {"data.path", "model.init_from"}  # a file's path: tests/test_trust.py and test_hostile.py
-KNOBS = [k for k in schema.declared() if k.key not in PATHS and k.flag]  # fast_path: --no-fast-path
-
-
-def _kind(k) -> str:
-    """bool, choice, int, float or the knob's own name (a value with a form of its own)."""
-    if k.spec.switch:
-        return "bool"
-    if k.spec.choices is not None:
-        return "choice"
-    if k.name in ("heads", "diagnostics", "readout_steps", "attention_steps", "strengths", "head_size"):
-        return k.name
-    typ = text_type(k) if k.spec.grid is None else k.spec.grid
-    return {int: "int", int_arg: "int", float: "float", float_arg: "float"}.get(typ, "other")
-
-
-def _model(k) -> str:
-    return k.variants[0][0][0] if k.variants else "dm1"
-
-
-def _spec(k):
-    return k.variants[0][1] if k.variants else k.spec
-
-
-def _base_doc(name: str, model: str) -> dict:
-    doc = {s: dict(v) for s, v in SMALL.items()}
-    doc["data"]["model"] = model
-    for section, values in BASES[name].items():
-        doc.setdefault(section, {}).update(values)
-    return doc
-
-
-@functools.cache
-def _home(key: str) -> tuple[str, str]:
-    """(base, data model) where the knob's default has an effect: its cases are tried there."""
-    k = next(k for k in KNOBS if k.key == key)
-    for name in BASES:
-        try:
-            cfg = schema.validate(_config(name, _model(k)))
-        except ConfigError:
-            continue
-        if _spec(k).idle is None or _spec(k).idle(cfg) is None:
-            return name, _model(k)
-    return "default", _model(k)
-
-
-@functools.cache
-def _config(name: str, model: str) -> schema.Config:
-    return schema.apply_overrides(schema.Config(), _base_doc(name, model), "base", explicit=False)
-
-
-# --- the surfaces -------------------------------------------------------------------------------
-
-
-def keyword(k, value):
-    """The config ``with_overrides`` makes of the knob's keyword on its home base (validated)."""
-    return api.with_overrides(_config(*_home(k.key)), **{k.keyword: value})
-
-
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return (
-            "nan"
-            if math.isnan(value)
-            else ("inf" if value == math.inf else "-inf" if value < 0 and math.isinf(value) else repr(value))
-        )
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{a} = {_toml(b)}" for a, b in value.items()) + "}"
-    return json.dumps(value) if isinstance(value, str) else str(value)
-
-
-def toml(k, value, tmp_path):
-    """The config a TOML file setting the knob makes on its home base (validated)."""
-    path = tmp_path / "c.toml"
-    path.write_text(f"[{k.section}]\n{k.name} = {_toml(value)}\n")
-    return schema.validate(schema.load_toml(path, base=_config(*_home(k.key))))
-
-
-def _flags(doc: dict) -> list[str]:
-    """A base's settings as flags."""
-    argv = []
-    flags = sections.flags()
-    for section, values in doc.items():
-        for name, v in values.items():
-            if (section, name) == ("sweep", "fast_path"):
-                argv += [] if v else ["--no-fast-path"]
-                continue
-            text = ",".join(map(str, v)) if isinstance(v, tuple) else str(v)
-            argv += [flags[f"{section}.{name}"], text]
-    return argv
-
-
-def command_line(k, text: str):
-    """The experiment the flags make (parsed and validated, nothing run); argparse's own refusal
-    comes back as a ValueError carrying its one line."""
-    argv = [*_flags(_base_doc(*_home(k.key))), k.flag, text]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            args = cli.build_parser().parse_args(argv)
-        except SystemExit as exit_:
-            message = err.getvalue()
-            assert exit_.code == 2 and message.count("\n") == 1, (exit_.code, message)
-            raise ValueError(message.strip()) from None
-    return cli.config_from_args(args)
-
-
-def judge(call, k, value, *, must_refuse: bool = False):
-    """Refused in one line naming the knob (or its value), or accepted; never a deep error."""
-    try:
-        result = call()
-    except Exception as exc:  # noqa: BLE001 - every exception is judged
-        why = refusal(exc, [k.name, k.keyword, k.flag[2:], k.key, repr(value)])
-        assert not why, why
-        assert "\n" not in str(exc).strip(), str(exc)
-        return None
-    assert not must_refuse, f"{k.key}={value!r} was accepted"
-    return result
-
+from tests.hostile_cases.surfaces import (
+    BASES,
+    KNOBS,
+    SMALL,
+    base_doc,
+    command_line,
+    command_line_on,
+    config_on,
+    flags_of,
+    home,
+    judge,
+    keyword,
+    kind_of,
+    toml,
+    toml_text,
+)
 
 # --- 1. wrong types ------------------------------------------------------------------------------
 
@@ -189,7 +63,7 @@ WRONG = {
 def _wrong_cases():
     out = []
     for k in KNOBS:
-        for i, value in enumerate(WRONG.get(_kind(k), [])):
+        for i, value in enumerate(WRONG.get(kind_of(k), [])):
             if value == [None]:
                 value = [k.default]
             out.append(pytest.param(k, value, id=f"{k.key}-{i}"))
@@ -199,7 +73,7 @@ def _wrong_cases():
 @pytest.mark.parametrize("k,value", _wrong_cases())
 def test_a_wrong_type_by_keyword_is_refused_in_one_line(k, value):
     """An API keyword of the wrong type: refused naming the knob (never coerced silently)."""
-    kind = _kind(k)
+    kind = kind_of(k)
     if kind in ("float", "int") and isinstance(value, str) and value == "":
         must = True
     else:
@@ -221,7 +95,7 @@ TEXT = {"int": ["abc", "", "1.5", "[2]", "0x10"], "float": ["abc", "", "[0.5]", 
 
 @pytest.mark.parametrize(
     "k,text",
-    [pytest.param(k, t, id=f"{k.key}-{t}") for k in KNOBS if k.flag for t in TEXT.get(_kind(k), [])],
+    [pytest.param(k, t, id=f"{k.key}-{t}") for k in KNOBS if k.flag for t in TEXT.get(kind_of(k), [])],
 )
 def test_a_wrong_text_for_a_flag_is_refused_in_one_line(k, text):
     judge(lambda: command_line(k, text), k, text, must_refuse=True)
@@ -242,7 +116,7 @@ EXTREME = {
 
 
 def _range_cases(values):
-    return [pytest.param(k, v, id=f"{k.key}-{v!r}") for k in KNOBS for v in values.get(_kind(k), [])]
+    return [pytest.param(k, v, id=f"{k.key}-{v!r}") for k in KNOBS for v in values.get(kind_of(k), [])]
 
 
 @pytest.mark.parametrize("k,value", _range_cases({"float": NONFINITE, "int": NONFINITE}))
@@ -346,7 +220,7 @@ def _idle_cases():
                 continue
             for base, model in itertools.product(BASES, models):
                 try:
-                    cfg = schema.validate(_config(base, model))
+                    cfg = schema.validate(config_on(base, model))
                 except ConfigError:
                     continue
                 for value in _other_values(k, cfg):
@@ -384,14 +258,14 @@ def _refusal_message(call) -> str:
 def test_a_value_without_effect_is_refused_alike_on_every_surface(k, base, model, value, tmp_path):
     """The same one-line message by keyword, in a TOML file, by flag (``main``: exit code 2, one
     line on stderr, nothing written) and as a grid axis."""
-    cfg = _config(base, model)
+    cfg = config_on(base, model)
     kw = _refusal_message(lambda: api.with_overrides(cfg, **{k.keyword: value}))
     path = tmp_path / "c.toml"
-    path.write_text(f"[{k.section}]\n{k.name} = {_toml(value)}\n")
+    path.write_text(f"[{k.section}]\n{k.name} = {toml_text(value)}\n")
     assert _refusal_message(lambda: schema.validate(schema.load_toml(path, base=cfg))) == kw
     text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
     out = tmp_path / "out"
-    argv = [*_flags(_base_doc(base, model)), k.flag, text, "--out", str(out), "--no-figure", "--quiet"]
+    argv = [*flags_of(base_doc(base, model)), k.flag, text, "--out", str(out), "--no-figure", "--quiet"]
     if k.spec.switch:
         argv.pop(argv.index(text))
     err = io.StringIO()
@@ -404,11 +278,6 @@ def test_a_value_without_effect_is_refused_alike_on_every_surface(k, base, model
         with pytest.raises(ValueError) as info:
             command_line_on(base, model, k, f"{value},{second}")
         assert kw.split(": ", 1)[1] in str(info.value), (kw, str(info.value))
-
-
-def command_line_on(base, model, k, text):
-    argv = [*_flags(_base_doc(base, model)), k.flag, text]
-    return cli.config_from_args(cli.build_parser().parse_args(argv))
 
 
 # --- 4. part names ---------------------------------------------------------------------------------
@@ -534,7 +403,7 @@ def _combos(registries):
 
 def _validated(registries, names, extra=None):
     """The combination on tiny sizes (SGD's batch where the optimiser takes one), validated."""
-    doc = _base_doc("default", "dm1")
+    doc = base_doc("default", "dm1")
     doc["sweep"]["fast_path"] = False
     doc["data"].update(T=3, d=4, n_irrelevant=1)
     for section, values in {**_combination(registries, names), **(extra or {})}.items():
@@ -613,7 +482,7 @@ def test_every_accepted_combination_of_the_model_parts_runs_to_finite_numbers(na
 
 def _legal(k):
     """A value the knob takes on its home base other than its default, with an int's float form."""
-    kind = _kind(k)
+    kind = kind_of(k)
     if kind == "float":
         return 1
     if kind == "int":
@@ -639,7 +508,7 @@ def test_one_value_has_one_hash_whatever_its_form_or_surface(k, tmp_path):
     outcomes["toml float"] = _hash_or_message(lambda: toml(k, float(value), tmp_path))
     if k.flag:
         outcomes["flag"] = _hash_or_message(lambda: command_line(k, str(value)).config)
-    if _kind(k) == "int":  # an int knob refuses a float form: compare the int forms
+    if kind_of(k) == "int":  # an int knob refuses a float form: compare the int forms
         outcomes = {f: o for f, o in outcomes.items() if "float" not in f}
     kinds = {o[0] for o in outcomes.values()}
     assert kinds == {"hash"} or kinds == {"refused"}, outcomes
@@ -657,7 +526,7 @@ def _hash_or_message(call):
 
 def _unset_at_home(k) -> bool:
     """The knob's home base leaves it at its default (a base that sets it is another case)."""
-    base = _config(*_home(k.key))
+    base = config_on(*home(k.key))
     return k.default not in (None, ()) and getattr(getattr(base, k.section), k.name) == k.default
 
 
@@ -665,7 +534,7 @@ def _unset_at_home(k) -> bool:
 def test_the_default_given_explicitly_keeps_the_hash(k):
     """A knob given at its declared default by keyword: the same hash as not given (or refused as
     without effect, never a new hash for the same run)."""
-    base = schema.validate(_config(*_home(k.key)))
+    base = schema.validate(config_on(*home(k.key)))
     try:
         given = keyword(k, k.default)
     except ConfigError as exc:
