@@ -14,6 +14,7 @@ simulate are slow (n = 8, T = 3, d = 4, H 1-2, 2 steps); the others only validat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import math
@@ -43,6 +44,8 @@ from tests.hostile_cases.surfaces import (
     toml,
     toml_text,
 )
+
+DATA_FIELDS = {f.name for f in dataclasses.fields(schema.DataConfig)}
 
 # --- 1. wrong types ------------------------------------------------------------------------------
 
@@ -541,3 +544,24 @@ def test_the_default_given_explicitly_keeps_the_hash(k):
         assert "has no effect" in str(exc), str(exc)
         return
     assert schema.validate(given).hash() == base.hash()
+
+
+@pytest.mark.parametrize("k", [pytest.param(k, id=k.key) for k in KNOBS if kind_of(k) == "float"])
+def test_a_results_file_with_an_int_real_keeps_its_recorded_hash(k):
+    """A results.json written before a real's int became its float (``"lr": 1``) loads with the
+    value as written, so its recorded config_hash is still its config's (never read as damaged)."""
+    for value in (1, 0):  # 1 where the knob takes it (label_noise <= 0.5 does not)
+        written = config_on(*home(k.key))
+        section = getattr(written, k.section)
+        if k.section == "data" and k.name not in DATA_FIELDS:
+            section = dataclasses.replace(section, params=(*section.params, (k.name, value)))
+        else:
+            section = dataclasses.replace(section, **{k.name: value})
+        try:  # validated, as results.json has it
+            written = schema.validate(dataclasses.replace(written, **{k.section: section}))
+            break
+        except ConfigError:
+            continue
+    loaded = schema.config_from_dict(written.to_dict())
+    assert getattr(getattr(loaded, k.section), k.name) == getattr(getattr(written, k.section), k.name)
+    assert loaded.hash() == written.hash()
