@@ -276,6 +276,12 @@ def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataC
         if steps is not None:
             start, stop = steps
             _positive_int(f"optim.{group}_steps start", start, minimum=0)
+            top = int(declaration("optim.steps").hi)  # the most optim.steps can be
+            if max(start, stop or 0) > top:  # beyond int32 it failed inside JAX
+                raise ConfigError(
+                    f"optim.{group}_steps={list(steps)} must end at most at update {top} "
+                    f"(the most optim.steps can be)"
+                )
             if stop is not None and stop <= start:
                 raise ConfigError(
                     f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "

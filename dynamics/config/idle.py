@@ -71,6 +71,14 @@ def head_size(cfg) -> str | None:
     return None
 
 
+def lr_scaling(cfg) -> str | None:
+    """η(H) = η₀·H^p is η₀ at H = 1 whatever p: with every H one, the scaling changes nothing."""
+    heads = cfg.sweep.heads
+    if heads and all(h == 1 for h in heads):
+        return f"sweep.heads={list(heads)}: η(H) = η₀·H^p is η₀ at H = 1 whatever the scaling"
+    return None
+
+
 def minibatch(cfg) -> str | None:
     if not parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
         return (

@@ -10,6 +10,7 @@ from dynamics import parts
 from dynamics.config.sections import SECTIONS, Config, _fields, declared, resolved_baselines
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import suggest as _suggest
+from dynamics.parts.knobs import as_float
 
 
 def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, explicit: bool = True) -> Config:
@@ -43,7 +44,7 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, expl
             values["params"] = _data_params(cfg, values, source)
         given.update(f"{key}.{name}" for name in (values.get("params") or {}) if key == "data")
         given.update(f"{key}.{name}" for name in values if name != "params")
-        values = {name: _coerced(key, name, v) for name, v in values.items()}
+        values = {name: _coerced(key, name, v, explicit) for name, v in values.items()}
         sections[key] = dataclasses.replace(getattr(cfg, key), **values)
     if explicit:
         return dataclasses.replace(cfg, **sections, given=frozenset(given))
@@ -78,11 +79,14 @@ def _data_params(cfg: Config, values: dict[str, Any], source: str) -> dict[str, 
     return {**dict(cfg.data.params), **{k: _coerced("data", k, v) for k, v in table.items()}}
 
 
-def _coerced(section: str, name: str, value: Any) -> Any:
-    """``value`` through its knob's ``coerce`` (a wrong type refused, a text form read)."""
+def _coerced(section: str, name: str, value: Any, explicit: bool = True) -> Any:
+    """``value`` through its knob's ``coerce`` (a wrong type refused, a text form read). A results
+    file's (not ``explicit``) int for a real stays as written: its recorded config_hash is of it."""
     if name == "params":
         return value
     spec = _coercers().get(f"{section}.{name}")
+    if spec is as_float and not explicit:
+        return value
     return value if spec is None else spec(f"{section}.{name}", value)
 
 

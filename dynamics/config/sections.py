@@ -307,6 +307,7 @@ class OptimConfig:
         "Adam alike)",
         choices=parts.LR_SCALINGS,
         grid=str,
+        idle=idle.lr_scaling,
         hashed="always",
     )
     loss: str = knob(

@@ -264,8 +264,36 @@ def check_attention(field: str, path: str, fn: Any) -> None:
         )
 
 
+def check_callable(field: str, path: str, obj: Any) -> None:
+    """A user part that the engine calls (a query, a norm, an init, an optimiser, a sampling) must
+    be a function: a number or a module would fail deep inside the compiled program."""
+    if not callable(obj):
+        raise ConfigError(
+            f"{field}={path!r} is a {type(obj).__name__}, not a function: a part of this kind is "
+            "called by the engine"
+        )
+
+
+def check_lr_scaling(field: str, path: str, obj: Any) -> None:
+    """A user step-size scaling is its exponent p (η(H) = η₀·H^p), read from ``obj.exponent``: one
+    without it would run as the constant scaling, silently."""
+    p = getattr(obj, "exponent", None)
+    if isinstance(p, bool) or not isinstance(p, int | float) or not np.isfinite(p):
+        raise ConfigError(
+            f"{field}={path!r} has exponent={p!r}; a step-size scaling declares a finite real "
+            "`exponent` p (η(H) = η₀·H^p)"
+        )
+
+
 # The user parts whose output is probed when they are first named, by the config field naming them.
-PROBES = {"optim.loss": check_loss, "model.attention": check_attention}
+PROBES = {
+    "optim.loss": check_loss,
+    "model.attention": check_attention,
+    "optim.lr_scaling": check_lr_scaling,
+    **dict.fromkeys(
+        ("model.query", "model.norm", "model.init", "optim.optimizer", "optim.sampling"), check_callable
+    ),
+}
 
 
 def check_part(field: str, path: str, obj: Any) -> None:

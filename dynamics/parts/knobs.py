@@ -78,6 +78,8 @@ def knob(
         meta = {**interval(within), **meta}
     if isinstance(default, bool) or meta.get("switch"):
         meta = {"switch": True, "coerce": strict_bool, **meta}
+    elif isinstance(default, float):
+        meta = {"coerce": as_float, **meta}
     spec = Knob(help, **meta)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"knob": spec})
 
@@ -105,6 +107,15 @@ def strict_bool(name: str, value: Any) -> bool:
     None is "not set" (a results file lists another data model's parameters as None)."""
     if value is not None and not isinstance(value, bool):
         raise ConfigError(f"{name}={value!r} must be True or False (a bool, not a string or a number)")
+    return value
+
+
+def as_float(name: str, value: Any) -> Any:
+    """A real knob given an int (TOML's ``lr = 1``, a keyword ``lr=1``) holds the float it means:
+    1 and 1.0 are one setting, so one config hash on every surface. Anything else is left for
+    validation (a bool is refused there, not read as 0 or 1)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     return value
 
 
