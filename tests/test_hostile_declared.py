@@ -25,7 +25,7 @@ import pytest
 from dynamics import api, parts
 from dynamics.cli import run as cli
 from dynamics.config import schema
-from dynamics.config.grid import GRID_KNOBS
+from dynamics.config.grid import GRID_KNOBS, axis_name
 from dynamics.errors import ConfigError
 from tests.hostile_cases.outcome import refusal
 from tests.hostile_cases.surfaces import (
@@ -333,7 +333,7 @@ def test_a_bad_part_name_is_refused_on_every_surface(registry, bad, tmp_path):
     k = _field_knob(registry)
     judge(lambda: keyword(k, bad), k, bad, must_refuse=True)
     judge(lambda: toml(k, bad, tmp_path), k, bad, must_refuse=True)
-    stripped = GRID_KNOBS.get(k.name, (None, None, None))[2] is str and bad.strip() in registry.names
+    stripped = GRID_KNOBS.get(axis_name(k), (None, None, None))[2] is str and bad.strip() in registry.names
     exp = judge(lambda: command_line(k, bad), k, bad, must_refuse=not stripped)
     if stripped and exp is not None:  # (or refused as the stripped name would be)
         assert getattr(getattr(exp.config, k.section), k.name) == bad.strip()
