@@ -189,6 +189,14 @@ KNOBS = {
 STRINGS = ("loss", "optimizer", "heads")  # a string for a numeric knob is argparse's (its own change)
 
 
+def _real(section: str, field: str) -> bool:
+    """A knob whose values are reals (its default a float)."""
+    from dynamics.config.sections import SECTIONS
+
+    f = SECTIONS[section].__dataclass_fields__.get(field) if section in SECTIONS else None
+    return f is not None and isinstance(f.default, float)
+
+
 def _overrides_prop(knob, value):
     if isinstance(value, str) and knob not in STRINGS:
         return
@@ -205,10 +213,12 @@ def _overrides_prop(knob, value):
     elif hasattr(value, "value") and not isinstance(value, np.ndarray | np.generic):
         assert got == value.value  # an enum member: its name
     elif isinstance(value, np.generic) or isinstance(value, np.ndarray) and value.ndim == 0:
-        # a numpy scalar (or a 0-d array) is the Python number it holds
-        assert got == value and type(got) is type(value.item())
-    else:
-        assert got == value and type(got) is type(value)
+        # a numpy scalar (or a 0-d array) is the Python number it holds (a real knob's: a float)
+        want = float if _real(section, field) and not isinstance(value.item(), bool) else type(value.item())
+        assert got == value and type(got) is want
+    else:  # an int given to a real knob is the float it means (one setting, one config hash)
+        want = float if _real(section, field) and type(value) is int else type(value)
+        assert got == value and type(got) is want
     dynamics.config.schema.validate(cfg)  # and it is a valid config
 
 
