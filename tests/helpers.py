@@ -98,6 +98,23 @@ def small(**knobs) -> Config:
     return Config(**{name: SECTIONS[name](**values) for name, values in sections.items()})
 
 
+def fail_after_first_point(monkeypatch) -> None:
+    """``run_sweep`` (``dynamics.sweeps.sweep``) made to raise ValueError("a failure after the first
+    point") once its first point has been handed on: a run that fails midway."""
+    import dynamics.sweeps.sweep
+
+    real = dynamics.sweeps.sweep.run_sweep
+
+    def fails_after_one_point(exp, *, on_point, **kw):
+        def first_then_fail(*a):
+            on_point(*a)
+            raise ValueError("a failure after the first point")
+
+        return real(exp, on_point=first_then_fail, **kw)
+
+    monkeypatch.setattr(dynamics.sweeps.sweep, "run_sweep", fails_after_one_point)
+
+
 def replace(cfg: Config, **fields) -> Config:
     """``cfg`` with fields of any section replaced (``replace(cfg, fast_path=False, heads=(3,))``)."""
     changes: dict[str, dict] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fuzzing import snapshot
-from helpers import cli_run
+from helpers import cli_run, fail_after_first_point
 
 from dynamics.cli import bottleneck as bottleneck_cli
 from dynamics.cli.run import _interrupted
@@ -242,20 +242,9 @@ def test_the_same_config_finishes_its_own_unfinished_folder_to_the_same_numbers(
 ):
     import numpy as np
 
-    import dynamics.sweeps.sweep
-
-    real = dynamics.sweeps.sweep.run_sweep
-
-    def fails_after_one_point(exp, *, on_point, **kw):
-        def first_then_fail(*a):
-            on_point(*a)
-            raise ValueError("a failure after the first point")
-
-        return real(exp, on_point=first_then_fail, **kw)
-
     argv = [*TINY, "--heads", "1,2"]
     with monkeypatch.context() as mp:
-        mp.setattr(dynamics.sweeps.sweep, "run_sweep", fails_after_one_point)
+        fail_after_first_point(mp)
         assert refused([*argv, "--out", str(tmp_path / "cut")], capsys, tmp_path).endswith(
             "after the first point"
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 import fuzzing
 import numpy as np
 import pytest
-from helpers import child_env
+from helpers import child_env, fail_after_first_point
 
 from dynamics.cli import run as cli
 from dynamics.config.schema import Config, ConfigError, DataConfig, OptimConfig, SweepConfig, digest, resolve
@@ -146,18 +146,7 @@ def test_a_failing_run_leaves_a_previous_complete_result_as_it_was(tmp_path, mon
     out = tmp_path / "o"
     run_checkpointed(SMALL, out, progress=False)
     before = fuzzing.snapshot(out)
-    import dynamics.sweeps.sweep
-
-    real = dynamics.sweeps.sweep.run_sweep
-
-    def fails_after_one_point(exp, *, on_point, **kw):
-        def first_then_fail(*a):
-            on_point(*a)
-            raise ValueError("a failure after the first point")
-
-        return real(exp, on_point=first_then_fail, **kw)
-
-    monkeypatch.setattr(dynamics.sweeps.sweep, "run_sweep", fails_after_one_point)
+    fail_after_first_point(monkeypatch)
     other = SMALL.__class__(**{**SMALL.__dict__, "sweep": SweepConfig(heads=(1, 3), trials=1, log_every=2)})
     with pytest.raises(ValueError, match="after the first point"):
         run_checkpointed(other, out, progress=False)
