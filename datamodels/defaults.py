@@ -27,6 +27,8 @@ DM1_DEFAULTS = types.MappingProxyType(
 )
 
 ICL_BASES = ("random", "identity")  # icl-linreg: Λ's eigenvectors, a random orthonormal basis or e_1..e_D
+# icl-linreg: x's covariance Λ, eigenvalues ∝ 1..D (trace 1) or the identity I_D
+ICL_COVARIANCES = ("spectrum", "identity")
 
 # max-margin: unit-norm Gaussian tokens (local convergence) or the learned-prompt experiment
 MAX_MARGIN_SETTINGS = ("local", "prompt")

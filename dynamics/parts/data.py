@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_SETTINGS
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, ICL_COVARIANCES, MAX_MARGIN_SETTINGS
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
@@ -253,6 +253,22 @@ class IclParams:
         "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
         "(the authors' data); default: every sequence an independent draw",
     )
+    # added after results existed, each left out of the config hash at its default
+    covariance: str = knob(
+        "spectrum",
+        "x's covariance Λ: eigenvalues ∝ 1..D with trace 1 in the basis above (spectrum), or I_D (identity)",
+        choices=ICL_COVARIANCES,
+    )
+    task_variance: float = knob(
+        1.0, "variance v of the task vector's entries, w ~ N(0, v·I_D)", grid=float, within="(0.0, 1e6]"
+    )
+    epsilon: float = knob(
+        0.0,
+        "label noise ε on the context and query labels, y = wᵀx + εg (noise floor ε²)",
+        grid=float,
+        unit="ε",
+        within="[0.0, inf)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,6 +423,12 @@ def check_max_margin(data) -> None:
 
 def check_icl(data) -> None:
     choice("data.basis", data.basis, ICL_BASES)
+    choice("data.covariance", data.covariance, ICL_COVARIANCES)
+    if data.whiten and data.task_variance != 1.0:
+        raise ConfigError(
+            f"data.whiten=True makes the task vectors' covariance I: data.task_variance={data.task_variance} "
+            "would be ignored (drop one)"
+        )
     if data.d < 2 or data.T < 2:
         raise ConfigError(
             f"data.T={data.T}, data.d={data.d}: icl-linreg needs d = D + 1 >= 2 and T = N + 1 >= 2"
