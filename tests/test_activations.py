@@ -69,13 +69,16 @@ def sigma_ref(name: str, s: np.ndarray) -> np.ndarray:
 def phi_ref(U, W, X, query: str, activation: str, beta: float, norm_c: float, b: float = 0.0) -> np.ndarray:
     """Φ(X) = c_H Σ_h Σ_t σ(β s_h)_t U_hᵀ x_t + b, example by example and head by head; for the
     learned query ``W`` is the vectors k (H, d) and s_h,t = x_tᵀ k_h; for the position query the
-    logits a (H, T) and s_h,t = a_h,t."""
+    logits a (H, T) and s_h,t = a_h,t; for the query outside the keys x_T queries tokens 1..T-1."""
     n, T, _ = X.shape
+    if query == "outside":  # the context tokens are the keys; x_T queries them from outside
+        T -= 1  # the loops below over t < T read the keys only
     out = np.zeros(n)
     for i in range(n):
         for h in range(U.shape[0]):
             queries = {"first": [X[i, 0]], "last": [X[i, -1]], "all": list(X[i]), "learned": [None]}
             queries["position"] = ["position"]
+            queries["outside"] = [X[i, -1]]
             f = 0.0
             for xq in queries[query]:
                 if isinstance(xq, str):  # the position logits a_h (T,): the tokens' content unread

@@ -73,3 +73,65 @@ def test_label_noise_is_added_to_context_and_query_labels_with_its_floor():
 def test_whiten_with_a_task_variance_is_refused():
     with pytest.raises(ConfigError, match="task_variance"):
         validate(Config(data=DataConfig(model="icl-linreg", whiten=True, task_variance=0.2)))
+
+
+# --------------------------------------------------------------------------- the query outside the keys
+
+
+def _outside_ref(U, W, X, beta=1.0):
+    """Φ = Σ_h U_hᵀ Σ_{t<T} softmax_t(β x_tᵀ W_h x_T) x_t in float64 numpy (c_H = 1)."""
+    U, W, X = (np.asarray(a, np.float64) for a in (U, W, X))
+    keys, q = X[:, :-1], X[:, -1]  # (n, T-1, d), (n, d)
+    s = beta * np.einsum("ntd,hde,ne->nht", keys, W, q)
+    A = np.exp(s - s.max(-1, keepdims=True))
+    A /= A.sum(-1, keepdims=True)
+    return np.einsum("nht,ntd,hd->n", A, keys, U)
+
+
+def test_outside_query_is_cross_attention_over_the_context_tokens():
+    from dynamics.core import model as mdl
+
+    rng = np.random.default_rng(0)
+    H, n, T, d = 3, 7, 5, 4
+    U, W = rng.standard_normal((H, d)), rng.standard_normal((H, d, d)) / 2
+    X = rng.standard_normal((n, T, d))
+    params = {"U": jax.numpy.asarray(U, "float32"), "W": jax.numpy.asarray(W, "float32")}
+    Xj = jax.numpy.asarray(X, "float32")
+    phi = mdl.logits(params, Xj, query="outside", norm="sum", beta=0.7)
+    np.testing.assert_allclose(np.asarray(phi, np.float64), _outside_ref(U, W, X, 0.7), rtol=1e-5, atol=1e-5)
+    A = mdl.attention(params, Xj, "outside")
+    assert A.shape == (n, H, T - 1)  # the query is no key
+    last = mdl.logits(params, Xj, query="last", norm="sum")  # the query among the keys differs
+    assert np.max(np.abs(np.asarray(last) - np.asarray(phi))) > 1e-3
+    with pytest.raises(ValueError, match="T >= 2"):
+        mdl.attention(params, Xj[:, :1], "outside")
+
+
+def test_outside_query_in_the_engine_matches_the_reference_test_loss():
+    from dynamics import run_sweep, trial_data
+
+    kw = dict(
+        data_model="icl-linreg", tokens=6, n_train=16, n_test=20, query="outside", init="normal",
+        heads=[2], trials=1, steps=2, lr=0.05, save_params=True, head_metrics="on", covariance="identity",
+    )  # fmt: skip
+    result = run_sweep(progress=False, **kw)
+    data = trial_data(result.config, 0)
+    for i in (0, -1):  # θ(0) and θ after the last update, the run's own snapshots
+        U = result.params["U"][0, 0, i, :2]
+        W = result.params["W"][0, 0, i, :2]
+        ref = np.mean((_outside_ref(U, W, data.X_test) / np.sqrt(2) - data.y_test) ** 2)
+        assert result.curves["test_loss"][0, 0, i] == pytest.approx(ref, rel=1e-5)
+
+
+def test_outside_query_is_refused_with_one_token_and_by_the_max_margin_view():
+    from dynamics.config.schema import ModelConfig, SweepConfig
+
+    with pytest.raises(ConfigError, match=r"needs data.T >= 2"):
+        validate(Config(data=DataConfig(model="dm1", T=1), model=ModelConfig(query="outside")))
+    cfg = Config(
+        data=DataConfig(model="dm1", T=4, d=8),
+        model=ModelConfig(query="outside"),
+        sweep=SweepConfig(diagnostics=("maxmargin",), save_params=True),
+    )
+    with pytest.raises(ConfigError, match="among the keys"):
+        validate(cfg)

@@ -216,6 +216,11 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
                 f"Q_h K_hᵀ has rank <= d whatever the head size"
             )
+    if parts.QUERIES[model.query].outside and data.T is not None and data.T < 2:
+        raise ConfigError(
+            f"model.query={model.query!r} needs data.T >= 2 (the last token queries, the others are the "
+            f"keys); got data.T={data.T}"
+        )
     if parts.QUERIES[model.query].positional and model.init_from is not None:
         raise ConfigError(
             "model.init_from needs a key-query matrix or a learned query: model.query='position' "
@@ -406,9 +411,11 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
 
 
 def _check_snapshot_maxmargin(model: sec.ModelConfig) -> None:
-    if parts.QUERIES[model.query].all_tokens or not parts.ACTIVATIONS[model.attention].normalises:
+    query = parts.QUERIES[model.query]
+    if query.all_tokens or query.outside or not parts.ACTIVATIONS[model.attention].normalises:
         raise ConfigError(
-            f"sweep.diagnostics 'maxmargin' needs one query per example (first, last or learned) and an "
+            f"sweep.diagnostics 'maxmargin' needs one query per example among the keys (first, last or "
+            f"learned) and an "
             f"attention that normalises (softmax); got model.query={model.query!r}, "
             f"model.attention={model.attention!r}"
         )

@@ -204,7 +204,7 @@ def _attention_on_relevant(prog: Program, pack: Pack, A_test, mask_test, z_test)
     weights' mass there, or for an activation that does not normalise, the share Σ_rel |σ_t| / Σ_t |σ_t|."""
     if mask_test is None:
         return jnp.full(z_test.shape[1:2], jnp.nan, dtype=z_test.dtype)  # (R,)
-    mask = mask_test.astype(A_test.dtype)
+    mask = mdl.keys_of(mask_test, A_test).astype(A_test.dtype)  # (n, t): of the keys A weighs
     if not parts.ACTIVATIONS[prog.attention].normalises:
         A_test = jnp.abs(A_test) / jnp.sum(jnp.abs(A_test), axis=-1, keepdims=True)
     mass = jnp.einsum("nh...t,nt->nh...", A_test, mask)  # attention on relevant tokens

@@ -163,8 +163,11 @@ def head_metrics(
         no_cos = jnp.full((U.shape[0], directions.shape[0]), jnp.nan, U.dtype)
         out["head_key_cos"] = no_cos if positional else abs_cos(keys, directions)
     share = attention_share(A_test, normalises)  # read by the two below (traced once; unused: dropped)
+    if features is not None and features.shape[-1] != A_test.shape[-1]:  # a query outside the keys
+        features = features[..., : A_test.shape[-1]]  # (n, F, t): the keys' entries
     if mask_test is not None:
-        mass = jnp.einsum("nh...t,nt->nh...", share, mask_test.astype(share.dtype))
+        mask = mdl.keys_of(mask_test, A_test)  # (n, t): the keys' entries
+        mass = jnp.einsum("nh...t,nt->nh...", share, mask.astype(share.dtype))
         out["head_attn_relevant"] = jnp.mean(mass.reshape(mass.shape[0], mass.shape[1], -1), axis=(0, 2))
     if features is not None:
         out["head_attn_feature"] = attention_per_feature(share, features)

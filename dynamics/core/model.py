@@ -88,6 +88,18 @@ def scores_last(W: jax.Array, X: jax.Array) -> jax.Array:
     return jnp.einsum("ntd,nhd->nht", X, Wx)  # (n, h, t): x_tᵀ W_h x_T
 
 
+def scores_outside(W: jax.Array, X: jax.Array) -> jax.Array:
+    """x_tᵀ W_h x_T for the context tokens t < T only (the query x_T is not a key): (n, h, t − 1)."""
+    Wx = jnp.einsum("hde,ne->nhd", W, X[:, -1])  # (n, h, d): W_h x_T
+    return jnp.einsum("ntd,nhd->nht", X[:, :-1], Wx)  # (n, h, t - 1): x_tᵀ W_h x_T, t < T
+
+
+def keys_of(X: jax.Array, A: jax.Array) -> jax.Array:
+    """The tokens the attention ``A`` weighs, (n, T_A, …): all of X (or a mask (n, T)), or, for a
+    query outside the keys, its first T_A = T − 1 tokens (the context)."""
+    return X if A.shape[-1] == X.shape[1] else X[:, : A.shape[-1]]
+
+
 def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ W_h x_s for every query s: (n, h, s, t)."""
     XW = jnp.einsum("ntd,hde->nhte", X, W)  # (n, h, t, e): x_tᵀ W_h
@@ -269,6 +281,8 @@ def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FI
         )
         need = need or "a key-query matrix (W, or Q and K)"
         raise ValueError(f"query={part.name!r} needs {need}; params has {sorted(params)}")
+    if part.outside and X.shape[1] < 2:
+        raise ValueError(f"query={part.name!r} needs T >= 2 tokens (one query, at least one key); X has T=1")
     if part.positional:
         if params["a"].shape[1] != X.shape[1]:
             raise ValueError(f"params['a'] has {params['a'].shape[1]} positions; X has T={X.shape[1]} tokens")
@@ -313,11 +327,13 @@ def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
     or (n, H, o) for a matrix readout U (H, d, o)."""
     if params["U"].ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
+        X = keys_of(X, A)
         if A.ndim == 3:
             Xa = jnp.einsum("nht,ntd->nhd", A, X)  # (n, h, d): Σ_t A_t x_t
         else:
             Xa = jnp.einsum("nhst,ntd->nhd", A, X) / X.shape[1]
         return jnp.einsum("nhd,hdo->nho", Xa, params["U"])
+    X = keys_of(X, A)  # (n, t, d): the tokens A weighs (the context alone for a query outside them)
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
     XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t

@@ -37,6 +37,9 @@ class Query(Part):
     token: int | None = None  # the one token that queries (its index: 0 first, -1 last), None otherwise
     # a learned logit a_h,t per position, no token content (``impl`` maps (a (h, t), X))
     positional: bool = False
+    # the last token queries from outside the keys (cross-attention): scores and values read the
+    # context tokens 1..T-1 only, so the attention has T - 1 weights (``impl`` maps (W, X) to (n, h, T-1))
+    outside: bool = False
     fast_path: bool = True
 
     @property
@@ -130,6 +133,13 @@ QUERIES: Registry[Query] = Registry(
             "a learned logit a_h,t per position: s_h,t = a_h,t, whatever the tokens' content",
             f"{_MODEL}:scores_position",
             positional=True,
+        ),
+        Query(
+            "outside",
+            "the last token [x_q; 0] queries from outside the keys (cross-attention): the keys and "
+            "values are tokens 1..T-1",
+            f"{_MODEL}:scores_outside",
+            outside=True,
         ),
     ),
 )

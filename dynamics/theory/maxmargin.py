@@ -128,9 +128,10 @@ def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Align
     if norm not in svm.NORMS:
         raise ConfigError(f"norm={norm!r}; allowed: {', '.join(svm.NORMS)}")
     query = cfg.model.query
-    if parts.QUERIES.get(query).all_tokens:
+    if parts.QUERIES.get(query).all_tokens or parts.QUERIES.get(query).outside:
         raise ConfigError(
-            "the max-margin view needs one query per example: query first, last, learned or position"
+            "the max-margin view needs one query per example among its keys: query first, last, learned "
+            f"or position, not {query!r}"
         )
     H = int(cfg.sweep.heads[i])
     steps = snapshot_steps(result)
