@@ -135,3 +135,86 @@ def test_outside_query_is_refused_with_one_token_and_by_the_max_margin_view():
     )
     with pytest.raises(ConfigError, match="among the keys"):
         validate(cfg)
+
+
+# --------------------------------------------------------------------------- the factored readout
+
+
+def _adam_reference(theta, X, y, X_test, y_test, steps, lr, c):
+    """Adam (optax's defaults) on the mse of Φ = c Σ_h O_h V_h Σ_{t<T} softmax_t(x_tᵀ W_h x_T) x_t, in
+    float64: the test mse before each update and after the last."""
+    import jax.numpy as jnp
+
+    def phi(p, X):
+        keys, q = X[:, :-1], X[:, -1]
+        A = jax.nn.softmax(jnp.einsum("ntd,hde,ne->nht", keys, p["W"], q), axis=-1)
+        return c * jnp.einsum("nht,ntd,hed,he->n", A, keys, p["V"], p["O"])
+
+    def loss(p, X, y):
+        return jnp.mean((phi(p, X) - y) ** 2)
+
+    with jax.enable_x64(True):
+        p = {k: jnp.asarray(v, jnp.float64) for k, v in theta.items()}
+        X, y, X_test, y_test = (jnp.asarray(a, jnp.float64) for a in (X, y, X_test, y_test))
+        m = {k: jnp.zeros_like(v) for k, v in p.items()}
+        v2 = {k: jnp.zeros_like(v) for k, v in p.items()}
+        out = []
+        for t in range(steps + 1):
+            out.append(float(loss(p, X_test, y_test)))
+            g = jax.grad(loss)(p, X, y)
+            m = {k: 0.9 * m[k] + 0.1 * g[k] for k in g}
+            v2 = {k: 0.999 * v2[k] + 0.001 * g[k] ** 2 for k in g}
+            p = {
+                k: p[k]
+                - lr * (m[k] / (1 - 0.9 ** (t + 1))) / (jnp.sqrt(v2[k] / (1 - 0.999 ** (t + 1))) + 1e-8)
+                for k in p
+            }
+    return np.array(out)
+
+
+def test_factored_readout_trains_as_the_float64_adam_reference_and_not_as_its_product(tmp_path):
+    from dynamics import run_sweep, trial_data
+
+    kw = dict(
+        data_model="icl-linreg", tokens=6, n_train=16, n_test=20, query="outside", init="normal",
+        heads=[2], trials=1, steps=4, lr=0.05, optimizer="adam", save_params=True, covariance="identity",
+        log_every=1, head_every=1,
+    )  # fmt: skip
+    result = run_sweep(progress=False, readout="factored", **kw)
+    assert sorted(result.params) == ["O", "V", "W"]
+    data = trial_data(result.config, 0)
+    theta = {k: result.params[k][0, 0, 0, :2] for k in ("V", "O", "W")}
+    want = _adam_reference(
+        theta, data.X_train, data.y_train, data.X_test, data.y_test, 4, 0.05, 1 / np.sqrt(2)
+    )
+    np.testing.assert_allclose(result.curves["test_loss"][0, 0], want, rtol=2e-5)
+    U = np.einsum("he,hed->hd", theta["O"], theta["V"])  # U_h = V_hᵀ O_h
+    assert result.curves["u_norm"][0, 0, 0] == pytest.approx(np.sqrt(np.sum(U**2)), rel=1e-5)
+    # the same function at θ(0) with U learned directly: equal at step 0, Adam then moves it elsewhere
+    np.savez(tmp_path / "theta.npz", U=U, W=theta["W"])
+    kw.pop("init")
+    direct = run_sweep(progress=False, init_from=str(tmp_path / "theta.npz"), **kw)
+    assert direct.curves["test_loss"][0, 0, 0] == pytest.approx(want[0], rel=1e-5)
+    assert abs(direct.curves["test_loss"][0, 0, -1] - want[-1]) > 1e-3 * want[-1]
+
+
+def test_factored_readout_is_refused_where_it_has_no_factors_to_draw():
+    from dynamics.config.schema import ModelConfig
+    from dynamics.core import inits
+
+    icl = DataConfig(model="icl-linreg")
+    for model, match in (
+        (ModelConfig(readout="factored"), "saddle of V_hᵀ O_h"),
+        (ModelConfig(readout="factored", init="icl"), "reads U_h as one vector"),
+        (ModelConfig(readout="factored", init_from="theta.npz"), "init_from holds U"),
+        (ModelConfig(readout="spam"), "readout"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            validate(Config(data=icl, model=model))
+    emergence = DataConfig(model="emergence")
+    with pytest.raises(ConfigError, match="vector targets need 'direct'"):
+        validate(Config(data=emergence, model=ModelConfig(readout="factored", init="normal")))
+    p = inits.init_params(jax.random.PRNGKey(0), 3, 4, init="normal", readout="factored")
+    assert {k: v.shape for k, v in p.items()} == {"W": (3, 4, 4), "V": (3, 4, 4), "O": (3, 4)}
+    with pytest.raises(ValueError, match="saddle"):
+        inits.init_params(jax.random.PRNGKey(0), 3, 4, readout="factored")

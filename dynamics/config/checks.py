@@ -207,6 +207,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
     parts.QUERIES.get(model.query)
     parts.NORMS.get(model.norm)
     parts.KEY_QUERIES.get(model.key_query)
+    parts.READOUTS.get(model.readout)
     parts.INITS.get(model.init)
     parts.ACTIVATIONS.get(model.attention)
     _check_bounds("model", model)
@@ -230,6 +231,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
         parts.check_init(model.key_query, model.init, model.attention)
         parts.check_icl_init(model.query, model.init)
     parts.check_sphere(model.query, model.init)
+    vector = data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].outputs is not None
+    parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
 
 
 def no_effect(cfg: sec.Config, name: str) -> str | None:
@@ -412,6 +415,8 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
 
 def _check_snapshot_maxmargin(model: sec.ModelConfig) -> None:
     query = parts.QUERIES[model.query]
+    if parts.READOUTS[model.readout].factored:
+        raise ConfigError("sweep.diagnostics 'maxmargin' reads U_h: model.readout='factored' has V_h and O_h")
     if query.all_tokens or query.outside or not parts.ACTIVATIONS[model.attention].normalises:
         raise ConfigError(
             f"sweep.diagnostics 'maxmargin' needs one query per example among the keys (first, last or "

@@ -260,6 +260,8 @@ class ModelConfig:
         "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
         idle=idle.world_init,
     )
+    # added after results existed: left out of the config hash at its default
+    readout: str = knob("direct", "", choices=parts.READOUTS, grid=str)
 
 
 def _group_knobs(group: str, names: str) -> dict[str, Any]:
@@ -287,7 +289,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
     }
 
 
-_READOUT = _group_knobs("readout", "U (and b)")
+_READOUT = _group_knobs("readout", "U (or V and O) and b")
 _ATTENTION = _group_knobs("attention", "W (or Q, K) and k")
 
 

@@ -110,7 +110,7 @@ def evaluate(
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
         test = hooks.metric_data(data, directions, beta, prog.query, prog.attention, prog.norm)
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
-        out.update(hooks.user_metrics(prog.user_metrics, run, test, params["U"].dtype))
+        out.update(hooks.user_metrics(prog.user_metrics, run, test, mdl.readout_vector(params).dtype))
     if parts.LOSSES[loss].task == "regression":
         floor = getattr(data, "noise_floor", None)
         floor = jnp.nan if floor is None else floor
@@ -127,9 +127,11 @@ def evaluate(
 
 
 def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
-    """‖U‖ and the key-query norm of every run of the pack ((R,) each; a stored head of weight w
-    counted w times), without a square's overflow where the parameters are finite (``held_norm``)."""
-    U, axes = params["U"], tuple(range(1, params["U"].ndim))
+    """‖U‖ (of U_h = V_hᵀ O_h for a factored readout) and the key-query norm of every run of the pack
+    ((R,) each; a stored head of weight w counted w times), without a square's overflow where the
+    parameters are finite (``held_norm``)."""
+    U = mdl.readout_vector(params)  # (S, d) or (S, d, o)
+    axes = tuple(range(1, U.ndim))
     keys = mdl.key_part(params)  # (S, P)
 
     def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots

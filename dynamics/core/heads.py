@@ -131,7 +131,7 @@ def head_metrics(
     None, ``directions`` (P, d) unit rows or None, ``features`` (n, F, T) the per-feature mask or None;
     ``keys`` (S, d) the key directions (``key_directions``; computed here when None); ``sims``: the
     head–head matrices too."""
-    U = params["U"]  # (S, d), or (S, d, o) for vector targets
+    U = mdl.readout_vector(params)  # (S, d), or (S, d, o) for vector targets
     flat = U.reshape(U.shape[0], -1)  # (S, d·o)
     if U.ndim == 3:  # the matrix readout's token direction: its top left singular vector
         U = top_left_singular(U)

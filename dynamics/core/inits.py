@@ -15,6 +15,7 @@ import numpy as np
 
 from dynamics import parts
 from dynamics.core.model import Init, KeyQuery, Params, Query, _check_positive
+from dynamics.errors import ConfigError
 
 
 def _positive_int(name: str, value) -> int:
@@ -49,6 +50,7 @@ def init_params(
     bias: bool = False,
     outputs: int = 1,
     tokens: int | None = None,
+    readout: str = "direct",
 ) -> Params:
     """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
     the learned query); the bias b (``bias=True``) starts at 0 in every init.
@@ -61,7 +63,8 @@ def init_params(
     depend on how many heads are stored beside it (the engine packs several runs together).
     Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     ``outputs`` o > 1: a matrix readout U_h (d, o) (``check_outputs``); ``query="position"``
-    needs ``tokens`` T, its logits a_h (T,) drawn as k_h is.
+    needs ``tokens`` T, its logits a_h (T,) drawn as k_h is. ``readout="factored"``: V_h (d, d) and
+    O_h (d,) in place of U_h (``dynamics.parts.READOUTS``), drawn as the other arrays.
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
@@ -78,6 +81,11 @@ def init_params(
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
     outputs = check_outputs(outputs, init=init.name, bias=bias)
+    factored = parts.READOUTS.get(readout, "readout").factored
+    try:
+        parts.check_readout(readout, init.name, vector_targets=outputs > 1)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
     if n_heads * d * d > 2**31:
         raise ValueError(f"n_heads·d² = {n_heads}·{d}² is more than 2^31 parameters (8 GiB of float32)")
     _check_positive("scale", scale)
@@ -88,21 +96,22 @@ def init_params(
     if init.symmetric and not layout.fast_path:
         raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a, learned, outputs, positions)
+    shapes = head_shapes(d, a, learned, outputs, positions, factored)
     if not init.random:
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions)
+        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions, factored)
         params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
 
 
-def _draw_options(n_heads: int | None, outputs: int, positions: int | None) -> dict:
+def _draw_options(n_heads: int | None, outputs: int, positions: int | None, factored: bool = False) -> dict:
     """The keyword arguments an init's draw takes beyond the plain ones (only those it needs)."""
     extra = {} if n_heads is None else {"n_heads": n_heads}
+    extra |= {"factored_readout": True} if factored else {}
     extra |= {"outputs": outputs} if outputs > 1 else {}
     return extra | ({"positions": positions} if positions is not None else {})
 
@@ -128,10 +137,16 @@ def head_shapes(
     learned: bool = False,
     outputs: int = 1,
     positions: int | None = None,
+    factored_readout: bool = False,
 ) -> dict[str, tuple[int, ...]]:
     """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, U, k (d,)
     for the learned query, or U, a (T,) for positional attention over ``positions`` T; U is (d, o)
-    for ``outputs`` o > 1 (vector targets)."""
+    for ``outputs`` o > 1 (vector targets); ``factored_readout``: V (d, d) and O (d,) after the
+    attention's arrays in place of U (U_h = V_hᵀ O_h)."""
+    if factored_readout:
+        shapes = head_shapes(d, head_size, learned, outputs, positions)
+        del shapes["U"]
+        return shapes | {"V": (d, d), "O": (d,)}
     u = (d,) if outputs == 1 else (d, outputs)
     if positions is not None:
         return {"U": u, "a": (positions,)}
@@ -173,11 +188,13 @@ def init_heads(
     learned: bool = False,
     outputs: int = 1,
     positions: int | None = None,
+    factored_readout: bool = False,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
     ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,)); U_h of
-    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T."""
-    shapes = head_shapes(d, head_size, learned, outputs, positions)
+    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T, V_h (d, d)
+    and O_h (d,) for a factored readout."""
+    shapes = head_shapes(d, head_size, learned, outputs, positions, factored_readout)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype

@@ -161,11 +161,13 @@ def resolve_head_size(head_size: str | int, d: int, n_heads: int) -> int:
 
 def outputs_of(params: Params) -> int:
     """o of a model's parameters: 1 for a vector readout U (H, d), o for a matrix one (H, d, o)."""
-    U = params["U"]
+    U = params.get("U", params.get("O"))  # a factored readout has one output row O_h
     return 1 if U.ndim == 2 else int(U.shape[-1])
 
 
-_LAYOUTS = ({"U", "W"}, {"U", "Q", "K"}, {"U", "k"}, {"U", "a"})  # a head's arrays; "b" may be added to any
+_KEY_PARTS = ({"W"}, {"Q", "K"}, {"k"}, {"a"})  # the attention's arrays of a head
+# a head's arrays: a readout (U, or its factors V and O) with a key part; "b" may be added to any
+_LAYOUTS = tuple({*r, *k} for r in ({"U"}, {"V", "O"}) for k in _KEY_PARTS)
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
@@ -176,7 +178,7 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
     if not isinstance(params, Mapping):
         raise TypeError(f"params must be a dict of arrays (U, W; U, Q, K; U, k), got {type(params).__name__}")
     keys = set(params) - {"b"}
-    allowed = list(_LAYOUTS) + ([] if readout else [a - {"U"} for a in _LAYOUTS])
+    allowed = list(_LAYOUTS) + ([] if readout else list(_KEY_PARTS))
     if keys not in allowed:
         raise ValueError(
             f"params has keys {sorted(params)}; expected one of {[sorted(a) for a in allowed]}, maybe with b"
@@ -187,6 +189,8 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
             raise TypeError(f"params[{name!r}] must be a floating JAX or numpy array, got {value!r:.80}")
         shapes[name] = tuple(value.shape)
+    if "V" in shapes:  # a factored readout: V (H, d, d) and O (H, d) stand for U_h = V_hᵀ O_h (H, d)
+        shapes["U"] = _factored_readout_shape(shapes["V"], shapes["O"])
     if "b" in shapes and len(shapes["b"]) > 1:
         raise ValueError(f"params['b'] has shape {shapes['b']}; expected () (one bias) or (R,) (one per run)")
     if "a" in shapes:  # position logits (H, T): d is U's
@@ -220,6 +224,21 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
             f"outputs) as params[{kq_name!r}] {kq}: every array needs the same number of heads H and width d"
         )
     return H, d
+
+
+def _factored_readout_shape(V: tuple, O: tuple) -> tuple[int, int]:
+    """(H, d) of U_h = V_hᵀ O_h from V (H, d, d) and O (H, d); a ValueError naming them otherwise."""
+    if len(V) != 3 or V[1] != V[2] or len(O) != 2 or O != V[:2]:
+        raise ValueError(f"params['V'] {V} and params['O'] {O}: expected V (H, d, d) and O (H, d)")
+    return O
+
+
+def readout_vector(params: Params) -> jax.Array:
+    """U_h per head, (H, d) (or (H, d, o) for a matrix readout): U itself, or V_hᵀ O_h for a factored
+    readout (Φ reads the attended token through O_h V_h, He et al.'s value and output layers)."""
+    if "U" in params:
+        return params["U"]
+    return jnp.einsum("he,hed->hd", params["O"], params["V"])  # (h, d): Σ_e O_h,e V_h,e,d
 
 
 def head_arrays(params: Params) -> Params:
@@ -326,17 +345,18 @@ def head_outputs(
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
     or (n, H, o) for a matrix readout U (H, d, o)."""
-    if params["U"].ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
+    U = readout_vector(params)  # (h, d) or (h, d, o)
+    if U.ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
         X = keys_of(X, A)
         if A.ndim == 3:
             Xa = jnp.einsum("nht,ntd->nhd", A, X)  # (n, h, d): Σ_t A_t x_t
         else:
             Xa = jnp.einsum("nhst,ntd->nhd", A, X) / X.shape[1]
-        return jnp.einsum("nhd,hdo->nho", Xa, params["U"])
+        return jnp.einsum("nhd,hdo->nho", Xa, U)
     X = keys_of(X, A)  # (n, t, d): the tokens A weighs (the context alone for a query outside them)
     # (n, t, h), not (n, h, t): X stays the left operand of the matmul X·Uᵀ; the other order
     # makes XLA:CPU transpose all of X on every training step (measured: half a DM1 step).
-    XU = jnp.einsum("ntd,hd->nth", X, params["U"])  # (n, t, h): U_hᵀ x_t
+    XU = jnp.einsum("ntd,hd->nth", X, U)  # (n, t, h): U_hᵀ x_t
     if A.ndim == 3:  # query "first"
         return jnp.einsum("nht,nth->nh", A, XU)
     return jnp.einsum("nhst,nth->nh", A, XU) / X.shape[1]

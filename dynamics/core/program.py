@@ -104,6 +104,7 @@ class Program:
     # is logged (``dynamics.parts.metrics.head_indices``), and whether with the head–head matrices
     head_log: tuple[int, ...] = ()
     head_sims: bool = False
+    readout: str = "direct"  # U_h learned, or its factors V_h, O_h (dynamics.parts.READOUTS)
 
     @property
     def head_view(self) -> bool:

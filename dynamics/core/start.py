@@ -31,19 +31,21 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     positions = None
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
+    factored = parts.READOUTS[prog.readout].factored
     if not init.random:
-        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions)
+        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, factored)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
         extra |= {"positions": positions} if positions is not None else {}
+        extra |= {"factored_readout": True} if factored else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(inits.per_head(filled, v), v, 0.0) for k, v in params.items()}
     if prog.bias:  # one per run, 0 at the start
-        params["b"] = jnp.zeros((prog.runs,), params["U"].dtype)
+        params["b"] = jnp.zeros((prog.runs,), mdl.readout_vector(params).dtype)
     return params
 
 

@@ -9,6 +9,7 @@ from dynamics.parts.model import (
     KEY_QUERIES,
     NORMS,
     QUERIES,
+    READOUTS,
     Activation,
     Init,
     KeyQuery,
@@ -16,6 +17,7 @@ from dynamics.parts.model import (
     Query,
     check_icl_init,
     check_init,
+    check_readout,
     check_sphere,
 )
 from dynamics.parts.registry import Part, Registry
@@ -47,6 +49,7 @@ __all__ = [
     "DATA_MODELS",
     "INITS",
     "KEY_QUERIES",
+    "READOUTS",
     "LOSSES",
     "LR_SCALINGS",
     "NORMS",
@@ -66,6 +69,7 @@ __all__ = [
     "Registry",
     "can_pack_heads",
     "check_icl_init",
+    "check_readout",
     "check_init",
     "uses_fast_path",
 ]

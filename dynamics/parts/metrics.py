@@ -164,7 +164,10 @@ for _m in (
     Metric("head_key_sim", "head_head", "|cos| of the key directions", unit=True),
     Metric("head_attn_sim", "head_head", "|cos| of the attention patterns", unit=True),
     # snapshots of θ (``sweep.save_params``): a head's arrays per slot, the bias per run
-    *(Metric(f"param_{p}", "snapshot", f"θ: {p} of each head") for p in ("U", "W", "Q", "K", "k", "a")),
+    *(
+        Metric(f"param_{p}", "snapshot", f"θ: {p} of each head")
+        for p in ("U", "W", "Q", "K", "k", "a", "V", "O")
+    ),
     Metric("param_b", "run_snapshot", "θ: the bias"),
 ):
     register(_m)

@@ -98,6 +98,16 @@ class KeyQuery(Part):
 
 
 @dataclasses.dataclass(frozen=True)
+class Readout(Part):
+    """How a head reads the attended token: U_h ∈ R^d learned directly, or U_h = V_hᵀ O_h with a
+    value matrix V_h (d×d) and an output row O_h (d,) trained as factors (the same functions, other
+    dynamics for Adam or any step that is not linear in the parameters)."""
+
+    factored: bool = False
+    params: tuple[str, ...] = ("U",)  # the head's readout arrays
+
+
+@dataclasses.dataclass(frozen=True)
 class Init(Part):
     """θ(0): ``symmetric`` inits start every head equal (the fast path's premise); ``random`` ones
     draw head h of a run from ``fold_in(key, h)`` with entries N(0, σ₀²/d) (``impl``)."""
@@ -211,6 +221,47 @@ INITS: Registry[Init] = Registry(
         ),
     ),
 )
+READOUTS: Registry[Readout] = Registry(
+    "readout",
+    "model.readout",
+    (
+        Readout("direct", "U_h ∈ R^d learned directly"),
+        Readout(
+            "factored",
+            "U_h = V_hᵀ O_h: a value matrix V_h (d×d) and an output row O_h (d) trained as factors",
+            factored=True,
+            params=("V", "O"),
+        ),
+    ),
+)
+# The inits that draw a factored readout's V_h and O_h (the others read U_h as one vector, or
+# start at θ = 0, a saddle of V_hᵀ O_h where neither factor gets a gradient).
+FACTORED_READOUT_INITS = ("normal",)
+
+
+def check_readout(readout: str, init: str, init_from: bool = False, vector_targets: bool = False) -> None:
+    """A factored readout needs an init that draws V and O (not θ = 0: a saddle), scalar targets,
+    and no θ(0) from a file (which holds U)."""
+    if not READOUTS.get(readout).factored:
+        return
+    if init_from:
+        raise ConfigError(
+            "model.readout='factored' draws V and O with model.init; model.init_from holds U: drop one"
+        )
+    if init not in FACTORED_READOUT_INITS:
+        raise ConfigError(
+            f"model.readout='factored' needs model.init {' or '.join(map(repr, FACTORED_READOUT_INITS))}: "
+            f"model.init={init!r} "
+            + (
+                "starts at θ = 0, a saddle of V_hᵀ O_h (no factor gets a gradient)"
+                if INITS.get(init).symmetric
+                else "reads U_h as one vector"
+            )
+        )
+    if vector_targets:
+        raise ConfigError("model.readout='factored' has one output row O_h: vector targets need 'direct'")
+
+
 # The query whose heads have a sphere to live on: a learned query vector k_h (with a key-query
 # matrix W_h there is none). The sphere init and the sphere constraint need it.
 SPHERE_QUERY = "learned"

@@ -7,7 +7,7 @@ import dataclasses
 
 from dynamics.infra import fingerprints
 from dynamics.parts.data import DATA_MODELS
-from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
+from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES, READOUTS
 from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, SAMPLINGS
 
 
@@ -37,7 +37,7 @@ def drawn_params(cfg) -> frozenset[str]:
         attention = {"k"}
     else:
         attention = {"Q", "K"} if layout.factored else {"W"}
-    return frozenset({"U", *attention})
+    return frozenset({*READOUTS[getattr(cfg.model, "readout", "direct")].params, *attention})
 
 
 def world_sets_start(cfg) -> frozenset[str] | None:
@@ -70,6 +70,7 @@ REGISTRIES = {
         NORMS,
         KEY_QUERIES,
         INITS,
+        READOUTS,
     )
 }
 

@@ -170,7 +170,7 @@ CONSTRAINTS: Registry[Constraint] = Registry(
     ),
 )
 # The parameter groups, by parameter name (a name in neither is an error of the step rules).
-GROUPS: dict[str, tuple[str, ...]] = {"readout": ("U", "b"), "attention": ("W", "Q", "K", "k", "a")}
+GROUPS: dict[str, tuple[str, ...]] = {"readout": ("U", "b", "V", "O"), "attention": ("W", "Q", "K", "k", "a")}
 # Parameters with one value per run of a pack (shape (R,)), not one per head slot.
 PER_RUN_PARAMS = ("b",)
 LR_SCALINGS: Registry[LrScaling] = Registry(

@@ -65,7 +65,8 @@ def slot_numbers(cfg, outputs: int = 1) -> int:
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(cfg.sweep.heads))
         key = 2 * d * d_h
-    return d * outputs + key
+    readout = d * d + d if registries.READOUTS[cfg.model.readout].factored else d * outputs  # V, O or U
+    return readout + key
 
 
 def outputs_of(cfg) -> int:

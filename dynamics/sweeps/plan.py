@@ -76,6 +76,7 @@ def program_for(
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
         tied_positions=tied_positions(cfg),
+        readout=cfg.model.readout,
     )
 
 
