@@ -55,7 +55,7 @@ def test_task_variance_scales_every_label_by_its_root_and_the_query_stays_hidden
 
 
 def test_label_noise_is_added_to_context_and_query_labels_with_its_floor():
-    n = 4000
+    n = 2000
     X0, y0, *_ = _draw(n=n, covariance="identity")
     X1, y1, floor, *_ = _draw(n=n, covariance="identity", epsilon=0.5)
     X2, y2, *_ = _draw(n=n, covariance="identity", epsilon=1.0)
@@ -107,6 +107,7 @@ def test_outside_query_is_cross_attention_over_the_context_tokens():
         mdl.attention(params, Xj[:, :1], "outside")
 
 
+@pytest.mark.slow
 def test_outside_query_in_the_engine_matches_the_reference_test_loss():
     from dynamics import run_sweep, trial_data
 
@@ -172,6 +173,7 @@ def _adam_reference(theta, X, y, X_test, y_test, steps, lr, c):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_factored_readout_trains_as_the_float64_adam_reference_and_not_as_its_product(tmp_path):
     from dynamics import run_sweep, trial_data
 
@@ -218,3 +220,65 @@ def test_factored_readout_is_refused_where_it_has_no_factors_to_draw():
     assert {k: v.shape for k, v in p.items()} == {"W": (3, 4, 4), "V": (3, 4, 4), "O": (3, 4)}
     with pytest.raises(ValueError, match="saddle"):
         inits.init_params(jax.random.PRNGKey(0), 3, 4, readout="factored")
+
+
+# --------------------------------------------------------------------------- PyTorch's default init
+
+
+def test_torch_init_is_uniform_within_one_over_root_fan_in_per_factor():
+    from dynamics.core import inits
+
+    H, d = 4, 6
+    p = inits.init_params(
+        jax.random.PRNGKey(3), H, d, init="torch", key_query="factored", head_size=d, readout="factored"
+    )
+    bounds = {"Q": 1 / np.sqrt(d), "K": 1 / np.sqrt(d), "V": 1 / np.sqrt(d), "O": 1 / np.sqrt(H * d)}
+    assert {k: v.shape for k, v in p.items()} == {"Q": (H, d, d), "K": (H, d, d), "V": (H, d, d), "O": (H, d)}
+    for name, bound in bounds.items():
+        x = np.asarray(p[name], np.float64).ravel()
+        assert np.max(np.abs(x)) <= bound  # inside ±1/√fan_in
+        assert np.max(np.abs(x)) > (0.8 if name == "O" else 0.95) * bound  # and filling it
+        assert abs(np.mean(x**2) - bound**2 / 3) < 4 * bound**2 / np.sqrt(x.size)  # uniform's variance
+    half = inits.init_params(
+        jax.random.PRNGKey(3), H, d, init="torch", scale=0.5, key_query="factored", head_size=d,
+        readout="factored",
+    )  # fmt: skip
+    for name in p:
+        np.testing.assert_allclose(np.asarray(half[name]), 0.5 * np.asarray(p[name]), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "model,match",
+    [
+        (dict(key_query="full", readout="factored"), "free W_h"),
+        (dict(key_query="factored", readout="direct"), "U_h = V_hᵀ O_h is no linear layer"),
+        (dict(query="learned", readout="factored"), "no key-query matrix"),
+    ],
+)
+def test_torch_init_is_refused_where_a_matrix_has_no_fan_in(model, match):
+    from dynamics.config.schema import ModelConfig
+
+    with pytest.raises(ConfigError, match=match):
+        validate(Config(data=DataConfig(model="icl-linreg"), model=ModelConfig(init="torch", **model)))
+
+
+@pytest.mark.slow
+def test_torch_init_in_the_engine_is_init_params_for_each_runs_h():
+    """Packed runs of H = 1 and 2 start where ``init_params`` starts them (O's fan-in reads each
+    run's own H)."""
+    from dynamics import run_sweep
+    from dynamics.core import inits, rng
+
+    result = run_sweep(
+        data_model="icl-linreg", tokens=5, width=4, n_train=8, n_test=8, query="outside", init="torch",
+        key_query="factored", head_size=4, readout="factored", heads=[1, 2], trials=1, steps=1,
+        save_params=True, progress=False,
+    )  # fmt: skip
+    _, k_init = rng.split(rng.seed(0))
+    for i, H in enumerate((1, 2)):
+        key = jax.numpy.asarray(rng.fold_in(k_init, 0))
+        want = inits.init_params(
+            key, H, 4, init="torch", key_query="factored", head_size=4, readout="factored", query="outside"
+        )
+        for name, value in want.items():
+            np.testing.assert_allclose(result.params[name][i, 0, 0, :H], np.asarray(value), rtol=1e-6, atol=0)

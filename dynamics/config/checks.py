@@ -233,6 +233,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
     parts.check_sphere(model.query, model.init)
     vector = data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].outputs is not None
     parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
+    if model.init_from is None:
+        parts.check_factors_init(model.init, model.query, model.key_query, model.readout)
 
 
 def no_effect(cfg: sec.Config, name: str) -> str | None:

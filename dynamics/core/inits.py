@@ -84,6 +84,7 @@ def init_params(
     factored = parts.READOUTS.get(readout, "readout").factored
     try:
         parts.check_readout(readout, init.name, vector_targets=outputs > 1)
+        parts.check_factors_init(init.name, parts.QUERIES.get(query).name, layout.name, readout)
     except ConfigError as err:
         raise ValueError(str(err)) from None
     if n_heads * d * d > 2**31:
@@ -244,6 +245,47 @@ def init_icl(
             x = jnp.where(y_row[:, None], 0.0, x)
         out[name] = x
     return out
+
+
+def init_torch(
+    keys: jax.Array,
+    index: jax.Array,
+    d: int,
+    scale: float | jax.Array,
+    head_size: int | None = None,
+    learned: bool = False,
+    *,
+    n_heads: float | jax.Array,
+    factored_readout: bool = False,
+) -> Params:
+    """PyTorch's default init of nn.Linear (kaiming-uniform with a = √5: uniform in ±1/√fan_in),
+    times σ₀ (``scale``), for the factors of He et al.'s heads: Q_h, K_h and V_h read a token
+    (fan-in d), O_h reads the H heads' values concatenated (fan-in H·d: one output layer
+    Linear(H·d, 1)). Only factors: a free W_h, a direct U_h, k_h have no fan-in (refused). Head s
+    is drawn from ``fold_in(keys[s], index[s])``, one key per array; ``scale`` and ``n_heads`` are
+    scalars or (S,)."""
+    if learned or head_size is None or not factored_readout:
+        raise ValueError(
+            "init 'torch' draws linear layers by their fan-in: it needs a factored key-query (Q, K) "
+            "and a factored readout (V, O)"
+        )
+    shapes = head_shapes(d, head_size, learned, 1, None, True)  # Q, K (d, d_h); V (d, d); O (d,)
+    dtype = jnp.zeros(()).dtype  # drawn as float32 numbers in any precision, as init_heads
+
+    def one(key, h):
+        ks = jax.random.split(jax.random.fold_in(key, h), len(shapes))
+        return {
+            name: jax.random.uniform(k, shape, jnp.float32, -1.0, 1.0).astype(dtype)
+            for k, (name, shape) in zip(ks, shapes.items(), strict=True)
+        }
+
+    draw = jax.vmap(one)(keys, index)  # entries uniform in [-1, 1)
+    scale = jnp.asarray(scale, dtype)
+    fan_in = {"O": jnp.asarray(n_heads, dtype) * d}  # the output layer over the H heads
+    return {
+        name: per_head(scale / jnp.sqrt(fan_in.get(name, jnp.asarray(d, dtype))), x) * x
+        for name, x in draw.items()
+    }
 
 
 # The parameters the sphere init and constraint keep at norm 1, one vector per head.

@@ -116,6 +116,9 @@ class Init(Part):
     random: bool = True
     per_layer: bool = False  # the draw's variance reads the run's H (``impl`` takes n_heads=)
     unit_params: tuple[str, ...] = ()  # arrays it draws on the unit sphere whatever σ₀
+    # it draws only the factors of a linear layer, each with a fan-in (Q, K of a factored key-query,
+    # V, O of a factored readout); a free W, a direct U, k or a have none and are refused
+    factors_only: bool = False
 
 
 QUERIES: Registry[Query] = Registry(
@@ -219,6 +222,14 @@ INITS: Registry[Init] = Registry(
             f"{_INITS}:init_icl",
             per_layer=True,
         ),
+        Init(
+            "torch",
+            "PyTorch's default for nn.Linear: each factor uniform in ±σ₀/√fan_in (Q, K, V: d; O: H·d, the "
+            "output layer over the H heads); needs --key-query factored and --readout factored",
+            f"{_INITS}:init_torch",
+            per_layer=True,
+            factors_only=True,
+        ),
     ),
 )
 READOUTS: Registry[Readout] = Registry(
@@ -236,7 +247,23 @@ READOUTS: Registry[Readout] = Registry(
 )
 # The inits that draw a factored readout's V_h and O_h (the others read U_h as one vector, or
 # start at θ = 0, a saddle of V_hᵀ O_h where neither factor gets a gradient).
-FACTORED_READOUT_INITS = ("normal",)
+FACTORED_READOUT_INITS = ("normal", "torch")
+
+
+def check_factors_init(init: str, query: str, key_query: str, readout: str) -> None:
+    """An init of factors only (``torch``) needs every array of the model to be a linear layer's
+    factor: a factored key-query (Q_h, K_h) and a factored readout (V_h, O_h)."""
+    if not INITS.get(init).factors_only:
+        return
+    why = None
+    if not QUERIES.get(query).matrix:
+        why = f"model.query={query!r} has no key-query matrix (k or a have no fan-in)"
+    elif not KEY_QUERIES.get(key_query).factored:
+        why = f"model.key_query={key_query!r}: a free W_h = Q_h K_hᵀ is no linear layer (use 'factored')"
+    elif not READOUTS.get(readout).factored:
+        why = f"model.readout={readout!r}: U_h = V_hᵀ O_h is no linear layer (use 'factored')"
+    if why:
+        raise ConfigError(f"model.init={init!r} draws each linear layer by its fan-in; {why}")
 
 
 def check_readout(readout: str, init: str, init_from: bool = False, vector_targets: bool = False) -> None:
