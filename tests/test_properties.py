@@ -227,13 +227,13 @@ LOSS = {
     "mse": lambda phi, y: jnp.mean((phi - y) ** 2),
 }
 C_H = {"sqrt": 1 / np.sqrt(H), "mean": 1 / H, "sum": 1.0}
-LR = {"gd": 0.1, "sgd": 0.1, "adam": 0.02, "normalized-gd": 0.1}
+LR = {"gd": 0.1, "sgd": 0.1, "adam": 0.02, "normalized-gd": 0.1, "adam-minibatch": 0.02}
 BATCH = 4  # of N = 12: three batches an epoch
 
 
 def lr_of(case) -> float:
     """A linear σ makes Φ cubic in θ: a fifth of the step stays finite (Adam's steps are its own)."""
-    slow = case["attention"] == "linear" and case["optimizer"] != "adam"
+    slow = case["attention"] == "linear" and not case["optimizer"].startswith("adam")
     return LR[case["optimizer"]] / (5 if slow else 1)
 
 
@@ -330,7 +330,7 @@ def reference_curves(cfg, data, init, case):
             jnp.asarray(z[k], jnp.float64) for k in ("X_train", "y_train", "X_test", "y_test")
         )
         theta = {k: jnp.asarray(v, jnp.float64) for k, v in np.load(init).items()}
-        batches = reference_batches(cfg) if optimizer == "sgd" else None
+        batches = reference_batches(cfg) if parts.OPTIMIZERS[optimizer].minibatch else None
 
         def risk(th, X, y):
             return LOSS[case["loss"]](phi_reference(th, X, case), y)
@@ -343,7 +343,7 @@ def reference_curves(cfg, data, init, case):
             if optimizer == "normalized-gd":  # the run's whole gradient to norm 1
                 norm = jnp.sqrt(sum(jnp.sum(x**2) for x in g.values()))
                 g = {k: x / norm for k, x in g.items()}
-            if optimizer == "adam":
+            if optimizer.startswith("adam"):  # adam, adam-minibatch
                 b1, b2, eps = 0.9, 0.999, 1e-8
                 m = {k: b1 * m[k] + (1 - b1) * g[k] for k in g}
                 v2 = {k: b2 * v2[k] + (1 - b2) * g[k] ** 2 for k in g}
@@ -383,6 +383,7 @@ def reference_config(data, init, case) -> Config:
     "optimizer=sgd-attention=sigmoid-query=first-loss=mse-norm=sum-bias=True-temperature=0.7",
     "optimizer=normalized-gd-attention=softmax1-query=outside-loss=logistic-norm=mean-bias=False-temperature=1.0",
     "optimizer=adam-attention=linear-query=learned-loss=logistic-norm=sqrt-bias=True-temperature=0.7",
+    "optimizer=adam-minibatch-attention=linear-query=last-loss=mse-norm=sqrt-bias=False-temperature=0.7",
 )
 @pytest.mark.parametrize("case", [k for _, k in REFERENCE_CASES], ids=[i for i, _ in REFERENCE_CASES])
 def test_every_part_with_every_optimiser_trains_as_the_float64_reference(tmp_path, case):

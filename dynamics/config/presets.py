@@ -255,7 +255,7 @@ def train_label(config: dict) -> str:
     """What a run trains on, from a results.json config: 'batch 64, online' for online SGD (a fresh
     batch each update, no training set), else 'n = 100 train'."""
     optim = config.get("optim", {})
-    if optim.get("optimizer") == "sgd" and optim.get("sampling") == "online":
+    if optim.get("optimizer") in ("sgd", "adam-minibatch") and optim.get("sampling") == "online":
         return f"batch {optim.get('batch_size')}, online"
     return f"n = {config['data']['n_train']} train"
 

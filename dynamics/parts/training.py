@@ -133,6 +133,15 @@ OPTIMIZERS: Registry[Optimizer] = Registry(
             per_coordinate=False,
             normalise_per_run=True,
         ),
+        Optimizer(
+            "adam-minibatch",
+            "Adam with optax's defaults on B examples per update (--batch-size, --sampling), as "
+            "stochastic training runs it",
+            "optax:scale_by_adam",
+            label="Adam (mini-batch)",
+            minibatch=True,
+            decoupled_weight_decay=True,
+        ),
     ),
 )
 _SAMPLING = "dynamics.core.sampling"
