@@ -186,6 +186,7 @@ FIGURES["max-margin-prompt"] = sweep_entry(
 FIGURES["single-location-grid"] = dataclasses.replace(
     grid_entry("single-location-grid"), plot=plot_single_location_grid
 )
+FIGURES["icl-heads"] = sweep_entry("icl-heads", plot=lazy_plot("figures.icl_heads", "plot_icl_heads"))
 plot_emergence = lazy_plot("figures.emergence", "plot_emergence")
 FIGURES["emergence"] = sweep_entry("emergence", plot=plot_emergence)
 for _name in ("emergence-T", "emergence-d", "emergence-B", "emergence-B-tied", "emergence-p"):

@@ -30,6 +30,42 @@ _THEORY_DM1 = {
 # 0.01, whose fourth drop comes after about 25 000 steps: docs/frontier.md)
 ICL_STEPS = 8000
 
+# icl-heads (He, Pan, Chen, Yang 2025): Adam on a fresh batch of 256 each step; the paper trains
+# 500 001 steps (--steps 500001), the default a tenth of it to stay near ten minutes on two CPU cores
+ICL_HEADS_STEPS = 10_000
+ICL_HEADS_FULL_STEPS = 500_001
+_ICL_D = 5  # x ∈ R^d: tokens [x; y] of width d + 1
+ICL_HEADS: dict[str, dict[str, Any]] = {
+    "data": {
+        "model": "icl-linreg",
+        "T": 41,  # L = 40 context tokens and the query
+        "d": _ICL_D + 1,
+        "covariance": "identity",
+        "task_variance": 1.0 / _ICL_D,
+        "epsilon": 0.1**0.5,  # noise variance 0.1 on every label
+        "n_train": 256,
+        "n_test": 10_000,
+    },
+    "model": {
+        "query": "outside",
+        "norm": "sum",
+        "key_query": "factored",
+        "head_size": _ICL_D + 1,
+        "readout": "factored",
+        "init": "torch",
+        "temperature": (_ICL_D + 1) ** -0.5,
+    },
+    "optim": {
+        "optimizer": "adam-minibatch",
+        "sampling": "online",
+        "batch_size": 256,
+        "lr": 1e-3,
+        "loss": "mse",
+        "steps": ICL_HEADS_STEPS,
+    },
+    "sweep": {"heads": (1, 2, 4, 8), "trials": 1, "log_points": 100, "save_params": True},
+}
+
 # The emergence task (docs/frontier.md): T = d = 16, batches of 64, η = 0.5 with the paper's ½.
 EMERGENCE: dict[str, dict[str, Any]] = {
     "data": {"model": "emergence", "T": 16, "d": 16, "n_train": 64, "n_test": 512},
@@ -101,6 +137,12 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "optim": {"optimizer": "gd", "lr": 0.02, "loss": "mse", "steps": ICL_STEPS},
             "sweep": {"heads": (5,), "trials": 5, "log_points": 400},
         },
+    ),
+    "icl-heads": (
+        "in-context linear regression with H = 1, 2, 4, 8 softmax heads, Adam on fresh batches: test "
+        f"mse per H beside the reference predictors (He et al. 2025; {ICL_HEADS_STEPS} steps, the "
+        f"paper's {ICL_HEADS_FULL_STEPS} with --steps {ICL_HEADS_FULL_STEPS})",
+        ICL_HEADS,
     ),
     # The two bottleneck presets run through dynamics.experiments.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
@@ -248,6 +290,7 @@ HEADLINES: dict[str, str] = {
     "max-margin": "dynamics.theory.maxmargin:headline",  # corr(W, W^mm), ‖W‖
     "max-margin-prompt": "dynamics.theory.maxmargin:headline",  # corr(p, p^mm), ‖p‖
     "emergence": "dynamics.sweeps.headline:emergence_times",  # t_att, t_loss beside t*
+    "icl-heads": "dynamics.experiments.icl_heads:headline",  # test mse per H, the references, structure
 }
 
 
