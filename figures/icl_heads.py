@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from dynamics.api import load_results
+from dynamics.core import model as mdl
 from dynamics.experiments import icl_heads
 from figures.sweep import save_figure, sweep_data
 from figures.theme import set_theme
@@ -61,7 +62,7 @@ def icl_heads_figure(source) -> Figure:
     axes[0].set_yscale("log")
     axes[0].set_xlabel("Adam step")
     axes[0].set_ylabel("test mse (noise σ² included)")
-    axes[0].legend(frameon=False, fontsize="x-small", ncol=2)
+    axes[0].legend(frameon=False, fontsize="x-small", ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     lengths = [L for L in icl_heads.LENGTHS if f"test_mse_L{L}_H{heads[0]}" in head]
     for i, h in enumerate(heads):
         values = [head[f"test_mse_L{L}_H{h}"]["value"] for L in lengths]
@@ -91,10 +92,12 @@ def _structure(ax, source, heads, colors, D: int) -> None:
     for i, h in enumerate(heads):
         params = icl_heads.final_params(result, i, 0)
         diag, yshare = icl_heads.head_structure(params, D)
-        ax.scatter(diag, yshare, color=colors[i], s=28, alpha=0.8, label=f"H = {h}")
+        norm = np.linalg.norm(mdl.readout_vector(params), axis=1)  # ‖U_h‖: how much the head adds
+        size = 10 + 70 * norm / max(float(norm.max()), 1e-30)
+        ax.scatter(diag, yshare, color=colors[i], s=size, alpha=0.8, label=f"H = {h}")
     ax.set_xlim(0, 1.02)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("KQ diagonal share Σ W_ii² / ‖W_xx‖²")
     ax.set_ylabel("OV y-share U_y² / ‖U‖²")
-    ax.set_title("each head (trial 0)", fontsize="medium")
+    ax.set_title("each head of trial 0, its size ‖U_h‖", fontsize="medium")
     ax.legend(frameon=False, fontsize="small", loc="lower left")

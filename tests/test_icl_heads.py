@@ -282,3 +282,105 @@ def test_torch_init_in_the_engine_is_init_params_for_each_runs_h():
         )
         for name, value in want.items():
             np.testing.assert_allclose(result.params[name][i, 0, 0, :H], np.asarray(value), rtol=1e-6, atol=0)
+
+
+# --------------------------------------------------------------------------- the icl-heads preset
+
+
+def test_preset_is_the_papers_setting():
+    from dynamics.config.presets import ICL_HEADS_FULL_STEPS
+    from dynamics.config.schema import preset, resolve
+
+    cfg = resolve(preset("icl-heads")).config
+    d, m, o = cfg.data, cfg.model, cfg.optim
+    assert (d.model, d.T, d.d, d.covariance, d.task_variance) == ("icl-linreg", 41, 6, "identity", 0.2)
+    assert d.epsilon**2 == pytest.approx(0.1, rel=1e-12)
+    assert (m.query, m.norm, m.key_query, m.head_size, m.readout, m.init) == (
+        "outside", "sum", "factored", 6, "factored", "torch",
+    )  # fmt: skip
+    assert m.temperature == pytest.approx(6**-0.5, rel=1e-12) and m.attention == "softmax"
+    assert (o.optimizer, o.sampling, o.batch_size, o.lr, o.loss) == (
+        "adam-minibatch",
+        "online",
+        256,
+        1e-3,
+        "mse",
+    )
+    assert cfg.sweep.heads == (1, 2, 4, 8) and cfg.sweep.save_params
+    assert ICL_HEADS_FULL_STEPS == 500_001 and o.steps < ICL_HEADS_FULL_STEPS
+
+
+def test_one_gd_step_closed_form_is_the_monte_carlo_of_its_best_step():
+    from dynamics.experiments import icl_heads
+
+    D, L, s2, v, n = 5, 40, 0.1, 0.2, 100_000
+    rng = np.random.default_rng(5)
+    x, y, xq, yq = icl_heads._draw(rng, n, D, L, s2, v)
+    g = np.einsum("nl,nld->nd", y, x) / L
+    eta = v * D / (v * D + ((D + 1) * v * D + s2 * D) / L)  # the closed form's best step
+    sq = (eta * np.einsum("nd,nd->n", g, xq) - yq) ** 2
+    se = sq.std() / np.sqrt(n)
+    assert abs(sq.mean() - icl_heads.gd_step_mse(D, L, s2, v)) < 4 * se
+    for other in (0.8 * eta, 1.2 * eta):  # and it is the best step
+        assert np.mean((other * np.einsum("nd,nd->n", g, xq) - yq) ** 2) > sq.mean()
+
+
+def test_reference_predictors_are_ordered_and_paired_heads_approach_one_gd_step(monkeypatch):
+    from dynamics.experiments import icl_heads
+
+    monkeypatch.setattr(icl_heads, "MC_SEQUENCES", 20_000)
+    monkeypatch.setattr(icl_heads, "FIT_SEQUENCES", 4000)
+    refs = icl_heads.reference_predictors.__wrapped__(5, 40, 0.1, 0.2, seed=3)
+    mse = {k: r["mse"] for k, r in refs.items()}
+    assert 0.1 < mse["ridge"] < mse["gd_step"] < mse["single_kernel"] < 0.6  # the Bayes predictor first
+    assert abs(mse["paired_heads"] - mse["gd_step"]) < 0.02  # two opposite heads ≈ a GD step
+    assert refs["gd_step"]["se"] is None and all(refs[k]["se"] > 0 for k in ("ridge", "single_kernel"))
+    with pytest.raises(ValueError, match="v > 0"):
+        icl_heads.reference_predictors.__wrapped__(5, 40, 0.1, 0.0)
+
+
+def test_head_structure_of_built_heads():
+    from dynamics.experiments import icl_heads
+
+    D = 3
+    W = np.zeros((2, D + 1, D + 1))
+    W[0, :D, :D] = np.diag([1.0, 2.0, 3.0])  # head 0: diagonal, reads y only
+    W[1, :D, :D] = [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]  # head 1: share 2/3
+    W[1, D, :] = 5.0  # the key's y row is outside the x–x block
+    U = np.array([[0, 0, 0, 2.0], [1.0, 0, 0, 1.0]])  # y-shares 1 and 1/2
+    diag, yshare = icl_heads.head_structure({"W": W, "U": U}, D)
+    np.testing.assert_allclose(diag, [1.0, 2 / 3], rtol=1e-12)
+    np.testing.assert_allclose(yshare, [1.0, 0.5], rtol=1e-12)
+    # the factored forms give the same: W = Q Kᵀ, U = Vᵀ O
+    Q, K = W, np.broadcast_to(np.eye(D + 1), W.shape)
+    V = np.broadcast_to(np.eye(D + 1), W.shape)
+    diag2, yshare2 = icl_heads.head_structure({"Q": Q, "K": K, "V": V, "O": U}, D)
+    np.testing.assert_allclose(diag2, diag, rtol=1e-12)
+    np.testing.assert_allclose(yshare2, yshare, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_tiny_run_has_the_headline_and_the_figure(tmp_path, monkeypatch):
+    from dynamics import run_sweep, save_results
+    from dynamics.experiments import icl_heads
+    from figures.icl_heads import plot_icl_heads
+
+    monkeypatch.setattr(icl_heads, "MC_SEQUENCES", 4000)
+    monkeypatch.setattr(icl_heads, "FIT_SEQUENCES", 2000)
+    monkeypatch.setattr(icl_heads, "LENGTH_SEQUENCES", 500)
+    icl_heads.reference_predictors.cache_clear()
+    result = run_sweep("icl-heads", steps=30, n_test=500, heads=[1, 2], log_points=5, progress=False)
+    head = result.headline()
+    for h in (1, 2):
+        assert head[f"test_mse_H{h}"]["value"] == pytest.approx(
+            result.curves["test_loss"][result.heads.tolist().index(h), 0, -1]
+        )
+        assert 0 <= head[f"kq_diag_share_H{h}"]["value"] <= 1 and 0 <= head[f"ov_y_share_H{h}"]["value"] <= 1
+        assert all(head[f"test_mse_L{L}_H{h}"]["value"] > 0.1 for L in icl_heads.LENGTHS)
+    # the length curve at the trained L is the run's own test mse, up to the test sets' sampling
+    trained = head["test_mse_L40_H2"]["value"]
+    assert trained == pytest.approx(head["test_mse_H2"]["value"], rel=0.2)
+    save_results(result, tmp_path / "run")
+    paths = plot_icl_heads(tmp_path / "run", tmp_path / "fig")
+    assert all(p.stat().st_size > 1000 for p in paths)
+    icl_heads.reference_predictors.cache_clear()
