@@ -47,7 +47,6 @@ import jax
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from dynamics.config.schema import DataConfig
 from dynamics.core import model as mdl
 from dynamics.core.data import data_model
 from dynamics.sweeps.headline import entry
@@ -162,8 +161,7 @@ def test_mse_at(result, params: dict, L: int, seed: int = 1) -> float:
     """The test mse of one run's ``params`` on ``LENGTH_SEQUENCES`` fresh sequences of its data
     model with L context tokens (T = L + 1), as the engine computes Φ (float32)."""
     cfg = result.config
-    data = dataclasses.replace(cfg.data, T=L + 1, n_test=LENGTH_SEQUENCES)
-    data = DataConfig(**{k: getattr(data, k) for k in data.to_dict() if hasattr(data, k)}).resolved()
+    data = dataclasses.replace(cfg.data, T=L + 1, n_test=LENGTH_SEQUENCES).resolved()
     obj = data_model(data)
     k_world, k_sample = jax.random.split(jax.random.PRNGKey(seed))
     X, y, _ = obj.sample(obj.setup(k_world, data), k_sample, LENGTH_SEQUENCES)
