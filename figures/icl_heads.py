@@ -63,9 +63,9 @@ def icl_heads_figure(source) -> Figure:
     axes[0].set_xlabel("Adam step")
     axes[0].set_ylabel("test mse (noise σ² included)")
     axes[0].legend(frameon=False, fontsize="x-small", ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.22))
-    lengths = [L for L in icl_heads.LENGTHS if f"test_mse_L{L}_H{heads[0]}" in head]
+    lengths = [L for L in icl_heads.LENGTHS if f"mse_L{L}_H{heads[0]}" in head]
     for i, h in enumerate(heads):
-        values = [head[f"test_mse_L{L}_H{h}"]["value"] for L in lengths]
+        values = [head[f"mse_L{L}_H{h}"]["value"] for L in lengths]
         axes[1].plot(lengths, values, "o-", color=colors[i], label=f"H = {h}")
     data = meta["config"]["data"]
     axes[1].axvline(data["T"] - 1, color="0.6", lw=0.8)

@@ -372,14 +372,14 @@ def test_a_tiny_run_has_the_headline_and_the_figure(tmp_path, monkeypatch):
     result = run_sweep("icl-heads", steps=30, n_test=500, heads=[1, 2], log_points=5, progress=False)
     head = result.headline()
     for h in (1, 2):
-        assert head[f"test_mse_H{h}"]["value"] == pytest.approx(
+        assert head[f"final_mse_H{h}"]["value"] == pytest.approx(
             result.curves["test_loss"][result.heads.tolist().index(h), 0, -1]
         )
         assert 0 <= head[f"kq_diag_share_H{h}"]["value"] <= 1 and 0 <= head[f"ov_y_share_H{h}"]["value"] <= 1
-        assert all(head[f"test_mse_L{L}_H{h}"]["value"] > 0.1 for L in icl_heads.LENGTHS)
+        assert all(head[f"mse_L{L}_H{h}"]["value"] > 0.1 for L in icl_heads.LENGTHS)
     # the length curve at the trained L is the run's own test mse, up to the test sets' sampling
-    trained = head["test_mse_L40_H2"]["value"]
-    assert trained == pytest.approx(head["test_mse_H2"]["value"], rel=0.2)
+    trained = head["mse_L40_H2"]["value"]
+    assert trained == pytest.approx(head["final_mse_H2"]["value"], rel=0.2)
     save_results(result, tmp_path / "run")
     paths = plot_icl_heads(tmp_path / "run", tmp_path / "fig")
     assert all(p.stat().st_size > 1000 for p in paths)

@@ -157,7 +157,7 @@ def final_params(result, i: int, trial: int) -> dict:
     return {k: np.asarray(v[i, trial, -1, :H]) for k, v in result.params.items() if k != "b"}
 
 
-def test_mse_at(result, params: dict, L: int, seed: int = 1) -> float:
+def mse_at_length(result, params: dict, L: int, seed: int = 1) -> float:
     """The test mse of one run's ``params`` on ``LENGTH_SEQUENCES`` fresh sequences of its data
     model with L context tokens (T = L + 1), as the engine computes Φ (float32)."""
     cfg = result.config
@@ -185,7 +185,7 @@ def length_curve(result, lengths=LENGTHS) -> np.ndarray:
     for i in range(len(heads)):
         for t in range(trials):
             params = final_params(result, i, t)
-            out[i, t] = [test_mse_at(result, params, L) for L in lengths]
+            out[i, t] = [mse_at_length(result, params, L) for L in lengths]
     return out
 
 
@@ -216,7 +216,7 @@ def headline(result) -> dict[str, dict]:
     curve = length_curve(result) if has_params else None
     for i, h in enumerate(np.asarray(result.heads).tolist()):
         ok = final[i][np.isfinite(final[i])]
-        out[f"test_mse_H{h}"] = entry(
+        out[f"final_mse_H{h}"] = entry(
             f"test mse (H = {h})",
             float(np.mean(ok)) if ok.size else None,
             std=float(np.std(ok)) if ok.size > 1 else None,
@@ -239,7 +239,7 @@ def headline(result) -> dict[str, dict]:
             about="U_h[y]² / ‖U_h‖², U_h = V_hᵀ O_h, mean over heads and trials",
         )
         for j, length in enumerate(LENGTHS):
-            out[f"test_mse_L{length}_H{h}"] = entry(
+            out[f"mse_L{length}_H{h}"] = entry(
                 f"test mse at L = {length} (H = {h})",
                 float(np.nanmean(curve[i, :, j])),
                 about=f"the trained heads on {LENGTH_SEQUENCES} fresh sequences of L = {length}, "
