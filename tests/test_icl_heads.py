@@ -200,6 +200,18 @@ def test_factored_readout_trains_as_the_float64_adam_reference_and_not_as_its_pr
     assert abs(direct.curves["test_loss"][0, 0, -1] - want[-1]) > 1e-3 * want[-1]
 
 
+@pytest.mark.slow
+def test_factored_readout_with_vector_targets_from_a_file_is_refused(tmp_path):
+    from dynamics import run_sweep
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 3, 4)).astype(np.float32)
+    y = rng.standard_normal((6, 2)).astype(np.float32)
+    np.savez(tmp_path / "v.npz", X_train=X, y_train=y, X_test=X, y_test=y)
+    with pytest.raises(ConfigError, match="readout='factored'"):
+        run_sweep(data=str(tmp_path / "v.npz"), readout="factored", init="normal", steps=1, progress=False)
+
+
 def test_factored_readout_is_refused_where_it_has_no_factors_to_draw():
     from dynamics.config.schema import ModelConfig
     from dynamics.core import inits
@@ -216,6 +228,8 @@ def test_factored_readout_is_refused_where_it_has_no_factors_to_draw():
     emergence = DataConfig(model="emergence")
     with pytest.raises(ConfigError, match="vector targets need 'direct'"):
         validate(Config(data=emergence, model=ModelConfig(readout="factored", init="normal")))
+    with pytest.raises(ValueError, match="one output row"):
+        inits.head_shapes(4, None, False, 2, None, True)
     p = inits.init_params(jax.random.PRNGKey(0), 3, 4, init="normal", readout="factored")
     assert {k: v.shape for k, v in p.items()} == {"W": (3, 4, 4), "V": (3, 4, 4), "O": (3, 4)}
     with pytest.raises(ValueError, match="saddle"):

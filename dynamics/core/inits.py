@@ -145,6 +145,8 @@ def head_shapes(
     for ``outputs`` o > 1 (vector targets); ``factored_readout``: V (d, d) and O (d,) after the
     attention's arrays in place of U (U_h = V_hᵀ O_h)."""
     if factored_readout:
+        if outputs > 1:
+            raise ValueError(f"a factored readout has one output row O_h; outputs={outputs} need U_h (d, o)")
         shapes = head_shapes(d, head_size, learned, outputs, positions)
         del shapes["U"]
         return shapes | {"V": (d, d), "O": (d,)}

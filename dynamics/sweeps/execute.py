@@ -110,6 +110,11 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
             tied = tied_positions(cfg)
             positions = max(tied) + 1 if tied else int(data.X_train.shape[-2])
     factored = parts.READOUTS[m.readout].factored
+    if factored and outputs > 1:
+        raise ConfigError(
+            f"data.model={cfg.data.model!r} has vector targets (o={outputs} outputs); "
+            "model.readout='factored' (one output row O_h) is not supported with them: use 'direct'"
+        )
     return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions, factored)
 
 
@@ -143,6 +148,7 @@ def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) ->
         ),
         (cfg.model.init_from is not None, f"model.init_from={cfg.model.init_from!r} (θ(0) with U_h ∈ R^d)"),
         (user_metrics, "a user metric (written for U_h ∈ R^d)"),
+        (parts.READOUTS[cfg.model.readout].factored, "model.readout='factored' (one output row O_h)"),
     )
     for bad, what in refused:
         if bad:
