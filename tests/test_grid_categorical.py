@@ -42,6 +42,7 @@ CASES = {
     "constraint": ({"model": {"query": "learned", "init": "sphere"}}, ["none", "sphere"]),
     "attention": ({"model": {"init": "normal"}}, ["softmax", "erf"]),
     "data_model": ({}, ["dm1", "planted"]),
+    "readout": ({"model": {"init": "normal"}}, ["direct", "factored"]),
 }
 
 
@@ -49,7 +50,7 @@ def test_the_cases_cover_every_categorical_axis():
     assert set(CASES) == {name for name, (_, _, kind) in GRID_KNOBS.items() if kind is str}
 
 
-@pytest.mark.slow  # 11 × two programs compiled: about 2 minutes
+@pytest.mark.slow  # 12 × two programs compiled: about 2 minutes
 @pytest.mark.parametrize("axis", list(CASES))
 def test_a_categorical_grid_point_equals_its_configuration_run_alone_bit_for_bit(axis):
     over, names = CASES[axis]
