@@ -207,7 +207,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
     parts.QUERIES.get(model.query)
     parts.NORMS.get(model.norm)
     parts.KEY_QUERIES.get(model.key_query)
-    parts.READOUTS.get(model.readout)
+    parts.check_readout(model.readout, "normal")  # a built-in name (no user readouts), before it imports
     parts.INITS.get(model.init)
     parts.ACTIVATIONS.get(model.attention)
     _check_bounds("model", model)

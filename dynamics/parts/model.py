@@ -267,8 +267,15 @@ def check_factors_init(init: str, query: str, key_query: str, readout: str) -> N
 
 
 def check_readout(readout: str, init: str, init_from: bool = False, vector_targets: bool = False) -> None:
-    """A factored readout needs an init that draws V and O (not θ = 0: a saddle), scalar targets,
-    and no θ(0) from a file (which holds U)."""
+    """A readout is a built-in one (the model's layout: no user readouts); a factored one needs an
+    init that draws V and O (not θ = 0: a saddle), scalar targets, and no θ(0) from a file (which
+    holds U)."""
+    if readout not in READOUTS.names:
+        allowed = ", ".join(map(repr, READOUTS.names))
+        raise ConfigError(
+            f"model.readout={readout!r} is not one of {allowed}: the readout is the model's own layout "
+            "(no user readouts)"
+        )
     if not READOUTS.get(readout).factored:
         return
     if init_from:
