@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -165,11 +165,13 @@ def run_points(
     metrics: tuple = (),
     call_seconds: float | None = None,
     midrun: MidRun | None = None,
+    claim: Callable[[int], bool] | None = None,
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀), on ``drawn``
     (``prepare_data`` of the first config: the sweep draws once, its caller). A long point runs as
     calls of about ``call_seconds`` (default ``midrun.CALL_SECONDS``), the bar moved by steps, its
-    state kept in ``midrun`` (``dynamics.sweeps.midrun``).
+    state kept in ``midrun`` (``dynamics.sweeps.midrun``). ``claim(j)``, when given, is asked before
+    point j (in plan order) runs: False skips it (another process runs it: ``sweeps.workqueue``).
 
     Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
     (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
@@ -196,7 +198,10 @@ def run_points(
     bar = tqdm(total=len(points) * int(steps[-1]), desc=base.name, unit="step", disable=hide)
     n_train, tokens = int(data.X_train.shape[-3]), int(data.X_train.shape[-2])
     try:
-        for point in points:
+        for j, point in enumerate(points):
+            if claim is not None and not claim(j):
+                bar.update(int(steps[-1]))
+                continue
             point_heads = [heads[i] for i in point.indices]
             bar.set_postfix(H=",".join(map(str, point_heads)))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)

@@ -158,7 +158,7 @@ class GridResult:
         return rows
 
 
-def _variant_groups(grid: GridExperiment) -> list[list[int]]:
+def variant_groups(grid: GridExperiment) -> list[list[int]]:
     """Grid point indices grouped by every setting but the knobs declared ``traced`` (η₀ and σ₀:
     the engine takes them per run, in the batch), each group one data draw and the
     programs of its configuration alone. Any other knob is static for the engine (a part: the
@@ -198,18 +198,31 @@ def _run_grid(grid: GridExperiment, progress, on_point, skip, devices, layout) -
     check_memory(grid.points, len(grid.base.steps))
     start = time.perf_counter()
     skip = dict(skip or {})
-    cfg, steps = grid.base.config, np.array(grid.base.steps)
-    n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(steps)
-    acc = _Curves(
-        {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)},
-        np.full((n_h, G, trials), -1, dtype=np.int32),
-    )
+    acc = new_curves(grid)
     for k, done in skip.items():
         acc.store(k, done)
-    for group in _variant_groups(grid):
+    for group in variant_groups(grid):
         todo = [k for k in group if k not in skip]
         if todo:
             _run_group(grid, todo, acc, progress, on_point, dict(devices=devices, **layout))
+    return grid_result(grid, acc, time.perf_counter() - start)
+
+
+def new_curves(grid: GridExperiment) -> _Curves:
+    """A grid's results before any point has run: NaN curves, diverged_at -1 (never)."""
+    cfg = grid.base.config
+    n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(grid.base.steps)
+    return _Curves(
+        {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)},
+        np.full((n_h, G, trials), -1, dtype=np.int32),
+    )
+
+
+def grid_result(grid: GridExperiment, acc: _Curves, wall_time_s: float) -> GridResult:
+    """The GridResult of a grid whose every point is in ``acc``: the curves with the grid points
+    unflattened to the grid's shape, the per-head view's steps added."""
+    cfg, steps = grid.base.config, np.array(grid.base.steps)
+    n_h, G, trials = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials
     lead = (n_h, *grid.shape)
     add_head_steps(acc.curves, cfg, steps)
     extra = {"diagnostics": [acc.diagnostics[k] for k in range(G)]} if cfg.sweep.diagnostics else {}
@@ -219,7 +232,7 @@ def _run_grid(grid: GridExperiment, progress, on_point, skip, devices, layout) -
         steps=steps,
         curves={m: v if m in STEPLESS else v.reshape(*lead, *v.shape[2:]) for m, v in acc.curves.items()},
         diverged_at=acc.div.reshape(*lead, trials),
-        wall_time_s=time.perf_counter() - start,
+        wall_time_s=wall_time_s,
         extra=extra,
     )
 
@@ -271,17 +284,27 @@ def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
     drawn = prepare_data(cfgs[0])  # once for the group: its runs and its points' diagnostics
     runs = run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
     for items, metrics, div_at in runs:
-        for j, (i, v) in enumerate(items):
-            k = todo[v]
-            for m, values in metrics.items():
-                acc.put(m, (i, k), values[j])
-            acc.div[i, k] = div_at[j]
+        for k in store_call(acc, todo, items, metrics, div_at):
             left[k] -= 1
             if left[k] == 0:
                 if grid.points[k].sweep.diagnostics:
                     _diagnose(grid, k, acc, progress, drawn)
                 if on_point is not None:
                     on_point(k, acc.point(k))
+
+
+def store_call(acc: _Curves, todo: list[int], items, metrics, div_at) -> list[int]:
+    """One compiled call's runs (``execute.run_points``' yield: items (H index, variant), metrics
+    (len(items), trials, …), diverged_at) stored in ``acc``; the grid point of each item (variant v
+    is grid point ``todo[v]``)."""
+    points = []
+    for j, (i, v) in enumerate(items):
+        k = todo[v]
+        for m, values in metrics.items():
+            acc.put(m, (i, k), values[j])
+        acc.div[i, k] = div_at[j]
+        points.append(k)
+    return points
 
 
 def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
