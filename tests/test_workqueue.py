@@ -13,7 +13,7 @@ import pytest
 
 from dynamics.errors import ConfigError
 from dynamics.sweeps.workqueue import HOST, WorkQueue
-from tests.helpers import child_env
+from tests.helpers import child_env, cli_error
 
 # A tiny grid of 2 data groups (noise) × 2 step sizes × H ∈ {1, 2} × 2 trials: 8 compiled calls with
 # two CPU devices (one pack of a zero-init run per call). MODE: "one" runs it alone
@@ -136,3 +136,16 @@ def test_a_done_call_is_never_claimed_and_another_grids_queue_is_refused(tmp_pat
     assert items == [(0, 0)] and metrics["train_loss"].shape == (1, 2, 3) and div.shape == (1, 2)
     with pytest.raises(ConfigError, match="work queue of another grid"):
         WorkQueue(tmp_path / "queue", "h2")
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--heads", "1", "--work-queue"], "--work-queue spreads a grid's points"),
+        (["--lr", "1,2", "--work-queue", "--distributed"], "exclude each other"),
+        (["--heads", "1", "--reclaim"], "--reclaim applies to --work-queue"),
+        (["--lr", "1,2", "--work-queue", "--diagnostics", "sharpness"], "computed per grid point"),
+    ],
+)
+def test_the_command_line_refuses_a_work_queue_it_cannot_run_in_one_line(argv, said, capsys, tmp_path):
+    assert said in cli_error(argv, capsys, tmp_path)

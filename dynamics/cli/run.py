@@ -131,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
         "JAX_COORDINATOR_ADDRESS etc.) and shard over every host's devices; process 0 writes",
     )
     g.add_argument(
+        "--work-queue",
+        action="store_true",
+        help="a grid run by several processes into one --out: each claims the next unclaimed compiled "
+        "call, the last to finish merges (docs/performance.md); start as many as you like",
+    )
+    g.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="with --work-queue: also take over calls claimed before this process started on any host "
+        "(after a crash; a claim of a dead process on this host is taken over anyway)",
+    )
+    g.add_argument(
         "--checkpoint-every",
         type=seconds_arg("--checkpoint-every"),
         metavar="SECONDS",
@@ -313,6 +325,11 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
     with contextlib.ExitStack() as stack:
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
+        if args.work_queue:
+            from dynamics.sweeps.workqueue import run_grid_shared
+
+            shared = dict(reclaim=args.reclaim, progress=not args.quiet, devices=devices, finish=finish)
+            return run_grid_shared(exp, out, **shared)
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
         long_runs = {}
@@ -414,6 +431,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         for flag in ("checkpoint_every", "call_seconds"):
             if where["grid"] and getattr(args, flag) is not None:
                 raise ConfigError(f"--{flag.replace('_', '-')} applies to a sweep over H, not to a grid")
+        _check_work_queue(args, where["grid"])
         claim = sweep_claim(exp, args.overwrite)
         out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
         where.update(out=out, made=action == "made", replacing=action == "replace")
@@ -438,12 +456,28 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         return 2
     if not _is_main_process():
         return 0
+    if result is None:  # --work-queue: another process merges
+        print(f"this process's calls are written in {out / 'queue'}; the last process to finish merges")
+        return 0
     _report(exp, result, out)
     for path in paths:
         print(f"wrote {path}")
     if args.timings:
         print(timings.report())
     return 0
+
+
+def _check_work_queue(args: argparse.Namespace, grid: bool) -> None:
+    """--work-queue: a grid's, into a given --out, one process per share of the work (not with
+    --distributed, whose processes run one sweep together); --reclaim only with it."""
+    if args.reclaim and not args.work_queue:
+        raise ConfigError("--reclaim applies to --work-queue, the claims of a grid run by several processes")
+    if not args.work_queue:
+        return
+    if not grid:
+        raise ConfigError("--work-queue spreads a grid's points over processes: give a knob several values")
+    if args.distributed:
+        raise ConfigError("--work-queue and --distributed exclude each other: each queue process runs alone")
 
 
 def _finished(out: Path):

@@ -43,6 +43,7 @@ from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.execute import precision, prepare_data, run_points
+from dynamics.sweeps.folders import QUEUE
 from dynamics.sweeps.grid import (
     GridResult,
     grid_result,
@@ -56,7 +57,6 @@ from dynamics.sweeps.grid import (
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.results import complete_results_hash
 
-QUEUE = "queue"
 HOST = socket.gethostname()
 
 
@@ -154,11 +154,18 @@ def _alive(pid: int) -> bool:
 
 
 def run_grid_shared(
-    grid: GridExperiment, out: Path, *, reclaim: bool = False, progress: bool = True, devices=None
+    grid: GridExperiment,
+    out: Path,
+    *,
+    reclaim: bool = False,
+    progress: bool = True,
+    devices=None,
+    finish=None,
 ) -> GridResult | None:
     """Run ``grid`` into ``out`` together with every other process doing the same (the module's
     docstring); the GridResult in the process that merged (or found the complete results), else
-    None. ``stats`` of the calls this process ran: ``result.extra["calls_run"]`` in the merger."""
+    None. The merger runs ``finish(result)`` (the command line's figure) before writing the grid's
+    files and records how many calls it ran itself in ``result.extra["calls_run"]``."""
     out = Path(out)
     cfg = grid.base.config
     if cfg.sweep.diagnostics:
@@ -180,7 +187,7 @@ def run_grid_shared(
             return None
         result = _merge(grid, queue, time.perf_counter() - start)
     result.extra.update(complete=True, device=device_name(devices), calls_run=ran)
-    write_grid(result, out)
+    checkpoint.finish_then_write(result, finish, lambda: write_grid(result, out))
     shutil.rmtree(queue.root, ignore_errors=True)
     return result
 
