@@ -180,9 +180,12 @@ def run_points(
     base = cfgs[0]
     heads = base.sweep.heads
     placer = BatchPlacer(devices)
+    data, shared, init_keys = drawn
+    check_vector_targets(base, data, bool(metrics))
+    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
+    # planned before the data go to the devices: an accelerator's layout is refused before it allocates
+    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     with phase("data"):
-        data, shared, init_keys = drawn
-        check_vector_targets(base, data, bool(metrics))
         data_keys = trial_keys(base)
         # The worlds stay out of the engine, but for online sampling: their pytree carries the data
         # config (static), so every data setting compiles its own engine program.
@@ -190,8 +193,6 @@ def run_points(
         placed = placer.data(data if online else data._replace(world=None))
     steps = np.array(schedule)
     head_steps = np.array(head_schedule(schedule, base))
-    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
-    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     call_s = CALL_SECONDS if call_seconds is None else check_seconds("call_seconds", call_seconds)
     hide = not progress or jax.process_index() != 0
     # steps of every point (a point's packs advance together), moved inside a long point's call
