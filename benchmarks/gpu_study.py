@@ -19,7 +19,8 @@ simulation alone), runs per hour, the FLOPs executed (the plan's packs × S slot
 (Σ H per run), their rate, and the executed rate's fraction of the device's float32 peak
 (``PEAK_FP32``: the vendor datasheet's non-tensor-core FP32 figure; mhsim multiplies in full float32,
 no TF32). The size at which the GPU overtakes this project's CPU: the CPU's time is linear in the
-slots it runs (``CPU_REFERENCE``, measured with ``--small --cpu`` on the project's 2-core machine);
+slots it runs (``CPU_REFERENCES``: measured with ``--small --cpu`` on the project's 2-core machine
+under load, and its quiet figure from benchmarks/README.md);
 the GPU's is the line through its two measured sizes; ``crossover`` solves for the runs where they
 meet, warm (both compiled) and cold (each paying its compile).
 
@@ -53,15 +54,15 @@ FULL = dict(
 )
 SMALL = dict(heads=(1, 2, 4), lrs="0.1:1:3", scales="0.3:3:2", trials=2, steps=500, log_points=20)
 
-# ``python -m benchmarks.gpu_study --small --cpu`` on the project's machine (benchmarks/README.md):
-# seconds per executed slot-step (warm, logging included) as the process's CPU time over its cores
-# (the wall time of the quiet machine; the shared machine's load inflates the wall time itself) and
-# the cold run's overhead (compile, data; wall, under that load).
-CPU_REFERENCE = {
-    "machine": "AMD EPYC (Zen 5) VM, 2 cores as 2 JAX CPU devices, jax 0.10.2",
-    "slot_step_s": None,
-    "fixed_s": None,
-    "load": None,
+# The CPU this project is measured on (benchmarks/README.md: one AMD EPYC Zen 5 VM, 2 cores as 2 JAX
+# CPU devices, jax 0.10.2): seconds per executed slot-step (DM1 n = 100/300, T = 10, d = 32, GD) and
+# a cold run's overhead (compile and data, wall). "measured": ``--small --cpu`` here, the slot-step as
+# the process's CPU time over its 2 cores (the shared machine's load inflates the wall time itself,
+# and under that load the CPU time too); "quiet": the random-init sweep's pack step on a quiet machine
+# (S × 8.5–9 µs on one device, both devices 1.7–2.0× faster; the README's engine table).
+CPU_REFERENCES = {
+    "measured": {"slot_step_s": 1.65e-5, "fixed_s": 18.1, "load": 10.0, "date": "2026-11-28"},
+    "quiet": {"slot_step_s": 8.75e-6 / 1.85, "fixed_s": 18.1, "load": 1.0},
 }
 
 
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": round(os.getloadavg()[0], 2),
         "peak_fp32": peak_of(kind) if devices[0].platform == "gpu" else None,
         "study": {k: list(v) if isinstance(v, tuple) else v for k, v in size.items()},
-        "cpu_reference": CPU_REFERENCE,
+        "cpu_references": CPU_REFERENCES,
     }
     tenth = dict(size, trials=max(1, size["trials"] // 10))
     try:
@@ -232,13 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     out["load_after"] = round(os.getloadavg()[0], 2)
     if devices[0].platform == "cpu":
         full = sizes[-1]
-        out["cpu_measured"] = {  # CPU_REFERENCE's fields: the quiet machine's wall, its cores all busy
+        out["cpu_measured"] = {  # CPU_REFERENCES' fields: the quiet machine's wall, its cores all busy
             "slot_step_s": full["slot_step_cpu_s"] / len(devices),
             "fixed_s": round(full["cold_s"] - full["warm_s"], 3),
             "slot_step_wall_s": full["slot_step_s"],
         }
     else:
-        out["crossover"] = crossover(sizes[0], sizes[1], CPU_REFERENCE)
+        out["crossover"] = {name: crossover(sizes[0], sizes[1], ref) for name, ref in CPU_REFERENCES.items()}
     text = json.dumps(out, indent=1, default=float)
     print(text, flush=True)
     if args.json:

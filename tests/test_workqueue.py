@@ -136,6 +136,8 @@ def test_a_done_call_is_never_claimed_and_another_grids_queue_is_refused(tmp_pat
     assert items == [(0, 0)] and metrics["train_loss"].shape == (1, 2, 3) and div.shape == (1, 2)
     with pytest.raises(ConfigError, match="work queue of another grid"):
         WorkQueue(tmp_path / "queue", "h2")
+    with pytest.raises(ConfigError, match=r"run on , this one on cpu:cpu x4: .* give every process the same"):
+        WorkQueue(tmp_path / "queue", "h1", devices="cpu:cpu x4")
 
 
 @pytest.mark.parametrize(

@@ -63,24 +63,32 @@ HOST = socket.gethostname()
 class WorkQueue:
     """The claims and finished calls of one grid in ``root`` (``<out>/queue``)."""
 
-    def __init__(self, root: Path, config_hash: str, reclaim: bool = False):
+    def __init__(self, root: Path, config_hash: str, reclaim: bool = False, devices: str = ""):
+        """``devices``: the processes' devices (``device_name``), which the plan of calls depends on:
+        every process of one queue must have the same."""
         self.root, self.config_hash, self.reclaim = Path(root), config_hash, reclaim
         self.started = time.time()
         self.root.mkdir(parents=True, exist_ok=True)
-        mine = json.dumps({"config_hash": config_hash}).encode()
-        if not _create(self.root / "grid.json", mine):
-            theirs = None
-            for _ in range(50):  # an empty file is being written by the process that created it
-                try:
-                    theirs = json.loads((self.root / "grid.json").read_text()).get("config_hash")
-                    break
-                except (OSError, ValueError, AttributeError):
-                    time.sleep(0.1)
-            if theirs != config_hash:
-                raise ConfigError(
-                    f"{self.root} is the work queue of another grid (config_hash {theirs} there, "
-                    f"{config_hash} here): give another --out"
-                )
+        mine = {"config_hash": config_hash, "devices": devices}
+        if _create(self.root / "grid.json", json.dumps(mine).encode()):
+            return
+        theirs: dict[str, Any] = {}
+        for _ in range(50):  # an empty file is being written by the process that created it
+            try:
+                theirs = json.loads((self.root / "grid.json").read_text())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        if theirs.get("config_hash") != config_hash:
+            raise ConfigError(
+                f"{self.root} is the work queue of another grid (config_hash {theirs.get('config_hash')} "
+                f"there, {config_hash} here): give another --out"
+            )
+        if theirs.get("devices") != devices:
+            raise ConfigError(
+                f"{self.root}'s processes run on {theirs.get('devices')}, this one on {devices}: the calls "
+                "are planned for the devices, so give every process the same (--cpu-devices N, one GPU each)"
+            )
 
     def done(self, unit: str) -> bool:
         return self.file(unit).exists()
@@ -179,7 +187,7 @@ def run_grid_shared(
     if held is not None or (out / "results.json").exists():
         raise ConfigError(f"{out} holds another run's results: give another --out")
     check_memory(grid.points, len(grid.base.steps))
-    queue = WorkQueue(out / QUEUE, grid.hash(), reclaim)
+    queue = WorkQueue(out / QUEUE, grid.hash(), reclaim, device_name(devices))
     start = time.perf_counter()
     with precision(cfg):
         ran = _run_calls(grid, queue, progress, devices)
