@@ -393,6 +393,8 @@ def _interrupted(where: dict) -> str:
     if "out" not in where:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
+    if (out / "queue").is_dir():  # --work-queue: the calls written so far stay, this one's claim is stale
+        return f"interrupted: the finished calls are in {out / 'queue'}; rerun the same command to finish"
     running = midrun.kept(out)  # a long run's state kept mid-run
     points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
     if not points and running is None:  # what is on disk, not what might have been
