@@ -275,14 +275,24 @@ class _Curves:
         return metrics, self.div[:, k], self.diagnostics.get(k)
 
 
-def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
-    """Grid points ``todo`` (one data section) as variants of one batched sweep."""
+def group_calls(grid: GridExperiment, todo: list[int], progress: bool, layout: dict, claim=None):
+    """(the data drawn, the compiled calls) of grid points ``todo`` (one variant group) as variants of
+    one batched sweep: the group's data drawn once (its runs and its points' diagnostics read it),
+    ``execute.run_points``' generator of its calls (``claim``: as run_points')."""
     cfgs = [grid.points[k] for k in todo]
     n_h = len(cfgs[0].sweep.heads)
-    left = dict.fromkeys(todo, n_h)
     layout = {"packs_per_call": None, "chunk": None, "slots": None, **layout}
-    drawn = prepare_data(cfgs[0])  # once for the group: its runs and its points' diagnostics
-    runs = run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
+    drawn = prepare_data(cfgs[0])
+    heads = list(range(n_h))
+    return drawn, run_points(
+        cfgs, grid.base.steps, heads, progress=progress, drawn=drawn, claim=claim, **layout
+    )
+
+
+def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
+    """Grid points ``todo`` (one data section) as variants of one batched sweep."""
+    left = dict.fromkeys(todo, len(grid.base.config.sweep.heads))
+    drawn, runs = group_calls(grid, todo, progress, layout)
     for items, metrics, div_at in runs:
         for k in store_call(acc, todo, items, metrics, div_at):
             left[k] -= 1

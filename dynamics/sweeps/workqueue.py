@@ -42,11 +42,12 @@ from dynamics.errors import ConfigError
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.execute import precision, prepare_data, run_points
+from dynamics.sweeps.execute import precision
 from dynamics.sweeps.folders import QUEUE
 from dynamics.sweeps.grid import (
     GridResult,
     grid_result,
+    group_calls,
     load_points,
     new_curves,
     run_grid_experiment,
@@ -216,13 +217,7 @@ def _run_calls(grid: GridExperiment, queue: WorkQueue, progress: bool, devices) 
             unit["name"] = f"g{g}-c{j}"
             return queue.claim(unit["name"])
 
-        cfgs = [grid.points[k] for k in todo]
-        n_h = len(cfgs[0].sweep.heads)
-        layout = {"packs_per_call": None, "chunk": None, "slots": None}
-        calls = run_points(
-            cfgs, grid.base.steps, list(range(n_h)), progress=progress, drawn=prepare_data(cfgs[0]),
-            devices=devices, claim=claim, **layout,
-        )  # fmt: skip
+        _, calls = group_calls(grid, todo, progress, {"devices": devices}, claim)
         for items, metrics, div_at in calls:
             queue.write(unit["name"], items, metrics, div_at)
             ran += 1
