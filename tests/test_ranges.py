@@ -164,3 +164,51 @@ def test_a_finite_U_with_a_large_norm_logs_its_norm():
     np.testing.assert_allclose(np.asarray(r.curves["u_norm"], np.float64), run, rtol=1e-6)
     for name in ("w_norm", "head_key_norm"):
         assert np.all(np.isfinite(np.asarray(r.curves[name])[..., 0])), name
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e3])
+def test_head_diversity_is_the_plain_formula_to_the_bit_where_it_holds(scale):
+    rng = np.random.default_rng(7)
+    params = {
+        "U": (rng.normal(size=(6, 5)) * scale).astype(np.float32),
+        "W": (rng.normal(size=(6, 5, 5)) * scale).astype(np.float32),
+    }
+    params["W"][1] = params["W"][0]  # two heads alike: a zero distance among the others
+    params["U"][1] = params["U"][0]
+    active = np.array([True, True, True, True, False, False])
+    member = np.array(
+        [[True, False], [True, False], [True, True], [False, True], [False, True], [False, False]]
+    )
+
+    def plain(p, member):  # the formula before the held norm: √ of the largest Σx²
+        flat = jnp.concatenate([v.reshape(v.shape[0], -1) for v in mdl.head_arrays(p).values()], axis=1)
+
+        def to_head(f_h):
+            diff = flat - f_h[None, :]
+            return jnp.sum(diff * diff, axis=-1)
+
+        dist2 = jax.lax.map(to_head, flat)
+        pair = member[:, None, ...] & member[None, :, ...]
+        dist2 = dist2[..., None] if member.ndim == 2 else dist2
+        return jnp.sqrt(jnp.max(jnp.where(pair, dist2, 0.0), axis=(0, 1)))
+
+    for m in (active, member):
+        new = jax.jit(mdl.head_diversity)(params, m)
+        old = jax.jit(plain)(params, m)
+        assert np.asarray(new).shape == np.asarray(old).shape
+        assert np.array_equal(np.asarray(new), np.asarray(old)), (new, old)
+        assert np.all(np.asarray(new) > 0)
+
+
+def test_head_diversity_of_huge_weights_is_finite():
+    # entries ~1e25: Σx² overflows float32 (the plain formula's inf); the held norm is ‖θ_h − θ_h'‖
+    rng = np.random.default_rng(8)
+    W = rng.normal(size=(3, 4, 4)) * 1e25
+    U = rng.normal(size=(3, 4)) * 1e25
+    got = jax.jit(mdl.head_diversity)(
+        {"U": U.astype(np.float32), "W": W.astype(np.float32)}, np.ones(3, bool)
+    )
+    flat = np.concatenate([U, W.reshape(3, -1)], axis=1)
+    ref = max(np.linalg.norm(flat[i] - flat[j]) for i in range(3) for j in range(3))
+    assert np.isfinite(got)
+    np.testing.assert_allclose(float(got), ref, rtol=1e-6)
