@@ -5,6 +5,7 @@ norm logs a finite norm."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import jax
@@ -327,3 +328,17 @@ def test_head_diversity_of_huge_weights_is_finite():
     ref = max(np.linalg.norm(flat[i] - flat[j]) for i in range(3) for j in range(3))
     assert np.isfinite(got)
     np.testing.assert_allclose(float(got), ref, rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("init", ["zero", "normal"])
+def test_dm1_at_the_edge_of_the_products_runs_finite_in_float32(init):
+    # the largest β₀ the products let through at η₀ = 1, and at η₀ = 1e-10: no NaN in 8 updates
+    # (β₀ = 1e22 at η₀ = 1 once gave NaN losses at the second update)
+    edge = 0.99 * math.sqrt(floats.held(1) / 1e-10)
+    kw = dict(heads=(1, 2), steps=8, trials=1, n_train=16, n_test=8, log_every=1, init=init)
+    for over in (dict(temperature=floats.held(2)), dict(lr=1e-10, temperature=edge)):
+        validate(api.with_overrides(**kw | over))  # accepted: inside every bound
+        r = api.run_sweep(**kw, **over, progress=False)
+        assert not np.any(r.diverged_at >= 0), (over, r.diverged_at)
+        assert np.all(np.isfinite(r.curves["train_loss"])), over
