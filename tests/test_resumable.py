@@ -76,9 +76,6 @@ QUICK = {"gd-fast-path"}
 def test_calls_over_any_iterations_equal_one_call_bitwise(case):
     cfg = _config(**CASES[case])
     for prog, placed, batch, kw, placer in _points(cfg):
-        if not resumable.runs_in_calls(prog):  # Adam: stays one call (below)
-            assert case == "adam"
-            continue
         one, div_one = placer.fetch(train_batch(prog, placed, batch, **kw))
         state = resumable.start_batch(prog, placed, batch, **kw)
         L = len(prog.segments)
@@ -198,16 +195,37 @@ def test_the_long_run_flags_are_refused_for_a_grid(capsys):
 
 
 @pytest.mark.slow
-def test_adam_stays_one_call_with_its_numbers(monkeypatch):
-    """Adam's one-call program computes other last bits than its loop in calls would: it is never
-    split, so its numbers stay the engine's."""
+def test_adam_in_three_calls_equals_one_call_with_its_final_parameters():
+    """Adam's state (moments and count of updates) crosses the calls: its curves and final θ equal
+    one call's bit for bit (the count once held per pack made the bias correction's last bit differ)."""
+    cfg = _config(optimizer="adam", lr=0.05, heads=[2], steps=300, log_every=10, save_params=True)
+    prog, placed, batch, kw, placer = next(_points(cfg))
+    assert prog.head_log[-1] == len(prog.segments) - 1  # the snapshots hold the final θ
+    one, div_one = placer.fetch(train_batch(prog, placed, batch, **kw))
+    state = resumable.start_batch(prog, placed, batch, **kw)
+    L = len(prog.segments)
+    for start, end in ((0, 4), (4, 17), (17, L)):
+        state = resumable.advance(prog, placed, batch, state, start, end, **kw)
+    calls, div_calls = resumable.outputs(prog, placer.fetch(state))
+    params = [k for k in one if k.startswith("param")]
+    assert params and not _equal(one, calls), _equal(one, calls)
+    for k in params:  # the final θ, and it moved
+        last = np.take(calls[k], -1, axis=2)
+        assert np.array_equal(np.take(one[k], -1, axis=2), last) and np.any(
+            last != np.take(calls[k], 0, axis=2)
+        )
+    np.testing.assert_array_equal(div_one, div_calls)
+
+
+@pytest.mark.slow
+def test_an_adam_sweep_runs_in_calls_with_the_numbers_of_one_call(monkeypatch):
     cfg = _config(optimizer="adam", lr=0.05, heads=[2], steps=300, log_every=10)
     one = run_sweep(cfg, progress=False)
     monkeypatch.setattr(execute, "tqdm", CountingBar)
     CountingBar.moves = []
     again = run_sweep(cfg, progress=True, call_seconds=1e-6)
     assert not _equal(one.curves, again.curves)
-    assert CountingBar.moves == [300]  # one point, one call
+    assert len(CountingBar.moves) >= 10 and sum(CountingBar.moves) == 300, CountingBar.moves
 
 
 def test_a_short_point_stays_one_call():

@@ -43,7 +43,7 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
     packs = point.batch_size // placer.n_devices
     long = estimated_seconds(prog, n_train, tokens, packs, placer.platform) > 2 * call_s
     # several processes (--distributed) would each time their own calls: they stay one call
-    long = long and resumable.runs_in_calls(prog) and jax.process_count() == 1
+    long = long and jax.process_count() == 1
     if not long or not (watched or store is not None):
         out = placer.fetch(train_batch(prog, placed, batch, **kw))
         bar.update(steps)

@@ -9,10 +9,9 @@ progress bar moves by the steps done and, every ``every_s`` seconds (``MidRun``)
 is written atomically, under the interrupt shield, to ``DIR/points/running-H<h1>-<h2>….npz`` with
 the config's hash: Ctrl-C, SIGTERM or a crash loses at most that interval. A resumed sweep loads it
 and goes on from there; the file is removed once its point is saved. A short point, or one neither
-watched (no bar) nor checkpointed, is one call as before, and so are an optimiser with a state
-(Adam: ``resumable.runs_in_calls``) and a sweep over several processes (``--distributed``: each
-would time its own calls). This module (the files) imports no JAX: the interrupt's line reads what
-they hold (``kept``).
+watched (no bar) nor checkpointed, is one call as before, and so is a sweep over several processes
+(``--distributed``: each would time its own calls). This module (the files) imports no JAX: the
+interrupt's line reads what they hold (``kept``).
 """
 
 from __future__ import annotations
