@@ -10,6 +10,7 @@ from helpers import replace
 from dynamics import run_sweep
 from dynamics.api import with_overrides
 from dynamics.cli.run import main
+from dynamics.config.grid import resolve_grid
 from dynamics.config.schema import resolve
 from dynamics.core import resumable
 from dynamics.core.data import token_width
@@ -19,6 +20,7 @@ from dynamics.sweeps import execute, longrun, midrun
 from dynamics.sweeps.checkpoint import run_checkpointed
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.execute import prepare_data
+from dynamics.sweeps.grid import run_grid_checkpointed, run_grid_experiment
 from dynamics.sweeps.plan import make_batch, plan_points, trial_keys
 
 SMALL = dict(heads=[1, 3], trials=2, steps=40, n_train=12, n_test=10, d=6, T=4, log_every=3)
@@ -189,9 +191,58 @@ def test_bad_seconds_flags_are_refused_in_one_line(flag, text, capsys):
     assert exit_.value.code == 2 and err.count("\n") == 1 and "must be a number of seconds > 0" in err, err
 
 
-def test_the_long_run_flags_are_refused_for_a_grid(capsys):
-    assert main(["--lr", "1,2", "--checkpoint-every", "5", "--out", "never-written"]) == 2
-    assert "--checkpoint-every applies to a sweep over H, not to a grid" in capsys.readouterr().err
+def _grid_interrupted(monkeypatch, tmp_path, axes: dict, crash_at: int):
+    """A grid of the small config over ``axes`` (H = 2, 31 logged steps) run uninterrupted (one call
+    per point), then in calls of one logged step each that crash at call ``crash_at``, every call's
+    state kept, then resumed: (the uninterrupted result, the resumed one, the (start, end) of the
+    calls before and after the crash)."""
+    grid = resolve_grid(_config(heads=[2], steps=300, log_every=10), axes)
+    whole = run_grid_experiment(grid, progress=False)
+    advance, calls, resumed = resumable.advance, [], []
+
+    def crash(*args, **kwargs):  # a crash (or a kill) in call ``crash_at``
+        calls.append(args[4:6])
+        if len(calls) == crash_at:
+            raise Crash
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(resumable, "advance", crash)
+    with pytest.raises(Crash):
+        run_grid_checkpointed(grid, tmp_path, progress=False, call_seconds=1e-6, checkpoint_every=1e-6)
+    assert midrun.kept(tmp_path) is not None  # the states of the calls before the crash
+    monkeypatch.setattr(resumable, "advance", lambda *a, **k: resumed.append(a[4:6]) or advance(*a, **k))
+    result = run_grid_checkpointed(grid, tmp_path, resume=True, progress=False, call_seconds=1e-6)
+    assert midrun.kept(tmp_path) is None and not (tmp_path / "points").exists()  # all cleared
+    assert not _equal(whole.curves, result.curves), _equal(whole.curves, result.curves)
+    np.testing.assert_array_equal(whole.diverged_at, result.diverged_at)
+    return calls, resumed
+
+
+def test_an_interrupted_grid_resumes_mid_run_to_the_uninterrupted_numbers(tmp_path, monkeypatch):
+    """Its two η₀ run as two points of the same H (31 calls each), the crash in the second's second
+    call: the first point's final state and the second's first call are not run again."""
+    calls, resumed = _grid_interrupted(monkeypatch, tmp_path, {"lr": [0.5, 2]}, crash_at=33)
+    assert calls[30] == (30, 31) and calls[31] == (0, 1)  # the second point began at call 32
+    assert resumed[0] == (1, 2) and len(resumed) == 30
+
+
+@pytest.mark.slow
+def test_a_grid_of_two_groups_resumes_its_second_group_mid_run(tmp_path, monkeypatch):
+    """Two groups (the optimiser is static: GD, then Adam), each two points, interrupted in the
+    second group's second point: the first group's grid points are saved, the second goes on from
+    its own files."""
+    axes = {"optimizer": ["gd", "adam"], "lr": [0.05, 0.5]}
+    calls, resumed = _grid_interrupted(monkeypatch, tmp_path, axes, crash_at=95)
+    assert calls[93] == (0, 1) and resumed[0] == (1, 2) and len(resumed) == 30
+
+
+def test_the_long_run_flags_are_taken_by_a_grid(tmp_path, capsys):
+    out = tmp_path / "grid"
+    argv = ["--lr", "1,2", "--heads", "1", "--steps", "20", "--n-train", "8", "--n-test", "8"]
+    assert (
+        main([*argv, "--checkpoint-every", "5", "--call-seconds", "1", "--out", str(out), "--no-figure"]) == 0
+    )
+    assert (out / "results.json").is_file() and "η₀ ∈ {1, 2}" in capsys.readouterr().out
 
 
 @pytest.mark.slow
