@@ -194,8 +194,8 @@ def test_bad_seconds_flags_are_refused_in_one_line(flag, text, capsys):
 def _grid_interrupted(monkeypatch, tmp_path, axes: dict, crash_at: int):
     """A grid of the small config over ``axes`` (H = 2, 31 logged steps) run uninterrupted (one call
     per point), then in calls of one logged step each that crash at call ``crash_at``, every call's
-    state kept, then resumed: (the uninterrupted result, the resumed one, the (start, end) of the
-    calls before and after the crash)."""
+    state kept, then resumed: the (start, end) of the calls before and after the crash, and the
+    mid-run files the crash left."""
     grid = resolve_grid(_config(heads=[2], steps=300, log_every=10), axes)
     whole = run_grid_experiment(grid, progress=False)
     advance, calls, resumed = resumable.advance, [], []
@@ -210,20 +210,22 @@ def _grid_interrupted(monkeypatch, tmp_path, axes: dict, crash_at: int):
     with pytest.raises(Crash):
         run_grid_checkpointed(grid, tmp_path, progress=False, call_seconds=1e-6, checkpoint_every=1e-6)
     assert midrun.kept(tmp_path) is not None  # the states of the calls before the crash
+    left = sorted(p.name for p in (tmp_path / "points").glob(midrun.PREFIX + "*"))
     monkeypatch.setattr(resumable, "advance", lambda *a, **k: resumed.append(a[4:6]) or advance(*a, **k))
     result = run_grid_checkpointed(grid, tmp_path, resume=True, progress=False, call_seconds=1e-6)
     assert midrun.kept(tmp_path) is None and not (tmp_path / "points").exists()  # all cleared
     assert not _equal(whole.curves, result.curves), _equal(whole.curves, result.curves)
     np.testing.assert_array_equal(whole.diverged_at, result.diverged_at)
-    return calls, resumed
+    return calls, resumed, left
 
 
 def test_an_interrupted_grid_resumes_mid_run_to_the_uninterrupted_numbers(tmp_path, monkeypatch):
     """Its two η₀ run as two points of the same H (31 calls each), the crash in the second's second
     call: the first point's final state and the second's first call are not run again."""
-    calls, resumed = _grid_interrupted(monkeypatch, tmp_path, {"lr": [0.5, 2]}, crash_at=33)
+    calls, resumed, left = _grid_interrupted(monkeypatch, tmp_path, {"lr": [0.5, 2]}, crash_at=33)
     assert calls[30] == (30, 31) and calls[31] == (0, 1)  # the second point began at call 32
     assert resumed[0] == (1, 2) and len(resumed) == 30
+    assert len(left) == 2 and all(name.startswith("running-G0-P") for name in left)  # one per point
 
 
 @pytest.mark.slow
@@ -232,8 +234,9 @@ def test_a_grid_of_two_groups_resumes_its_second_group_mid_run(tmp_path, monkeyp
     second group's second point: the first group's grid points are saved, the second goes on from
     its own files."""
     axes = {"optimizer": ["gd", "adam"], "lr": [0.05, 0.5]}
-    calls, resumed = _grid_interrupted(monkeypatch, tmp_path, axes, crash_at=95)
+    calls, resumed, left = _grid_interrupted(monkeypatch, tmp_path, axes, crash_at=95)
     assert calls[93] == (0, 1) and resumed[0] == (1, 2) and len(resumed) == 30
+    assert len(left) == 2 and all(n.startswith("running-G2-") for n in left)  # the first group's cleared
 
 
 def test_the_long_run_flags_are_taken_by_a_grid(tmp_path, capsys):

@@ -106,7 +106,7 @@ class MidRun:
     def clear_all(self) -> None:
         """Every state of this store's ``tag``: its points are saved."""
         if self.writer:
-            for path in (self.out / "points").glob(f"{PREFIX}{self.tag}H*.npz"):
+            for path in (self.out / "points").glob(f"{PREFIX}{self.tag}*.npz"):
                 path.unlink(missing_ok=True)
 
 
