@@ -254,8 +254,10 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
     cfg = exp.base.config if grid else exp.config
     opt, named = cfg.optim, dict(exp.axes) if grid else {}
 
-    def value(axis: str, own):  # a knob of the grid's axes is "grid" here, its values in the table
-        return "grid" if axis in named else own
+    def value(axis: str, own, label: str = "") -> str:  # a grid axis: its values, "η₀ ∈ {0.1, 1}"
+        if axis not in named:
+            return f"{label}={own}" if label else str(own)
+        return f"{label} ∈ {axis_values(named[axis])}" if label else axis_values(named[axis])
 
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
     label = train_label(cfg.to_dict())  # online SGD trains on fresh batches, not on n examples
@@ -266,7 +268,7 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
     )
     print(
         f"{cfg.name}: {value('data_model', cfg.data.model)} {sizes}, "
-        f"{value('optimizer', opt.optimizer)} η₀={value('lr', opt.lr)} "
+        f"{value('optimizer', opt.optimizer)} {value('lr', opt.lr, 'η₀')} "
         f"({value('lr_scaling', opt.lr_scaling)}), "
         f"{opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
@@ -281,6 +283,15 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         print(format_table(result))
         _print_headline(result)
         print(f"{verb} {out / 'results.json'} and {out / 'curves.npz'}")
+
+
+def axis_values(values, shown: int = 6) -> str:
+    """A grid axis's values as a set, numbers in their shortest form: "{0.1, 1}"; a long axis
+    "{0.01, 0.0177828, …, 100} (17 values)"."""
+    text = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+    if len(text) > shown:
+        return "{" + ", ".join([*text[:2], "…", text[-1]]) + f"}} ({len(text)} values)"
+    return "{" + ", ".join(text) + "}"
 
 
 def _print_headline(result) -> None:
@@ -332,9 +343,7 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
             return run_grid_shared(exp, out, **shared)
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
-        long_runs = {}
-        if not isinstance(exp, GridExperiment):  # a grid keeps its finished points only
-            long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
+        long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
             exp,
             out,
@@ -430,9 +439,6 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         cfg = base.config
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
-        for flag in ("checkpoint_every", "call_seconds"):
-            if where["grid"] and getattr(args, flag) is not None:
-                raise ConfigError(f"--{flag.replace('_', '-')} applies to a sweep over H, not to a grid")
         _check_work_queue(args, where["grid"])
         claim = sweep_claim(exp, args.overwrite)
         out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
@@ -480,6 +486,9 @@ def _check_work_queue(args: argparse.Namespace, grid: bool) -> None:
         raise ConfigError("--work-queue spreads a grid's points over processes: give a knob several values")
     if args.distributed:
         raise ConfigError("--work-queue and --distributed exclude each other: each queue process runs alone")
+    for flag in ("checkpoint_every", "call_seconds"):  # the queue's claims are whole compiled calls
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')} does not apply with --work-queue: its processes claim whole calls")
 
 
 def _finished(out: Path):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -206,11 +207,12 @@ def run_points(
             point_heads = [heads[i] for i in point.indices]
             bar.set_postfix(H=",".join(map(str, point_heads)))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)
+            store = point_store(midrun, point, batch) if midrun is not None and midrun.grid else midrun
             on_devices = placer.batch(batch)
             with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
                 metrics, div_at = run_point(  # (B, R, L), (B, R) on the host
                     point, placed, on_devices, placer, shared=shared, call_s=call_s, bar=bar,
-                    watched=progress, store=midrun, heads=point_heads, n_train=n_train, tokens=tokens,
+                    watched=progress, store=store, heads=point_heads, n_train=n_train, tokens=tokens,
                 )  # fmt: skip
             items, trials = point.items, base.sweep.trials
             zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
@@ -218,10 +220,22 @@ def run_points(
                 warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, trials, steps)
             metrics, div_at = lay_out(metrics, div_at, batch, rows, cols, items, base, steps, head_steps)
             yield items, metrics, div_at
-            if midrun is not None:  # the point is saved (``on_point``): its mid-run state is not needed
-                midrun.clear(point_heads)
+            if store is not None:  # the point is saved (``on_point``): its mid-run state is not needed
+                store.clear(point_heads)  # (a grid's: kept until its grid points are saved)
     finally:
         bar.close()
+
+
+def point_store(midrun: MidRun, point, batch) -> MidRun:
+    """Where a point of a grid's variants keeps its state: several points run the same H (other
+    η₀, σ₀), and which runs a point holds depends on the grid points left to run, so its files are
+    named and its state continued by what the point computes: its program, layout and batch."""
+    digest = hashlib.sha256(f"{point.prog!r} {point.chunk}".encode())
+    for leaf in jax.tree_util.tree_leaves(batch):
+        leaf = np.asarray(leaf)
+        digest.update(f"{leaf.shape} {leaf.dtype}".encode() + leaf.tobytes())
+    name = digest.hexdigest()[:16]
+    return midrun.within(f"P{name}-", name)
 
 
 def lay_out(metrics, div_at, batch, rows, cols, items, base: Config, steps, head_steps):
