@@ -488,7 +488,8 @@ def _check_work_queue(args: argparse.Namespace, grid: bool) -> None:
         raise ConfigError("--work-queue and --distributed exclude each other: each queue process runs alone")
     for flag in ("checkpoint_every", "call_seconds"):  # the queue's claims are whole compiled calls
         if getattr(args, flag) is not None:
-            raise ConfigError(f"--{flag.replace('_', '-')} does not apply with --work-queue: its processes claim whole calls")
+            name = flag.replace("_", "-")
+            raise ConfigError(f"--{name} does not apply with --work-queue: its processes claim whole calls")
 
 
 def _finished(out: Path):
