@@ -147,6 +147,7 @@ def test_a_done_call_is_never_claimed_and_another_grids_queue_is_refused(tmp_pat
         (["--lr", "1,2", "--work-queue", "--distributed"], "exclude each other"),
         (["--heads", "1", "--reclaim"], "--reclaim applies to --work-queue"),
         (["--lr", "1,2", "--work-queue", "--diagnostics", "sharpness"], "computed per grid point"),
+        (["--lr", "1,2", "--work-queue", "--checkpoint-every", "10"], "--checkpoint-every does not apply"),
     ],
 )
 def test_the_command_line_refuses_a_work_queue_it_cannot_run_in_one_line(argv, said, capsys, tmp_path):
