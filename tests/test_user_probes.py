@@ -1,7 +1,8 @@
 """User parts (``"module:attribute"``) checked from their registry's declared probe when first named:
 a part of each kind is called as the engine calls it on a tiny input, and one that returns another
 shape or type, or lacks what its kind declares, is refused in one line naming the field, the
-user's name and what was expected; one that passes runs to the numbers of the built-in it copies."""
+user's name and what was expected; one that passes runs to the numbers of the built-in it copies.
+A head normalisation given for a sweep of H = 1 alone has no effect and is refused."""
 
 from __future__ import annotations
 
@@ -129,3 +130,15 @@ def test_a_declared_user_constraint_is_called_by_the_engine():
     built_in, user, free = (_run(**common, constraint=c) for c in ("sphere", f"{USER}:sphere", "none"))
     assert np.array_equal(built_in.curves["train_loss"], user.curves["train_loss"])
     assert not np.array_equal(free.curves["train_loss"], user.curves["train_loss"])
+
+
+def test_a_head_normalisation_at_h_1_alone_has_no_effect_and_is_refused():
+    """c_1 = 1 for every built-in norm: given for a sweep of H = 1 alone it changes nothing and is
+    refused as the step-size scaling is; with an H > 1 it is taken; a user's c_H (which need not be
+    1 at H = 1) is taken at H = 1 too."""
+    with pytest.raises(
+        ConfigError, match=r"model.norm='mean' was given but has no effect: sweep.heads=\[1\]"
+    ):
+        api.with_overrides(heads=[1], norm="mean")
+    assert api.with_overrides(heads=[1, 2], norm="mean").model.norm == "mean"
+    assert api.with_overrides(heads=[1], norm=f"{USER}:norm_mean").model.norm == f"{USER}:norm_mean"

@@ -67,6 +67,7 @@ class Norm(Part):
     """c_H: ``impl`` maps H (a number or a traced scalar) to c_H; the only factor that scales with H."""
 
     fast_path: bool = True
+    unit_at_one: bool = False  # c_1 = 1: with one head it is no factor (given at H = 1 alone: refused)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,9 +179,15 @@ NORMS: Registry[Norm] = Registry(
     "norm",
     "model.norm",
     (
-        Norm("sqrt", "c_H = 1/√H (keeps Φ O(1) at random init)", f"{_MODEL}:c_sqrt", label="1/√H"),
-        Norm("mean", "c_H = 1/H", f"{_MODEL}:c_mean", label="1/H"),
-        Norm("sum", "c_H = 1", f"{_MODEL}:c_sum", label="1"),
+        Norm(
+            "sqrt",
+            "c_H = 1/√H (keeps Φ O(1) at random init)",
+            f"{_MODEL}:c_sqrt",
+            label="1/√H",
+            unit_at_one=True,
+        ),
+        Norm("mean", "c_H = 1/H", f"{_MODEL}:c_mean", label="1/H", unit_at_one=True),
+        Norm("sum", "c_H = 1", f"{_MODEL}:c_sum", label="1", unit_at_one=True),
     ),
     probe=Probe(
         "c(H) with H = 2, and traced with one H per run (R,)",

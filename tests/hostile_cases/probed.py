@@ -22,7 +22,7 @@ query_first.token = 0
 
 
 def norm_mean(H):
-    """c_H = 1/H (a copy of the built-in 'mean')"""
+    """c_H = 1/H (a copy of the built-in 'mean'); no unit_at_one declared"""
     return model.c_mean(H)
 
 
