@@ -26,15 +26,20 @@ from dynamics.errors import ConfigError
 N, H, T, D = 2, 3, 4, 5  # examples, heads, tokens, width of the probes' inputs
 
 
-def _spec(*shape: int, dtype: Any = np.float32):
-    import jax
+def _jax() -> Any:
+    """JAX, imported when a probe first runs: the parts' metadata (which names these checks by
+    their dotted path) loads without it."""
+    import jax  # not at the top: see the docstring
 
-    return jax.ShapeDtypeStruct(shape, dtype)
+    return jax
+
+
+def _spec(*shape: int, dtype: Any = np.float32):
+    return _jax().ShapeDtypeStruct(shape, dtype)
 
 
 def _floating(a: Any) -> bool:
-    import jax.numpy as jnp
-
+    jnp = _jax().numpy
     return hasattr(a, "dtype") and hasattr(a, "shape") and bool(jnp.issubdtype(a.dtype, jnp.floating))
 
 
@@ -57,9 +62,7 @@ def _called(at: str, probe, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _traced(at: str, probe, fn: Any, *args: Any) -> Any:
     """``jax.eval_shape(fn, *args)``: the call traced as in the compiled program, nothing run."""
-    import jax
-
-    return _called(at, probe, jax.eval_shape, fn, *args)
+    return _called(at, probe, _jax().eval_shape, fn, *args)
 
 
 def _array(at: str, probe, out: Any, shape: tuple[int, ...]) -> None:
@@ -144,15 +147,13 @@ class _Data(NamedTuple):
 def sampling(at: str, obj: Any, part, probe) -> None:
     """SGD's batch of update t: ``impl(data, key, t, B)`` traced, B = 2 of n = 4 examples, t traced:
     (X (B, T, d), y (B,))."""
-    import jax
-
     if part.fresh:
         raise ConfigError(
             f"{at} declares fresh = True: online batches are drawn by the data model's sample, so the "
             "engine would never call this one; use optim.sampling='online'"
         )
     data = _Data(_spec(2 * N, T, D), _spec(2 * N))
-    key = jax.random.key(0)
+    key = _jax().random.key(0)
 
     def batch(data, t):
         return obj(data, key, t, N)
@@ -210,8 +211,7 @@ def _real_float(at: str, probe, out: Any, what: str) -> np.ndarray:
 def loss(at: str, fn: Any, part, probe) -> None:
     """A user loss maps each margin (or residual) to its loss, elementwise: probed on a vector of 7,
     its output must be a real (7,) array whose entry i is the loss of entry i alone."""
-    import jax.numpy as jnp
-
+    jnp = _jax().numpy
     z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
     out = _called(at, probe, fn, z)
     single = [np.asarray(_called(at, probe, fn, z[i : i + 1])) for i in range(7)]
@@ -232,8 +232,7 @@ def loss(at: str, fn: Any, part, probe) -> None:
 def attention(at: str, fn: Any, part, probe) -> None:
     """A user attention maps scores (…, T) to weights of the same shape, each query's weights from
     its own T scores: probed on scores of shape (2, 3, 5)."""
-    import jax.numpy as jnp
-
+    jnp = _jax().numpy
     scores = jnp.asarray(np.linspace(-1.5, 2.0, 30, dtype=np.float32).reshape(2, 3, 5))
     out = _called(at, probe, fn, scores)
     rows = [
