@@ -36,7 +36,7 @@ def _refusal(field: str, name: str, **overrides) -> str:
         ("model.init", "init_no_w", "returned a dict of ['U'] (for the full layout: U and W)"),
         ("optim.optimizer", "optimizer_function", "returned a function, without init and update"),
         ("optim.sampling", "sampling_one", "returned shape (2, 4, 5) of dtype float32 when"),
-        ("optim.constraint", "sphere_drops_k", "returned a dict of ['U'] for a dict of ['U', 'k']"),
+        ("optim.constraint", "sphere_drops_k", "returned a dict of ['U', 'b'] for a dict of ['U', 'b', 'k']"),
     ],
 )
 def test_a_part_of_another_shape_or_type_is_refused_naming_what_its_kind_returns(field, name, expected):
@@ -66,6 +66,19 @@ def test_a_part_that_lacks_or_misdeclares_its_kinds_rules_is_refused(field, name
 def test_a_constraint_on_a_parameter_the_model_lacks_is_refused():
     message = _refusal("optim.constraint", "sphere", query="first")
     assert "holds k, which this model does not have (its parameters: U, W)" in message, message
+
+
+@pytest.mark.parametrize("layout", [dict(key_query="factored", head_size=2), dict(query="learned")])
+def test_an_init_that_ignores_the_models_layout_is_refused_before_it_runs(layout):
+    """The probe asks the full layout's U and W; a model with Q and K, or k, gets its draw checked
+    where the program is traced: refused in one line (not run with a W nothing reads, or failing
+    deep)."""
+    cfg = api.with_overrides(init=f"{USER}:init_full_only", heads=[2], steps=2, **layout)
+    with pytest.raises(ConfigError) as info:
+        api.run_sweep(cfg, progress=False)
+    message = str(info.value)
+    assert f"model.init='{USER}:init_full_only' returned a dict of ['U', 'W']" in message, message
+    assert "this model's layout draws U (" in message and "\n" not in message, message
 
 
 def test_every_registry_declares_its_probe_and_one_that_does_not_refuses_user_parts():

@@ -285,6 +285,23 @@ def check_metric(name: str, value: Any) -> None:
         )
 
 
+def check_drawn(at: str, out: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """An init's draw (``at``: ``"model.init='m:f'"``): a dict of exactly the arrays of ``shapes``
+    (the model's layout: U and W; U, Q and K; U and k; U and a), each real floating of its shape
+    (static: tracers or arrays); a one-line ConfigError otherwise."""
+    want = ", ".join(f"{k} {v}" for k, v in shapes.items())
+    if not isinstance(out, dict) or set(out) != set(shapes):
+        got = f"a dict of {sorted(map(str, out))}" if isinstance(out, dict) else type(out).__name__
+        raise ConfigError(f"{at} returned {got}; this model's layout draws {want}")
+    for key, a in out.items():
+        if not hasattr(a, "shape") or _shape(a) != shapes[key] or _dtype(a).kind != "f":
+            what = f"of shape {_shape(a)} and dtype {_dtype(a)}" if hasattr(a, "shape") else type(a).__name__
+            raise ConfigError(
+                f"{at} returned {key!r} {what}; this model's layout draws {want}, real floating"
+            )
+    return out
+
+
 INITIAL = "initial_params(world, shapes)"
 
 

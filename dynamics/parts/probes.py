@@ -179,14 +179,15 @@ PARAMETERS = {
 
 def constraint(at: str, obj: Any, part, probe) -> None:
     """``params``: the parameters it holds, a non-empty tuple of names (U, b, W, Q, K, k, a); the
-    projection ``impl(params, names)`` after each update, traced on U and those: each array back."""
+    projection ``impl(params, names)`` after each update, traced on U, b and those: each array back
+    (the engine hands it every parameter, those it does not hold included)."""
     held = part.params
     if not isinstance(held, tuple) or not held or not set(held) <= set(PARAMETERS):
         raise ConfigError(
             f"{at} declares params={held!r}; a constraint holds a non-empty tuple of parameters among "
             f"{', '.join(PARAMETERS)} (e.g. ('U', 'k')), projected back after each update"
         )
-    params = {name: _spec(*PARAMETERS[name]) for name in ("U", *held)}
+    params = {name: _spec(*PARAMETERS[name]) for name in ("U", "b", *held)}  # b: one it does not hold
     out = _traced(at, probe, lambda p: obj(p, held), params)
     if not isinstance(out, dict) or set(out) != set(params):
         got = f"a dict of {sorted(out)}" if isinstance(out, dict) else _got(out)

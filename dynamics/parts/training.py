@@ -185,7 +185,7 @@ CONSTRAINTS: Registry[Constraint] = Registry(
         ),
     ),
     probe=Probe(
-        "project(params, names) on a dict of U and the parameters it holds",
+        "project(params, names) on a dict of U, b and the parameters it holds",
         "the dict with each array of its shape, those it holds projected",
         f"{_PROBES}:constraint",
         declares=("params",),

@@ -31,6 +31,11 @@ def init_normal(keys, index, d, scale, head_size=None, learned=False, **extra):
     return inits.init_heads(keys, index, d, scale, head_size, learned, **extra)
 
 
+def init_full_only(keys, index, d, scale, head_size=None, learned=False):
+    """U and W whatever the layout (passes the probe, which asks the full layout's)"""
+    return inits.init_heads(keys, index, d, scale)
+
+
 def optimizer_sgd():
     """SGD's direction (the built-in 'sgd')"""
     return optax.identity()
