@@ -51,6 +51,7 @@ def test_a_part_of_another_shape_or_type_is_refused_naming_what_its_kind_returns
         ("optim.constraint", "no_params", "does not declare params: a constraint declares params"),
         ("optim.constraint", "listed_params", "declares params=['U']; a constraint holds a non-empty tuple"),
         ("optim.constraint", "unknown_params", "declares params=('U', 'V')"),
+        ("optim.constraint", "bias_params", "tuple of per-head parameters among U, W, Q, K, k, a"),
         ("optim.sampling", "fresh_sampling", "declares fresh = True"),
         ("model.init", "drawless_init", "declares random = False"),
         ("model.key_query", "factored_layout", "is refused: the engine builds W_h itself"),

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dynamics.errors import ConfigError
+from dynamics.parts.training import PER_RUN_PARAMS
 
 N, H, T, D = 2, 3, 4, 5  # examples, heads, tokens, width of the probes' inputs
 
@@ -178,14 +179,16 @@ PARAMETERS = {
 
 
 def constraint(at: str, obj: Any, part, probe) -> None:
-    """``params``: the parameters it holds, a non-empty tuple of names (U, b, W, Q, K, k, a); the
-    projection ``impl(params, names)`` after each update, traced on U, b and those: each array back
-    (the engine hands it every parameter, those it does not hold included)."""
+    """``params``: the parameters it holds, a non-empty tuple of per-head ones (U, W, Q, K, k, a: the
+    bias b is one per run, and a pack's runs must never mix); the projection ``impl(params, names)``
+    after each update, traced on U, b and those: each array back (the engine hands it every
+    parameter, those it does not hold included)."""
     held = part.params
-    if not isinstance(held, tuple) or not held or not set(held) <= set(PARAMETERS):
+    per_head = [name for name in PARAMETERS if name not in PER_RUN_PARAMS]
+    if not isinstance(held, tuple) or not held or not set(held) <= set(per_head):
         raise ConfigError(
-            f"{at} declares params={held!r}; a constraint holds a non-empty tuple of parameters among "
-            f"{', '.join(PARAMETERS)} (e.g. ('U', 'k')), projected back after each update"
+            f"{at} declares params={held!r}; a constraint holds a non-empty tuple of per-head parameters "
+            f"among {', '.join(per_head)} (e.g. ('U', 'k')), projected back after each update"
         )
     params = {name: _spec(*PARAMETERS[name]) for name in ("U", "b", *held)}  # b: one it does not hold
     out = _traced(at, probe, lambda p: obj(p, held), params)

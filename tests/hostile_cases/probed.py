@@ -120,6 +120,13 @@ def unknown_params(params, names):
 unknown_params.params = ("U", "V")
 
 
+def bias_params(params, names):
+    return params
+
+
+bias_params.params = ("U", "b")
+
+
 def fresh_sampling(data, key, t, size):
     return sampling.replace_batch(data, key, t, size)
 
