@@ -99,7 +99,8 @@ def norm(at: str, obj: Any, part, probe) -> None:
 def init(at: str, obj: Any, part, probe) -> None:
     """θ(0) of S = 3 head slots, as ``dynamics.core.start`` draws them: ``impl(keys (S, 2) uint32,
     index (S,), d, scale (S,), head_size, learned, [n_heads=(S,)])`` -> {"U": (S, d), "W": (S, d, d)}
-    for the full key-query layout (other layouts ask other arrays of the same function)."""
+    for the full key-query layout (the model's own layout, Q and K or k, is checked where the
+    program is traced: ``dynamics.core.inits.drawn``)."""
     if not part.random:
         raise ConfigError(
             f"{at} declares random = False: an init that draws nothing is the built-in 'zero', and the "
@@ -113,7 +114,7 @@ def init(at: str, obj: Any, part, probe) -> None:
     out = _traced(at, probe, draw, _spec(H, 2, dtype=np.uint32), _spec(H, dtype=np.int32), _spec(H), extra)
     want = {"U": (H, D), "W": (H, D, D)}
     if not isinstance(out, dict) or set(out) != set(want):
-        got = f"a dict of {sorted(out)}" if isinstance(out, dict) else _got(out)
+        got = f"a dict of {sorted(map(str, out))}" if isinstance(out, dict) else _got(out)
         raise probe.wrong(at, f"{got} (for the full layout: U and W)")
     for name, shape in want.items():
         _array(at, probe, out[name], shape)
@@ -193,7 +194,7 @@ def constraint(at: str, obj: Any, part, probe) -> None:
     params = {name: _spec(*PARAMETERS[name]) for name in ("U", "b", *held)}  # b: one it does not hold
     out = _traced(at, probe, lambda p: obj(p, held), params)
     if not isinstance(out, dict) or set(out) != set(params):
-        got = f"a dict of {sorted(out)}" if isinstance(out, dict) else _got(out)
+        got = f"a dict of {sorted(map(str, out))}" if isinstance(out, dict) else _got(out)
         raise probe.wrong(at, f"{got} for a dict of {sorted(params)}")
     for name, p in params.items():
         _array(at, probe, out[name], p.shape)
