@@ -283,25 +283,12 @@ def _field_knob(registry):
     return next(k for k in KNOBS if k.key == registry.field)
 
 
-# A user part whose object is read for its rules only, never called: what it does not declare
-# takes the built-in default, so a function (or a number) there runs as another part, silently.
-IGNORED = {
-    "model.key_query": "a user key-query layout is read for its `factored` attribute only, its object "
-    "never called: one without it runs as 'full', silently",
-    "optim.constraint": "a user constraint without `params` holds nothing and its function is never "
-    "called: it runs as 'none', silently",
-}
-
-
 def _part_cases():
-    out = []
-    for r in parts.REGISTRIES.values():
-        for bad in _bad_names(r):
-            marks = ()
-            if r.field in IGNORED and bad.endswith(":NOT_CALLABLE"):
-                marks = pytest.mark.xfail(strict=True, reason=IGNORED[r.field])
-            out.append(pytest.param(r, bad, id=f"{r.field}-{bad!r}", marks=marks))
-    return out
+    return [
+        pytest.param(r, bad, id=f"{r.field}-{bad!r}")
+        for r in parts.REGISTRIES.values()
+        for bad in _bad_names(r)
+    ]
 
 
 @pytest.mark.parametrize("registry,bad", _part_cases())
@@ -319,33 +306,12 @@ def test_a_bad_part_name_is_refused_on_every_surface(registry, bad, tmp_path):
         assert getattr(getattr(exp.config, k.section), k.name) == bad.strip()
 
 
-# Validation probes a user loss and attention by calling them; the other parts it does not call.
-NOT_PROBED = "validation does not call a user {field}: run_sweep fails inside the engine or JAX ({what})"
-DEEP = {
-    ("raises", "model.query"): "RuntimeError from the part",
-    ("raises", "model.norm"): "RuntimeError from the part",
-    ("raises", "model.init"): "RuntimeError from the part",
-    ("raises", "optim.optimizer"): "RuntimeError from the part",
-    ("raises", "optim.sampling"): "RuntimeError from the part",
-    ("returns_none", "model.query"): "TypeError from jnp.max on None",
-    ("returns_none", "model.norm"): "ValueError from jnp.array(None)",
-    ("returns_none", "model.init"): "AttributeError: 'NoneType' object has no attribute 'items'",
-    ("returns_none", "optim.optimizer"): "AttributeError: 'NoneType' object has no attribute 'init'",
-    ("returns_none", "optim.sampling"): "TypeError: cannot unpack non-iterable NoneType object",
-}
-
-
 def _user_cases():
-    out = []
-    for user in ("raises", "returns_none"):
-        for r in parts.REGISTRIES.values():
-            if (user, r.field) in DEEP:
-                why = NOT_PROBED.format(field=r.field, what=DEEP[user, r.field])
-            else:
-                why = IGNORED.get(r.field)
-            marks = pytest.mark.xfail(strict=True, reason=why) if why else ()
-            out.append(pytest.param(r, user, id=f"{user}-{r.field}", marks=marks))
-    return out
+    return [
+        pytest.param(r, user, id=f"{user}-{r.field}")
+        for user in ("raises", "returns_none")
+        for r in parts.REGISTRIES.values()
+    ]
 
 
 @pytest.mark.parametrize("registry,user", _user_cases())

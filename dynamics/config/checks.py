@@ -300,8 +300,14 @@ def _check_optim(
                     f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "
                     f"stop, so stop must be > start"
                 )
-    parts.CONSTRAINTS.get(optim.constraint)
+    held = parts.CONSTRAINTS.get(optim.constraint).params
     parts.check_sphere(model.query, model.init, optim.constraint)
+    have = parts.rules.head_arrays(model) | ({"b"} if model.bias else set())
+    if not set(held) <= have:  # a user's constraint: what it holds must be there to project
+        raise ConfigError(
+            f"optim.constraint={optim.constraint!r} holds {', '.join(sorted(set(held) - have))}, which "
+            f"this model does not have (its parameters: {', '.join(sorted(have))})"
+        )
     _check_task(optim, data, loss)
 
 

@@ -219,7 +219,9 @@ class ModelConfig:
     """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
 
     query: str = knob("first", "", choices=parts.QUERIES, grid=str, hashed="always")
-    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, grid=str, hashed="always")
+    norm: str = knob(
+        "sqrt", "head normalisation", choices=parts.NORMS, grid=str, idle=idle.norm, hashed="always"
+    )
     key_query: str = knob(
         "full", "", choices=parts.KEY_QUERIES, grid=str, idle=idle.key_query, hashed="always"
     )

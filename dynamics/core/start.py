@@ -31,15 +31,16 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     positions = None
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
+    shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions)
     if not init.random:
-        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
         extra |= {"positions": positions} if positions is not None else {}
-        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
+        draw = (b.slot_head, prog.d, b.init_scale[run], head_size, learned)
+        params = inits.drawn(init, shapes, b.key[run], *draw, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(inits.per_head(filled, v), v, 0.0) for k, v in params.items()}
     if prog.bias:  # one per run, 0 at the start

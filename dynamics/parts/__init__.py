@@ -18,7 +18,7 @@ from dynamics.parts.model import (
     check_init,
     check_sphere,
 )
-from dynamics.parts.registry import Part, Registry
+from dynamics.parts.registry import Part, Probe, Registry
 from dynamics.parts.rules import REGISTRIES, can_pack_heads, uses_fast_path
 from dynamics.parts.training import (
     CONSTRAINTS,
@@ -68,4 +68,5 @@ __all__ = [
     "check_icl_init",
     "check_init",
     "uses_fast_path",
+    "Probe",
 ]

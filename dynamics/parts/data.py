@@ -21,7 +21,7 @@ from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
-from dynamics.parts.registry import Part, Registry, first_line, is_user_name
+from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
 from dynamics.parts.values import floats_arg
 
 TASKS = ("classification", "regression")
@@ -545,6 +545,15 @@ DATA_MODELS: Registry[DataModel] = Registry(
             task="regression",
             outputs=emergence_outputs,
         ),
+    ),
+    # A user's model is an object, not one function: its setup and sample are required by
+    # DataModel.from_object, and its sample's output is checked where it is traced, before any
+    # compile (``boundary.check_sample``, from ``core.data.make_data``'s jax.eval_shape of one trial).
+    probe=Probe(
+        "setup(key, params) -> world, then sample(world, key, n)",
+        "(X (n, T, d), y (n,), mask or None)",
+        declares=("setup", "sample"),
+        why="a data model needs setup and sample",
     ),
 )
 
