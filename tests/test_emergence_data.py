@@ -22,7 +22,7 @@ def emergence_config(steps=40, heads=(1,), trials=1, query="position", **data) -
     data = dict(T=6, d=4, n_train=16, n_test=32) | data
     return Config(
         data=DataConfig(model="emergence", **data),
-        model=ModelConfig(query=query, norm="sum"),
+        model=ModelConfig(query=query, norm="sum" if max(heads) > 1 else "sqrt"),  # c_1 = 1 for any norm
         optim=OptimConfig(optimizer="gd", lr=0.5, loss="mse", steps=steps),
         sweep=SweepConfig(heads=heads, trials=trials, log_every=10),
     )

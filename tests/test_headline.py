@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import dynamics  # noqa: E402
 from dynamics import ConfigError, load_results, preset, run_sweep, save_results  # noqa: E402
-from dynamics.config.presets import GENERIC_HEADLINE, HEADLINES, PRESETS, train_label  # noqa: E402
+from dynamics.config.presets import GENERIC_HEADLINE, PRESETS, Preset, train_label  # noqa: E402
 from dynamics.sweeps import headline as hl  # noqa: E402
 
 TINY_MM = {"steps": 20, "trials": 2, "log_every": 10, "progress": False}
@@ -24,13 +24,13 @@ SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, w
 
 
 def test_every_preset_declares_a_headline_that_loads():
-    """The one declaration: a preset added without a headline fails here (a plain sweep declares the
-    generic one), and every declared function can be loaded."""
-    missing = sorted(set(PRESETS) - set(HEADLINES))
-    assert not missing, f"presets without a headline in dynamics.config.presets.HEADLINES: {missing}"
-    assert set(HEADLINES) <= set(PRESETS), "a headline declared for no preset"
-    for name, path in HEADLINES.items():
-        assert callable(hl.load(path)), f"{name}: {path} is not a function"
+    """The one declaration: a preset is a ``Preset`` whose headline is part of it (a plain sweep
+    declares the generic one; a bare tuple without one fails here), and every declared function
+    can be loaded."""
+    for name, declared in PRESETS.items():
+        assert isinstance(declared, Preset), f"{name}: declare it as Preset(purpose, overrides, headline)"
+        assert callable(hl.load(declared.headline)), f"{name}: {declared.headline} is not a function"
+        assert hl.function_of(name) == declared.headline
     assert hl.function_of("no-such-preset") == hl.function_of(None) == GENERIC_HEADLINE
 
 
@@ -99,6 +99,26 @@ def test_max_margin_headline_is_the_alignment_and_the_figure_reads_the_stored_on
     fig = max_margin_figure(tmp_path / "mm")
     assert "mean corr at t = 20: 0.1235" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+@pytest.mark.parametrize("name", ["max-margin", "max-margin-prompt"])
+def test_max_margin_headline_reads_the_runs_diagnostic_with_the_same_numbers(name, monkeypatch):
+    """With the ``maxmargin`` diagnostic on, the headline reads the view the run computed (the view
+    is not computed again) and gives the numbers of the headline computed from the view."""
+    from dynamics.theory import maxmargin
+
+    tiny = {**TINY_MM, "trials": 3}
+    computed = run_sweep(name, **tiny).headline()
+    diagnosed = run_sweep(name, diagnostics=("maxmargin",), **tiny)
+    assert diagnosed.extra["diagnostics"]["source"] == "snapshots"
+
+    def again(*args, **kwargs):
+        raise AssertionError("the max-margin view was computed again")
+
+    monkeypatch.setattr(maxmargin, "_view", again)
+    read = diagnosed.headline()
+    assert set(computed) == {"maxmargin_corr", "param_norm"} and read["maxmargin_corr"]["n"] == 3
+    assert {k: read[k] for k in computed} == computed  # value, std, n, label and about alike
 
 
 def _emergence_result():

@@ -151,25 +151,6 @@ def _text(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
-# Reals with no upper bound that float32 cannot hold (left to the bounds declared with the knobs).
-NAN = "no upper bound: accepted, and the run's losses are NaN"
-LATE = "no upper bound: accepted, and refused only after the data are drawn, by a message naming {}"
-OVERFLOW = "no upper bound: accepted, and the sweep fails with an OverflowError from inside JAX"
-FLOAT32 = {
-    ("model.temperature_decay", 1e300): NAN,
-    ("data.signal", 1e300): LATE.format("X_train (non-finite), not data.signal"),
-    ("data.noise", 1e300): LATE.format("X_train (non-finite), not data.noise"),
-    ("data.gamma", 1.5e30): NAN,
-    ("data.gamma", 1e300): LATE.format("X_train (non-finite), not data.gamma"),
-    ("data.epsilon", 1.5e30): LATE.format("the noise floor (inf), not data.epsilon"),
-    ("data.epsilon", 1e300): OVERFLOW,
-    ("data.strengths", (1e300,)): LATE.format("y_train (non-finite), not data.strengths"),
-    ("data.start_range", 1e300): LATE.format("θ(0)'s W (non-finite), not data.start_range"),
-    ("data.target_noise", 1.5e30): LATE.format("the noise floor (inf), not data.target_noise"),
-    ("data.target_noise", 1e300): OVERFLOW,
-}
-
-
 def _accepted_extremes():
     out = []
     for p in _range_cases(EXTREME):
@@ -178,10 +159,7 @@ def _accepted_extremes():
             keyword(k, value)
         except ConfigError:
             continue
-        why = FLOAT32.get((k.key, value))
-        out.append(
-            pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(strict=True, reason=why)) if why else p
-        )
+        out.append(p)
     return out
 
 
@@ -305,25 +283,12 @@ def _field_knob(registry):
     return next(k for k in KNOBS if k.key == registry.field)
 
 
-# A user part whose object is read for its rules only, never called: what it does not declare
-# takes the built-in default, so a function (or a number) there runs as another part, silently.
-IGNORED = {
-    "model.key_query": "a user key-query layout is read for its `factored` attribute only, its object "
-    "never called: one without it runs as 'full', silently",
-    "optim.constraint": "a user constraint without `params` holds nothing and its function is never "
-    "called: it runs as 'none', silently",
-}
-
-
 def _part_cases():
-    out = []
-    for r in parts.REGISTRIES.values():
-        for bad in _bad_names(r):
-            marks = ()
-            if r.field in IGNORED and bad.endswith(":NOT_CALLABLE"):
-                marks = pytest.mark.xfail(strict=True, reason=IGNORED[r.field])
-            out.append(pytest.param(r, bad, id=f"{r.field}-{bad!r}", marks=marks))
-    return out
+    return [
+        pytest.param(r, bad, id=f"{r.field}-{bad!r}")
+        for r in parts.REGISTRIES.values()
+        for bad in _bad_names(r)
+    ]
 
 
 @pytest.mark.parametrize("registry,bad", _part_cases())
@@ -341,33 +306,12 @@ def test_a_bad_part_name_is_refused_on_every_surface(registry, bad, tmp_path):
         assert getattr(getattr(exp.config, k.section), k.name) == bad.strip()
 
 
-# Validation probes a user loss and attention by calling them; the other parts it does not call.
-NOT_PROBED = "validation does not call a user {field}: run_sweep fails inside the engine or JAX ({what})"
-DEEP = {
-    ("raises", "model.query"): "RuntimeError from the part",
-    ("raises", "model.norm"): "RuntimeError from the part",
-    ("raises", "model.init"): "RuntimeError from the part",
-    ("raises", "optim.optimizer"): "RuntimeError from the part",
-    ("raises", "optim.sampling"): "RuntimeError from the part",
-    ("returns_none", "model.query"): "TypeError from jnp.max on None",
-    ("returns_none", "model.norm"): "ValueError from jnp.array(None)",
-    ("returns_none", "model.init"): "AttributeError: 'NoneType' object has no attribute 'items'",
-    ("returns_none", "optim.optimizer"): "AttributeError: 'NoneType' object has no attribute 'init'",
-    ("returns_none", "optim.sampling"): "TypeError: cannot unpack non-iterable NoneType object",
-}
-
-
 def _user_cases():
-    out = []
-    for user in ("raises", "returns_none"):
-        for r in parts.REGISTRIES.values():
-            if (user, r.field) in DEEP:
-                why = NOT_PROBED.format(field=r.field, what=DEEP[user, r.field])
-            else:
-                why = IGNORED.get(r.field)
-            marks = pytest.mark.xfail(strict=True, reason=why) if why else ()
-            out.append(pytest.param(r, user, id=f"{user}-{r.field}", marks=marks))
-    return out
+    return [
+        pytest.param(r, user, id=f"{user}-{r.field}")
+        for user in ("raises", "returns_none")
+        for r in parts.REGISTRIES.values()
+    ]
 
 
 @pytest.mark.parametrize("registry,user", _user_cases())

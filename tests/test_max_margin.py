@@ -72,7 +72,7 @@ def test_reference_gradient_is_the_loss_derivative(query):
 
 
 SMALL = dict(
-    data_model="max-margin", T=4, d=3, n_train=4, n_test=4, query="first", norm="sum",
+    data_model="max-margin", T=4, d=3, n_train=4, n_test=4, query="first",  # one head: c_1 = 1, any norm
     optimizer="normalized-gd", lr=0.1, loss="logistic", steps=300, readout_lr_factor=0.0, heads=(1,),
     trials=2, log_every=10,
     save_params=True, diagnostics=("maxmargin",), progress=False,
@@ -215,7 +215,7 @@ def test_the_view_reads_thinned_snapshots_alone_and_in_a_command_line_grid(tmp_p
         assert np.all(np.isnan(thinned.curves[name][..., [1, 3, 5]]))
     assert np.array_equal(alignment(thinned).steps, [0, 20, 40, 60])
     args = ["--data-model", "max-margin", "--tokens", "4", "--width", "3", "--n-train", "4", "--n-test", "4"]
-    args += ["--norm", "sum", "--optimizer", "normalized-gd", "--loss", "logistic", "--steps", "60"]
+    args += ["--optimizer", "normalized-gd", "--loss", "logistic", "--steps", "60"]
     args += ["--readout-lr-factor", "0", "--trials", "2", "--log-every", "10", "--save-params"]
     args += ["--diagnostics", "maxmargin", "--head-every", "2", "--heads", "1", "--no-figure", "--quiet"]
     code, _, err = cli_run([*args, "--lr", "0.05,0.1", "--out", "grid"], capsys, tmp_path)

@@ -160,13 +160,14 @@ PACK_CASES = covering(list(parts.OPTIMIZERS), _pack_rounds, _pack_pick)
 
 
 def _alone(cfg, h: int):
-    """``cfg`` with H = h alone. At H = 1 a step-size scaling changes nothing (η₀·1^p = η₀) and is
-    refused as given: the run alone takes the default scaling, the same step."""
+    """``cfg`` with H = h alone. At H = 1 a step-size scaling changes nothing (η₀·1^p = η₀), nor
+    does a head normalisation (c_1 = 1), and both are refused as given: the run alone takes the
+    defaults, the same step and the same Φ."""
     alone = replace(cfg, heads=(h,))
     if h != 1:
         return alone
-    constant = replace(alone, lr_scaling="constant")
-    return dataclasses.replace(constant, given=alone.given - {"optim.lr_scaling"})
+    default = replace(alone, lr_scaling="constant", norm="sqrt")
+    return dataclasses.replace(default, given=alone.given - {"optim.lr_scaling", "model.norm"})
 
 
 @pytest.mark.slow_cases(

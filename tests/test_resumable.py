@@ -10,6 +10,7 @@ from helpers import replace
 from dynamics import run_sweep
 from dynamics.api import with_overrides
 from dynamics.cli.run import main
+from dynamics.config.grid import resolve_grid
 from dynamics.config.schema import resolve
 from dynamics.core import resumable
 from dynamics.core.data import token_width
@@ -19,6 +20,7 @@ from dynamics.sweeps import execute, longrun, midrun
 from dynamics.sweeps.checkpoint import run_checkpointed
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.execute import prepare_data
+from dynamics.sweeps.grid import run_grid_checkpointed, run_grid_experiment
 from dynamics.sweeps.plan import make_batch, plan_points, trial_keys
 
 SMALL = dict(heads=[1, 3], trials=2, steps=40, n_train=12, n_test=10, d=6, T=4, log_every=3)
@@ -76,9 +78,6 @@ QUICK = {"gd-fast-path"}
 def test_calls_over_any_iterations_equal_one_call_bitwise(case):
     cfg = _config(**CASES[case])
     for prog, placed, batch, kw, placer in _points(cfg):
-        if not resumable.runs_in_calls(prog):  # Adam: stays one call (below)
-            assert case == "adam"
-            continue
         one, div_one = placer.fetch(train_batch(prog, placed, batch, **kw))
         state = resumable.start_batch(prog, placed, batch, **kw)
         L = len(prog.segments)
@@ -192,22 +191,95 @@ def test_bad_seconds_flags_are_refused_in_one_line(flag, text, capsys):
     assert exit_.value.code == 2 and err.count("\n") == 1 and "must be a number of seconds > 0" in err, err
 
 
-def test_the_long_run_flags_are_refused_for_a_grid(capsys):
-    assert main(["--lr", "1,2", "--checkpoint-every", "5", "--out", "never-written"]) == 2
-    assert "--checkpoint-every applies to a sweep over H, not to a grid" in capsys.readouterr().err
+def _grid_interrupted(monkeypatch, tmp_path, axes: dict, crash_at: int):
+    """A grid of the small config over ``axes`` (H = 2, 31 logged steps) run uninterrupted (one call
+    per point), then in calls of one logged step each that crash at call ``crash_at``, every call's
+    state kept, then resumed: the (start, end) of the calls before and after the crash, and the
+    mid-run files the crash left."""
+    grid = resolve_grid(_config(heads=[2], steps=300, log_every=10), axes)
+    whole = run_grid_experiment(grid, progress=False)
+    advance, calls, resumed = resumable.advance, [], []
+
+    def crash(*args, **kwargs):  # a crash (or a kill) in call ``crash_at``
+        calls.append(args[4:6])
+        if len(calls) == crash_at:
+            raise Crash
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(resumable, "advance", crash)
+    with pytest.raises(Crash):
+        run_grid_checkpointed(grid, tmp_path, progress=False, call_seconds=1e-6, checkpoint_every=1e-6)
+    assert midrun.kept(tmp_path) is not None  # the states of the calls before the crash
+    left = sorted(p.name for p in (tmp_path / "points").glob(midrun.PREFIX + "*"))
+    monkeypatch.setattr(resumable, "advance", lambda *a, **k: resumed.append(a[4:6]) or advance(*a, **k))
+    result = run_grid_checkpointed(grid, tmp_path, resume=True, progress=False, call_seconds=1e-6)
+    assert midrun.kept(tmp_path) is None and not (tmp_path / "points").exists()  # all cleared
+    assert not _equal(whole.curves, result.curves), _equal(whole.curves, result.curves)
+    np.testing.assert_array_equal(whole.diverged_at, result.diverged_at)
+    return calls, resumed, left
+
+
+def test_an_interrupted_grid_resumes_mid_run_to_the_uninterrupted_numbers(tmp_path, monkeypatch):
+    """Its two η₀ run as two points of the same H (31 calls each), the crash in the second's second
+    call: the first point's final state and the second's first call are not run again."""
+    calls, resumed, left = _grid_interrupted(monkeypatch, tmp_path, {"lr": [0.5, 2]}, crash_at=33)
+    assert calls[30] == (30, 31) and calls[31] == (0, 1)  # the second point began at call 32
+    assert resumed[0] == (1, 2) and len(resumed) == 30
+    assert len(left) == 2 and all(name.startswith("running-G0-P") for name in left)  # one per point
 
 
 @pytest.mark.slow
-def test_adam_stays_one_call_with_its_numbers(monkeypatch):
-    """Adam's one-call program computes other last bits than its loop in calls would: it is never
-    split, so its numbers stay the engine's."""
+def test_a_grid_of_two_groups_resumes_its_second_group_mid_run(tmp_path, monkeypatch):
+    """Two groups (the optimiser is static: GD, then Adam), each two points, interrupted in the
+    second group's second point: the first group's grid points are saved, the second goes on from
+    its own files."""
+    axes = {"optimizer": ["gd", "adam"], "lr": [0.05, 0.5]}
+    calls, resumed, left = _grid_interrupted(monkeypatch, tmp_path, axes, crash_at=95)
+    assert calls[93] == (0, 1) and resumed[0] == (1, 2) and len(resumed) == 30
+    assert len(left) == 2 and all(n.startswith("running-G2-") for n in left)  # the first group's cleared
+
+
+def test_the_long_run_flags_are_taken_by_a_grid(tmp_path, capsys):
+    out = tmp_path / "grid"
+    argv = ["--lr", "1,2", "--heads", "1", "--steps", "20", "--n-train", "8", "--n-test", "8"]
+    assert (
+        main([*argv, "--checkpoint-every", "5", "--call-seconds", "1", "--out", str(out), "--no-figure"]) == 0
+    )
+    assert (out / "results.json").is_file() and "η₀ ∈ {1, 2}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_adam_in_three_calls_equals_one_call_with_its_final_parameters():
+    """Adam's state (moments and count of updates) crosses the calls: its curves and final θ equal
+    one call's bit for bit (the count once held per pack made the bias correction's last bit differ)."""
+    cfg = _config(optimizer="adam", lr=0.05, heads=[2], steps=300, log_every=10, save_params=True)
+    prog, placed, batch, kw, placer = next(_points(cfg))
+    assert prog.head_log[-1] == len(prog.segments) - 1  # the snapshots hold the final θ
+    one, div_one = placer.fetch(train_batch(prog, placed, batch, **kw))
+    state = resumable.start_batch(prog, placed, batch, **kw)
+    L = len(prog.segments)
+    for start, end in ((0, 4), (4, 17), (17, L)):
+        state = resumable.advance(prog, placed, batch, state, start, end, **kw)
+    calls, div_calls = resumable.outputs(prog, placer.fetch(state))
+    params = [k for k in one if k.startswith("param")]
+    assert params and not _equal(one, calls), _equal(one, calls)
+    for k in params:  # the final θ, and it moved
+        last = np.take(calls[k], -1, axis=2)
+        assert np.array_equal(np.take(one[k], -1, axis=2), last) and np.any(
+            last != np.take(calls[k], 0, axis=2)
+        )
+    np.testing.assert_array_equal(div_one, div_calls)
+
+
+@pytest.mark.slow
+def test_an_adam_sweep_runs_in_calls_with_the_numbers_of_one_call(monkeypatch):
     cfg = _config(optimizer="adam", lr=0.05, heads=[2], steps=300, log_every=10)
     one = run_sweep(cfg, progress=False)
     monkeypatch.setattr(execute, "tqdm", CountingBar)
     CountingBar.moves = []
     again = run_sweep(cfg, progress=True, call_seconds=1e-6)
     assert not _equal(one.curves, again.curves)
-    assert CountingBar.moves == [300]  # one point, one call
+    assert len(CountingBar.moves) >= 10 and sum(CountingBar.moves) == 300, CountingBar.moves
 
 
 def test_a_short_point_stays_one_call():

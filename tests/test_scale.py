@@ -79,7 +79,7 @@ def test_one_program_per_H_pads_no_batch_beyond_the_devices():
 @pytest.mark.slow
 def test_a_diverging_run_leaves_its_pack_mates_alone():
     cfg = tiny(init="normal", optimizer="gd", heads=(1, 2, 3), loss="exp")
-    grid = run_grid(cfg, lrs=[0.5, 1e30], progress=False, slots=12)  # every run of a trial in one pack
+    grid = run_grid(cfg, lrs=[0.5, 1e15], progress=False, slots=12)  # every run of a trial in one pack
     ok, blown = grid
     assert (blown.diverged_at >= 0).all() and (ok.diverged_at == -1).all()
     alone = run_sweep(dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.5)), progress=False)

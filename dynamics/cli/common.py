@@ -104,11 +104,11 @@ def choose_folder(args: argparse.Namespace, name: str, claim: Claim) -> tuple[Pa
     --out a new ``runs/<name>-<YYYYMMDD-HHMMSS>``; else ``claim.decide`` (another config's results
     refused without --overwrite, a folder of other files refused)."""
     if args.out is None:
-        for flag in ("resume", "overwrite", "distributed"):  # (each process would make its own)
+        for flag in ("resume", "overwrite", "distributed", "work_queue"):  # (each process would make its own)
             if getattr(args, flag, False):
                 raise ConfigError(
-                    f"--{flag} needs --out DIR, the folder it applies to: without --out every run "
-                    f"writes a new folder runs/{name}-<date>-<time>"
+                    f"--{flag.replace('_', '-')} needs --out DIR, the folder it applies to: without --out "
+                    f"every run writes a new folder runs/{name}-<date>-<time>"
                 )
         return new_run_folder(name), "made"
     out = Path(args.out)

@@ -131,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
         "JAX_COORDINATOR_ADDRESS etc.) and shard over every host's devices; process 0 writes",
     )
     g.add_argument(
+        "--work-queue",
+        action="store_true",
+        help="a grid run by several processes into one --out: each claims the next unclaimed compiled "
+        "call, the last to finish merges (docs/performance.md); start as many as you like",
+    )
+    g.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="with --work-queue: also take over calls claimed before this process started on any host "
+        "(after a crash; a claim of a dead process on this host is taken over anyway)",
+    )
+    g.add_argument(
         "--checkpoint-every",
         type=seconds_arg("--checkpoint-every"),
         metavar="SECONDS",
@@ -242,8 +254,10 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
     cfg = exp.base.config if grid else exp.config
     opt, named = cfg.optim, dict(exp.axes) if grid else {}
 
-    def value(axis: str, own):  # a knob of the grid's axes is "grid" here, its values in the table
-        return "grid" if axis in named else own
+    def value(axis: str, own, label: str = "") -> str:  # a grid axis: its values, "η₀ ∈ {0.1, 1}"
+        if axis not in named:
+            return f"{label}={own}" if label else str(own)
+        return f"{label} ∈ {axis_values(named[axis])}" if label else axis_values(named[axis])
 
     axes = f", grid {' × '.join(f'{n}[{len(v)}]' for n, v in exp.axes)}" if grid else ""
     label = train_label(cfg.to_dict())  # online SGD trains on fresh batches, not on n examples
@@ -254,7 +268,7 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
     )
     print(
         f"{cfg.name}: {value('data_model', cfg.data.model)} {sizes}, "
-        f"{value('optimizer', opt.optimizer)} η₀={value('lr', opt.lr)} "
+        f"{value('optimizer', opt.optimizer)} {value('lr', opt.lr, 'η₀')} "
         f"({value('lr_scaling', opt.lr_scaling)}), "
         f"{opt.steps} steps, {cfg.sweep.trials} trials{axes}, "
         f"{result.wall_time_s:.1f} s"
@@ -269,6 +283,15 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         print(format_table(result))
         _print_headline(result)
         print(f"{verb} {out / 'results.json'} and {out / 'curves.npz'}")
+
+
+def axis_values(values, shown: int = 6) -> str:
+    """A grid axis's values as a set, numbers in their shortest form: "{0.1, 1}"; a long axis
+    "{0.01, 0.0177828, …, 100} (17 values)"."""
+    text = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+    if len(text) > shown:
+        return "{" + ", ".join([*text[:2], "…", text[-1]]) + f"}} ({len(text)} values)"
+    return "{" + ", ".join(text) + "}"
 
 
 def _print_headline(result) -> None:
@@ -313,11 +336,14 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
     with contextlib.ExitStack() as stack:
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
+        if args.work_queue:
+            from dynamics.sweeps.workqueue import run_grid_shared
+
+            shared = dict(reclaim=args.reclaim, progress=not args.quiet, devices=devices, finish=finish)
+            return run_grid_shared(exp, out, **shared)
         if isinstance(exp, GridExperiment):
             from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
-        long_runs = {}
-        if not isinstance(exp, GridExperiment):  # a grid keeps its finished points only
-            long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
+        long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
             exp,
             out,
@@ -376,6 +402,8 @@ def _interrupted(where: dict) -> str:
     if "out" not in where:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
+    if (out / "queue").is_dir():  # --work-queue: the calls written so far stay, this one's claim is stale
+        return f"interrupted: the finished calls are in {out / 'queue'}; rerun the same command to finish"
     running = midrun.kept(out)  # a long run's state kept mid-run
     points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
     if not points and running is None:  # what is on disk, not what might have been
@@ -411,9 +439,7 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         cfg = base.config
         _warn_identical(cfg)
         where["grid"] = isinstance(exp, GridExperiment)
-        for flag in ("checkpoint_every", "call_seconds"):
-            if where["grid"] and getattr(args, flag) is not None:
-                raise ConfigError(f"--{flag.replace('_', '-')} applies to a sweep over H, not to a grid")
+        _check_work_queue(args, where["grid"])
         claim = sweep_claim(exp, args.overwrite)
         out, action = choose_folder(args, cfg.name, claim)  # before any heavy import: refused at once
         where.update(out=out, made=action == "made", replacing=action == "replace")
@@ -438,12 +464,32 @@ def _main(argv: list[str], timings: Timings, where: dict[str, Path]) -> int:
         return 2
     if not _is_main_process():
         return 0
+    if result is None:  # --work-queue: another process merges
+        print(f"this process's calls are written in {out / 'queue'}; the last process to finish merges")
+        return 0
     _report(exp, result, out)
     for path in paths:
         print(f"wrote {path}")
     if args.timings:
         print(timings.report())
     return 0
+
+
+def _check_work_queue(args: argparse.Namespace, grid: bool) -> None:
+    """--work-queue: a grid's, into a given --out, one process per share of the work (not with
+    --distributed, whose processes run one sweep together); --reclaim only with it."""
+    if args.reclaim and not args.work_queue:
+        raise ConfigError("--reclaim applies to --work-queue, the claims of a grid run by several processes")
+    if not args.work_queue:
+        return
+    if not grid:
+        raise ConfigError("--work-queue spreads a grid's points over processes: give a knob several values")
+    if args.distributed:
+        raise ConfigError("--work-queue and --distributed exclude each other: each queue process runs alone")
+    for flag in ("checkpoint_every", "call_seconds"):  # the queue's claims are whole compiled calls
+        if getattr(args, flag) is not None:
+            name = flag.replace("_", "-")
+            raise ConfigError(f"--{name} does not apply with --work-queue: its processes claim whole calls")
 
 
 def _finished(out: Path):

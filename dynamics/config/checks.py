@@ -14,6 +14,7 @@ from dynamics import parts
 from dynamics.config import sections as sec
 from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
 from dynamics.errors import ConfigError
+from dynamics.parts import floats
 from dynamics.parts.checks import MAX_LOGGED_STEPS, within
 from dynamics.parts.checks import choice as _choice
 from dynamics.parts.checks import positive_int as _positive_int
@@ -78,14 +79,15 @@ def validate(cfg: sec.Config) -> sec.Config:
     cfg = cfg.resolved()
     if cfg.sweep.x64 is None:  # the precision the run will have, recorded (and hashed) as the config's
         cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, x64=ambient_x64()))
-    _check_data(cfg.data)
+    _check_data(cfg.data, cfg.sweep.x64)
     _check_no_effect(cfg)  # before a file's sizes replace what was given
     if parts.DATA_MODELS[cfg.data.model].from_file:  # n, T, d from the file's headers (no array read)
         cfg = dataclasses.replace(cfg, data=_npz_sizes(cfg.data))
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
-    _check_model(cfg.model, cfg.data)
-    _check_optim(cfg.optim, cfg.model, cfg.data)
+    _check_model(cfg.model, cfg.data, cfg.sweep.x64)
+    _check_optim(cfg.optim, cfg.model, cfg.data, cfg.sweep.x64)
+    _check_products(cfg)
     if cfg.model.init_from is not None:
         _check_init_from(cfg)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
@@ -131,18 +133,27 @@ def _check_choices(cfg: sec.Config) -> None:
             _choice(k.key, value, k.spec.choices)
 
 
-def _check_bounds(section: str, values, schema=None) -> None:
+def _check_bounds(section: str, values, schema=None, x64: bool = False) -> None:
     """Every number of ``section`` (a config section, or with ``schema`` a data model's parameters)
-    in the range its knob declares (``Knob.lo``, ``hi``; each value of a tuple), read from the
-    declarations: one line naming the field, the value and the bound."""
+    in the range its knob declares (``Knob.lo``, ``hi``, and what the run's precision holds:
+    ``power``; each value of a tuple), read from the declarations: one line naming the field, the
+    value and the bound."""
     fields = dataclasses.fields(schema if schema is not None else sec.SECTIONS[section])
     for f in fields:
         spec = knob_of(f)
         if spec is not None:
-            within(f"{section}.{f.name}", getattr(values, f.name), spec, f.default)
+            within(f"{section}.{f.name}", getattr(values, f.name), spec, f.default, x64)
 
 
-def _check_data(data: sec.DataConfig) -> None:
+def _check_products(cfg: sec.Config) -> None:
+    """The products of knobs that a run forms (``dynamics.parts.floats.PRODUCTS``) held in its
+    precision."""
+    keys = {key for rule in floats.PRODUCTS for key, _ in rule.factors}
+    values = {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in keys}
+    floats.check_products(values, bool(cfg.sweep.x64))
+
+
+def _check_data(data: sec.DataConfig, x64: bool = False) -> None:
     """A resolved DataConfig: the model, its sizes, its own knobs and no other model's."""
     model = parts.DATA_MODELS.get(data.model)
     if model.from_file:
@@ -166,7 +177,7 @@ def _check_data(data: sec.DataConfig) -> None:
                 f"data.{name}=None: data model {data.model!r} has no default {name}; "
                 f"give data.{name} ({flag})"
             )
-    _check_bounds("data", data)
+    _check_bounds("data", data, x64=x64)
     wrong = [name for name, _ in data.params if name not in model.parameters]
     if wrong:
         raise ConfigError(
@@ -174,7 +185,7 @@ def _check_data(data: sec.DataConfig) -> None:
         )
     _check_params(model, data)
     if model.schema is not None:
-        _check_bounds("data", data, model.schema)
+        _check_bounds("data", data, model.schema, x64)
     own = dict(data.params)
     for f in dataclasses.fields(model.schema) if model.schema else ():
         spec = knob_of(f)
@@ -203,14 +214,14 @@ def _npz_sizes(data: sec.DataConfig) -> sec.DataConfig:
     return sized
 
 
-def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
+def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False) -> None:
     parts.QUERIES.get(model.query)
     parts.NORMS.get(model.norm)
     parts.KEY_QUERIES.get(model.key_query)
     parts.check_readout(model.readout, "normal")  # a built-in name (no user readouts), before it imports
     parts.INITS.get(model.init)
     parts.ACTIVATIONS.get(model.attention)
-    _check_bounds("model", model)
+    _check_bounds("model", model, x64=x64)
     if model.head_size != "split":
         if data.d is not None and model.head_size > data.d:
             raise ConfigError(
@@ -273,9 +284,11 @@ def _set_directly(cfg: sec.Config) -> set[str]:
     }
 
 
-def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataConfig) -> None:
+def _check_optim(
+    optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
+) -> None:
     optimizer = parts.OPTIMIZERS.get(optim.optimizer)
-    _check_bounds("optim", optim)
+    _check_bounds("optim", optim, x64=x64)
     parts.LR_SCALINGS.get(optim.lr_scaling)
     loss = parts.LOSSES.get(optim.loss)
     parts.SAMPLINGS.get(optim.sampling)
@@ -297,8 +310,14 @@ def _check_optim(optim: sec.OptimConfig, model: sec.ModelConfig, data: sec.DataC
                     f"optim.{group}_steps={list(steps)} is empty: the group moves in updates start <= t < "
                     f"stop, so stop must be > start"
                 )
-    parts.CONSTRAINTS.get(optim.constraint)
+    held = parts.CONSTRAINTS.get(optim.constraint).params
     parts.check_sphere(model.query, model.init, optim.constraint)
+    have = parts.rules.head_arrays(model) | ({"b"} if model.bias else set())
+    if not set(held) <= have:  # a user's constraint: what it holds must be there to project
+        raise ConfigError(
+            f"optim.constraint={optim.constraint!r} holds {', '.join(sorted(set(held) - have))}, which "
+            f"this model does not have (its parameters: {', '.join(sorted(have))})"
+        )
     _check_task(optim, data, loss)
 
 

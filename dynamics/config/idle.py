@@ -71,11 +71,24 @@ def head_size(cfg) -> str | None:
     return None
 
 
+def one_head(cfg) -> str | None:
+    """'sweep.heads=[1]' when every run of the sweep has one head (what scales with H is idle)."""
+    heads = cfg.sweep.heads
+    return f"sweep.heads={list(heads)}" if heads and all(h == 1 for h in heads) else None
+
+
 def lr_scaling(cfg) -> str | None:
     """η(H) = η₀·H^p is η₀ at H = 1 whatever p: with every H one, the scaling changes nothing."""
-    heads = cfg.sweep.heads
-    if heads and all(h == 1 for h in heads):
-        return f"sweep.heads={list(heads)}: η(H) = η₀·H^p is η₀ at H = 1 whatever the scaling"
+    at = one_head(cfg)
+    return at and f"{at}: η(H) = η₀·H^p is η₀ at H = 1 whatever the scaling"
+
+
+def norm(cfg) -> str | None:
+    """c_1 = 1 for a head normalisation that declares it (``Norm.unit_at_one``; every built-in one):
+    with every H one, it changes nothing. A user's c_H need not be 1 at H = 1: never idle."""
+    at = one_head(cfg)
+    if at and parts.NORMS.get(cfg.model.norm).unit_at_one:
+        return f"{at}: c_H is 1 at H = 1 for model.norm={cfg.model.norm!r}, as for the default"
     return None
 
 

@@ -1,10 +1,10 @@
-"""The named presets: a one-line purpose and the overrides on top of the defaults
-(``python -m dynamics.run --list-presets``), and each preset's headline (``HEADLINES``). The grid
+"""The named presets, each declared once (``Preset``): a one-line purpose (``python -m
+dynamics.run --list-presets``), the overrides on top of the defaults and its headline. The grid
 presets are in ``dynamics.config.grid``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from dynamics.config.overrides import apply_overrides
 from dynamics.config.sections import DIAGNOSTICS, Config
@@ -81,46 +81,70 @@ EMERGENCE: dict[str, dict[str, Any]] = {
     "sweep": {"heads": (1,), "trials": 8, "log_every": 2},
 }
 
-# name -> (one-line purpose, {section: {field: value}})
-PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
-    "default": ("small DM1 sweep, GD η=1 (the no-argument run)", {}),
-    "fig2": (
+# The plain sweep's headline: per H the final train and test loss.
+GENERIC_HEADLINE = "dynamics.sweeps.headline:final_losses"
+
+
+class Preset(NamedTuple):
+    """A preset's declaration: what it is for, its overrides, and its headline, the numbers it is
+    about (results.json's "headline", the line under the command's table, ``result.headline()``)."""
+
+    purpose: str  # one line (``--list-presets``)
+    overrides: dict[str, dict[str, Any]]  # {section: {field: value}} on top of the defaults
+    # The dotted "module:function" path of the function that computes the headline from the result
+    # (a SweepResult; a bottleneck preset: its results dict), loaded on first use as a part's impl
+    # (no import here: the functions live with their math, in the layers above); a plain sweep's
+    # is GENERIC_HEADLINE.
+    headline: str
+
+
+# name -> its declaration; ``tests/test_headline.py`` checks that every headline loads.
+PRESETS: dict[str, Preset] = {
+    "default": Preset("small DM1 sweep, GD η=1 (the no-argument run)", {}, GENERIC_HEADLINE),
+    "fig2": Preset(
         "DM1, GD η=1.0 constant: effect of H at a fixed step (Deora et al. Fig. 2)",
         {"data": _DM1, "optim": {"optimizer": "gd", "lr": 1.0, "steps": 10000}, "sweep": _SWEEP},
+        GENERIC_HEADLINE,
     ),
-    "fig3-gd": (
+    "fig3-gd": Preset(
         "DM1, GD η=1.0·H: step size scaled as O(H) (Fig. 3 left)",
         {
             "data": _DM1,
             "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 10000},
             "sweep": _SWEEP,
         },
+        GENERIC_HEADLINE,
     ),
-    "fig3-adam": (
+    "fig3-adam": Preset(
         "DM1, Adam η=0.06: adaptive steps (Fig. 3 right)",
         {"data": _DM1, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+        GENERIC_HEADLINE,
     ),
-    "planted-gd": (
+    "planted-gd": Preset(
         "planted teacher-student, GD η=1.0·H",
         {
             "data": _PLANTED,
             "optim": {"optimizer": "gd", "lr": 1.0, "lr_scaling": "linear", "steps": 3000},
             "sweep": _SWEEP,
         },
+        GENERIC_HEADLINE,
     ),
-    "planted-adam": (
+    "planted-adam": Preset(
         "planted teacher-student, Adam η=0.06",
         {"data": _PLANTED, "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000}, "sweep": _SWEEP},
+        GENERIC_HEADLINE,
     ),
-    "theory-dm1": (
+    "theory-dm1": Preset(
         "DM1, GD η=1.0·H, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
         _THEORY_DM1,
+        GENERIC_HEADLINE,  # and the diagnostics' own (sharpness peak, kernel distance, max-margin cos)
     ),
-    "theory-dm1-constant": (
+    "theory-dm1-constant": Preset(
         "DM1, GD η=1.0 constant, H=1..32 with sharpness, tangent kernel and max-margin diagnostics",
         {**_THEORY_DM1, "optim": {**_THEORY_DM1["optim"], "lr_scaling": "constant"}},
+        GENERIC_HEADLINE,
     ),
-    "icl-linear": (
+    "icl-linear": Preset(
         "in-context linear regression, 5 rank-one linear-attention heads summed: one loss drop per "
         "eigenvalue of Λ (Zhang et al. 2025)",
         {
@@ -137,20 +161,23 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "optim": {"optimizer": "gd", "lr": 0.02, "loss": "mse", "steps": ICL_STEPS},
             "sweep": {"heads": (5,), "trials": 5, "log_points": 400},
         },
+        "dynamics.experiments.icl:headline",  # measured plateau levels beside the closed form
     ),
-    "icl-heads": (
+    "icl-heads": Preset(
         "in-context linear regression with H = 1, 2, 4, 8 softmax heads, Adam on fresh batches: test "
         f"mse per H beside the reference predictors (He et al. 2025; {ICL_HEADS_STEPS} steps, the "
         f"paper's {ICL_HEADS_FULL_STEPS} with --steps {ICL_HEADS_FULL_STEPS})",
         ICL_HEADS,
+        "dynamics.experiments.icl_heads:headline",  # test mse per H, the references, the structure
     ),
     # The two bottleneck presets run through dynamics.experiments.bottleneck, which sets the data
     # model, n and head layout per sweep on top of the overrides below.
-    "bottleneck-expressivity": (
+    "bottleneck-expressivity": Preset(
         "one factored head's T×T attention fitted to random targets: best error vs head size d_h",
         {},
+        "dynamics.experiments.expressivity:headline",  # d_h that fits vs T − 1
     ),
-    "bottleneck-heads": (
+    "bottleneck-heads": Preset(
         "DM1 and planted at d=32, H=1..32: head size d/H (split) vs fixed = T, Adam η=0.06",
         {
             "data": {"d": 32},
@@ -158,11 +185,12 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "optim": {"optimizer": "adam", "lr": 0.06, "steps": 1000},
             "sweep": {"heads": (1, 2, 4, 8, 16, 32), "trials": 5, "log_points": 100},
         },
+        "dynamics.experiments.bottleneck_heads:headline",  # final losses, smallest heads
     ),
     # Head specialisation (dynamics.experiments.specialisation; its figure runs erf, softmax and
     # softmax1). Tuned: η = 0.01 (0.02 oscillates), β = 2 (sharper competition), σ₀ = 0.5 (heads
     # start apart enough that the extra head rarely duplicates a feature), 2·10⁴ steps.
-    "specialisation": (
+    "specialisation": Preset(
         "multi-location F=3 (c = 1, 0.7, 0.5), d=64, H=4 learned queries, online SGD: "
         "which head takes which feature",
         {
@@ -191,10 +219,11 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
                 "save_params": True,
             },
         },
+        "dynamics.experiments.specialisation:headline",  # features held, in order
     ),
     # Marion, Berthier, Biau, Boyer (ICLR 2025), their SGD experiment (docs/frontier.md): one erf
     # head with a learned query k and readout v on the sphere, β_t = 2/(1 + 10⁻⁴ t), online SGD.
-    "single-location": (
+    "single-location": Preset(
         "single-location regression, one erf head on the sphere, online SGD (Marion et al. 2025)",
         {
             "data": {"model": "single-location", "d": 80, "T": 10, "n_train": 5, "n_test": 1000},
@@ -217,10 +246,11 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             },
             "sweep": {"heads": (1,), "trials": 30, "log_every": 500},
         },
+        "dynamics.experiments.single_location:headline",  # excess risk vs its floor
     ),
     # Tarzanagh, Li, Thrampoulidis, Oymak (2023), their local-convergence experiment (docs/frontier.md):
     # the readout set to the world's unit v and frozen, W(0) ~ U(±1/√d), normalised GD η = 0.1.
-    "max-margin": (
+    "max-margin": Preset(
         "max-margin token selection: one softmax head, query x_1, U = v frozen, normalized GD η=0.1 "
         "(Tarzanagh et al. 2023)",
         {
@@ -236,9 +266,10 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             # snapshots at every logged step (201): the figure's curves are read from them
             "sweep": {"heads": (1,), "trials": 30, "log_every": 10, "save_params": True, "head_every": 1},
         },
+        "dynamics.theory.maxmargin:headline",  # corr(W, W^mm), ‖W‖
     ),
     # Their learned-prompt experiment: a learned query p, the readout v (the score coordinate) frozen.
-    "max-margin-prompt": (
+    "max-margin-prompt": Preset(
         "max-margin token selection with a learned prompt p, U = v frozen, normalized GD η=0.1 "
         "(Tarzanagh et al. 2023)",
         {
@@ -253,44 +284,17 @@ PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             },
             "sweep": {"heads": (1,), "trials": 6, "log_every": 10, "save_params": True},
         },
+        "dynamics.theory.maxmargin:headline",  # corr(p, p^mm), ‖p‖
     ),
     # Zucchet, d'Angelo, Lampinen, Chan (2025), as docs/frontier.md sets it up: y = W*x_T ∈ R^d, one
     # head of position logits a ∈ R^T and a matrix readout U ∈ R^{d×d} from 0, online SGD. Their
     # loss has a ½ and mhsim's mse has none: η = 0.5 on theirs is lr 0.25 here.
-    "emergence": (
+    "emergence": Preset(
         "emergence of sparse attention: y = W*x_T, positional attention, vector readout, online SGD "
         "(Zucchet et al. 2025)",
         EMERGENCE,
+        "dynamics.sweeps.headline:emergence_times",  # t_att, t_loss beside t*
     ),
-}
-
-
-# Each preset's headline, the numbers it is about (results.json's "headline", the line under the
-# command's table, ``result.headline()``): the dotted "module:function" path of the function that
-# computes them from its result (a SweepResult; a bottleneck preset: its results dict), loaded on
-# first use as a part's impl (no import here: the functions live with their math, in the layers above).
-# A preset that is a plain sweep has the plain sweep's: per H the final train and test loss.
-# ``tests/test_headline.py`` fails for a preset that is missing here.
-GENERIC_HEADLINE = "dynamics.sweeps.headline:final_losses"
-HEADLINES: dict[str, str] = {
-    "default": GENERIC_HEADLINE,
-    "fig2": GENERIC_HEADLINE,
-    "fig3-gd": GENERIC_HEADLINE,
-    "fig3-adam": GENERIC_HEADLINE,
-    "planted-gd": GENERIC_HEADLINE,
-    "planted-adam": GENERIC_HEADLINE,
-    # the plain sweep's, and the diagnostics' own (sharpness peak, kernel distance, max-margin cos)
-    "theory-dm1": GENERIC_HEADLINE,
-    "theory-dm1-constant": GENERIC_HEADLINE,
-    "icl-linear": "dynamics.experiments.icl:headline",  # measured plateau levels beside the closed form
-    "bottleneck-expressivity": "dynamics.experiments.expressivity:headline",  # d_h that fits vs T − 1
-    "bottleneck-heads": "dynamics.experiments.bottleneck_heads:headline",  # final losses, smallest heads
-    "specialisation": "dynamics.experiments.specialisation:headline",  # features held, in order
-    "single-location": "dynamics.experiments.single_location:headline",  # excess risk vs its floor
-    "max-margin": "dynamics.theory.maxmargin:headline",  # corr(W, W^mm), ‖W‖
-    "max-margin-prompt": "dynamics.theory.maxmargin:headline",  # corr(p, p^mm), ‖p‖
-    "emergence": "dynamics.sweeps.headline:emergence_times",  # t_att, t_loss beside t*
-    "icl-heads": "dynamics.experiments.icl_heads:headline",  # test mse per H, the references, structure
 }
 
 

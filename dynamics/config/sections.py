@@ -219,7 +219,9 @@ class ModelConfig:
     """The model: the query, head normalisation, key-query layout, θ(0), the attention activation."""
 
     query: str = knob("first", "", choices=parts.QUERIES, grid=str, hashed="always")
-    norm: str = knob("sqrt", "head normalisation", choices=parts.NORMS, grid=str, hashed="always")
+    norm: str = knob(
+        "sqrt", "head normalisation", choices=parts.NORMS, grid=str, idle=idle.norm, hashed="always"
+    )
     key_query: str = knob(
         "full", "", choices=parts.KEY_QUERIES, grid=str, idle=idle.key_query, hashed="always"
     )
@@ -233,8 +235,13 @@ class ModelConfig:
     )
     init: str = knob("zero", "", choices=parts.INITS, grid=str, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
-    temperature: float = knob(
-        1.0, "β₀: every activation reads β·s (default 1)", grid=float, unit="β₀", within="(0.0, 1e30]"
+    temperature: float = knob(  # β·s and ∂L/∂W ∝ β: as it is; its products with η₀: parts/floats.py
+        1.0,
+        "β₀: every activation reads β·s (default 1)",
+        grid=float,
+        unit="β₀",
+        within="(0.0, 1e30]",
+        power=1,
     )
     temperature_decay: float = knob(
         0.0,
@@ -242,6 +249,7 @@ class ModelConfig:
         grid=float,
         unit="c",
         within="[0.0, inf)",
+        power=1,  # c·t as it is (its product with optim.steps: parts/floats.py)
     )
     init_scale: float = knob(
         1.0,
@@ -252,6 +260,7 @@ class ModelConfig:
         idle=idle.init_scale,
         hashed="always",
         within="(0.0, 1e30]",
+        power=2,  # U, W ∝ σ₀, a factored QKᵀ ∝ σ₀², the squared loss of Φ ∝ σ₀: squared
     )
     bias: bool = knob(False, "learn a scalar bias b added to Φ (one per run, not ÷ by H)")
     init_from: str | None = knob(
@@ -271,6 +280,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             1.0,
             f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
             within="[0.0, 1e30]",
+            power=1,  # one update's step η·FACTOR·g: as it is
         ),
         f"{group}_steps": knob(
             None,
@@ -285,6 +295,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"normalized-gd before normalising), decoupled as AdamW's θ ← θ − η·λ·θ for adam",
             idle=idle.decay(group),
             within="[0.0, 1e30]",
+            power=1,  # λ·θ: as it is
         ),
     }
 
@@ -300,8 +311,15 @@ class OptimConfig:
     decay λ >= 0) and a constraint."""
 
     optimizer: str = knob("gd", "", choices=parts.OPTIMIZERS, grid=str, hashed="always")
-    lr: float = knob(  # beyond hi: float32 overflows
-        1.0, "base step size η₀", grid=float, traced=True, unit="η₀", hashed="always", within="(0.0, 1e30]"
+    lr: float = knob(  # η·g as it is; its products with β₀ (η₀²·β₀², …): parts/floats.py
+        1.0,
+        "base step size η₀",
+        grid=float,
+        traced=True,
+        unit="η₀",
+        hashed="always",
+        within="(0.0, 1e30]",
+        power=1,
     )
     lr_scaling: str = knob(
         "constant",

@@ -16,6 +16,7 @@ import numpy as np
 from dynamics import parts
 from dynamics.core.model import Init, KeyQuery, Params, Query, _check_positive
 from dynamics.errors import ConfigError
+from dynamics.parts import boundary
 
 
 def _positive_int(name: str, value) -> int:
@@ -103,10 +104,18 @@ def init_params(
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
         extra = _draw_options(n_heads if init.per_layer else None, outputs, positions, factored)
-        params = init.load()(keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
+        params = drawn(init, shapes, keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params
+
+
+def drawn(init: Init, shapes: dict[str, tuple[int, ...]], keys: jax.Array, *args, **extra) -> Params:
+    """``init``'s draw of one head per row of ``keys`` (its ``impl(keys, *args, **extra)``), checked
+    against one head's ``shapes`` at trace time: a user's init that ignores the layout (U and W
+    where the model has U, Q and K, say) is refused in one line before anything runs."""
+    shapes = {name: (keys.shape[0], *shape) for name, shape in shapes.items()}
+    return boundary.check_drawn(f"model.init={init.name!r}", init.load()(keys, *args, **extra), shapes)
 
 
 def _draw_options(n_heads: int | None, outputs: int, positions: int | None, factored: bool = False) -> dict:

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynamics import parts
+from dynamics.core.norms import held_norm
 
 Params = dict[str, jax.Array]
 
@@ -477,7 +478,9 @@ def add_bias(phi: jax.Array, params: Params) -> jax.Array:
 
 
 def head_diversity(params: Params, member: jax.Array) -> jax.Array:
-    """max over pairs of heads h, h' of a model of ‖θ_h − θ_h'‖ (exactly 0 for identical heads).
+    """max over pairs of heads h, h' of a model of ‖θ_h − θ_h'‖ (exactly 0 for identical heads),
+    each distance without a square's overflow (``held_norm``: √Σx² as written in its plain range,
+    so the same numbers there, to the bit, as the square root of the largest Σx²).
 
     ``member`` (S,) bool marks the stored heads of one model (a scalar result), or (S, R) those
     of R models sharing the slots (an (R,) result).
@@ -485,14 +488,19 @@ def head_diversity(params: Params, member: jax.Array) -> jax.Array:
     arrays = head_arrays(params).values()
     flat = jnp.concatenate([p.reshape(p.shape[0], -1) for p in arrays], axis=1)  # (S, P)
 
-    def to_head(f_h):  # (P,) -> (S,): ‖θ_s − θ_h‖² for every s
+    def to_head(f_h):  # (P,) -> (S,): ‖θ_s − θ_h‖ for every s
         diff = flat - f_h[None, :]  # (S, P)
-        return jnp.sum(diff * diff, axis=-1)
+
+        def total(scale):  # Σ (diff / scale)² per s (scale None: as written)
+            return jnp.sum(diff * diff if scale is None else (diff / scale[:, None]) ** 2, axis=-1)
+
+        return held_norm(total, jnp.max(jnp.abs(diff), axis=-1))
 
     # one head h at a time: O(S·P) memory, not the O(S²·P) of every pair's difference at once
-    # (dist2 is symmetric, so this row-by-row matrix is the all-pairs one, to the bit)
-    dist2 = jax.lax.map(to_head, flat)  # (S, S)
+    # (dist is symmetric, so this row-by-row matrix is the all-pairs one, to the bit); the largest
+    # of the square roots is the square root of the largest (a correctly rounded √ is monotone)
+    dist = jax.lax.map(to_head, flat)  # (S, S)
     pair = member[:, None, ...] & member[None, :, ...]  # (S, S[, R])
     if member.ndim == 2:
-        dist2 = dist2[..., None]
-    return jnp.sqrt(jnp.max(jnp.where(pair, dist2, 0.0), axis=(0, 1)))
+        dist = dist[..., None]
+    return jnp.max(jnp.where(pair, dist, 0.0), axis=(0, 1))

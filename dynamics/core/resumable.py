@@ -9,9 +9,10 @@ is the scan's carry (θ, the optimiser's state, the step t, the divergence and z
 bookkeeping, the per-head view's buffers) and the rows logged so far (L, …), written at their
 iteration's row as the scan writes them; ``start_batch`` makes the first. The loop body is the
 scan's own, the iterations' order and inputs the same (SGD's batches and the online samples are
-drawn from t), so the numbers equal ``train_batch``'s bit for bit (``tests/test_resumable.py``),
-whichever iterations each call covers. A state brought to the host (``fetch``) and back is a
-checkpoint: the run continues from it as if never stopped.
+drawn from t), and what ``train_batch`` holds once for all packs (the step t, Adam's count of
+updates) is held once here too, so the numbers equal ``train_batch``'s bit for bit, for every
+optimiser (``tests/test_resumable.py``), whichever iterations each call covers. A state brought to
+the host (``fetch``) and back is a checkpoint: the run continues from it as if never stopped.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from dynamics.core import update as upd
 from dynamics.core.engine import BATCH_AXIS, CPU_COMPILER_OPTIONS, loop_steps, pack_loop, pack_outputs
 from dynamics.core.program import Batch, Program
 from dynamics.infra import executables
@@ -53,9 +53,19 @@ def _start(prog: Program, data: Data, batch: Batch, shared_data: bool, mesh: Mes
 
 
 def _advance(prog: Program, data: Data, batch: Batch, state, start, end, shared_data: bool, mesh, chunk: int):
+    held_once = _held_once(prog, data, batch, state[0], shared_data)
+
     def local(data: Data, batch: Batch, state, start, end):
+        rows, (leaves, tree) = state[1], jax.tree_util.tree_flatten(state[0])
+        once = {i: leaves[i][0] for i in held_once}  # the first pack's: every pack's is the same
+        mapped = [a for i, a in enumerate(leaves) if i not in once]
+
         def one(b_state):
-            b, (carry, rows) = b_state
+            b, (mapped, rows) = b_state
+            rest = iter(mapped)
+            carry = jax.tree_util.tree_unflatten(
+                tree, [once[i] if i in once else next(rest) for i in range(len(leaves))]
+            )
             body, _, xs = pack_loop(prog, _trial(data, b, shared_data), b)  # its first carry: unused
             xs = jax.tree_util.tree_map(jnp.asarray, xs)
 
@@ -66,9 +76,36 @@ def _advance(prog: Program, data: Data, batch: Batch, state, start, end, shared_
 
             return jax.lax.fori_loop(start, end, iteration, (carry, rows))
 
-        return jax.lax.map(one, (batch, state), batch_size=chunk)
+        return jax.lax.map(one, (batch, (mapped, rows)), batch_size=chunk)
 
     return _sharded(local, mesh, sharded=2, bounds=True)(data, batch, state, start, end)
+
+
+def _held_once(prog: Program, data: Data, batch: Batch, carry, shared_data: bool) -> tuple[int, ...]:
+    """The leaves of the loop's carry (B, …) that ``train_batch`` holds once for all its packs, not
+    per pack: those its ``vmap`` over the packs leaves unbatched (made from constants and kept by
+    the loop from anything per pack: the step t, Adam's count of updates), found by tracing the
+    one-call loop with such a leaf's output axis None (refused when batched). ``advance`` holds them
+    once too, so it runs the loop as ``train_batch`` compiles it: batched, Adam's bias correction
+    1 − β^t was computed on a vector of one (``power`` on f32[1], not f32[]), its last bit other
+    than the one-call program's. Only a per-pack scalar can be one (a parameter is per head)."""
+    leaves = jax.tree_util.tree_leaves(carry)
+    scalars = tuple(i for i, a in enumerate(leaves) if a.ndim == 1)
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (data, batch))
+
+    def once(indices) -> bool:
+        def final(data: Data, b: Batch):
+            body, first, xs = pack_loop(prog, _trial(data, b, shared_data), b)
+            last = jax.lax.scan(body, first, jax.tree_util.tree_map(jnp.asarray, xs))[0]
+            return [jax.tree_util.tree_leaves(last)[i] for i in indices]
+
+        try:
+            jax.eval_shape(jax.vmap(final, in_axes=(None, 0), out_axes=None), *shapes)
+        except ValueError:  # "got axis spec None but output was batched"
+            return False
+        return True
+
+    return scalars if once(scalars) else tuple(i for i in scalars if once((i,)))
 
 
 def _sharded(local, mesh: Mesh, sharded: int, bounds: bool = False):
@@ -117,15 +154,6 @@ def outputs(prog: Program, state) -> tuple[dict[str, np.ndarray], np.ndarray]:
     each (B, R, L) (per slot (B, S, L, …)), diverged_at (B, R))."""
     carry, rows = state
     return pack_outputs(prog, carry, rows, np, lead=1)
-
-
-def runs_in_calls(prog: Program) -> bool:
-    """The program's loop may run in calls: its optimiser keeps no state (GD, SGD, normalised GD).
-    With a state (Adam's moments and count) the one-call program was compiled to numbers that
-    differ from the calls' in the last bits (measured on the CPU, jaxlib 0.10.2, whether the state
-    crosses a call or not), so such a run stays one call: its numbers are never changed."""
-    state = upd.direction(prog.optimizer).init({"x": jnp.zeros((1,))})
-    return not jax.tree_util.tree_leaves(state)
 
 
 def cumulative_steps(prog: Program) -> np.ndarray:

@@ -32,8 +32,8 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     factored = parts.READOUTS[prog.readout].factored
+    shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, factored)
     if not init.random:
-        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, factored)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
@@ -41,7 +41,8 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
         extra |= {"outputs": outputs} if outputs > 1 else {}
         extra |= {"positions": positions} if positions is not None else {}
         extra |= {"factored_readout": True} if factored else {}
-        params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
+        draw = (b.slot_head, prog.d, b.init_scale[run], head_size, learned)
+        params = inits.drawn(init, shapes, b.key[run], *draw, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(inits.per_head(filled, v), v, 0.0) for k, v in params.items()}
     if prog.bias:  # one per run, 0 at the start

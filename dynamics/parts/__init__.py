@@ -21,7 +21,7 @@ from dynamics.parts.model import (
     check_readout,
     check_sphere,
 )
-from dynamics.parts.registry import Part, Registry
+from dynamics.parts.registry import Part, Probe, Registry
 from dynamics.parts.rules import REGISTRIES, can_pack_heads, uses_fast_path
 from dynamics.parts.training import (
     CONSTRAINTS,
@@ -74,4 +74,5 @@ __all__ = [
     "check_readout",
     "check_init",
     "uses_fast_path",
+    "Probe",
 ]

@@ -31,9 +31,9 @@ floating array of exactly that head's shape (``check_initial_params``, static), 
 
 Shapes and dtypes are checked where ``sample`` is traced (``sample``, static: free), and before any
 compile by ``jax.eval_shape`` of one trial (``dynamics.core.data.make_data``); values once per
-draw, on the concrete arrays. A user loss is probed on a vector of margins (it must be
-elementwise), a user attention on a batch of scores (weights of the scores' shape, each query's
-from its own scores), a user metric's result must be real (``check_metric``).
+draw, on the concrete arrays. A user metric's result must be real (``check_metric``). The other
+user parts (a loss, an attention, a query, …) are probed when first named, each as its registry
+declares (``dynamics.parts.probes``).
 """
 
 from __future__ import annotations
@@ -200,109 +200,6 @@ def infer_sizes(model: Any, name: str, cfg: Any) -> dict[str, int]:
     return {"T": int(X.shape[1]), "d": int(X.shape[2])}
 
 
-def _real_float(fn_name: str, out: Any, what: str) -> np.ndarray:
-    if _dtype(out).kind != "f":
-        raise ConfigError(f"{fn_name} returned {what} of dtype {_dtype(out)}; it must be real floating")
-    return np.asarray(out, np.float64)
-
-
-def check_loss(field: str, path: str, fn: Any) -> None:
-    """A user loss maps each margin (or residual) to its loss, elementwise: probed on a vector of 7,
-    its output must be a real (7,) array whose entry i is the loss of entry i alone."""
-    import jax.numpy as jnp
-
-    at = f"{field}={path!r}"
-    z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
-    try:
-        out = fn(z)
-        single = [np.asarray(fn(z[i : i + 1])) for i in range(7)]
-    except Exception as err:  # noqa: BLE001
-        raise ConfigError(
-            f"{at} fails on a vector of margins ({type(err).__name__}: {' '.join(str(err).split())[:160]}); "
-            "a loss maps a vector z to the vector ℓ(z), elementwise"
-        ) from None
-    a = _real_float(at, out, "losses")
-    if a.shape != (7,) or any(s.shape != (1,) for s in single):
-        raise ConfigError(
-            f"{at} returned shape {a.shape} for a vector of 7 margins; a loss is elementwise: "
-            "ℓ(z) has z's shape (not jnp.mean(z) or a sum: mhsim averages)"
-        )
-    alone = np.concatenate(single)
-    if not np.allclose(a, alone, rtol=1e-5, atol=1e-6, equal_nan=True):
-        raise ConfigError(
-            f"{at} is not elementwise: ℓ of a vector differs from ℓ of its entries one at a time "
-            f"({a[0]:.6g} vs {alone[0]:.6g} at z=-2); a loss of one example reads that example's margin only"
-        )
-
-
-def check_attention(field: str, path: str, fn: Any) -> None:
-    """A user attention maps scores (…, T) to weights of the same shape, each query's weights from
-    its own T scores: probed on scores of shape (2, 3, 5)."""
-    import jax.numpy as jnp
-
-    at = f"{field}={path!r}"
-    scores = jnp.asarray(np.linspace(-1.5, 2.0, 30, dtype=np.float32).reshape(2, 3, 5))
-    try:
-        out = fn(scores)
-        rows = [[np.asarray(fn(scores[i : i + 1, j : j + 1])) for j in range(3)] for i in range(2)]
-    except Exception as err:  # noqa: BLE001
-        raise ConfigError(
-            f"{at} fails on scores of shape (2, 3, 5) ({type(err).__name__}: "
-            f"{' '.join(str(err).split())[:160]}); an attention maps scores (..., T) to weights (..., T)"
-        ) from None
-    a = _real_float(at, out, "weights")
-    if a.shape != (2, 3, 5):
-        raise ConfigError(
-            f"{at} returned weights of shape {a.shape} for scores of shape (2, 3, 5); the weights must "
-            "have the scores' shape (..., T)"
-        )
-    alone = np.stack([np.concatenate([r.reshape(-1, 5) for r in row]) for row in rows])
-    if alone.shape != a.shape or not np.allclose(a, alone, rtol=1e-5, atol=1e-6, equal_nan=True):
-        raise ConfigError(
-            f"{at} mixes queries: a query's weights must depend on its own T scores alone (normalise "
-            "over the last axis)"
-        )
-
-
-def check_callable(field: str, path: str, obj: Any) -> None:
-    """A user part that the engine calls (a query, a norm, an init, an optimiser, a sampling) must
-    be a function: a number or a module would fail deep inside the compiled program."""
-    if not callable(obj):
-        raise ConfigError(
-            f"{field}={path!r} is a {type(obj).__name__}, not a function: a part of this kind is "
-            "called by the engine"
-        )
-
-
-def check_lr_scaling(field: str, path: str, obj: Any) -> None:
-    """A user step-size scaling is its exponent p (η(H) = η₀·H^p), read from ``obj.exponent``: one
-    without it would run as the constant scaling, silently."""
-    p = getattr(obj, "exponent", None)
-    if isinstance(p, bool) or not isinstance(p, int | float) or not np.isfinite(p):
-        raise ConfigError(
-            f"{field}={path!r} has exponent={p!r}; a step-size scaling declares a finite real "
-            "`exponent` p (η(H) = η₀·H^p)"
-        )
-
-
-# The user parts whose output is probed when they are first named, by the config field naming them.
-PROBES = {
-    "optim.loss": check_loss,
-    "model.attention": check_attention,
-    "optim.lr_scaling": check_lr_scaling,
-    **dict.fromkeys(
-        ("model.query", "model.norm", "model.init", "optim.optimizer", "optim.sampling"), check_callable
-    ),
-}
-
-
-def check_part(field: str, path: str, obj: Any) -> None:
-    """Probe a user part (``Registry.user_part``) named by ``field``, where it has a probe."""
-    probe = PROBES.get(field)
-    if probe is not None:
-        probe(field, path, obj)
-
-
 def check_noise_floor(name: str, value: Any) -> None:
     """A data model's declared ``noise_floor`` (the Bayes risk its excess risk is measured from):
     None or NaN (unknown), a finite real >= 0, or a function of the world (its value is traced)."""
@@ -386,6 +283,23 @@ def check_metric(name: str, value: Any) -> None:
             f"metric {name!r} returned {type(value).__name__} of dtype {dtype}; a metric must return a real "
             "numeric array"
         )
+
+
+def check_drawn(at: str, out: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """An init's draw (``at``: ``"model.init='m:f'"``): a dict of exactly the arrays of ``shapes``
+    (the model's layout: U and W; U, Q and K; U and k; U and a), each real floating of its shape
+    (static: tracers or arrays); a one-line ConfigError otherwise."""
+    want = ", ".join(f"{k} {v}" for k, v in shapes.items())
+    if not isinstance(out, dict) or set(out) != set(shapes):
+        got = f"a dict of {sorted(map(str, out))}" if isinstance(out, dict) else type(out).__name__
+        raise ConfigError(f"{at} returned {got}; this model's layout draws {want}")
+    for key, a in out.items():
+        if not hasattr(a, "shape") or _shape(a) != shapes[key] or _dtype(a).kind != "f":
+            what = f"of shape {_shape(a)} and dtype {_dtype(a)}" if hasattr(a, "shape") else type(a).__name__
+            raise ConfigError(
+                f"{at} returned {key!r} {what}; this model's layout draws {want}, real floating"
+            )
+    return out
 
 
 INITIAL = "initial_params(world, shapes)"

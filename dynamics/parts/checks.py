@@ -7,6 +7,7 @@ import difflib
 import math
 
 from dynamics.errors import ConfigError
+from dynamics.parts import floats
 
 
 def suggest(name: str, options) -> str:
@@ -32,13 +33,14 @@ def positive_int(field_name: str, value, minimum: int = 1, maximum: int | None =
         raise ConfigError(f"{field_name}={value!r} must be <= {maximum}")
 
 
-def within(field_name: str, value, spec, default=None) -> None:
+def within(field_name: str, value, spec, default=None, x64: bool = False) -> None:
     """``value`` (each value of a tuple) in the range its knob ``spec`` (``dynamics.parts.knobs.Knob``)
     declares: an integer in [lo, hi] where the bounds are ints (upper bounds there catch typos, an
     extra zero or three, before a compile that would never end), else a finite number in [lo, hi]
-    (lo excluded with ``lo_open``). A field's ``default`` of None or text (``'split'``) means "not
-    set": that value passes."""
-    if spec.lo is None and spec.hi is None:
+    (lo excluded with ``lo_open``) whose size the run's precision holds (``Knob.power``; float64
+    with ``x64``). A field's ``default`` of None or text (``'split'``) means "not set": that value
+    passes."""
+    if spec.lo is None and spec.hi is None and spec.power is None:
         return
     for v in value if isinstance(value, tuple) else (value,):
         if (default is None and v is None) or (isinstance(default, str) and v == default):
@@ -47,6 +49,17 @@ def within(field_name: str, value, spec, default=None) -> None:
             positive_int(field_name, v, minimum=spec.lo, maximum=spec.hi)
         else:
             finite(field_name, v, lo=spec.lo, lo_open=spec.lo_open, hi=spec.hi)
+            _held(field_name, v, spec, x64)
+
+
+def _held(field_name: str, value, spec, x64: bool) -> None:
+    """|value| within what the run's precision holds of a value entering it at ``spec.power``."""
+    if spec.power is None:
+        return
+    top = floats.held(spec.power, x64)
+    if abs(value) > top:
+        allowed = f"<= {top:g}" if spec.lo is not None and spec.lo >= 0 else f"between {-top:g} and {top:g}"
+        raise ConfigError(f"{field_name}={value!r} must be {allowed}, {floats.bound_text(spec.power, x64)}")
 
 
 def finite(

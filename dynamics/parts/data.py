@@ -21,7 +21,7 @@ from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, ICL_COVARIA
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
-from dynamics.parts.registry import Part, Registry, first_line, is_user_name
+from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
 from dynamics.parts.values import floats_arg
 
 TASKS = ("classification", "regression")
@@ -133,6 +133,7 @@ class MixtureParams:
         unit="S",
         hashed="always",
         within="[0.0, inf)",
+        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
     )
     noise: float = knob(
         DM1_DEFAULTS["noise"],
@@ -141,6 +142,7 @@ class MixtureParams:
         unit="σ",
         hashed="always",
         within="[0.0, inf)",
+        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
     )
     n_irrelevant: int = knob(
         DM1_DEFAULTS["n_irrelevant"],
@@ -179,6 +181,7 @@ class PlantedParams:
         unit="β",
         hashed="always",
         within="[0.0, inf)",
+        power=1,  # β·s of the teacher, whose labels are signs: as it is
     )
     label_noise: float = knob(
         0.0, "label flip probability p", grid=float, unit="p", hashed="always", within="[0.0, 0.5]"
@@ -208,6 +211,7 @@ class SparseTokenParams:
         unit="θ",
         hashed="always",
         within="[0.0, inf)",
+        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
     )
 
 
@@ -222,9 +226,16 @@ class LocationParams:
         unit="γ",
         hashed="always",
         within="[0.0, inf)",
+        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
     )
-    epsilon: float = knob(
-        0.1, "target noise ε (noise floor ε²)", grid=float, unit="ε", hashed="always", within="[0.0, inf)"
+    epsilon: float = knob(  # a target scale: the squared loss and the noise floor ∝ ε²
+        0.1,
+        "target noise ε (noise floor ε²)",
+        grid=float,
+        unit="ε",
+        hashed="always",
+        within="[0.0, inf)",
+        power=2,
     )
 
 
@@ -233,7 +244,11 @@ class MultiLocationParams(LocationParams):
     """Multi-location regression's own parameters: F = len(strengths) features."""
 
     strengths: tuple[float, ...] = knob(
-        (1.0, 0.7, 0.5), "strengths c_f, one per feature, e.g. 1,0.7,0.5", parse=floats_arg, hashed="always"
+        (1.0, 0.7, 0.5),
+        "strengths c_f, one per feature, e.g. 1,0.7,0.5",
+        parse=floats_arg,
+        hashed="always",
+        power=2,  # a target scale: the squared loss ∝ y² ∝ c_f²
     )
 
 
@@ -288,6 +303,7 @@ class MaxMarginParams:
         unit="a",
         hashed="always",
         within="[0.0, inf)",
+        power=2,  # a scale of θ(0), as σ₀: squared
     )
 
 
@@ -335,6 +351,7 @@ class EmergenceParams:
         unit="σ",
         hashed="always",
         within="[0.0, inf)",
+        power=2,  # a target scale: the squared loss ∝ y²
     )
 
 
@@ -550,6 +567,15 @@ DATA_MODELS: Registry[DataModel] = Registry(
             task="regression",
             outputs=emergence_outputs,
         ),
+    ),
+    # A user's model is an object, not one function: its setup and sample are required by
+    # DataModel.from_object, and its sample's output is checked where it is traced, before any
+    # compile (``boundary.check_sample``, from ``core.data.make_data``'s jax.eval_shape of one trial).
+    probe=Probe(
+        "setup(key, params) -> world, then sample(world, key, n)",
+        "(X (n, T, d), y (n,), mask or None)",
+        declares=("setup", "sample"),
+        why="a data model needs setup and sample",
     ),
 )
 

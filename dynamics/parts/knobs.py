@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dynamics.errors import ConfigError
+from dynamics.parts import floats
 from dynamics.parts.values import float_arg, int_arg
 
 MISSING = dataclasses.MISSING
@@ -50,7 +51,9 @@ class Knob:
     default, so every hash from before the rule is kept), else 'changed' (left out at
     ``baseline``, by default the field's default, or None); ``switch``: a bool knob. ``lo``,
     ``hi``: the range of a number (each value of a tuple; None and text pass), ``lo`` itself
-    refused with ``lo_open``; int bounds make it an integer knob (``dynamics.parts.checks.within``)."""
+    refused with ``lo_open``; int bounds make it an integer knob (``dynamics.parts.checks.within``);
+    ``power``: the power at which a real value enters the run's float arithmetic, which bounds |value|
+    by what the run's precision holds (``dynamics.parts.floats.held``; ``upper``)."""
 
     help: str
     flag: str | None = None
@@ -67,6 +70,14 @@ class Knob:
     lo: float | None = None
     lo_open: bool = False
     hi: float | None = None
+    power: int | None = None
+
+    def upper(self, x64: bool = False) -> float | None:
+        """The largest value: ``hi``, or less where the run's precision holds less (``power``)."""
+        if self.power is None:
+            return self.hi
+        top = floats.held(self.power, x64)
+        return top if self.hi is None else min(self.hi, top)
 
 
 def knob(

@@ -20,11 +20,12 @@ import dataclasses
 from typing import Any
 
 from dynamics.errors import ConfigError
-from dynamics.parts.registry import Part, Registry, import_object
+from dynamics.parts.registry import Part, Probe, Registry, import_object
 
 _MODEL = "dynamics.core.model"
 _ACTIVATIONS = "dynamics.core.activations"
 _INITS = "dynamics.core.inits"
+_PROBES = "dynamics.parts.probes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Norm(Part):
     """c_H: ``impl`` maps H (a number or a traced scalar) to c_H; the only factor that scales with H."""
 
     fast_path: bool = True
+    unit_at_one: bool = False  # c_1 = 1: with one head it is no factor (given at H = 1 alone: refused)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +157,11 @@ QUERIES: Registry[Query] = Registry(
             outside=True,
         ),
     ),
+    probe=Probe(
+        "scores(W (H, d, d), X (n, T, d)), k (H, d) for a learned query, a (H, T) for positions",
+        "real scores (n, H, T), or (n, H, T, T) where every token queries (all_tokens)",
+        f"{_PROBES}:query",
+    ),
 )
 ACTIVATIONS: Registry[Activation] = Registry(
     "attention",
@@ -185,14 +192,30 @@ ACTIVATIONS: Registry[Activation] = Registry(
             "erf", "erf(β s_t) per token", f"{_ACTIVATIONS}:erf", normalises=False, saddle_at_zero=True
         ),
     ),
+    probe=Probe(
+        "sigma(scores) on scores (2, 3, 5)",
+        "real weights of the scores' shape, each query's from its own T scores (the last axis)",
+        f"{_PROBES}:attention",
+    ),
 )
 NORMS: Registry[Norm] = Registry(
     "norm",
     "model.norm",
     (
-        Norm("sqrt", "c_H = 1/√H (keeps Φ O(1) at random init)", f"{_MODEL}:c_sqrt", label="1/√H"),
-        Norm("mean", "c_H = 1/H", f"{_MODEL}:c_mean", label="1/H"),
-        Norm("sum", "c_H = 1", f"{_MODEL}:c_sum", label="1"),
+        Norm(
+            "sqrt",
+            "c_H = 1/√H (keeps Φ O(1) at random init)",
+            f"{_MODEL}:c_sqrt",
+            label="1/√H",
+            unit_at_one=True,
+        ),
+        Norm("mean", "c_H = 1/H", f"{_MODEL}:c_mean", label="1/H", unit_at_one=True),
+        Norm("sum", "c_H = 1", f"{_MODEL}:c_sum", label="1", unit_at_one=True),
+    ),
+    probe=Probe(
+        "c(H) with H = 2, and traced with one H per run (R,)",
+        "c_H, a finite real > 0: one number, or one per run",
+        f"{_PROBES}:norm",
     ),
 )
 KEY_QUERIES: Registry[KeyQuery] = Registry(
@@ -201,6 +224,11 @@ KEY_QUERIES: Registry[KeyQuery] = Registry(
     (
         KeyQuery("full", "W_h ∈ R^{d×d} free"),
         KeyQuery("factored", "W_h = Q_h K_hᵀ of rank ≤ head_size", factored=True, fast_path=False),
+    ),
+    probe=Probe(
+        refuse="the engine builds W_h itself from the layout (a free W_h, or Q_h K_hᵀ) and calls no "
+        "function of a key-query layout, so a user's one would run as 'full' or 'factored', its code "
+        "never used; use model.key_query='full' or 'factored'"
     ),
 )
 INITS: Registry[Init] = Registry(
@@ -231,6 +259,12 @@ INITS: Registry[Init] = Registry(
             factors_only=True,
         ),
     ),
+    probe=Probe(
+        "init(keys (S, 2) uint32, index (S,), d, scale (S,), head_size=None, learned=False) "
+        "[n_heads=(S,) where per_layer]",
+        "{'U': (S, d), 'W': (S, d, d)}, real arrays, for the full key-query layout",
+        f"{_PROBES}:init",
+    ),
 )
 READOUTS: Registry[Readout] = Registry(
     "readout",
@@ -243,6 +277,10 @@ READOUTS: Registry[Readout] = Registry(
             factored=True,
             params=("V", "O"),
         ),
+    ),
+    probe=Probe(
+        refuse="the readout is the model's own layout (U_h, or its factors V_h and O_h), built by the "
+        "engine, which calls no function of a readout; use model.readout='direct' or 'factored'"
     ),
 )
 # The inits that draw a factored readout's V_h and O_h (the others read U_h as one vector, or

@@ -21,6 +21,11 @@ an activation's ``normalises``, a data model's ``task`` and ``sizes``). Its ``fi
 its source (the object's and its module file's), so compiled programs are keyed by it; one whose
 source cannot be read is never kept on disk. ``Registry.adopt(obj)`` names an object handed over
 from Python (``run_sweep(cfg, data=model)``) the same way.
+
+Each registry declares the ``Probe`` of its kind: the attributes a user's part must declare, and
+how it is called on a tiny input and what it must return (``dynamics.parts.probes``), or why its
+kind takes no user part. A user part is probed once, when first named, before anything runs; a
+registry that declares no probe refuses user parts (never one that is read and then ignored).
 """
 
 from __future__ import annotations
@@ -174,6 +179,56 @@ def _source(fn: Any) -> str | None:
     return own + hashlib.sha256(whole).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """How a registry's kind of part is checked when a user names one of theirs (``"module:attr"``).
+
+    ``declares``: the attributes the object must have, the rules the engine reads (``why`` says what
+    they are); ``calls`` and ``returns``: how the engine calls a part of this kind and what it must
+    give back, in words (the refusals quote them); ``check``: ``"module:attribute"`` of
+    ``check(at, obj, part, probe)``, which makes that call on a tiny input and refuses in one line a
+    part that raises, returns None or returns another type or shape ('' where the object is checked
+    elsewhere, as a data model's traced sample is); ``refuse``: why this kind takes no user part at
+    all ('' where it does). A registry that declares no probe refuses user parts (``NO_PROBE``)."""
+
+    calls: str = ""
+    returns: str = ""
+    check: str = ""
+    declares: tuple[str, ...] = ()
+    why: str = ""
+    refuse: str = ""
+
+    def admit(self, at: str, obj: Any) -> None:
+        """The user object ``obj`` named ``at`` (``"field='module:attr'"``) refused where this kind
+        takes none or it lacks a declaration (before its rules are read): a one-line ConfigError."""
+        if self.refuse:
+            raise ConfigError(f"{at} is refused: {self.refuse}")
+        missing = [name for name in self.declares if not hasattr(obj, name)]
+        if missing:
+            raise ConfigError(f"{at} does not declare {', '.join(missing)}: {self.why}")
+
+    def call(self, at: str, obj: Any, part: Part) -> None:
+        """``obj`` (its rules read into ``part``) called as the engine calls this kind, on a tiny
+        input: a one-line ConfigError where it raises or returns what the engine cannot use."""
+        if self.check:
+            import_object(self.check)(at, obj, part, self)
+
+    def failed(self, at: str, err: BaseException) -> ConfigError:
+        """The refusal of a part whose call raised ``err``."""
+        text = " ".join(str(err).split())[:160]
+        return ConfigError(
+            f"{at} fails when called as {self.calls} ({type(err).__name__}: {text}); "
+            f"it must return {self.returns}"
+        )
+
+    def wrong(self, at: str, got: str) -> ConfigError:
+        """The refusal of a part that returned ``got`` (in words: 'None', 'shape (2,)')."""
+        return ConfigError(f"{at} returned {got} when called as {self.calls}; it must return {self.returns}")
+
+
+# The probe of a registry that declares none: its kind's user parts are refused, never ignored.
+NO_PROBE = Probe(refuse="no probe is declared for this kind of part, so a user's one cannot be checked")
+
 P = TypeVar("P", bound=Part)
 
 
@@ -193,8 +248,16 @@ class Registry(Mapping[str, P], Generic[P]):
     ``field`` is the config field that names a part of this kind (``model.query``): errors name it.
     """
 
-    def __init__(self, kind: str, field: str, parts: tuple[P, ...] = (), part_type: type | None = None):
+    def __init__(
+        self,
+        kind: str,
+        field: str,
+        parts: tuple[P, ...] = (),
+        part_type: type | None = None,
+        probe: Probe | None = None,
+    ):
         self.kind, self.field = kind, field
+        self.probe = probe or NO_PROBE  # how a user's part of this kind is checked
         self.part_type = part_type or (type(parts[0]) if parts else Part)  # what register takes
         self._parts: dict[str, P] = {}
         self._users: dict[str, tuple[Any, P]] = {}  # "module:attribute" -> (its object, its part)
@@ -232,14 +295,14 @@ class Registry(Mapping[str, P], Generic[P]):
     def user_part(self, path: str, field: str | None = None) -> P:
         """The user part of the object ``path`` (``"module:attribute"``) names, imported now (again
         when the object changed: a notebook redefined it); a one-line ConfigError otherwise."""
-        obj = import_object(path, f"{field or self.field}={path!r}")
+        at = f"{field or self.field}={path!r}"
+        obj = import_object(path, at)
         cached = self._users.get(path)
         if cached is not None and cached[0] is obj:
             return cached[1]
+        self.probe.admit(at, obj)
         part = self.part_type.from_object(path, obj)
-        from dynamics.parts.boundary import check_part
-
-        check_part(self.field, path, obj)  # a loss probed for elementwise, an attention for its shape
+        self.probe.call(at, obj, part)
         self._users[path] = (obj, part)
         return part
 

@@ -30,14 +30,19 @@ def uses_fast_path(cfg) -> bool:
 def drawn_params(cfg) -> frozenset[str]:
     """The head arrays θ(0) draws for ``cfg``'s model: the readout U and the attention's (W; Q and
     K; a learned k; position logits a). The bias b starts at 0 in every init."""
-    query, layout = QUERIES[cfg.model.query], KEY_QUERIES[cfg.model.key_query]
+    return head_arrays(cfg.model)
+
+
+def head_arrays(model) -> frozenset[str]:
+    """A head's arrays in the model (a ``ModelConfig``): U (or V and O) and the attention's."""
+    query, layout = QUERIES[model.query], KEY_QUERIES[model.key_query]
     if query.positional:
         attention = {"a"}
     elif query.learned:
         attention = {"k"}
     else:
         attention = {"Q", "K"} if layout.factored else {"W"}
-    return frozenset({*READOUTS[getattr(cfg.model, "readout", "direct")].params, *attention})
+    return frozenset({*READOUTS[getattr(model, "readout", "direct")].params, *attention})
 
 
 def world_sets_start(cfg) -> frozenset[str] | None:

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from dynamics.parts.registry import Part, Registry
+from dynamics.parts.registry import Part, Probe, Registry
 
 _LOSSES = "dynamics.core.losses"
+_PROBES = "dynamics.parts.probes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,11 @@ LOSSES: Registry[Loss] = Registry(
         Loss("square", "(1 - z)²: the square loss of ±1 labels, (y - Φ)²", f"{_LOSSES}:square"),
         Loss("mse", "(Φ - y)² of real targets y (regression)", f"{_LOSSES}:squared_error", task="regression"),
     ),
+    probe=Probe(
+        "loss(z) on a vector z of 7 margins, and on each alone",
+        "a real vector ℓ(z) of z's shape, elementwise (mhsim averages)",
+        f"{_PROBES}:loss",
+    ),
 )
 TASKS = ("classification", "regression")  # the order the loss registry lists each task's first loss
 
@@ -143,6 +149,11 @@ OPTIMIZERS: Registry[Optimizer] = Registry(
             decoupled_weight_decay=True,
         ),
     ),
+    probe=Probe(
+        "optimizer(), then its init(params) and update(grads, state, params) on U (H, d), W (H, d, d)",
+        "an optax GradientTransformation whose update gives (a direction of each parameter's shape, state)",
+        f"{_PROBES}:optimizer",
+    ),
 )
 _SAMPLING = "dynamics.core.sampling"
 SAMPLINGS: Registry[Sampling] = Registry(
@@ -164,6 +175,11 @@ SAMPLINGS: Registry[Sampling] = Registry(
             fresh=True,
         ),
     ),
+    probe=Probe(
+        "sampling(data, key, t, B) with B = 2 of n = 4 examples, t traced",
+        "the batch (X (B, T, d), y (B,)) of real arrays",
+        f"{_PROBES}:sampling",
+    ),
 )
 CONSTRAINTS: Registry[Constraint] = Registry(
     "constraint",
@@ -177,6 +193,14 @@ CONSTRAINTS: Registry[Constraint] = Registry(
             params=("U", "k"),
         ),
     ),
+    probe=Probe(
+        "project(params, names) on a dict of U, b and the parameters it holds",
+        "the dict with each array of its shape, those it holds projected",
+        f"{_PROBES}:constraint",
+        declares=("params",),
+        why="a constraint declares params, the tuple of parameters it holds (e.g. ('U', 'k')); "
+        "without it nothing is held and its projection is never called",
+    ),
 )
 # The parameter groups, by parameter name (a name in neither is an error of the step rules).
 GROUPS: dict[str, tuple[str, ...]] = {"readout": ("U", "b", "V", "O"), "attention": ("W", "Q", "K", "k", "a")}
@@ -189,5 +213,10 @@ LR_SCALINGS: Registry[LrScaling] = Registry(
         LrScaling("constant", "η(H) = η₀", label=" (constant)", exponent=0.0),
         LrScaling("sqrt", "η(H) = η₀·√H", label="·√H", exponent=0.5),
         LrScaling("linear", "η(H) = η₀·H", label="·H", exponent=1.0),
+    ),
+    probe=Probe(
+        check=f"{_PROBES}:lr_scaling",
+        declares=("exponent",),
+        why="a step-size scaling declares a finite real `exponent` p (η(H) = η₀·H^p), read, never called",
     ),
 )

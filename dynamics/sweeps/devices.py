@@ -88,6 +88,17 @@ class BatchPlacer:
     def n_devices(self) -> int:
         return len(self.devices)
 
+    @property
+    def memory_limit(self) -> int | None:
+        """The bytes one device may allocate (an accelerator's ``bytes_limit``), None where JAX does
+        not say (the CPU: the host's memory, ``sweeps.memory``, is the limit there)."""
+        try:
+            stats = self.devices[0].memory_stats()
+        except (RuntimeError, NotImplementedError):
+            return None
+        limit = (stats or {}).get("bytes_limit")
+        return int(limit) if limit else None
+
     def _put(self, host: np.ndarray, sharding: NamedSharding) -> jax.Array:
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 

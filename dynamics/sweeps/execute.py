@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -172,11 +173,13 @@ def run_points(
     metrics: tuple = (),
     call_seconds: float | None = None,
     midrun: MidRun | None = None,
+    claim: Callable[[int], bool] | None = None,
 ):
     """Run heads ``todo`` of every variant config (they differ only in η₀ and σ₀), on ``drawn``
     (``prepare_data`` of the first config: the sweep draws once, its caller). A long point runs as
     calls of about ``call_seconds`` (default ``midrun.CALL_SECONDS``), the bar moved by steps, its
-    state kept in ``midrun`` (``dynamics.sweeps.midrun``).
+    state kept in ``midrun`` (``dynamics.sweeps.midrun``). ``claim(j)``, when given, is asked before
+    point j (in plan order) runs: False skips it (another process runs it: ``sweeps.workqueue``).
 
     Yields, per point, (items, metrics {name: (len(items), trials, L)}, diverged_at
     (len(items), trials)) with items the point's (head index, variant) runs, post-processed:
@@ -185,9 +188,12 @@ def run_points(
     base = cfgs[0]
     heads = base.sweep.heads
     placer = BatchPlacer(devices)
+    data, shared, init_keys = drawn
+    check_vector_targets(base, data, bool(metrics))
+    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
+    # planned before the data go to the devices: an accelerator's layout is refused before it allocates
+    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     with phase("data"):
-        data, shared, init_keys = drawn
-        check_vector_targets(base, data, bool(metrics))
         data_keys = trial_keys(base)
         # The worlds stay out of the engine, but for online sampling: their pytree carries the data
         # config (static), so every data setting compiles its own engine program.
@@ -195,23 +201,25 @@ def run_points(
         placed = placer.data(data if online else data._replace(world=None))
     steps = np.array(schedule)
     head_steps = np.array(head_schedule(schedule, base))
-    layout = dict(packs_per_call=packs_per_call, chunk=chunk, slots=slots, metrics=metrics)
-    points = plan_points(base, todo, token_width(data), schedule, placer, variants=len(cfgs), **layout)
     call_s = CALL_SECONDS if call_seconds is None else check_seconds("call_seconds", call_seconds)
     hide = not progress or jax.process_index() != 0
     # steps of every point (a point's packs advance together), moved inside a long point's call
     bar = tqdm(total=len(points) * int(steps[-1]), desc=base.name, unit="step", disable=hide)
     n_train, tokens = int(data.X_train.shape[-3]), int(data.X_train.shape[-2])
     try:
-        for point in points:
+        for j, point in enumerate(points):
+            if claim is not None and not claim(j):
+                bar.update(int(steps[-1]))
+                continue
             point_heads = [heads[i] for i in point.indices]
             bar.set_postfix(H=",".join(map(str, point_heads)))
             batch, rows, cols = make_batch(point, cfgs, init_keys, float_dtype(), data_keys)
+            store = point_store(midrun, point, batch) if midrun is not None and midrun.grid else midrun
             on_devices = placer.batch(batch)
             with phase("simulation"):  # its compile is timed apart (dynamics.infra.timings)
                 metrics, div_at = run_point(  # (B, R, L), (B, R) on the host
                     point, placed, on_devices, placer, shared=shared, call_s=call_s, bar=bar,
-                    watched=progress, store=midrun, heads=point_heads, n_train=n_train, tokens=tokens,
+                    watched=progress, store=store, heads=point_heads, n_train=n_train, tokens=tokens,
                 )  # fmt: skip
             items, trials = point.items, base.sweep.trials
             zero = metrics.pop(ZERO_STEP, None)  # (B, R, L): normalised GD's first zero step so far
@@ -219,10 +227,22 @@ def run_points(
                 warn_zero_steps(np.asarray(zero)[rows, cols, -1], items, heads, trials, steps)
             metrics, div_at = lay_out(metrics, div_at, batch, rows, cols, items, base, steps, head_steps)
             yield items, metrics, div_at
-            if midrun is not None:  # the point is saved (``on_point``): its mid-run state is not needed
-                midrun.clear(point_heads)
+            if store is not None:  # the point is saved (``on_point``): its mid-run state is not needed
+                store.clear(point_heads)  # (a grid's: kept until its grid points are saved)
     finally:
         bar.close()
+
+
+def point_store(midrun: MidRun, point, batch) -> MidRun:
+    """Where a point of a grid's variants keeps its state: several points run the same H (other
+    η₀, σ₀), and which runs a point holds depends on the grid points left to run, so its files are
+    named and its state continued by what the point computes: its program, layout and batch."""
+    digest = hashlib.sha256(f"{point.prog!r} {point.chunk}".encode())
+    for leaf in jax.tree_util.tree_leaves(batch):
+        leaf = np.asarray(leaf)
+        digest.update(f"{leaf.shape} {leaf.dtype}".encode() + leaf.tobytes())
+    name = digest.hexdigest()[:16]
+    return midrun.within(f"P{name}-", name)
 
 
 def lay_out(metrics, div_at, batch, rows, cols, items, base: Config, steps, head_steps):

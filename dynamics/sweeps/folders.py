@@ -38,6 +38,7 @@ from dynamics.infra import interrupts
 
 LOCK = ".mhsim.lock"  # held by the run writing into a folder (``checkpoint.locked``)
 POINTS = "points"  # a run's finished points (``checkpoint``, ``grid``)
+QUEUE = "queue"  # a grid's work queue shared by several processes (``workqueue``)
 # The files of a run that --overwrite removes once the new run's are written (when it did not write
 # them again): results, arrays, the grid's table, the command lines' figures, checkpoints. Any other
 # file stays (a user's data file or notes kept in the folder).
@@ -123,7 +124,7 @@ def holding(out: Path) -> Holding:
             hashes.add("")
     others = []
     if meta is None and not hashes:
-        ignored = {LOCK, POINTS}
+        ignored = {LOCK, POINTS, QUEUE}
         others = sorted(p.name for p in out.iterdir() if p.name not in ignored and not _temporary(p.name))
         if (out / POINTS).is_dir():
             others += [

@@ -25,7 +25,9 @@ after its knob and ``grid_axes`` (their names in order); the snapshots in ``para
 grid point) and the diagnostics' summary per grid point; ``summary.csv``, the same rows as
 ``GridResult.summary_frame()`` (a sweep's summary frame per point, a column per axis).
 Checkpoints: ``points/G<k>.npz`` per finished grid point k (all its H and trials, every curve,
-the diagnostics' summary), for ``--resume``.
+the diagnostics' summary), for ``--resume``; inside a point, a long compiled call's state kept
+mid-run as a sweep's (``dynamics.sweeps.midrun``: a store per group of points, each call's
+state named by what it computes, ``execute.point_store``, kept until its grid points are saved).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from dynamics.sweeps.execute import (
 )
 from dynamics.sweeps.headline import grid_headline, kept
 from dynamics.sweeps.memory import check_memory
+from dynamics.sweeps.midrun import PREFIX, MidRun, check_seconds
 from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
 from dynamics.sweeps.results import (
     complete_results_hash,
@@ -158,7 +161,7 @@ class GridResult:
         return rows
 
 
-def _variant_groups(grid: GridExperiment) -> list[list[int]]:
+def variant_groups(grid: GridExperiment) -> list[list[int]]:
     """Grid point indices grouped by every setting but the knobs declared ``traced`` (η₀ and σ₀:
     the engine takes them per run, in the batch), each group one data draw and the
     programs of its configuration alone. Any other knob is static for the engine (a part: the
@@ -183,33 +186,57 @@ def run_grid_experiment(
     on_point: Callable[[int, GridPointResult], None] | None = None,
     skip: dict[int, GridPointResult] | None = None,
     devices=None,
+    call_seconds: float | None = None,
+    midrun: MidRun | None = None,
     **layout,
 ) -> GridResult:
     """Run every point of ``grid`` not in ``skip`` (finished earlier: {k: result}); call
     ``on_point(k, result)`` as each grid point finishes (all its H and trials, and its theory
     diagnostics when ``sweep.diagnostics`` names any). Refused before the first point when its
     largest point would not fit in memory (``dynamics.sweeps.memory``). Runs in the base config's
-    precision (``sweep.x64``), whatever JAX's global setting."""
+    precision (``sweep.x64``), whatever JAX's global setting. ``call_seconds`` and ``midrun``: as
+    ``run_sweep``'s, a long compiled call split, its state kept mid-run (each group of points in
+    files of its own, kept until its grid points are saved)."""
+    if call_seconds is not None:
+        check_seconds("call_seconds", call_seconds)
+    long_runs = dict(call_seconds=call_seconds, midrun=midrun)
     with precision(grid.base.config):
-        return _run_grid(grid, progress, on_point, skip, devices, layout)
+        return _run_grid(grid, progress, on_point, skip, devices, {**layout, **long_runs})
 
 
 def _run_grid(grid: GridExperiment, progress, on_point, skip, devices, layout) -> GridResult:
     check_memory(grid.points, len(grid.base.steps))
     start = time.perf_counter()
     skip = dict(skip or {})
-    cfg, steps = grid.base.config, np.array(grid.base.steps)
-    n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(steps)
-    acc = _Curves(
+    acc = new_curves(grid)
+    for k, done in skip.items():
+        acc.store(k, done)
+    midrun = layout.pop("midrun", None)
+    for group in variant_groups(grid):
+        todo = [k for k in group if k not in skip]
+        if todo:  # a group's mid-run states: files of its own (each point's: ``execute.point_store``)
+            store = None if midrun is None else midrun.within(f"G{group[0]}-", ",".join(map(str, group)))
+            _run_group(grid, todo, acc, progress, on_point, dict(devices=devices, midrun=store, **layout))
+            if store is not None:
+                store.clear_all()
+    return grid_result(grid, acc, time.perf_counter() - start)
+
+
+def new_curves(grid: GridExperiment) -> _Curves:
+    """A grid's results before any point has run: NaN curves, diverged_at -1 (never)."""
+    cfg = grid.base.config
+    n_h, G, trials, L = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials, len(grid.base.steps)
+    return _Curves(
         {m: np.full((n_h, G, trials, L), np.nan) for m in metrics_of(cfg)},
         np.full((n_h, G, trials), -1, dtype=np.int32),
     )
-    for k, done in skip.items():
-        acc.store(k, done)
-    for group in _variant_groups(grid):
-        todo = [k for k in group if k not in skip]
-        if todo:
-            _run_group(grid, todo, acc, progress, on_point, dict(devices=devices, **layout))
+
+
+def grid_result(grid: GridExperiment, acc: _Curves, wall_time_s: float) -> GridResult:
+    """The GridResult of a grid whose every point is in ``acc``: the curves with the grid points
+    unflattened to the grid's shape, the per-head view's steps added."""
+    cfg, steps = grid.base.config, np.array(grid.base.steps)
+    n_h, G, trials = len(cfg.sweep.heads), len(grid.points), cfg.sweep.trials
     lead = (n_h, *grid.shape)
     add_head_steps(acc.curves, cfg, steps)
     extra = {"diagnostics": [acc.diagnostics[k] for k in range(G)]} if cfg.sweep.diagnostics else {}
@@ -219,7 +246,7 @@ def _run_grid(grid: GridExperiment, progress, on_point, skip, devices, layout) -
         steps=steps,
         curves={m: v if m in STEPLESS else v.reshape(*lead, *v.shape[2:]) for m, v in acc.curves.items()},
         diverged_at=acc.div.reshape(*lead, trials),
-        wall_time_s=time.perf_counter() - start,
+        wall_time_s=wall_time_s,
         extra=extra,
     )
 
@@ -262,26 +289,46 @@ class _Curves:
         return metrics, self.div[:, k], self.diagnostics.get(k)
 
 
-def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
-    """Grid points ``todo`` (one data section) as variants of one batched sweep."""
+def group_calls(grid: GridExperiment, todo: list[int], progress: bool, layout: dict, claim=None):
+    """(the data drawn, the compiled calls) of grid points ``todo`` (one variant group) as variants of
+    one batched sweep: the group's data drawn once (its runs and its points' diagnostics read it),
+    ``execute.run_points``' generator of its calls (``claim``: as run_points')."""
     cfgs = [grid.points[k] for k in todo]
     n_h = len(cfgs[0].sweep.heads)
-    left = dict.fromkeys(todo, n_h)
     layout = {"packs_per_call": None, "chunk": None, "slots": None, **layout}
-    drawn = prepare_data(cfgs[0])  # once for the group: its runs and its points' diagnostics
-    runs = run_points(cfgs, grid.base.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
+    drawn = prepare_data(cfgs[0])
+    heads = list(range(n_h))
+    return drawn, run_points(
+        cfgs, grid.base.steps, heads, progress=progress, drawn=drawn, claim=claim, **layout
+    )
+
+
+def _run_group(grid, todo, acc: _Curves, progress, on_point, layout) -> None:
+    """Grid points ``todo`` (one data section) as variants of one batched sweep."""
+    left = dict.fromkeys(todo, len(grid.base.config.sweep.heads))
+    drawn, runs = group_calls(grid, todo, progress, layout)
     for items, metrics, div_at in runs:
-        for j, (i, v) in enumerate(items):
-            k = todo[v]
-            for m, values in metrics.items():
-                acc.put(m, (i, k), values[j])
-            acc.div[i, k] = div_at[j]
+        for k in store_call(acc, todo, items, metrics, div_at):
             left[k] -= 1
             if left[k] == 0:
                 if grid.points[k].sweep.diagnostics:
                     _diagnose(grid, k, acc, progress, drawn)
                 if on_point is not None:
                     on_point(k, acc.point(k))
+
+
+def store_call(acc: _Curves, todo: list[int], items, metrics, div_at) -> list[int]:
+    """One compiled call's runs (``execute.run_points``' yield: items (H index, variant), metrics
+    (len(items), trials, …), diverged_at) stored in ``acc``; the grid point of each item (variant v
+    is grid point ``todo[v]``)."""
+    points = []
+    for j, (i, v) in enumerate(items):
+        k = todo[v]
+        for m, values in metrics.items():
+            acc.put(m, (i, k), values[j])
+        acc.div[i, k] = div_at[j]
+        points.append(k)
+    return points
 
 
 def _diagnose(grid: GridExperiment, k: int, acc: _Curves, progress: bool, drawn: Drawn) -> None:
@@ -449,12 +496,15 @@ def run_grid_checkpointed(
     devices=None,
     finish=None,
     claim=None,
+    checkpoint_every: float | None = None,
+    call_seconds: float | None = None,
 ) -> GridResult:
     """``run_grid_experiment`` that saves each finished grid point in ``out`` and, with ``resume``,
     skips the points saved there for the same grid; at the end writes the grid's files once, after
     ``finish(result)`` has run on the result in memory (written even when it raises). ``claim``:
     as ``checkpoint.run_checkpointed``'s (checked under the lock; a replaced run's files removed
-    once this grid's are written)."""
+    once this grid's are written). A long compiled call keeps its state every ``checkpoint_every``
+    seconds, as a sweep's (``checkpoint.run_checkpointed``), and with ``resume`` continues from it."""
 
     from dynamics.sweeps.devices import device_name
 
@@ -463,14 +513,19 @@ def run_grid_checkpointed(
     with locked(out) if writer else contextlib.nullcontext():  # a second run on this --out is refused
         if claim is not None and writer:
             claim.enter(out)
-        result = _run_grid_locked(grid, out, resume, progress, devices, writer, device_name(devices), finish)
+        every = {} if checkpoint_every is None else {"every_s": checkpoint_every}
+        midrun = MidRun(out, grid.hash(), resume, writer=writer, grid=True, **every)
+        long_runs = dict(devices=devices, call_seconds=call_seconds, midrun=midrun)
+        result = _run_grid_locked(
+            grid, out, resume, progress, long_runs, writer, device_name(devices), finish
+        )
         if claim is not None and writer:
             claim.written(out)
         return result
 
 
 def _run_grid_locked(
-    grid, out: Path, resume: bool, progress: bool, devices, writer: bool, device: str, finish
+    grid, out: Path, resume: bool, progress: bool, engine: dict, writer: bool, device: str, finish
 ):
     done = load_points(out, grid) if resume else {}
     if not resume and writer:
@@ -480,13 +535,14 @@ def _run_grid_locked(
         if writer:
             save_point(out, grid.hash(), k, result)
 
-    result = run_grid_experiment(grid, progress=progress, on_point=on_point, skip=done, devices=devices)
+    result = run_grid_experiment(grid, progress=progress, on_point=on_point, skip=done, **engine)
     result.extra.update(complete=True, device=device, resumed_points=len(done))
     if writer:
 
         def write() -> None:
             write_grid(result, out)
             clear_points(out)
+            checkpoint.clear_points(out, f"{PREFIX}*.npz")  # another grid's, left by an interrupted run
 
         checkpoint.finish_then_write(result, finish, write)
     return result

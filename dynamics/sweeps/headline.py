@@ -7,9 +7,9 @@ number is over), ``closed_form`` (the theory's value beside the measured one), `
 ending in ``_H<h>`` and its label in ``(H = h)``. A value that cannot be had (every trial
 diverged, none emerged) is None, never a guess.
 
-Which function computes a preset's headline is declared once, beside the presets
-(``dynamics.config.presets.HEADLINES``, a dotted ``"module:function"`` path loaded on first use, as
-a part's ``impl``): a sweep whose config carries no preset's name gets ``final_losses``. Each theory
+Which function computes a preset's headline is declared once, in the preset's declaration
+(``dynamics.config.presets.Preset.headline``, a dotted ``"module:function"`` path loaded on first
+use, as a part's ``impl``): a sweep whose config carries no preset's name gets ``final_losses``. Each theory
 diagnostic of the run adds its own numbers (``DIAGNOSTIC_HEADLINES``); a grid's headline is
 ``grid_headline``'s.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.config.presets import GENERIC_HEADLINE, HEADLINES
+from dynamics.config.presets import GENERIC_HEADLINE, PRESETS
 from dynamics.errors import ConfigError
 from dynamics.parts.metrics import HEAD_COUNT
 from dynamics.sweeps import emergence
@@ -155,9 +155,9 @@ def load(path: str) -> Callable[[Any], Headline]:
 
 
 def function_of(name: str | None) -> str:
-    """The dotted path of the headline function of the preset ``name``: its declaration in
-    ``HEADLINES``, else the plain sweep's (a user's name, no preset)."""
-    return HEADLINES.get(name or "", GENERIC_HEADLINE)
+    """The dotted path of the headline function of the preset ``name``: its declaration's
+    (``PRESETS[name].headline``), else the plain sweep's (a user's name, no preset)."""
+    return PRESETS[name].headline if name in PRESETS else GENERIC_HEADLINE
 
 
 def compute(result) -> Headline:

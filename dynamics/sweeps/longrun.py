@@ -37,13 +37,14 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
     """One point's engine outputs (metrics (B, R, L), diverged_at (B, R)) on the host: one call, or
     (a long point ``watched`` by a progress bar, or with a ``store`` to keep) successive calls of
     about ``call_s`` seconds, the bar moved by the steps each made, the state kept in ``store``
-    every ``store.every_s`` seconds."""
+    every ``store.every_s`` seconds, and for a grid (``store.grid``) at the end too (a state saved
+    at its end is the finished point)."""
     prog, kw = point.prog, dict(mesh=placer.mesh, chunk=point.chunk, shared_data=shared)
     steps = sum(prog.segments)
     packs = point.batch_size // placer.n_devices
     long = estimated_seconds(prog, n_train, tokens, packs, placer.platform) > 2 * call_s
     # several processes (--distributed) would each time their own calls: they stay one call
-    long = long and resumable.runs_in_calls(prog) and jax.process_count() == 1
+    long = long and jax.process_count() == 1
     if not long or not (watched or store is not None):
         out = placer.fetch(train_batch(prog, placed, batch, **kw))
         bar.update(steps)
@@ -69,7 +70,8 @@ def run_point(point, placed, batch, placer, *, shared, call_s, bar, watched, sto
         if calls >= 2 and cum[end] > cum[done]:  # the first call compiled: its time says nothing
             target = max(1, int(call_s * (cum[end] - cum[done]) / max(took, 1e-6)))
         done = end
-        if store is not None and done < L and time.monotonic() - last_save >= store.every_s:
+        due = time.monotonic() - last_save >= store.every_s if store is not None else False
+        if store is not None and (done < L and due or done == L and store.grid):
             store.save(heads, jax.tree_util.tree_leaves(placer.fetch(state)), done, int(cum[done]), steps)
             last_save = time.monotonic()
     return resumable.outputs(prog, placer.fetch(state))

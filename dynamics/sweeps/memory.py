@@ -88,24 +88,57 @@ def sweep_bytes(
     vector = o if o > 1 else 0  # what vector targets add to the scalar model's counts
     n, m, T, d = data.n_train, data.n_test, data.T, data.d
     heads, trials = list(cfg.sweep.heads), cfg.sweep.trials
-    slots = 2 * max(heads)
     per_slot = slot_numbers(cfg, o)
-    all_tokens = registries.QUERIES[cfg.model.query].all_tokens
-    act = (n + m) * slots * ((T + d) * (T if all_tokens else 1) + vector)
     logged = len(heads) * trials * n_logged * 8  # float64 per number a run logs per step
     viewed = len(heads) * trials * len(head_indices(cfg, n_logged))  # runs × the per-head view's steps
     h_max = max(heads)
     per_head = sum(metric.numbers(h_max, P=d, F=d) for metric in logged_per_head(cfg))  # P, F bounded by d
     parts = {
         "data": (n + m) * (T * d + vector) * f * (1 if from_file else trials) + data_file_bytes,
-        "parameters and optimiser": trials * 4 * slots * per_slot * f,
-        "intermediates": trials * 3 * act * f,
-        "head diversity": trials * slots * per_slot * f,
+        **{k: trials * v for k, v in element_bytes(cfg, 2 * h_max, x64, o).items()},
         "curves": logged * len(metrics_of(cfg)),
         "per-head metrics": viewed * per_head * (f + 4),  # the engine's, the host's float32
         "parameter snapshots": 2 * viewed * h_max * per_slot * f * bool(cfg.sweep.save_params),
     }
     return {k: int(v) for k, v in parts.items()}
+
+
+ELEMENT = ("parameters and optimiser", "intermediates", "head diversity")  # a batch element's parts
+
+
+def element_bytes(cfg, slots: int, x64: bool = False, outputs: int = 1) -> dict[str, int]:
+    """What one batch element of the engine (a pack of ``slots`` head slots, one trial) holds while it
+    trains, by part (``ELEMENT``; the module docstring): its parameters, gradient and two optimiser
+    moments, the forward and backward pass's intermediates, the head-diversity metric."""
+    data, f = cfg.data, 8 if x64 else 4
+    n, m, T, d = data.n_train, data.n_test, data.T, data.d
+    per_slot = slot_numbers(cfg, outputs)
+    vector = outputs if outputs > 1 else 0
+    all_tokens = registries.QUERIES[cfg.model.query].all_tokens
+    act = (n + m) * slots * ((T + d) * (T if all_tokens else 1) + vector)
+    values = (4 * slots * per_slot * f, 3 * act * f, slots * per_slot * f)
+    return dict(zip(ELEMENT, values, strict=True))
+
+
+def accelerator_chunk(
+    cfg, slots: int, per_device: int, fixed: int, limit: int, x64: bool, device: str
+) -> int:
+    """How many of a device's ``per_device`` batch elements an accelerator may train at once (the
+    engine's vmap chunk: its elements' intermediates are live together) when ``fixed`` bytes (the data
+    and every run's logged outputs) and the elements must fit in ``limit`` bytes, 3/4 of it planned
+    (XLA's own buffers take the rest): all of them when they fit, else fewer, in chunks as equal as
+    possible. A one-line ConfigError when not even one element fits."""
+    element = sum(element_bytes(cfg, slots, x64, outputs_of(cfg)).values())
+    room = (3 * limit) // 4 - fixed
+    if room < element:
+        raise ConfigError(
+            f"one batch element of this sweep (a pack of {slots} head slots, one trial) needs about "
+            f"{human(element)} besides {human(fixed)} of data and logged curves, more than 3/4 of the "
+            f"{human(limit)} of {device}: use fewer examples, tokens, logged steps (--log-points) or heads"
+        )
+    most = room // element
+    calls = -(-per_device // most)  # chunks one after the other
+    return -(-per_device // calls)
 
 
 def limit_bytes() -> tuple[int | None, str]:

@@ -9,10 +9,9 @@ progress bar moves by the steps done and, every ``every_s`` seconds (``MidRun``)
 is written atomically, under the interrupt shield, to ``DIR/points/running-H<h1>-<h2>….npz`` with
 the config's hash: Ctrl-C, SIGTERM or a crash loses at most that interval. A resumed sweep loads it
 and goes on from there; the file is removed once its point is saved. A short point, or one neither
-watched (no bar) nor checkpointed, is one call as before, and so are an optimiser with a state
-(Adam: ``resumable.runs_in_calls``) and a sweep over several processes (``--distributed``: each
-would time its own calls). This module (the files) imports no JAX: the interrupt's line reads what
-they hold (``kept``).
+watched (no bar) nor checkpointed, is one call as before, and so is a sweep over several processes
+(``--distributed``: each would time its own calls). This module (the files) imports no JAX: the
+interrupt's line reads what they hold (``kept``).
 """
 
 from __future__ import annotations
@@ -41,19 +40,31 @@ def check_seconds(name: str, value) -> float:
     return float(value)
 
 
-def midrun_file(out: Path, heads) -> Path:
-    return Path(out) / "points" / (PREFIX + "H" + "-".join(str(int(h)) for h in heads) + ".npz")
+def midrun_file(out: Path, heads, tag: str = "") -> Path:
+    return Path(out) / "points" / (PREFIX + tag + "H" + "-".join(str(int(h)) for h in heads) + ".npz")
 
 
 class MidRun:
     """Where the points of one config (``config_hash``) in ``out`` keep their loop's state mid-run,
-    every ``every_s`` seconds; ``resume``: a state found there is continued."""
+    every ``every_s`` seconds; ``resume``: a state found there is continued. ``tag`` starts the
+    files' names after the prefix (a grid's group of points: ``within``). ``grid``: a grid's store,
+    whose points' final states are kept too, until ``clear_all`` (a grid saves a grid point only once
+    all its H have run, maybe over several points: the finished ones are not run again), and whose
+    points are told apart by what they compute (``execute.point_store``: several run the same H)."""
 
     def __init__(
-        self, out: Path, config_hash: str, resume: bool, every_s: float = EVERY_SECONDS, writer: bool = True
-    ):
+        self, out: Path, config_hash: str, resume: bool, every_s: float = EVERY_SECONDS, writer: bool = True,
+        tag: str = "", grid: bool = False,
+    ):  # fmt: skip
         self.out, self.config_hash, self.resume, self.writer = Path(out), config_hash, resume, writer
         self.every_s = check_seconds("checkpoint_every", every_s)
+        self.tag, self.grid = tag, grid
+
+    def within(self, tag: str, what: str) -> MidRun:
+        """The same store for a part of the run: its files named with ``tag``, its states continued
+        only by the same part (``what`` joins the hash: a grid's group, a point's digest)."""
+        every, hashed = self.every_s, f"{self.config_hash}:{what}"
+        return MidRun(self.out, hashed, self.resume, every, self.writer, self.tag + tag, self.grid)
 
     def save(self, heads, leaves, done: int, steps_done: int, steps: int) -> None:
         """The state's leaves (numpy) after ``done`` iterations of the loop (``steps_done`` of
@@ -65,12 +76,12 @@ class MidRun:
         arrays = {f"leaf_{i}": v for i, v in enumerate(leaves)}
         np.savez(buf, config_hash=np.array(self.config_hash), heads=np.asarray(heads), **where, **arrays)
         with phase("writing"), interrupts.shielded():
-            atomic_write_bytes(midrun_file(self.out, heads), buf.getvalue())
+            atomic_write_bytes(midrun_file(self.out, heads, self.tag), buf.getvalue())
 
     def load(self, heads, leaves):
         """(iterations done, the state's leaves) saved for ``heads`` of this config, shaped as
         ``leaves`` (the first state's), else None; a damaged file is warned about and ignored."""
-        path = midrun_file(self.out, heads)
+        path = midrun_file(self.out, heads, self.tag)
         if not self.resume or not path.is_file():
             return None
         try:
@@ -88,7 +99,15 @@ class MidRun:
         return done, saved
 
     def clear(self, heads) -> None:
-        midrun_file(self.out, heads).unlink(missing_ok=True)
+        """The point's state, once the point is saved (a grid's kept: ``clear_all``)."""
+        if not self.grid:
+            midrun_file(self.out, heads, self.tag).unlink(missing_ok=True)
+
+    def clear_all(self) -> None:
+        """Every state of this store's ``tag``: its points are saved."""
+        if self.writer:
+            for path in (self.out / "points").glob(f"{PREFIX}{self.tag}*.npz"):
+                path.unlink(missing_ok=True)
 
 
 def kept(out: Path) -> str | None:
@@ -102,5 +121,7 @@ def kept(out: Path) -> str | None:
         except (OSError, ValueError, KeyError, EOFError):
             continue
         names = f"{heads[0]}..{heads[-1]}" if len(heads) > 3 else ",".join(map(str, heads))
-        said.append(f"{done}/{steps} steps of H={names}")
+        tag = path.name[len(PREFIX) :].split("-")[0]  # a grid's: "G<k>", its group's first point
+        group = f" in the group of grid point {tag[1:]}" if tag.startswith("G") else ""
+        said.append(f"{done}/{steps} steps of H={names}{group}")
     return "; ".join(said) or None

@@ -22,9 +22,11 @@ from dynamics import parts
 from dynamics.config.schema import Config
 from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model, tied_positions
+from dynamics.core.engine import float_dtype
 from dynamics.core.program import Batch, Program
 from dynamics.core.update import GroupRule
 from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
+from dynamics.sweeps import memory
 from dynamics.sweeps.devices import BatchPlacer
 
 # Sweep policy: what a config asks of the engine.
@@ -160,11 +162,28 @@ def default_layout(placer: BatchPlacer, trials: int, n_packs: int) -> tuple[int,
     single CPU device, vmapping 5 packs was 15-20 % faster only because XLA then spreads the
     larger ops over the cores); and chunk 1 makes every run's numbers independent of the
     device count and of its batch companions (bit-identical on resume).
-    Accelerators: every pack of the program in one call, all of a device's packs vmapped.
+    Accelerators: every pack of the program in one call, all of a device's packs vmapped
+    (``fit_chunk`` then vmaps fewer at a time where they would not fit in the device's memory).
     """
     if placer.platform == "cpu":
         return min(n_packs, placer.n_devices // math.gcd(placer.n_devices, trials)), 1
     return n_packs, math.ceil(n_packs * trials / placer.n_devices)
+
+
+def fit_chunk(cfg: Config, prog: Program, placer: BatchPlacer, per_device: int, variants: int, n_logged: int):
+    """An accelerator's vmap chunk for ``per_device`` batch elements of ``prog`` on each device: all of
+    them where they fit in the device's memory with the data and the logged outputs of every run
+    (``memory.accelerator_chunk``), else fewer at a time; refused in one line before anything is
+    allocated where one element does not fit. Unchanged where JAX reports no memory limit."""
+    limit = placer.memory_limit
+    if limit is None:
+        return per_device
+    x64 = np.dtype(float_dtype()).itemsize == 8
+    parts = memory.sweep_bytes(cfg, n_logged, x64)
+    outputs = sum(v for k, v in parts.items() if k not in ("data", *memory.ELEMENT))
+    fixed = parts["data"] + variants * outputs
+    device = f"one {placer.devices[0].device_kind}"
+    return memory.accelerator_chunk(cfg, prog.slots, per_device, fixed, limit, x64, device)
 
 
 def program_groups(
@@ -224,6 +243,8 @@ def plan_points(
     points = []
     for prog, packs in groups:
         auto_per_call, auto_chunk = default_layout(placer, trials, len(packs))
+        if chunk is None and placer.platform != "cpu":
+            auto_chunk = fit_chunk(cfg, prog, placer, auto_chunk, variants, len(schedule))
         per_call = min(packs_per_call or auto_per_call, len(packs))
         w = chunk or auto_chunk
         most = max(per_call, packs_per_call or 0) * trials

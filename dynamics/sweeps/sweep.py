@@ -97,7 +97,8 @@ def run_sweep(
       SweepResult unchanged.
     devices: the JAX devices to shard the runs over (default: all of ``jax.devices()``).
     packs_per_call: packs per compiled call (default: CPU fills the devices, GPU all).
-    chunk: packs vmapped together per device (default: CPU 1, GPU all; see ``default_layout``).
+    chunk: packs vmapped together per device (default: CPU 1, GPU all that its memory holds; see
+      ``default_layout`` and ``fit_chunk``).
     slots: random init, head slots per pack (default: ``default_slots``; see ``plan_points``).
     metrics: {name: fn(params, data) -> array}, the user's metrics compiled into the run and
       logged at every logged step as the curve ``name`` (n_heads, trials, L, …): ``fn`` gets one

@@ -220,16 +220,22 @@ def diagnostic_curves(
 
 
 def headline(result) -> dict[str, dict]:
-    """The max-margin presets' headline (``dynamics.config.presets.HEADLINES``): corr(θ, θ^mm) and
-    ‖θ‖ at the last snapshot, mean ± std over the trials (data sets) of the first H (θ = W, or the
-    learned prompt p), as ``dynamics.sweeps.headline.entry`` lays a number out."""
-    a = _view(result, 0, "final", "fro", every_trial(result.config))
-    name = {"W": "W", "k": "p", "a": "a"}[a.parameter]
-    step = int(a.steps[-1])
+    """The max-margin presets' headline (their ``Preset.headline``): corr(θ, θ^mm) and ‖θ‖ at the
+    last snapshot, mean ± std over the trials (data sets) of the first H (θ = W, or the learned
+    prompt p), as ``dynamics.sweeps.headline.entry`` lays a number out. Read from the run's
+    ``maxmargin`` diagnostic where it computed it from its snapshots with this headline's selection
+    (the model's final argmax) and norm (Frobenius): the same view, not computed again; else the
+    view of the first H is computed here."""
+    found = _diagnostic_view(result)
+    if found is None:
+        a = _view(result, 0, "final", "fro", every_trial(result.config))
+        found = a.corr[:, -1], a.norm[:, -1], a.parameter, int(a.steps[-1])
+    corr, size, parameter, step = found
+    name = {"W": "W", "k": "p", "a": "a"}[parameter]
     out = {}
     for key, label, values in (
-        ("maxmargin_corr", f"corr({name}, {name}^mm)", a.corr[:, -1]),
-        ("param_norm", f"‖{name}‖", a.norm[:, -1]),
+        ("maxmargin_corr", f"corr({name}, {name}^mm)", corr),
+        ("param_norm", f"‖{name}‖", size),
     ):
         v = values[np.isfinite(values)]
         out[key] = {
@@ -238,6 +244,26 @@ def headline(result) -> dict[str, dict]:
             "std": float(v.std()) if v.size else None,
             "n": int(v.size),
             "about": f"at step {step}, mean ± std over the {v.size} of {len(values)} trials with a "
-            f"feasible {SOLUTIONS[a.parameter]} (selection: the model's final argmax)",
+            f"feasible {SOLUTIONS[parameter]} (selection: the model's final argmax)",
         }
     return out
+
+
+def _diagnostic_view(result) -> tuple[np.ndarray, np.ndarray, str, int] | None:
+    """(corr, ‖θ‖ (trials,) at the last snapshot, the parameter, that step) of the first H from the
+    run's ``maxmargin`` diagnostic (``diagnostic_curves``' curves and summary), or None where the
+    run has none read from its snapshots with the final argmax and the Frobenius W^mm."""
+    doc = result.extra.get("diagnostics")
+    if not isinstance(doc, dict) or doc.get("source") != "snapshots" or not doc.get("steps"):
+        return None
+    if doc.get("selection") != "the model's final argmax" or doc.get("norm") != svm.NORM_NAMES["fro"]:
+        return None
+    parameter = next((k for k, v in SOLUTIONS.items() if v == doc.get("solution")), None)
+    if parameter is None or not {"maxmargin_cos", "maxmargin_norm"} <= set(result.curves):
+        return None
+    step = int(doc["steps"][-1])
+    at = int(np.searchsorted(np.asarray(result.steps), step))  # the last snapshot's logged step
+    corr, size = (
+        np.asarray(result.curves[k], np.float64)[0, :, at] for k in ("maxmargin_cos", "maxmargin_norm")
+    )
+    return corr, size, parameter, step
