@@ -262,27 +262,23 @@ class IclParams:
         choices=ICL_BASES,
         hashed="always",
     )
-    # added after results existed: left out of the config hash at its default
+    # added after results existed, each left out of the config hash at its default
     whiten: bool = knob(
         False,
         "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
         "(the authors' data); default: every sequence an independent draw",
     )
-    # added after results existed, each left out of the config hash at its default
-    covariance: str = knob(
-        "spectrum",
-        "x's covariance Λ: eigenvalues ∝ 1..D with trace 1 in the basis above (spectrum), or I_D (identity)",
-        choices=ICL_COVARIANCES,
-    )
-    task_variance: float = knob(
-        1.0, "variance v of the task vector's entries, w ~ N(0, v·I_D)", grid=float, within="(0.0, 1e6]"
+    covariance: str = knob("spectrum", "x's covariance Λ: ∝ 1..D as above, or I_D", choices=ICL_COVARIANCES)
+    task_variance: float = knob(  # v and ε: a target variance and scale, the loss ∝ v, ∝ ε²
+        1.0, "task variance v: w ~ N(0, v·I_D)", grid=float, within="(0.0, 1e6]", power=1
     )
     epsilon: float = knob(
         0.0,
-        "label noise ε on the context and query labels, y = wᵀx + εg (noise floor ε²)",
+        "label noise, y = wᵀx + εg, every label (floor ε²)",
         grid=float,
         unit="ε",
         within="[0.0, inf)",
+        power=2,
     )
 
 
@@ -441,11 +437,8 @@ def check_max_margin(data) -> None:
 def check_icl(data) -> None:
     choice("data.basis", data.basis, ICL_BASES)
     choice("data.covariance", data.covariance, ICL_COVARIANCES)
-    if data.whiten and data.task_variance != 1.0:
-        raise ConfigError(
-            f"data.whiten=True makes the task vectors' covariance I: data.task_variance={data.task_variance} "
-            "would be ignored (drop one)"
-        )
+    if data.whiten and data.task_variance != 1.0:  # whitening sets the covariance to I
+        raise ConfigError(f"data.whiten=True ignores data.task_variance={data.task_variance}: drop one")
     if data.d < 2 or data.T < 2:
         raise ConfigError(
             f"data.T={data.T}, data.d={data.d}: icl-linreg needs d = D + 1 >= 2 and T = N + 1 >= 2"
