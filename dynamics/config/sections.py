@@ -369,6 +369,14 @@ class OptimConfig:
         "normalized-gd only: readout and attention each normalised on their own (each moves η)",
         idle=idle.normalised,
     )
+    weight_decay: float = knob(
+        0.0,
+        "λ >= 0 on every parameter, coupled as torch's weight_decay for every optimiser (gd, sgd, adam, "
+        "normalized-gd before normalising): g ← g + λθ before the step, the gradient of λ/2·‖θ‖² (adam: "
+        "not AdamW's; the group decays are that). Default 0: nothing added",
+        idle=idle.weight_decay,
+        within="[0.0, 1e30]",
+    )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ Rules the engine relies on:
 - ``Optimizer.decoupled_weight_decay``: weight decay λ acts as AdamW's, θ ← θ − η·(d + λθ)
   (Adam); otherwise it is the L2 term λ/2·‖θ_group‖² added to the loss, so λθ is added to the
   gradient before the direction (GD, SGD, and normalised GD before the normalisation).
+  ``optim.weight_decay`` λ is the L2 term on every parameter for every optimiser (Adam's too, as
+  torch's coupled ``weight_decay``), added to the gradient before anything else of the step.
 - parameter groups (``GROUPS``, by parameter name): readout {U, b} and attention {W, Q, K, k},
   each with a step factor (η·factor), a range of updates [start, stop) in which it moves, and
   a weight decay λ. Outside its range a group's gradient is replaced by 0 (Adam's moments then
