@@ -42,6 +42,7 @@ CASES = {
     "constraint": ({"model": {"query": "learned", "init": "sphere"}}, ["none", "sphere"]),
     "attention": ({"model": {"init": "normal"}}, ["softmax", "erf"]),
     "data_model": ({}, ["dm1", "planted"]),
+    "reduction": ({}, ["mean", "sum"]),
 }
 
 

@@ -126,6 +126,20 @@ def weight_decay(cfg) -> str | None:
     return _radial(cfg, _arrays(cfg, "readout") | _arrays(cfg, "attention"))
 
 
+def reduction(cfg) -> str | None:
+    """A summed objective only scales the gradient by n: normalised GD's g/‖g‖ does not see it
+    unless a decay or ε is weighed against the gradient."""
+    optim = cfg.optim
+    if not parts.OPTIMIZERS.get(optim.optimizer).normalise_per_run or optim.ngd_eps:
+        return None
+    if optim.weight_decay or optim.readout_weight_decay or optim.attention_weight_decay:
+        return None
+    return (
+        f"optim.optimizer={optim.optimizer!r} steps along g/‖g‖, the same for n·g "
+        "(without a weight decay or optim.ngd_eps)"
+    )
+
+
 def normalised(cfg) -> str | None:
     if not parts.OPTIMIZERS.get(cfg.optim.optimizer).normalise_per_run:
         return f"optim.optimizer={cfg.optim.optimizer!r} does not normalise its step; it is normalized-gd's"

@@ -377,6 +377,14 @@ class OptimConfig:
         idle=idle.weight_decay,
         within="[0.0, 1e30]",
     )
+    reduction: str = knob(
+        "mean",
+        "the training objective over the examples (SGD: its batch): mean (1/n)Σ_i ℓ_i, or sum Σ_i ℓ_i "
+        "(n times the gradient; torch's reduction='sum'); the logged losses stay means",
+        choices=parts.REDUCTIONS,
+        grid=str,
+        idle=idle.reduction,
+    )
 
 
 @dataclass(frozen=True)

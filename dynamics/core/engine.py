@@ -255,10 +255,12 @@ def pack_loop(prog: Program, data: Data, b: Batch):
     lr = {k: (b.lr if k == "b" else slot_lr) for k in params}  # the bias: one per run, the run's η
     total = sum(prog.segments)
 
+    reduce = parts.REDUCTIONS[prog.reduction].load()  # mean_loss, or the summed objective
+
     def objective(p, beta, X, y):
         f = mdl.head_outputs(by_position(prog, p), X, prog.query, prog.attention, beta)
         z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R) or (n, R, o)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,): the mean over examples (and outputs)
+        per_run_loss = jax.vmap(reduce, (1, None))(z, loss)  # (R,): the mean (or sum) over examples
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
@@ -338,9 +340,11 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
         f = mdl.head_outputs(by_position(prog, p), data.X_train, prog.query, prog.attention, prog.beta(0))
         return loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
 
+    reduce = parts.REDUCTIONS[prog.reduction].load()
+
     def logged_objective(p):  # the objective (``train_pack``'s), with the metrics of its forward
         z = z_of(p)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, prog.loss)  # (R,)
+        per_run_loss = jax.vmap(reduce, (1, None))(z, prog.loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), (finite, train_metrics(prog, z))
 

@@ -97,6 +97,7 @@ class Program:
     ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) (0: g / ‖g‖)
     ngd_per_group: bool = False  # normalised GD: readout and attention each normalised on its own
     weight_decay: float = 0.0  # λ on every parameter, in the gradient for every optimiser (Adam too)
+    reduction: str = "mean"  # the objective over the examples (dynamics.parts.REDUCTIONS)
     # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()

@@ -296,6 +296,32 @@ PROBES = {
 }
 
 
+def check_reduction(field: str, path: str, fn: Any) -> None:
+    """A user reduction maps (z, the loss's name) to one real number, the objective: probed on 7
+    residuals under the mse loss."""
+    import jax.numpy as jnp
+
+    at = f"{field}={path!r}"
+    check_callable(field, path, fn)
+    z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
+    try:
+        out = fn(z, "mse")
+    except Exception as err:  # noqa: BLE001
+        raise ConfigError(
+            f"{at} fails on 7 residuals and loss 'mse' ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:160]}); a reduction maps (z, loss) to the objective, one number"
+        ) from None
+    a = _real_float(at, out, "an objective")
+    if a.shape != () or not np.isfinite(a):
+        raise ConfigError(
+            f"{at} returned {a.shape if a.shape else a!r} for 7 finite residuals; a reduction returns "
+            "one finite real number (the objective)"
+        )
+
+
+PROBES["optim.reduction"] = check_reduction
+
+
 def check_part(field: str, path: str, obj: Any) -> None:
     """Probe a user part (``Registry.user_part``) named by ``field``, where it has a probe."""
     probe = PROBES.get(field)

@@ -8,7 +8,7 @@ import dataclasses
 from dynamics.infra import fingerprints
 from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES
-from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, SAMPLINGS
+from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, REDUCTIONS, SAMPLINGS
 
 
 def uses_fast_path(cfg) -> bool:
@@ -70,6 +70,7 @@ REGISTRIES = {
         NORMS,
         KEY_QUERIES,
         INITS,
+        REDUCTIONS,
     )
 }
 

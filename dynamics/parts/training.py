@@ -85,6 +85,15 @@ class Constraint(Part):
 
 
 @dataclasses.dataclass(frozen=True)
+class Reduction(Part):
+    """How the training objective reduces the examples' losses: ``impl`` maps (z (n,) or (n, o),
+    the loss's name) to one number. ``sums``: the objective grows with n (a step of its gradient is
+    n times the mean's), where normalised GD without decay or ε sees the same direction."""
+
+    sums: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class LrScaling(Part):
     exponent: float = 0.0  # η(H) = η₀ · H^exponent
 
@@ -168,6 +177,19 @@ CONSTRAINTS: Registry[Constraint] = Registry(
             "U_h and k_h on the unit sphere: Riemannian gradient, then projected back after each update",
             "dynamics.core.update:project_sphere",
             params=("U", "k"),
+        ),
+    ),
+)
+REDUCTIONS: Registry[Reduction] = Registry(
+    "reduction",
+    "optim.reduction",
+    (
+        Reduction("mean", "the mean of the examples' losses (1/n)Σ_i ℓ_i", f"{_LOSSES}:mean_loss"),
+        Reduction(
+            "sum",
+            "the sum Σ_i ℓ_i over the examples (or SGD's batch), as torch's reduction='sum'",
+            f"{_LOSSES}:summed_loss",
+            sums=True,
         ),
     ),
 )

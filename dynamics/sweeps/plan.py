@@ -74,6 +74,7 @@ def program_for(
         ngd_eps=float(cfg.optim.ngd_eps),
         ngd_per_group=bool(cfg.optim.ngd_per_group),
         weight_decay=float(cfg.optim.weight_decay),
+        reduction=cfg.optim.reduction,
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
         tied_positions=tied_positions(cfg),
