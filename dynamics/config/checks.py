@@ -214,7 +214,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
         if data.d is not None and model.head_size > data.d:
             raise ConfigError(
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
-                f"Q_h K_hᵀ has rank <= d whatever the head size"
+                f"{parts.KEY_QUERIES[model.key_query].product} has rank <= d whatever the head size"
             )
     if parts.QUERIES[model.query].positional and model.init_from is not None:
         raise ConfigError(
@@ -223,7 +223,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig) -> None:
         )
     if model.init_from is None:  # a file's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
-        parts.check_icl_init(model.query, model.init)
+        parts.check_icl_init(model.query, model.init, model.key_query)
     parts.check_sphere(model.query, model.init)
 
 
@@ -359,7 +359,7 @@ def _check_init_from(cfg: sec.Config) -> None:
     head_size = None if learned else layout.head_size(model.head_size, cfg.data.d, heads)
     if head_size is not None and model.head_size == "split" and len(cfg.sweep.heads) > 1:
         raise ConfigError("model.init_from with head_size='split' needs one H (d_h = d // H changes with H)")
-    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias)
+    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias, layout.tied)
     initfile.check(initfile.read(model.init_from), model.init_from, shapes, heads, cfg.sweep.trials)
 
 

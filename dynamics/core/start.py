@@ -14,7 +14,7 @@ from dynamics.core.program import Batch, Program
 
 
 def _head_size(prog: Program) -> int | None:
-    """d_h of factored heads (every run of a split program has H = S), None for a free W."""
+    """d_h of factored or tied heads (every run of a split program has H = S), None for a free W."""
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
@@ -28,17 +28,19 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
+    tied = parts.KEY_QUERIES[prog.key_query].tied  # W_h = Q_h Q_hᵀ: no K
     positions = None
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     if not init.random:
-        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions)
+        shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, tied)
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
         run = jnp.minimum(b.slot_run, prog.runs - 1)
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
         extra |= {"positions": positions} if positions is not None else {}
+        extra |= {"tied": True} if tied else {}
         params = init.load()(b.key[run], b.slot_head, prog.d, b.init_scale[run], head_size, learned, **extra)
         filled = b.slot_run < prog.runs
         params = {k: jnp.where(inits.per_head(filled, v), v, 0.0) for k, v in params.items()}

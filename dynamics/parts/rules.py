@@ -36,7 +36,7 @@ def drawn_params(cfg) -> frozenset[str]:
     elif query.learned:
         attention = {"k"}
     else:
-        attention = {"Q", "K"} if layout.factored else {"W"}
+        attention = ({"Q"} if layout.tied else {"Q", "K"}) if layout.factored else {"W"}
     return frozenset({"U", *attention})
 
 

@@ -109,7 +109,7 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
         if parts.QUERIES[m.query].positional:
             tied = tied_positions(cfg)
             positions = max(tied) + 1 if tied else int(data.X_train.shape[-2])
-    return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions)
+    return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions, layout.tied)
 
 
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
