@@ -43,6 +43,14 @@ CASES = {
     "attention": ({"model": {"init": "normal"}}, ["softmax", "erf"]),
     "data_model": ({}, ["dm1", "planted"]),
     "reduction": ({}, ["mean", "sum"]),
+    "start": (
+        {
+            "data": {"model": "positional-semantic", "T": 2},
+            "model": {"key_query": "tied", "head_size": 1, "query": "all", "output": "sequence"},
+            "optim": {"loss": "mse"},
+        },
+        ["semantic", "positional"],
+    ),
 }
 
 

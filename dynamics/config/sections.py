@@ -35,6 +35,7 @@ from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, par
 DIAGNOSTICS = values.DIAGNOSTICS
 MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.svm.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
+OUTPUTS = ("pooled", "sequence")  # the model's output: Φ through U, or every token's own (value identity)
 
 # The data models whose parameters the first results files listed for every model (None where
 # not its own): their data section keeps listing them, so every old run's hash is unchanged.
@@ -259,6 +260,13 @@ class ModelConfig:
         "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
         "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
         idle=idle.world_init,
+    )
+    output: str = knob(
+        "pooled",
+        "pooled: one output per example through the readout U (the papers' Φ); sequence: every token "
+        "queries and has its own output, value identity, f(X) = c_H Σ_h σ(β X W_h Xᵀ) X (no U; targets "
+        "(T, d) per example, flattened; needs model.query='all' and a regression loss)",
+        choices=OUTPUTS,
     )
 
 

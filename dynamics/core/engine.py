@@ -128,9 +128,11 @@ def evaluate(
 
 def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
     """‖U‖ and the key-query norm of every run of the pack ((R,) each; a stored head of weight w
-    counted w times), without a square's overflow where the parameters are finite (``held_norm``)."""
-    U, axes = params["U"], tuple(range(1, params["U"].ndim))
+    counted w times), without a square's overflow where the parameters are finite (``held_norm``).
+    Sequence outputs have no readout U (value identity): ‖U‖ is NaN."""
     keys = mdl.key_part(params)  # (S, P)
+    U = params.get("U", jnp.full(keys.shape[:1] + (1,), jnp.nan, keys.dtype))  # (S, d[, o])
+    axes = tuple(range(1, U.ndim))
 
     def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots
         return jnp.max(jnp.where(pack.member, per_slot[:, None], 0.0), axis=0)
@@ -149,7 +151,9 @@ def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
         return per_run_sum(mdl.key_norm2(params, None if scale is None else slot_scale(scale)))
 
     return {
-        "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes))),
+        "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes)))
+        if "U" in params
+        else jnp.full(pack.n_heads.shape, jnp.nan, keys.dtype),
         "w_norm": upd.held_norm(key_total, run_top(jnp.max(jnp.abs(keys), axis=1))),
     }
 

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynamics import parts
+from dynamics.core import sequence
 
 Params = dict[str, jax.Array]
 
@@ -309,14 +310,17 @@ def head_outputs(
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
     """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H); (n, H, o) for
-    a matrix readout U_h (d, o)."""
-    check_params(params)
+    a matrix readout U_h (d, o); without U, value identity (``readout``)."""
+    check_params(params, readout=False)
     return readout(params, X, attention(params, X, query, activation, beta))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
-    or (n, H, o) for a matrix readout U (H, d, o)."""
+    or (n, H, o) for a matrix readout U (H, d, o); params without U: value identity, each query
+    its own output (``dynamics.core.sequence``), (n, H, d) or (n, H, T·d)."""
+    if "U" not in params:
+        return sequence.identity_values(A, X)
     if params["U"].ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
         if A.ndim == 3:
             Xa = jnp.einsum("nht,ntd->nhd", A, X)  # (n, h, d): Σ_t A_t x_t

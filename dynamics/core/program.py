@@ -98,6 +98,7 @@ class Program:
     ngd_per_group: bool = False  # normalised GD: readout and attention each normalised on its own
     weight_decay: float = 0.0  # λ on every parameter, in the gradient for every optimiser (Adam too)
     reduction: str = "mean"  # the objective over the examples (dynamics.parts.REDUCTIONS)
+    output: str = "pooled"  # "sequence": no readout U, every token its own output (value identity)
     # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()

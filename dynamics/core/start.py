@@ -5,6 +5,8 @@ parameters the trial's world sets (``world_start``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 
 from dynamics import parts
@@ -25,6 +27,9 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
+    if prog.output == "sequence":  # no readout: the attention's arrays drawn as for o = 1, U dropped
+        params = init_slots(dataclasses.replace(prog, output="pooled"), b, 1, tokens)
+        return {k: v for k, v in params.items() if k != "U"}
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned

@@ -37,6 +37,8 @@ def drawn_params(cfg) -> frozenset[str]:
         attention = {"k"}
     else:
         attention = ({"Q"} if layout.tied else {"Q", "K"}) if layout.factored else {"W"}
+    if getattr(cfg.model, "output", "pooled") == "sequence":  # value identity: no readout U
+        return frozenset(attention)
     return frozenset({"U", *attention})
 
 

@@ -66,6 +66,8 @@ def slot_numbers(cfg, outputs: int = 1) -> int:
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(cfg.sweep.heads))
         key = (1 if registries.KEY_QUERIES[cfg.model.key_query].tied else 2) * d * d_h
+    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U
+        return key
     return d * outputs + key
 
 

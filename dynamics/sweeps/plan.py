@@ -75,6 +75,7 @@ def program_for(
         ngd_per_group=bool(cfg.optim.ngd_per_group),
         weight_decay=float(cfg.optim.weight_decay),
         reduction=cfg.optim.reduction,
+        output=cfg.model.output,
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
         tied_positions=tied_positions(cfg),
