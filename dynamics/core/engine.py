@@ -131,8 +131,8 @@ def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
     counted w times), without a square's overflow where the parameters are finite (``held_norm``).
     Sequence outputs have no readout U (value identity): ‖U‖ is NaN."""
     keys = mdl.key_part(params)  # (S, P)
-    U = params.get("U", jnp.full(keys.shape[:1] + (1,), jnp.nan, keys.dtype))  # (S, d[, o])
-    axes = tuple(range(1, U.ndim))
+    U = params.get("U")  # (S, d) or (S, d, o); None for sequence outputs
+    axes = tuple(range(1, U.ndim)) if U is not None else ()
 
     def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots
         return jnp.max(jnp.where(pack.member, per_slot[:, None], 0.0), axis=0)
@@ -152,7 +152,7 @@ def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
 
     return {
         "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes)))
-        if "U" in params
+        if U is not None
         else jnp.full(pack.n_heads.shape, jnp.nan, keys.dtype),
         "w_norm": upd.held_norm(key_total, run_top(jnp.max(jnp.abs(keys), axis=1))),
     }
