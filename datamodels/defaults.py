@@ -30,3 +30,6 @@ ICL_BASES = ("random", "identity")  # icl-linreg: Λ's eigenvectors, a random or
 
 # max-margin: unit-norm Gaussian tokens (local convergence) or the learned-prompt experiment
 MAX_MARGIN_SETTINGS = ("local", "prompt")
+
+# positional-semantic: θ(0) Q = q* (the teacher), or Q = 1_d/√d (the positional direction)
+POSITIONAL_STARTS = ("semantic", "positional")

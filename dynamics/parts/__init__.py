@@ -27,11 +27,13 @@ from dynamics.parts.training import (
     LR_SCALINGS,
     OPTIMIZERS,
     PER_RUN_PARAMS,
+    REDUCTIONS,
     SAMPLINGS,
     Constraint,
     Loss,
     LrScaling,
     Optimizer,
+    Reduction,
     Sampling,
 )
 
@@ -40,6 +42,8 @@ __all__ = [
     "CONSTRAINTS",
     "GROUPS",
     "PER_RUN_PARAMS",
+    "REDUCTIONS",
+    "Reduction",
     "SAMPLINGS",
     "Constraint",
     "Sampling",

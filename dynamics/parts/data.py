@@ -21,6 +21,11 @@ from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, MAX_MARGIN_
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
+from dynamics.parts.positional import (
+    PositionalSemanticParams,
+    check_positional_semantic,
+    positional_semantic_outputs,
+)
 from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
 from dynamics.parts.values import floats_arg
 
@@ -544,6 +549,19 @@ DATA_MODELS: Registry[DataModel] = Registry(
             relevant_tokens=True,
             task="regression",
             outputs=emergence_outputs,
+        ),
+        DataModel(
+            "positional-semantic",
+            "T = 2 tokens p_ℓ + z_ℓ; targets (T, d): (1 − ω) a tied-attention teacher on Z + ω A Z",
+            "datamodels.positional_semantic:POSITIONAL_SEMANTIC",
+            label="positional vs semantic attention",
+            schema=PositionalSemanticParams,
+            sizes=_sizes(2, 100),
+            check=check_positional_semantic,
+            task="regression",
+            sets_init=True,
+            world_params=("Q",),
+            outputs=positional_semantic_outputs,
         ),
     ),
     # A user's model is an object, not one function: its setup and sample are required by

@@ -110,7 +110,8 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
         if parts.QUERIES[m.query].positional:
             tied = tied_positions(cfg)
             positions = max(tied) + 1 if tied else int(data.X_train.shape[-2])
-    return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions)
+    shapes = head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions, layout.tied)
+    return {k: v for k, v in shapes.items() if k != "U" or m.output != "sequence"}  # sequence: no U
 
 
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
@@ -129,6 +130,12 @@ def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) ->
         raise ConfigError(
             f"data.model={cfg.data.model!r} declares outputs={declared} but its targets y "
             f"have o={o} (shape {tuple(data.y_train.shape[lead:])}): declare the o its sample returns"
+        )
+    T, d = (int(n) for n in data.X_train.shape[-2:])
+    if cfg.model.output == "sequence" and o != T * d:
+        raise ConfigError(
+            f"model.output='sequence' gives every token its own output, T·d = {T * d} numbers per example; "
+            f"data.model={cfg.data.model!r} has targets of o={o}: use a data model with targets (T, d)"
         )
     if not vector:
         return
