@@ -328,7 +328,8 @@ def _check_optim(
     held = parts.CONSTRAINTS.get(optim.constraint).params
     parts.check_sphere(model.query, model.init, optim.constraint)
     have = parts.rules.head_arrays(model) | ({"b"} if model.bias else set())
-    if not set(held) <= have:  # a user's constraint: what it holds must be there to project
+    user = optim.constraint not in parts.CONSTRAINTS.names  # (a built-in's query: check_sphere)
+    if user and not set(held) <= have:  # a user's constraint: what it holds must be there to project
         raise ConfigError(
             f"optim.constraint={optim.constraint!r} holds {', '.join(sorted(set(held) - have))}, which "
             f"this model does not have (its parameters: {', '.join(sorted(have))})"

@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynamics import parts
-from dynamics.core.norms import held_norm
 from dynamics.core import sequence
+from dynamics.core.norms import held_norm
 
 Params = dict[str, jax.Array]
 

@@ -19,13 +19,21 @@ class PositionalSemanticParams:
     """x_ℓ = p_ℓ + z_ℓ, z_ℓ ~ N(0, σ²I); y = (1 − ω) softmax((Zq*)(Zq*)ᵀ/d) Z + ω A Z."""
 
     semantic_noise: float = knob(
-        0.5, "σ of the semantic parts z_ℓ ~ N(0, σ²I_d)", grid=float, unit="σ", within="(0.0, 1e6]"
+        0.5,
+        "σ of the semantic parts z_ℓ ~ N(0, σ²I_d)",
+        grid=float,
+        unit="σ",
+        within="(0.0, 1e6]",
+        power=4,  # a token scale: the targets' Z and the tokens' Z enter the gradient of Q as Z⁴
     )
     omega: float = knob(
         0.3, "ω: the target's share of the fixed mixing A Z", grid=float, unit="ω", within="[0.0, 1.0]"
     )
     mixing: tuple[float, ...] = knob(
-        (0.6, 0.4, 0.4, 0.6), "the T×T mixing matrix A, row-major (T² numbers)", parse=floats_arg
+        (0.6, 0.4, 0.4, 0.6),
+        "the T×T mixing matrix A, row-major (T² numbers)",
+        parse=floats_arg,
+        power=2,  # a target scale: the squared loss ∝ y² ∝ A²
     )
     start: str = knob(
         "semantic",

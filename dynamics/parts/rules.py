@@ -42,7 +42,7 @@ def head_arrays(model) -> frozenset[str]:
         attention = {"k"}
     else:
         attention = ({"Q"} if layout.tied else {"Q", "K"}) if layout.factored else {"W"}
-    if getattr(cfg.model, "output", "pooled") == "sequence":  # value identity: no readout U
+    if getattr(model, "output", "pooled") == "sequence":  # value identity: no readout U
         return frozenset(attention)
     return frozenset({"U", *attention})
 
