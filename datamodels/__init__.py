@@ -33,6 +33,7 @@ _EXPORTS = {
     "datamodels.icl": ("ICL_LINREG",),
     "datamodels.max_margin": ("MAX_MARGIN",),
     "datamodels.emergence": ("EMERGENCE",),
+    "datamodels.positional_semantic": ("POSITIONAL_SEMANTIC",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -73,6 +74,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from datamodels.mixture import MIXTURE, class_means, dm1, tokenized_mixture  # noqa: F401
     from datamodels.npz import DataError, UserData, load_npz  # noqa: F401
     from datamodels.planted import PLANTED, Teacher, planted, planted_teacher, teacher_logits  # noqa: F401
+    from datamodels.positional_semantic import POSITIONAL_SEMANTIC  # noqa: F401
     from datamodels.protocol import (  # noqa: F401
         DataModel,
         World,

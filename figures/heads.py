@@ -149,7 +149,10 @@ def _key_labels(config: dict) -> tuple[str, str]:
     model = config["model"]
     if parts.QUERIES.get(model.get("query", "first")).learned:
         return "k_h", "‖k_h‖"
-    if parts.KEY_QUERIES.get(model.get("key_query", "full")).factored:
+    layout = parts.KEY_QUERIES.get(model.get("key_query", "full"))
+    if layout.tied:
+        return "key dir. of Q_h Q_hᵀ", "‖Q_h Q_hᵀ‖_F"
+    if layout.factored:
         return "key dir. of Q_h K_hᵀ", "‖Q_h K_hᵀ‖_F"
     return "key dir. of W_h", "‖W_h‖_F"
 

@@ -42,6 +42,15 @@ CASES = {
     "constraint": ({"model": {"query": "learned", "init": "sphere"}}, ["none", "sphere"]),
     "attention": ({"model": {"init": "normal"}}, ["softmax", "erf"]),
     "data_model": ({}, ["dm1", "planted"]),
+    "reduction": ({}, ["mean", "sum"]),
+    "start": (
+        {
+            "data": {"model": "positional-semantic", "T": 2},
+            "model": {"key_query": "tied", "head_size": 1, "query": "all", "output": "sequence"},
+            "optim": {"loss": "mse"},
+        },
+        ["semantic", "positional"],
+    ),
     "readout": ({"model": {"init": "normal"}}, ["direct", "factored"]),
 }
 

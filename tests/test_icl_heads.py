@@ -229,7 +229,7 @@ def test_factored_readout_is_refused_where_it_has_no_factors_to_draw():
     with pytest.raises(ConfigError, match="vector targets need 'direct'"):
         validate(Config(data=emergence, model=ModelConfig(readout="factored", init="normal")))
     with pytest.raises(ValueError, match="one output row"):
-        inits.head_shapes(4, None, False, 2, None, True)
+        inits.head_shapes(4, None, False, 2, None, factored_readout=True)
     p = inits.init_params(jax.random.PRNGKey(0), 3, 4, init="normal", readout="factored")
     assert {k: v.shape for k, v in p.items()} == {"W": (3, 4, 4), "V": (3, 4, 4), "O": (3, 4)}
     with pytest.raises(ValueError, match="saddle"):

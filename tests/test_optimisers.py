@@ -91,6 +91,8 @@ def ref_train(cfg: Config, trial: int, H: int, **rules) -> float:
 
 
 def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, sphere=False) -> float:
+    decay = cfg.optim.weight_decay  # on every parameter, in the gradient for every optimiser
+    summed = cfg.optim.reduction == "sum"  # the objective Σ_i ℓ_i: n (or B) times the mean's gradient
     data, _, init_keys = prepare_data(cfg)
     # whole arrays to numpy, then the trial: indexing a jax array op by op compiles a slice
     X, y = (np.asarray(a, np.float64)[trial] for a in (data.X_train, data.y_train))
@@ -106,6 +108,8 @@ def _ref_train(cfg: Config, trial: int, H: int, *, adam=False, normalise=False, 
     for t in range(o.steps):
         idx = batches[t] if batches is not None else np.arange(len(y))
         g = {k: np.asarray(v) for k, v in ref_grad(p, X[idx], y[idx], H)[1].items()}
+        g = {k: g[k] * len(idx) if summed else g[k] for k in p}
+        g = {k: g[k] + decay * p[k] for k in p}
         rule = {k: _group(o, group[k]) for k in p}
         moving = {k: r[1] <= t < r[2] for k, r in rule.items()}
         if not adam:
@@ -157,10 +161,16 @@ REFERENCE_CASES = {
     "sgd-groups": dict(optimizer="sgd", batch_size=6, readout_steps=(0, 5), readout_weight_decay=0.2),
     "adamw-groups": dict(optimizer="adam", lr=0.05, attention_steps=(0, 4), readout_weight_decay=0.3),
     "normalized-frozen": dict(optimizer="normalized-gd", lr=0.2, readout_steps=(3, None)),
+    "gd-decay": dict(weight_decay=0.3, attention_weight_decay=0.2),
+    "adam-coupled-decay": dict(optimizer="adam", lr=0.05, weight_decay=0.4, readout_weight_decay=0.1),
+    "sgd-decay-all": dict(optimizer="sgd", batch_size=6, weight_decay=0.25),
+    "gd-sum-decay": dict(lr=0.02, reduction="sum", weight_decay=0.01),
+    "adam-sum": dict(optimizer="adam", lr=0.05, reduction="sum", attention_weight_decay=0.1),
 }
 
 
-@pytest.mark.slow_cases("gd-groups", "adamw-groups")  # normalised GD: make stress, and test_saturation
+# normalised GD: make stress, and test_saturation
+@pytest.mark.slow_cases("gd-groups", "adamw-groups", "adam-coupled-decay", "gd-sum-decay")
 @pytest.mark.parametrize("case", list(REFERENCE_CASES))
 def test_the_engine_makes_the_reference_steps(case):
     cfg = config(**REFERENCE_CASES[case])

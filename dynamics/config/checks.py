@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import re
 import sys
+import types
 from dataclasses import dataclass
 
 from dynamics import parts
@@ -86,6 +87,7 @@ def validate(cfg: sec.Config) -> sec.Config:
     # heads ascending: the figures draw final loss against H, and the order never changes the numbers
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, heads=tuple(sorted(cfg.sweep.heads))))
     _check_model(cfg.model, cfg.data, cfg.sweep.x64)
+    _check_output(cfg)
     _check_optim(cfg.optim, cfg.model, cfg.data, cfg.sweep.x64)
     _check_products(cfg)
     if cfg.model.init_from is not None:
@@ -226,7 +228,7 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
         if data.d is not None and model.head_size > data.d:
             raise ConfigError(
                 f"model.head_size={model.head_size} must be <= data.d={data.d}: "
-                f"Q_h K_hᵀ has rank <= d whatever the head size"
+                f"{parts.KEY_QUERIES[model.key_query].product} has rank <= d whatever the head size"
             )
     if parts.QUERIES[model.query].outside and data.T is not None and data.T < 2:
         raise ConfigError(
@@ -238,14 +240,42 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
             "model.init_from needs a key-query matrix or a learned query: model.query='position' "
             "has per-position logits (draw θ(0) with model.init)"
         )
-    if model.init_from is None:  # a file's θ(0) is not the init's
+    world_start = parts.rules.world_sets_start(types.SimpleNamespace(model=model, data=data))
+    if model.init_from is None and world_start is None:  # a file's or a world's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
-        parts.check_icl_init(model.query, model.init)
+        parts.check_icl_init(model.query, model.init, model.key_query)
     parts.check_sphere(model.query, model.init)
     vector = data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].outputs is not None
     parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
+    if parts.READOUTS[model.readout].factored and model.output == "sequence":
+        raise ConfigError(
+            "model.readout='factored' reads the attended token through V_h and O_h; model.output='sequence' "
+            "has no readout (value identity): use model.readout='direct'"
+        )
     if model.init_from is None:
         parts.check_factors_init(model.init, model.query, model.key_query, model.readout)
+
+
+def _check_output(cfg: sec.Config) -> None:
+    """Sequence outputs: every token queries (query 'all'); no readout U, so nothing that reads or
+    draws one (a bias, the sphere and in-context inits, θ(0) from a file, the per-head metrics)."""
+    model = cfg.model
+    _choice("model.output", model.output, sec.OUTPUTS)
+    if model.output != "sequence":
+        return
+    refused = (
+        (model.query != "all", f"model.query={model.query!r} (every token queries: use 'all')"),
+        (model.bias, "model.bias=True (one scalar added to Φ)"),
+        (model.init not in ("zero", "normal"), f"model.init={model.init!r} (it draws a readout U)"),
+        (model.init_from is not None, f"model.init_from={model.init_from!r}"),
+        (cfg.sweep.head_metrics == "on", "sweep.head_metrics='on' (the per-head metrics read U)"),
+    )
+    for bad, what in refused:
+        if bad:
+            raise ConfigError(
+                f"model.output='sequence' (each token its own output, value identity, no readout U) "
+                f"does not take {what}"
+            )
 
 
 def no_effect(cfg: sec.Config, name: str) -> str | None:
@@ -313,7 +343,8 @@ def _check_optim(
     held = parts.CONSTRAINTS.get(optim.constraint).params
     parts.check_sphere(model.query, model.init, optim.constraint)
     have = parts.rules.head_arrays(model) | ({"b"} if model.bias else set())
-    if not set(held) <= have:  # a user's constraint: what it holds must be there to project
+    user = optim.constraint not in parts.CONSTRAINTS.names  # (a built-in's query: check_sphere)
+    if user and not set(held) <= have:  # a user's constraint: what it holds must be there to project
         raise ConfigError(
             f"optim.constraint={optim.constraint!r} holds {', '.join(sorted(set(held) - have))}, which "
             f"this model does not have (its parameters: {', '.join(sorted(have))})"
@@ -388,7 +419,7 @@ def _check_init_from(cfg: sec.Config) -> None:
     head_size = None if learned else layout.head_size(model.head_size, cfg.data.d, heads)
     if head_size is not None and model.head_size == "split" and len(cfg.sweep.heads) > 1:
         raise ConfigError("model.init_from with head_size='split' needs one H (d_h = d // H changes with H)")
-    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias)
+    shapes = initfile.expected(cfg.data.d, head_size, learned, model.bias, layout.tied)
     initfile.check(initfile.read(model.init_from), model.init_from, shapes, heads, cfg.sweep.trials)
 
 

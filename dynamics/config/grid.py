@@ -415,6 +415,25 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
         },
         {"n_train": "25,50,100,200,400"},
     ),
+    # dynamics.experiments.positional_semantic: the paper's GD at d = 100 (theirs: 1000, 5000 steps),
+    # both starts at each α = n/d; it adds the overlaps m and θ from the snapshots of Q
+    "positional-semantic": (
+        "grid: positional vs semantic attention (Cui et al. 2024), d = 100: α = n/d ∈ {0.5, 1, 1.5, 2} "
+        "× the semantic and positional starts, GD on the summed objective with decay 0.01",
+        {
+            "data": {"model": "positional-semantic", "d": 100, "n_test": 1000},
+            "model": {
+                "key_query": "tied",
+                "head_size": 1,
+                "query": "all",
+                "output": "sequence",
+                "temperature": 0.01,  # 1/d: the scores (XQ)(XQ)ᵀ/d
+            },
+            "optim": {"loss": "mse", "lr": 0.15, "steps": 2000, "reduction": "sum", "weight_decay": 0.01},
+            "sweep": {"heads": (1,), "trials": 4, "log_points": 40, "save_params": True, "head_every": 1},
+        },
+        {"n_train": "50,100,150,200", "start": "semantic,positional"},
+    ),
     # dynamics.experiments.specialisation: F = 3 features, H − F = −1 … 2, the activation (a
     # categorical knob) and the step (erf diverges at softmax's 0.01; it is stable at 0.002).
     "specialisation-grid": (

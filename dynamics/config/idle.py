@@ -101,28 +101,56 @@ def minibatch(cfg) -> str | None:
     return None
 
 
+def _arrays(cfg, group: str) -> set[str]:
+    """The arrays of a parameter group in ``cfg``'s model, as the sphere constraint sees them."""
+    model = cfg.model
+    if group == "readout":
+        return {"U", "b"} if model.bias else {"U"}
+    return {"k"} if parts.QUERIES.get(model.query).learned else {"W"}
+
+
+def _radial(cfg, present: set[str]) -> str | None:
+    """Why a decay in the gradient on ``present`` does nothing: a constraint holds all of them on
+    a sphere, where λθ is radial and the tangent projection removes it; None when it acts."""
+    held = parts.CONSTRAINTS.get(cfg.optim.constraint).params
+    if not held or not present <= set(held):
+        return None
+    return (
+        f"optim.constraint={cfg.optim.constraint!r} keeps {', '.join(sorted(present))} on the unit sphere "
+        f"and removes the gradient's radial part, which is all the decay λθ is"
+    )
+
+
 def decay(group: str):
     """A group's weight decay under a constraint that holds every parameter of the group on a
-    sphere, with the decay in the gradient (not Adam's decoupled one): λθ is radial there, and
-    the tangent projection removes it."""
+    sphere, with the decay in the gradient (not Adam's decoupled one)."""
 
     def idle(cfg) -> str | None:
-        optim, model = cfg.optim, cfg.model
-        held = parts.CONSTRAINTS.get(optim.constraint).params
-        if not held or parts.OPTIMIZERS.get(optim.optimizer).decoupled_weight_decay:
+        if parts.OPTIMIZERS.get(cfg.optim.optimizer).decoupled_weight_decay:
             return None
-        present = {"U", "b"} if model.bias else {"U"}
-        present = (
-            present if group == "readout" else ({"k"} if parts.QUERIES.get(model.query).learned else {"W"})
-        )
-        if not present <= set(held):
-            return None
-        return (
-            f"optim.constraint={optim.constraint!r} keeps {', '.join(sorted(present))} on the unit sphere "
-            f"and removes the gradient's radial part, which is all the decay λθ is"
-        )
+        return _radial(cfg, _arrays(cfg, group))
 
     return idle
+
+
+def weight_decay(cfg) -> str | None:
+    """The coupled decay on every parameter (every optimiser, Adam included) under a constraint
+    that holds every parameter on a sphere."""
+    return _radial(cfg, _arrays(cfg, "readout") | _arrays(cfg, "attention"))
+
+
+def reduction(cfg) -> str | None:
+    """A summed objective only scales the gradient by n: normalised GD's g/‖g‖ does not see it
+    unless a decay or ε is weighed against the gradient."""
+    optim = cfg.optim
+    if not parts.OPTIMIZERS.get(optim.optimizer).normalise_per_run or optim.ngd_eps:
+        return None
+    if optim.weight_decay or optim.readout_weight_decay or optim.attention_weight_decay:
+        return None
+    return (
+        f"optim.optimizer={optim.optimizer!r} steps along g/‖g‖, the same for n·g "
+        "(without a weight decay or optim.ngd_eps)"
+    )
 
 
 def normalised(cfg) -> str | None:

@@ -52,12 +52,17 @@ def read(path: str) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, np.float64) for k, v in arrays.items()}
 
 
-def expected(d: int, head_size: int | None, learned: bool, bias: bool) -> dict[str, tuple[int, ...]]:
-    """One head's shapes by name (the head axis left out), and ``b`` () when there is a bias."""
+def expected(
+    d: int, head_size: int | None, learned: bool, bias: bool, tied: bool = False
+) -> dict[str, tuple[int, ...]]:
+    """One head's shapes by name (the head axis left out), and ``b`` () when there is a bias; a
+    ``tied`` head (W_h = Q_h Q_hᵀ) has Q and no K."""
     if learned:
         shapes = {"U": (d,), "k": (d,)}
     elif head_size is None:
         shapes = {"U": (d,), "W": (d, d)}
+    elif tied:
+        shapes = {"U": (d,), "Q": (d, head_size)}
     else:
         shapes = {"U": (d,), "Q": (d, head_size), "K": (d, head_size)}
     return {**shapes, **({"b": ()} if bias else {})}

@@ -35,6 +35,7 @@ from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, par
 DIAGNOSTICS = values.DIAGNOSTICS
 MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.svm.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
+OUTPUTS = ("pooled", "sequence")  # the model's output: Φ through U, or every token's own (value identity)
 
 # The data models whose parameters the first results files listed for every model (None where
 # not its own): their data section keeps listing them, so every old run's hash is unchanged.
@@ -269,6 +270,13 @@ class ModelConfig:
         "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
         idle=idle.world_init,
     )
+    output: str = knob(
+        "pooled",
+        "pooled: one output per example through the readout U (the papers' Φ); sequence: every token "
+        "queries and has its own output, value identity, f(X) = c_H Σ_h σ(β X W_h Xᵀ) X (no U; targets "
+        "(T, d) per example, flattened; needs model.query='all' and a regression loss)",
+        choices=OUTPUTS,
+    )
     # added after results existed: left out of the config hash at its default
     readout: str = knob("direct", "", choices=parts.READOUTS, grid=str)
 
@@ -388,6 +396,23 @@ class OptimConfig:
         False,
         "normalized-gd only: readout and attention each normalised on their own (each moves η)",
         idle=idle.normalised,
+    )
+    weight_decay: float = knob(
+        0.0,
+        "λ >= 0 on every parameter, coupled as torch's weight_decay for every optimiser (gd, sgd, adam, "
+        "normalized-gd before normalising): g ← g + λθ before the step, the gradient of λ/2·‖θ‖² (adam: "
+        "not AdamW's; the group decays are that). Default 0: nothing added",
+        idle=idle.weight_decay,
+        within="[0.0, 1e30]",
+        power=1,  # λ·θ: as it is
+    )
+    reduction: str = knob(
+        "mean",
+        "the training objective over the examples (SGD: its batch): mean (1/n)Σ_i ℓ_i, or sum Σ_i ℓ_i "
+        "(n times the gradient; torch's reduction='sum'); the logged losses stay means",
+        choices=parts.REDUCTIONS,
+        grid=str,
+        idle=idle.reduction,
     )
 
 

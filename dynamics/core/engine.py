@@ -129,10 +129,11 @@ def evaluate(
 def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
     """‖U‖ (of U_h = V_hᵀ O_h for a factored readout) and the key-query norm of every run of the pack
     ((R,) each; a stored head of weight w counted w times), without a square's overflow where the
-    parameters are finite (``held_norm``)."""
-    U = mdl.readout_vector(params)  # (S, d) or (S, d, o)
-    axes = tuple(range(1, U.ndim))
+    parameters are finite (``held_norm``). Sequence outputs have no readout U (value identity): ‖U‖
+    is NaN."""
     keys = mdl.key_part(params)  # (S, P)
+    U = mdl.readout_vector(params) if ("U" in params or "V" in params) else None  # None: sequence outputs
+    axes = tuple(range(1, U.ndim)) if U is not None else ()
 
     def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots
         return jnp.max(jnp.where(pack.member, per_slot[:, None], 0.0), axis=0)
@@ -151,7 +152,9 @@ def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
         return per_run_sum(mdl.key_norm2(params, None if scale is None else slot_scale(scale)))
 
     return {
-        "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes))),
+        "u_norm": upd.held_norm(u_total, run_top(jnp.max(jnp.abs(U), axis=axes)))
+        if U is not None
+        else jnp.full(pack.n_heads.shape, jnp.nan, keys.dtype),
         "w_norm": upd.held_norm(key_total, run_top(jnp.max(jnp.abs(keys), axis=1))),
     }
 
@@ -257,10 +260,12 @@ def pack_loop(prog: Program, data: Data, b: Batch):
     lr = {k: (b.lr if k == "b" else slot_lr) for k in params}  # the bias: one per run, the run's η
     total = sum(prog.segments)
 
+    reduce = parts.REDUCTIONS[prog.reduction].load()  # mean_loss, or the summed objective
+
     def objective(p, beta, X, y):
         f = mdl.head_outputs(by_position(prog, p), X, prog.query, prog.attention, beta)
         z = loss_inputs(prog, run_outputs(prog, pack, p, f), y)  # (n, R) or (n, R, o)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, loss)  # (R,): the mean over examples (and outputs)
+        per_run_loss = jax.vmap(reduce, (1, None))(z, loss)  # (R,): the mean (or sum) over examples
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), finite
 
@@ -340,9 +345,11 @@ def _log_then_train(prog: Program, pack: Pack, data: Data, apply):
         f = mdl.head_outputs(by_position(prog, p), data.X_train, prog.query, prog.attention, prog.beta(0))
         return loss_inputs(prog, run_outputs(prog, pack, p, f), data.y_train)  # (n, R)
 
+    reduce = parts.REDUCTIONS[prog.reduction].load()
+
     def logged_objective(p):  # the objective (``train_pack``'s), with the metrics of its forward
         z = z_of(p)
-        per_run_loss = jax.vmap(mean_loss, (1, None))(z, prog.loss)  # (R,)
+        per_run_loss = jax.vmap(reduce, (1, None))(z, prog.loss)  # (R,)
         finite = jnp.isfinite(per_run_loss) & jnp.all(jnp.isfinite(z), axis=_not_runs(z))  # (R,)
         return jnp.sum(jnp.where(pack.real, per_run_loss, 0.0)), (finite, train_metrics(prog, z))
 

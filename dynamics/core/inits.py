@@ -53,8 +53,9 @@ def init_params(
     tokens: int | None = None,
     readout: str = "direct",
 ) -> Params:
-    """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; or U, k for
-    the learned query); the bias b (``bias=True``) starts at 0 in every init.
+    """θ(0): zeros, or entries N(0, scale²/d) for every head's array (U, W; U, Q, K; U, Q for the
+    tied Q_h Q_hᵀ; or U, k for the learned query); the bias b (``bias=True``) starts at 0 in every
+    init.
 
     ``scale`` (default 1) only for a random init and ``head_size`` (default ``"split"``) only for
     factored heads: given where they have no effect, they are refused.
@@ -62,7 +63,7 @@ def init_params(
     Head h is drawn from ``fold_in(key, h)`` alone (``init_heads``), so the first H heads of
     an H' > H head model start where the H-head model does, and a head's draw does not
     depend on how many heads are stored beside it (the engine packs several runs together).
-    Factored heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
+    Factored and tied heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     ``outputs`` o > 1: a matrix readout U_h (d, o) (``check_outputs``); ``query="position"``
     needs ``tokens`` T, its logits a_h (T,) drawn as k_h is. ``readout="factored"``: V_h (d, d) and
     O_h (d,) in place of U_h (``dynamics.parts.READOUTS``), drawn as the other arrays.
@@ -96,14 +97,18 @@ def init_params(
     if init.random:
         _check_key(key)
     if init.symmetric and not layout.fast_path:
-        raise ValueError(f"key_query={layout.name!r} needs init='normal': zero is a saddle point of Q Kᵀ")
+        raise ValueError(
+            f"key_query={layout.name!r} needs init='normal': zero is a saddle point of {layout.product}"
+        )
+    if layout.tied and init.per_layer:
+        raise ValueError(f"init={init.name!r} masks W_h's context side; key_query='tied' has none of its own")
     a = layout.head_size(head_size, d, n_heads)
-    shapes = head_shapes(d, a, learned, outputs, positions, factored)
+    shapes = head_shapes(d, a, learned, outputs, positions, layout.tied, factored)
     if not init.random:
         params = {name: jnp.zeros((n_heads, *shape)) for name, shape in shapes.items()}
     else:
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
-        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions, factored)
+        extra = _draw_options(n_heads if init.per_layer else None, outputs, positions, layout.tied, factored)
         params = drawn(init, shapes, keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
@@ -118,11 +123,14 @@ def drawn(init: Init, shapes: dict[str, tuple[int, ...]], keys: jax.Array, *args
     return boundary.check_drawn(f"model.init={init.name!r}", init.load()(keys, *args, **extra), shapes)
 
 
-def _draw_options(n_heads: int | None, outputs: int, positions: int | None, factored: bool = False) -> dict:
+def _draw_options(
+    n_heads: int | None, outputs: int, positions: int | None, tied: bool = False, factored: bool = False
+) -> dict:
     """The keyword arguments an init's draw takes beyond the plain ones (only those it needs)."""
     extra = {} if n_heads is None else {"n_heads": n_heads}
     extra |= {"factored_readout": True} if factored else {}
     extra |= {"outputs": outputs} if outputs > 1 else {}
+    extra |= {"tied": True} if tied else {}
     return extra | ({"positions": positions} if positions is not None else {})
 
 
@@ -147,16 +155,18 @@ def head_shapes(
     learned: bool = False,
     outputs: int = 1,
     positions: int | None = None,
+    tied: bool = False,
     factored_readout: bool = False,
 ) -> dict[str, tuple[int, ...]]:
-    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h, U, k (d,)
-    for the learned query, or U, a (T,) for positional attention over ``positions`` T; U is (d, o)
-    for ``outputs`` o > 1 (vector targets); ``factored_readout``: V (d, d) and O (d,) after the
-    attention's arrays in place of U (U_h = V_hᵀ O_h)."""
+    """One head's arrays: U (d,) and W (d, d), U, Q, K (d, d_h) for ``head_size`` d_h (U, Q alone
+    when ``tied``: W_h = Q_h Q_hᵀ), U, k (d,) for the learned query, or U, a (T,) for positional
+    attention over ``positions`` T; U is (d, o) for ``outputs`` o > 1 (vector targets);
+    ``factored_readout``: V (d, d) and O (d,) after the attention's arrays in place of U
+    (U_h = V_hᵀ O_h)."""
     if factored_readout:
         if outputs > 1:
             raise ValueError(f"a factored readout has one output row O_h; outputs={outputs} need U_h (d, o)")
-        shapes = head_shapes(d, head_size, learned, outputs, positions)
+        shapes = head_shapes(d, head_size, learned, outputs, positions, tied)
         del shapes["U"]
         return shapes | {"V": (d, d), "O": (d,)}
     u = (d,) if outputs == 1 else (d, outputs)
@@ -166,6 +176,8 @@ def head_shapes(
         return {"U": u, "k": (d,)}
     if head_size is None:
         return {"U": u, "W": (d, d)}
+    if tied:
+        return {"U": u, "Q": (d, head_size)}
     return {"U": u, "Q": (d, head_size), "K": (d, head_size)}
 
 
@@ -200,13 +212,14 @@ def init_heads(
     learned: bool = False,
     outputs: int = 1,
     positions: int | None = None,
+    tied: bool = False,
     factored_readout: bool = False,
 ) -> Params:
     """Normal heads, one per row of ``keys`` (S, 2) and ``index`` (S,): head s is drawn from
     ``fold_in(keys[s], index[s])``, entries N(0, scale²/d) (``scale`` scalar or (S,)); U_h of
-    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T, V_h (d, d)
-    and O_h (d,) for a factored readout."""
-    shapes = head_shapes(d, head_size, learned, outputs, positions, factored_readout)
+    shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T, no K_h when
+    ``tied`` (W_h = Q_h Q_hᵀ), V_h (d, d) and O_h (d,) for a factored readout."""
+    shapes = head_shapes(d, head_size, learned, outputs, positions, tied, factored_readout)
     # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
     # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
@@ -280,7 +293,7 @@ def init_torch(
             "init 'torch' draws linear layers by their fan-in: it needs a factored key-query (Q, K) "
             "and a factored readout (V, O)"
         )
-    shapes = head_shapes(d, head_size, learned, 1, None, True)  # Q, K (d, d_h); V (d, d); O (d,)
+    shapes = head_shapes(d, head_size, learned, 1, None, factored_readout=True)  # Q, K; V (d, d); O (d,)
     dtype = jnp.zeros(()).dtype  # drawn as float32 numbers in any precision, as init_heads
 
     def one(key, h):
@@ -343,8 +356,8 @@ def param_count(
     tokens: int | None = None,
 ) -> int:
     """Trainable scalars of θ: H·d·o (U; o outputs, 1 for a scalar target) plus H·d² (full W),
-    2·H·d·d_h (factored Q, K), H·d (the learned query's k) or H·T (``tokens`` T: the position
-    logits), plus 1 for the bias.
+    2·H·d·d_h (factored Q, K), H·d·d_h (tied Q), H·d (the learned query's k) or H·T (``tokens``
+    T: the position logits), plus 1 for the bias.
 
     With ``head_size="split"`` the factored count is H·d + 2·H·d·(d // H), about d + 2d² for
     any H dividing d: adding heads shrinks them. A fixed d_h makes it grow as H·d·(1 + 2 d_h).
@@ -365,6 +378,6 @@ def param_count(
     elif not layout.factored:
         key_part = n_heads * d * d
     else:
-        key_part = 2 * n_heads * d * d_h
+        key_part = (1 if layout.tied else 2) * n_heads * d * d_h
     outputs = _positive_int("outputs", outputs)
     return n_heads * d * outputs + key_part + int(bool(bias))

@@ -84,6 +84,14 @@ def mean_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
     return jnp.mean(margin_loss(check_margins(z, mean=True), loss))
 
 
+def summed_loss(z: jax.Array, loss: Loss | str) -> jax.Array:
+    """The summed objective Σ_i ℓ(z_i) over the n examples (z (n,)); for vector targets z (n, o)
+    each example's mean over its o outputs, summed over the examples: n times ``mean_loss``."""
+    z = check_margins(z, mean=True)
+    per_example = margin_loss(z, loss).reshape(jnp.shape(z)[0], -1)  # (n, o)
+    return jnp.sum(jnp.mean(per_example, axis=1))
+
+
 def error_rate(z: jax.Array) -> jax.Array:
     """0-1 error from margins; z = 0 (a tie, as at θ = 0) and a NaN margin (a diverged model)
     count as errors: only z > 0 is correct."""

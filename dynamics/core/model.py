@@ -5,7 +5,8 @@
 
 Parameters are a dict pytree: ``{"U": (H, d), "W": (H, d, d)}`` for a free
 key-query matrix, ``{"U": (H, d), "Q": (H, d, d_h), "K": (H, d, d_h)}`` for the
-factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), ``{"U": (H, d), "k": (H, d)}``
+factored head W_h = Q_h K_hᵀ (Bhojanapalli et al., 2020), ``{"U": (H, d), "Q": (H, d, d_h)}`` for
+the tied head W_h = Q_h Q_hᵀ (Cui et al., 2024), ``{"U": (H, d), "k": (H, d)}``
 for the learned query (scores s_h = X k_h), or ``{"U": (H, d), "a": (H, T)}`` for positional
 attention (scores s_h,t = a_h,t, a learned logit per position); any of them may add a bias
 ``"b"``, one learned scalar of the model (shape (); (R,) for the R runs of an engine pack),
@@ -34,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynamics import parts
+from dynamics.core import sequence
 from dynamics.core.norms import held_norm
 
 Params = dict[str, jax.Array]
@@ -166,14 +168,15 @@ def outputs_of(params: Params) -> int:
     return 1 if U.ndim == 2 else int(U.shape[-1])
 
 
-_KEY_PARTS = ({"W"}, {"Q", "K"}, {"k"}, {"a"})  # the attention's arrays of a head
+_KEY_PARTS = ({"W"}, {"Q", "K"}, {"k"}, {"a"}, {"Q"})  # the attention's arrays ({"Q"}: the tied Q_h Q_hᵀ)
 # a head's arrays: a readout (U, or its factors V and O) with a key part; "b" may be added to any
 _LAYOUTS = tuple({*r, *k} for r in ({"U"}, {"V", "O"}) for k in _KEY_PARTS)
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
     """(H, d) of well-formed parameters: ``{"U": (H, d), "W": (H, d, d)}``, ``{"U": (H, d),
-    "Q": (H, d, a), "K": (H, d, a)}`` or ``{"U": (H, d), "k": (H, d)}``, each with an optional bias
+    "Q": (H, d, a), "K": (H, d, a)}``, ``{"U": (H, d), "Q": (H, d, a)}`` (tied) or ``{"U": (H, d),
+    "k": (H, d)}``, each with an optional bias
     ``"b"`` (a scalar, or (R,) for an engine pack); U may be left out where only attention is
     computed (``readout=False``). A ValueError/TypeError naming what is wrong otherwise."""
     if not isinstance(params, Mapping):
@@ -211,7 +214,7 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
     H, d = kq[:2]
     if "W" in shapes and shapes["W"] != (H, d, d):
         raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
-    if "Q" in shapes and shapes["K"] != shapes["Q"]:
+    if "K" in shapes and shapes["K"] != shapes["Q"]:
         raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
     if "U" in shapes and len(shapes["U"]) == 3 and shapes["U"][:2] == (H, d) and shapes["U"][2] >= 2:
         if "b" in shapes:
@@ -257,7 +260,8 @@ def check_tokens(X: jax.Array, d: int | None) -> None:
 
 
 def key_query_matrix(params: Params) -> jax.Array:
-    """W_h, (H, d, d): the free matrix, or Q_h K_hᵀ for factored heads (the learned query has none)."""
+    """W_h, (H, d, d): the free matrix, Q_h K_hᵀ for factored heads or Q_h Q_hᵀ for tied ones (the
+    learned query has none)."""
     check_params(params, readout=False)
     if "k" in params or "a" in params:
         raise ValueError(
@@ -265,7 +269,8 @@ def key_query_matrix(params: Params) -> jax.Array:
         )
     if "W" in params:
         return params["W"]
-    return jnp.einsum("hda,hea->hde", params["Q"], params["K"])  # (h, d, d)
+    K = params.get("K", params["Q"])  # tied: the keys' side is the queries'
+    return jnp.einsum("hda,hea->hde", params["Q"], K)  # (h, d, d)
 
 
 def key_part(params: Params) -> jax.Array:
@@ -338,14 +343,17 @@ def head_outputs(
     beta: float | jax.Array = 1.0,
 ) -> jax.Array:
     """f_h(X) = U_hᵀ Xᵀ σ(β·X W_h x_q) (mean over queries for "all"), shape (n, H); (n, H, o) for
-    a matrix readout U_h (d, o)."""
-    check_params(params)
+    a matrix readout U_h (d, o); without U, value identity (``readout``)."""
+    check_params(params, readout=False)
     return readout(params, X, attention(params, X, query, activation, beta))
 
 
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
-    or (n, H, o) for a matrix readout U (H, d, o)."""
+    or (n, H, o) for a matrix readout U (H, d, o); params without a readout: value identity, each query
+    its own output (``dynamics.core.sequence``), (n, H, d) or (n, H, T·d)."""
+    if "U" not in params and "V" not in params:
+        return sequence.identity_values(A, X)
     U = readout_vector(params)  # (h, d) or (h, d, o)
     if U.ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
         X = keys_of(X, A)

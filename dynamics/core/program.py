@@ -96,6 +96,9 @@ class Program:
     constraint: str = "none"  # dynamics.parts.CONSTRAINTS
     ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) (0: g / ‖g‖)
     ngd_per_group: bool = False  # normalised GD: readout and attention each normalised on its own
+    weight_decay: float = 0.0  # λ on every parameter, in the gradient for every optimiser (Adam too)
+    reduction: str = "mean"  # the objective over the examples (dynamics.parts.REDUCTIONS)
+    output: str = "pooled"  # "sequence": no readout U, every token its own output (value identity)
     # the user's metrics (``dynamics.core.hooks``): ``MetricRef``s, each equal only to itself; a
     # program with any runs one run of ``metric_heads`` = H heads per pack (H static)
     user_metrics: tuple = ()
@@ -118,7 +121,7 @@ class Program:
         opt = parts.OPTIMIZERS[self.optimizer]
         return upd.Rules(
             self.groups, opt.decoupled_weight_decay, opt.normalise_per_run, self.constraint,
-            self.ngd_eps, self.ngd_per_group,
+            self.ngd_eps, self.ngd_per_group, self.weight_decay,
         )  # fmt: skip
 
     def beta(self, t) -> float | jax.Array:

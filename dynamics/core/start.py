@@ -5,6 +5,8 @@ parameters the trial's world sets (``world_start``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 
 from dynamics import parts
@@ -14,7 +16,7 @@ from dynamics.core.program import Batch, Program
 
 
 def _head_size(prog: Program) -> int | None:
-    """d_h of factored heads (every run of a split program has H = S), None for a free W."""
+    """d_h of factored or tied heads (every run of a split program has H = S), None for a free W."""
     return parts.KEY_QUERIES[prog.key_query].head_size(prog.head_size, prog.d, prog.slots)
 
 
@@ -25,14 +27,18 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
+    if prog.output == "sequence":  # no readout: the attention's arrays drawn as for o = 1, U dropped
+        params = init_slots(dataclasses.replace(prog, output="pooled"), b, 1, tokens)
+        return {k: v for k, v in params.items() if k != "U"}
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned
+    tied = parts.KEY_QUERIES[prog.key_query].tied  # W_h = Q_h Q_hᵀ: no K
     positions = None
     if parts.QUERIES[prog.query].positional:  # the position logits: one per position, or per tied group
         positions = max(prog.tied_positions) + 1 if prog.tied_positions else tokens
     factored = parts.READOUTS[prog.readout].factored
-    shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, factored)
+    shapes = inits.head_shapes(prog.d, head_size, learned, outputs, positions, tied, factored)
     if not init.random:
         params = {k: jnp.zeros((prog.slots, *v)) for k, v in shapes.items()}
     else:
@@ -40,6 +46,7 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
         extra = {"n_heads": b.n_heads[run]} if init.per_layer else {}
         extra |= {"outputs": outputs} if outputs > 1 else {}
         extra |= {"positions": positions} if positions is not None else {}
+        extra |= {"tied": True} if tied else {}
         extra |= {"factored_readout": True} if factored else {}
         draw = (b.slot_head, prog.d, b.init_scale[run], head_size, learned)
         params = inits.drawn(init, shapes, b.key[run], *draw, **extra)

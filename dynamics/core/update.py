@@ -10,7 +10,9 @@ parameter (a step per group). The arithmetic is optax's ``sgd(η)``/``adam(η)``
 With ``Rules`` (the engine's, static) one step is, in this order (``dynamics.parts.training``
 states each rule):
 
-1. coupled weight decay (all but Adam): g ← g + λ_group·θ, the gradient of λ/2·‖θ_group‖²;
+1. coupled weight decay: g ← g + λ·θ on every parameter, every optimiser (``Rules.weight_decay``,
+   torch's ``weight_decay``), then g ← g + λ_group·θ (all but Adam), the gradients of λ/2·‖θ‖²
+   and λ/2·‖θ_group‖²;
 2. a group outside its range of updates gets a zero gradient (its decay term included);
 3. the sphere constraint: U_h, k_h lose their gradient's radial part, g ← g − (g·θ̂)θ̂;
 4. normalised GD: g ← g / ‖g‖, the norm over each run's parameters (``member``) that move at
@@ -107,12 +109,14 @@ class Rules:
     constraint: str = "none"
     ngd_eps: float = 0.0  # normalised GD: g / (‖g‖ + ε) instead of g / ‖g‖
     ngd_per_group: bool = False  # normalised GD: each group (readout, attention) on its own
+    weight_decay: float = 0.0  # λ on every parameter, coupled (in the gradient) for every optimiser
 
     @property
     def plain(self) -> bool:
         """Nothing but the plain step: every group at its defaults, no normalisation, no constraint."""
         return (
             all(r == GroupRule() for _, r in self.groups)
+            and not self.weight_decay
             and not self.normalise
             and not parts.CONSTRAINTS.get(self.constraint).params
         )
@@ -261,6 +265,8 @@ def update(
         return descend(params, d, lr), state
     rule = {k: rules.rule(k) for k in params}
     moving = {k: r.moving(t) for k, r in rule.items()}
+    if rules.weight_decay:  # never added at 0: a run without it keeps its numbers to the bit
+        grads = {k: g + rules.weight_decay * params[k] for k, g in grads.items()}
     if not rules.decoupled:
         grads = {
             k: g + rule[k].weight_decay * params[k] if rule[k].weight_decay else g for k, g in grads.items()

@@ -30,11 +30,13 @@ from dynamics.parts.training import (
     LR_SCALINGS,
     OPTIMIZERS,
     PER_RUN_PARAMS,
+    REDUCTIONS,
     SAMPLINGS,
     Constraint,
     Loss,
     LrScaling,
     Optimizer,
+    Reduction,
     Sampling,
 )
 
@@ -43,6 +45,8 @@ __all__ = [
     "CONSTRAINTS",
     "GROUPS",
     "PER_RUN_PARAMS",
+    "REDUCTIONS",
+    "Reduction",
     "SAMPLINGS",
     "Constraint",
     "Sampling",

@@ -17,10 +17,16 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, ICL_BASES, ICL_COVARIANCES, MAX_MARGIN_SETTINGS
+from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, MAX_MARGIN_SETTINGS
 from dynamics.errors import ConfigError
 from dynamics.parts.checks import choice, finite
+from dynamics.parts.icl import IclParams, check_icl
 from dynamics.parts.knobs import knob
+from dynamics.parts.positional import (
+    PositionalSemanticParams,
+    check_positional_semantic,
+    positional_semantic_outputs,
+)
 from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
 from dynamics.parts.values import floats_arg
 
@@ -253,36 +259,6 @@ class MultiLocationParams(LocationParams):
 
 
 @dataclasses.dataclass(frozen=True)
-class IclParams:
-    """In-context linear regression's own parameters (Zhang, Singh, Latham, Saxe 2025)."""
-
-    basis: str = knob(
-        "random",
-        "Λ's eigenvectors: a random orthonormal basis per trial, or identity",
-        choices=ICL_BASES,
-        hashed="always",
-    )
-    # added after results existed, each left out of the config hash at its default
-    whiten: bool = knob(
-        False,
-        "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
-        "(the authors' data); default: every sequence an independent draw",
-    )
-    covariance: str = knob("spectrum", "x's covariance Λ: ∝ 1..D as above, or I_D", choices=ICL_COVARIANCES)
-    task_variance: float = knob(  # v and ε: a target variance and scale, the loss ∝ v, ∝ ε²
-        1.0, "task variance v: w ~ N(0, v·I_D)", grid=float, within="(0.0, 1e6]", power=1
-    )
-    epsilon: float = knob(
-        0.0,
-        "label noise, y = wᵀx + εg, every label (floor ε²)",
-        grid=float,
-        unit="ε",
-        within="[0.0, inf)",
-        power=2,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
 class MaxMarginParams:
     """Max-margin token selection's own parameters (Tarzanagh, Li, Thrampoulidis, Oymak 2023)."""
 
@@ -434,17 +410,6 @@ def check_max_margin(data) -> None:
         )
 
 
-def check_icl(data) -> None:
-    choice("data.basis", data.basis, ICL_BASES)
-    choice("data.covariance", data.covariance, ICL_COVARIANCES)
-    if data.whiten and data.task_variance != 1.0:  # whitening sets the covariance to I
-        raise ConfigError(f"data.whiten=True ignores data.task_variance={data.task_variance}: drop one")
-    if data.d < 2 or data.T < 2:
-        raise ConfigError(
-            f"data.T={data.T}, data.d={data.d}: icl-linreg needs d = D + 1 >= 2 and T = N + 1 >= 2"
-        )
-
-
 def check_emergence(data) -> None:
     if data.copies > data.T:
         raise ConfigError(
@@ -559,6 +524,19 @@ DATA_MODELS: Registry[DataModel] = Registry(
             relevant_tokens=True,
             task="regression",
             outputs=emergence_outputs,
+        ),
+        DataModel(
+            "positional-semantic",
+            "T = 2 tokens p_ℓ + z_ℓ; targets (T, d): (1 − ω) a tied-attention teacher on Z + ω A Z",
+            "datamodels.positional_semantic:POSITIONAL_SEMANTIC",
+            label="positional vs semantic attention",
+            schema=PositionalSemanticParams,
+            sizes=_sizes(2, 100),
+            check=check_positional_semantic,
+            task="regression",
+            sets_init=True,
+            world_params=("Q",),
+            outputs=positional_semantic_outputs,
         ),
     ),
     # A user's model is an object, not one function: its setup and sample are required by

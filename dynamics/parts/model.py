@@ -75,10 +75,17 @@ class Norm(Part):
 
 @dataclasses.dataclass(frozen=True)
 class KeyQuery(Part):
-    """The key-query matrix of a head: free W_h (d×d) or factored Q_h K_hᵀ of head size d_h."""
+    """The key-query matrix of a head: free W_h (d×d), factored Q_h K_hᵀ of head size d_h, or tied
+    Q_h Q_hᵀ of rank d_h (one array Q_h, no K_h)."""
 
-    factored: bool = False
+    factored: bool = False  # W_h is a product of d×d_h arrays (``head_size`` d_h)
     fast_path: bool = True  # False: θ = 0 is a saddle, so no symmetric init is allowed
+    tied: bool = False  # the key side is the query side: W_h = Q_h Q_hᵀ (factored too)
+
+    @property
+    def product(self) -> str:
+        """How W_h is made, for messages: "Q Qᵀ", "Q Kᵀ" or "W"."""
+        return "Q Qᵀ" if self.tied else "Q Kᵀ" if self.factored else "W"
 
     def head_size(self, head_size: str | int, d: int, n_heads: int) -> int | None:
         """d_h of a factored head (``"split"``: d // H), None for a free W."""
@@ -224,6 +231,13 @@ KEY_QUERIES: Registry[KeyQuery] = Registry(
     (
         KeyQuery("full", "W_h ∈ R^{d×d} free"),
         KeyQuery("factored", "W_h = Q_h K_hᵀ of rank ≤ head_size", factored=True, fast_path=False),
+        KeyQuery(
+            "tied",
+            "W_h = Q_h Q_hᵀ, Q_h ∈ R^{d×head_size}: symmetric, positive semidefinite, rank ≤ head_size",
+            factored=True,
+            fast_path=False,
+            tied=True,
+        ),
     ),
     probe=Probe(
         refuse="the engine builds W_h itself from the layout (a free W_h, or Q_h K_hᵀ) and calls no "
@@ -355,12 +369,18 @@ def check_sphere(query: str, init: str, constraint: str = "none") -> None:
         )
 
 
-def check_icl_init(query: str, init: str) -> None:
-    """The in-context init masks a key-query matrix's y row: the learned query has none."""
+def check_icl_init(query: str, init: str, key_query: str = "full") -> None:
+    """The in-context init masks a key-query matrix's y row: the learned query has none, and the
+    tied Q_h Q_hᵀ has no context side of its own (Q_h is on both sides)."""
     if init == "icl" and not QUERIES.get(query).matrix:
         raise ConfigError(
             f"model.init='icl' needs a key-query matrix (W, or Q and K): model.query={query!r} has "
             "none; use model.init='normal'"
+        )
+    if init == "icl" and KEY_QUERIES.get(key_query).tied:
+        raise ConfigError(
+            f"model.init='icl' masks the context side of W_h (Q_h's last row): model.key_query="
+            f"{key_query!r} uses Q_h on both sides; use model.init='normal'"
         )
 
 
@@ -369,10 +389,12 @@ def check_init(key_query: str, init: str, attention: str = "softmax") -> None:
     key-query layout, or an activation with σ(0) = 0 (linear, erf)."""
     if not INITS.get(init).symmetric:
         return
-    if not KEY_QUERIES.get(key_query).fast_path:
+    layout = KEY_QUERIES.get(key_query)
+    if not layout.fast_path:
+        arrays = "Q" if layout.tied else "Q or K"
         raise ConfigError(
             f"model.key_query={key_query!r} needs model.init='normal': "
-            "θ = 0 is a saddle point of Q Kᵀ (no gradient reaches Q or K)"
+            f"θ = 0 is a saddle point of {layout.product} (no gradient reaches {arrays})"
         )
     if ACTIVATIONS.get(attention).saddle_at_zero:
         raise ConfigError(

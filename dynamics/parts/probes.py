@@ -236,6 +236,16 @@ def loss(at: str, fn: Any, part, probe) -> None:
         )
 
 
+def reduction(at: str, fn: Any, part, probe) -> None:
+    """A user reduction maps (z, the loss's name) to the objective, one real number: probed on 7
+    residuals under the mse loss."""
+    jnp = _jax().numpy
+    z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
+    a = _real_float(at, probe, _called(at, probe, fn, z, "mse"), "an objective")
+    if a.shape != () or not np.isfinite(a):
+        raise probe.wrong(at, f"{_got(a)} for 7 finite residuals (expected one finite real number)")
+
+
 def attention(at: str, fn: Any, part, probe) -> None:
     """A user attention maps scores (…, T) to weights of the same shape, each query's weights from
     its own T scores: probed on scores of shape (2, 3, 5)."""

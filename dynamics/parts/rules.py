@@ -8,7 +8,7 @@ import dataclasses
 from dynamics.infra import fingerprints
 from dynamics.parts.data import DATA_MODELS
 from dynamics.parts.model import ACTIVATIONS, INITS, KEY_QUERIES, NORMS, QUERIES, READOUTS
-from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, SAMPLINGS
+from dynamics.parts.training import CONSTRAINTS, LOSSES, LR_SCALINGS, OPTIMIZERS, REDUCTIONS, SAMPLINGS
 
 
 def uses_fast_path(cfg) -> bool:
@@ -41,7 +41,9 @@ def head_arrays(model) -> frozenset[str]:
     elif query.learned:
         attention = {"k"}
     else:
-        attention = {"Q", "K"} if layout.factored else {"W"}
+        attention = ({"Q"} if layout.tied else {"Q", "K"}) if layout.factored else {"W"}
+    if getattr(model, "output", "pooled") == "sequence":  # value identity: no readout U
+        return frozenset(attention)
     return frozenset({*READOUTS[getattr(model, "readout", "direct")].params, *attention})
 
 
@@ -75,6 +77,7 @@ REGISTRIES = {
         NORMS,
         KEY_QUERIES,
         INITS,
+        REDUCTIONS,
         READOUTS,
     )
 }

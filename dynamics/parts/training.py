@@ -24,6 +24,8 @@ Rules the engine relies on:
 - ``Optimizer.decoupled_weight_decay``: weight decay λ acts as AdamW's, θ ← θ − η·(d + λθ)
   (Adam); otherwise it is the L2 term λ/2·‖θ_group‖² added to the loss, so λθ is added to the
   gradient before the direction (GD, SGD, and normalised GD before the normalisation).
+  ``optim.weight_decay`` λ is the L2 term on every parameter for every optimiser (Adam's too, as
+  torch's coupled ``weight_decay``), added to the gradient before anything else of the step.
 - parameter groups (``GROUPS``, by parameter name): readout {U, b} and attention {W, Q, K, k},
   each with a step factor (η·factor), a range of updates [start, stop) in which it moves, and
   a weight decay λ. Outside its range a group's gradient is replaced by 0 (Adam's moments then
@@ -81,6 +83,15 @@ class Constraint(Part):
     """A manifold the parameters ``params`` stay on (``impl`` the projection after each update)."""
 
     params: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction(Part):
+    """How the training objective reduces the examples' losses: ``impl`` maps (z (n,) or (n, o),
+    the loss's name) to one number. ``sums``: the objective grows with n (a step of its gradient is
+    n times the mean's), where normalised GD without decay or ε sees the same direction."""
+
+    sums: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +211,24 @@ CONSTRAINTS: Registry[Constraint] = Registry(
         declares=("params",),
         why="a constraint declares params, the tuple of parameters it holds (e.g. ('U', 'k')); "
         "without it nothing is held and its projection is never called",
+    ),
+)
+REDUCTIONS: Registry[Reduction] = Registry(
+    "reduction",
+    "optim.reduction",
+    (
+        Reduction("mean", "the mean of the examples' losses (1/n)Σ_i ℓ_i", f"{_LOSSES}:mean_loss"),
+        Reduction(
+            "sum",
+            "the sum Σ_i ℓ_i over the examples (or SGD's batch), as torch's reduction='sum'",
+            f"{_LOSSES}:summed_loss",
+            sums=True,
+        ),
+    ),
+    probe=Probe(
+        "reduction(z, loss) on 7 residuals under the loss 'mse'",
+        "the objective: one finite real number",
+        f"{_PROBES}:reduction",
     ),
 )
 # The parameter groups, by parameter name (a name in neither is an error of the step rules).

@@ -116,7 +116,10 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
             f"data.model={cfg.data.model!r} has vector targets (o={outputs} outputs); "
             "model.readout='factored' (one output row O_h) is not supported with them: use 'direct'"
         )
-    return head_shapes(d, head_size, parts.QUERIES[m.query].learned, outputs, positions, factored)
+    shapes = head_shapes(
+        d, head_size, parts.QUERIES[m.query].learned, outputs, positions, layout.tied, factored
+    )
+    return {k: v for k, v in shapes.items() if k != "U" or m.output != "sequence"}  # sequence: no U
 
 
 def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) -> None:
@@ -135,6 +138,12 @@ def check_vector_targets(cfg: Config, data: Data, user_metrics: bool = False) ->
         raise ConfigError(
             f"data.model={cfg.data.model!r} declares outputs={declared} but its targets y "
             f"have o={o} (shape {tuple(data.y_train.shape[lead:])}): declare the o its sample returns"
+        )
+    T, d = (int(n) for n in data.X_train.shape[-2:])
+    if cfg.model.output == "sequence" and o != T * d:
+        raise ConfigError(
+            f"model.output='sequence' gives every token its own output, T·d = {T * d} numbers per example; "
+            f"data.model={cfg.data.model!r} has targets of o={o}: use a data model with targets (T, d)"
         )
     if not vector:
         return

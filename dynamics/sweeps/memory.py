@@ -53,7 +53,8 @@ _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 def slot_numbers(cfg, outputs: int = 1) -> int:
     """One head slot's trainable numbers: U_h (d·o) and the key-query part (W_h d², Q_h and K_h
-    2·d·d_h, k_h d, or position logits a_h T; tied position logits are fewer, counted as T)."""
+    2·d·d_h, a tied Q_h d·d_h, k_h d, or position logits a_h T; tied position logits are fewer,
+    counted as T)."""
     d = cfg.data.d
     query = registries.QUERIES[cfg.model.query]
     if query.positional:
@@ -64,7 +65,9 @@ def slot_numbers(cfg, outputs: int = 1) -> int:
         key = d * d
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(cfg.sweep.heads))
-        key = 2 * d * d_h
+        key = (1 if registries.KEY_QUERIES[cfg.model.key_query].tied else 2) * d * d_h
+    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U
+        return key
     readout = d * d + d if registries.READOUTS[cfg.model.readout].factored else d * outputs  # V, O or U
     return readout + key
 
