@@ -208,9 +208,16 @@ def lr_scaling(at: str, obj: Any, part, probe) -> None:
 
 
 def _real_float(at: str, probe, out: Any, what: str) -> np.ndarray:
+    """``out`` as float64 numbers: a real floating array of finite values (the probes' inputs are
+    finite and small, so a NaN or inf there would turn every run into a divergence)."""
     if not _floating(out):
         raise probe.wrong(at, f"{what} of {_got(out)}")
-    return np.asarray(out, np.float64)
+    a = np.asarray(out, np.float64)
+    if not np.isfinite(a).all():
+        raise probe.wrong(
+            at, f"{what} with {np.size(a) - np.isfinite(a).sum()} non-finite values for finite input"
+        )
+    return a
 
 
 def loss(at: str, fn: Any, part, probe) -> None:
@@ -218,6 +225,7 @@ def loss(at: str, fn: Any, part, probe) -> None:
     its output must be a real (7,) array whose entry i is the loss of entry i alone."""
     jnp = _jax().numpy
     z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
+    _traced(at, probe, fn, z)  # as the compiled program calls it (numpy's functions refuse a tracer)
     out = _called(at, probe, fn, z)
     single = [np.asarray(_called(at, probe, fn, z[i : i + 1])) for i in range(7)]
     a = _real_float(at, probe, out, "losses")
@@ -239,6 +247,7 @@ def attention(at: str, fn: Any, part, probe) -> None:
     its own T scores: probed on scores of shape (2, 3, 5)."""
     jnp = _jax().numpy
     scores = jnp.asarray(np.linspace(-1.5, 2.0, 30, dtype=np.float32).reshape(2, 3, 5))
+    _traced(at, probe, fn, scores)  # as the compiled program calls it (numpy's functions refuse a tracer)
     out = _called(at, probe, fn, scores)
     rows = [
         [np.asarray(_called(at, probe, fn, scores[i : i + 1, j : j + 1])) for j in range(3)] for i in range(2)
