@@ -185,6 +185,8 @@ class Claim:
     def _other(self, meta: dict[str, Any] | None, held: Holding) -> str:
         """'another config (optim.lr 0.1 there, 1 here; …)': what the folder's run differs in."""
         here = f"{self.config_hash} here"
+        if meta is None and held.point_hashes == {""}:
+            return f"only damaged files in {POINTS}/, whose config cannot be read ({here})"
         if meta is None:
             there = ", ".join(sorted(h or "unreadable" for h in held.point_hashes))
             return f"the unfinished points of another config (config_hash {there} there, {here})"
