@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from dynamics import api
+from dynamics.config.checks import resolve
 from dynamics.errors import ConfigError
 from dynamics.parts import floats
-from dynamics.sweeps import checkpoint
+from dynamics.sweeps import checkpoint, midrun
+from dynamics.sweeps.folders import sweep_claim
 from dynamics.sweeps.workqueue import WorkQueue
 
 HERE = "tests.test_hostile_today"
@@ -68,6 +70,35 @@ def test_reclaim_leaves_a_damaged_claim_made_after_it_started(tmp_path):
     later = WorkQueue(tmp_path / "queue", "h1", reclaim=True)
     (later.root / "a.claim0").write_text("")  # a newer process's claim, being written
     assert not later.claim("a")
+
+
+# ------------------------------------------------------------------ a long run's state kept mid-run
+
+
+def _truncated_state(out) -> None:
+    store = midrun.MidRun(out, "h1", resume=True)
+    store.save([1, 2], [np.zeros(3, np.float32)], done=4, steps_done=40, steps=100)
+    path = midrun.midrun_file(out, [1, 2])
+    path.write_bytes(path.read_bytes()[:200])  # cut short by hand (written atomically, never by a crash)
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # numpy leaves a BadZipFile's file to the collector
+def test_a_truncated_running_file_is_started_anew_with_a_warning(tmp_path):
+    """Before: BadZipFile (no OSError) escaped both the resume and the interrupt's line."""
+    _truncated_state(tmp_path)
+    assert midrun.kept(tmp_path) is None  # the interrupt's line: nothing kept
+    with pytest.warns(UserWarning, match=r"running-H1-2\.npz is damaged \(BadZipFile\): starting that point"):
+        assert midrun.MidRun(tmp_path, "h1", resume=True).load([1, 2], [np.zeros(3, np.float32)]) is None
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_folder_of_damaged_point_files_is_not_called_another_configs(tmp_path):
+    """Before: 'holds the unfinished points of another config (config_hash unreadable there, …)'."""
+    _truncated_state(tmp_path)
+    with pytest.raises(
+        ConfigError, match=r"holds only damaged files in points/, whose config cannot be read"
+    ):
+        sweep_claim(resolve(api.with_overrides())).decide(tmp_path)
 
 
 # ------------------------------------------------------------------ float bounds under --x64
