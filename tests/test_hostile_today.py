@@ -16,6 +16,7 @@ import pytest
 
 from dynamics import api
 from dynamics.config.checks import resolve
+from dynamics.config.grid import resolve_grid
 from dynamics.errors import ConfigError
 from dynamics.parts import floats
 from dynamics.sweeps import checkpoint, midrun
@@ -99,6 +100,21 @@ def test_a_folder_of_damaged_point_files_is_not_called_another_configs(tmp_path)
         ConfigError, match=r"holds only damaged files in points/, whose config cannot be read"
     ):
         sweep_claim(resolve(api.with_overrides())).decide(tmp_path)
+
+
+def test_a_grid_interrupted_before_a_point_finished_is_resumed_not_refused(tmp_path):
+    """Before: a grid with --checkpoint-every, stopped before its first grid point was saved, said
+    'rerun the same command to finish' and the rerun was refused: its group's state is keyed
+    '<hash>:<group>:<point>' (MidRun.within), read as another config's."""
+    cfg = api.with_overrides(heads=[1, 2], steps=20)
+    grid = resolve_grid(cfg, {"lr": [0.5, 1.0]})
+    store = midrun.MidRun(tmp_path, grid.hash(), resume=True).within("G0-", "0,1").within("P5-", "5")
+    store.save([2], [np.zeros(3, np.float32)], done=4, steps_done=8, steps=20)
+    assert [p.name for p in (tmp_path / "points").iterdir()] == ["running-G0-P5-H2.npz"]
+    assert sweep_claim(grid).decide(tmp_path) == "resume"
+    other = resolve_grid(cfg, {"lr": [0.5, 2.0]})
+    with pytest.raises(ConfigError, match="unfinished points of another config"):
+        sweep_claim(other).decide(tmp_path)  # another grid's state is still refused
 
 
 # ------------------------------------------------------------------ float bounds under --x64

@@ -119,7 +119,8 @@ def holding(out: Path) -> Holding:
     for path in sorted((out / POINTS).glob("*.npz")) if (out / POINTS).is_dir() else []:
         try:
             with np.load(path, allow_pickle=False) as z:
-                hashes.add(str(z["config_hash"]))
+                # a part's mid-run state is keyed "<hash>:<part>" (midrun.MidRun.within): the run's is <hash>
+                hashes.add(str(z["config_hash"]).split(":")[0])
         except DAMAGED:  # whose it was is unknown: another config's
             hashes.add("")
     others = []
