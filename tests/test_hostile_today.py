@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks import gpu_study
 from dynamics import api
 from dynamics.config.checks import resolve
 from dynamics.config.grid import resolve_grid
@@ -189,3 +190,23 @@ def test_a_user_part_that_prints_is_accepted(capsys):
     cfg = api.with_overrides(loss=f"{HERE}:loud_loss")
     assert cfg.optim.loss == f"{HERE}:loud_loss"
     assert "a user loss that prints" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ benchmarks/gpu_study.py
+
+
+def test_the_gpu_studys_heads_are_refused_in_one_line_when_not_integers(capsys):
+    """Before: ValueError's traceback (int('x'))."""
+    with pytest.raises(SystemExit) as info:
+        gpu_study.build_parser().parse_args(["--heads", "1,x"])
+    assert info.value.code == 2
+    assert "argument --heads: '1,x' is not comma-separated integers" in capsys.readouterr().err
+    assert gpu_study.build_parser().parse_args(["--heads", "1,4"]).heads == (1, 4)
+
+
+def test_the_gpu_studys_crossover_of_two_equal_sizes_is_a_note_not_a_division_by_zero():
+    """--trials below 10 makes the tenth size the full one; before: ZeroDivisionError after the
+    whole GPU study had run, so nothing was printed."""
+    size = {"runs": 40, "warm_s": 2.0, "cold_s": 9.0, "slot_step_s": 1e-6}
+    note = gpu_study.crossover(size, dict(size), {"slot_step_s": 1e-5, "fixed_s": 1.0})
+    assert set(note) == {"note"} and "same number of runs" in note["note"]
