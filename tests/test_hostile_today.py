@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks import gpu_study
 from dynamics import api
+from dynamics.cli.run import _interrupted
 from dynamics.config.checks import resolve
 from dynamics.config.grid import resolve_grid
 from dynamics.errors import ConfigError
@@ -210,3 +211,16 @@ def test_the_gpu_studys_crossover_of_two_equal_sizes_is_a_note_not_a_division_by
     size = {"runs": 40, "warm_s": 2.0, "cold_s": 9.0, "slot_step_s": 1e-6}
     note = gpu_study.crossover(size, dict(size), {"slot_step_s": 1e-5, "fixed_s": 1.0})
     assert set(note) == {"note"} and "same number of runs" in note["note"]
+
+
+# ------------------------------------------------------------------ an interrupted --work-queue process
+
+
+def test_an_interrupted_queue_process_says_whether_any_call_had_finished(tmp_path):
+    """Before: 'the finished calls are in …/queue' when queue/ held only grid.json."""
+    queue = WorkQueue(tmp_path / "queue", "h1")
+    said = _interrupted({"out": tmp_path})
+    assert said.startswith("interrupted before a call had finished") and "holds none yet" in said, said
+    queue.write("g0-c0", [(0, 0)], {"train_loss": np.ones((1, 3), np.float32)}, np.zeros(1, np.int32))
+    said = _interrupted({"out": tmp_path})
+    assert said == f"interrupted: the finished calls are in {queue.root}; rerun the same command to finish"
