@@ -224,3 +224,13 @@ def test_an_interrupted_queue_process_says_whether_any_call_had_finished(tmp_pat
     queue.write("g0-c0", [(0, 0)], {"train_loss": np.ones((1, 3), np.float32)}, np.zeros(1, np.int32))
     said = _interrupted({"out": tmp_path})
     assert said == f"interrupted: the finished calls are in {queue.root}; rerun the same command to finish"
+
+
+def nan_init(keys, index, d, scale, head_size, learned):
+    return {"U": jnp.full((keys.shape[0], d), jnp.nan), "W": jnp.zeros((keys.shape[0], d, d))}
+
+
+def test_a_user_init_that_draws_nan_is_refused_before_running():
+    """Before: traced only, it passed, and every run of the sweep read as 'diverged'."""
+    with pytest.raises(ConfigError, match=r"returned U with 15 non-finite values for finite input"):
+        api.with_overrides(init=f"{HERE}:nan_init")

@@ -11,8 +11,9 @@ Each ``check(at, obj, part, probe)`` reads the part's rules (``part``: a learned
 not W) and calls ``obj`` with small sizes that differ from each other (n = 2, H = 3, T = 4, d = 5),
 so a transposed or summed output is caught. Calls the engine makes inside its compiled program
 are traced (``jax.eval_shape``: shapes and dtypes, nothing compiled or run); a loss, an
-attention and a norm are also called on numbers, since their values are what they are checked for
-(elementwise, each query's own weights, c_H finite and > 0).
+attention, a norm and an init are also called on numbers, since their values are what they are
+checked for (elementwise, each query's own weights, c_H finite and > 0; finite values from finite
+input, where NaN would read as every run diverging).
 """
 
 from __future__ import annotations
@@ -118,6 +119,15 @@ def init(at: str, obj: Any, part, probe) -> None:
         raise probe.wrong(at, f"{got} (for the full layout: U and W)")
     for name, shape in want.items():
         _array(at, probe, out[name], shape)
+    jax = _jax()  # and drawn once on numbers: a NaN θ(0) would read as every run diverging
+    numbers = (
+        jax.random.split(jax.random.PRNGKey(0), H),
+        np.arange(H, dtype=np.int32),
+        np.full(H, 0.1, np.float32),
+    )
+    drawn = _called(at, probe, draw, *numbers, {k: np.full(H, 2.0, np.float32) for k in extra})
+    for name in want:
+        _real_float(at, probe, drawn[name], name)
 
 
 def optimizer(at: str, obj: Any, part, probe) -> None:
