@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 
 import jax.numpy as jnp
@@ -234,3 +235,13 @@ def test_a_user_init_that_draws_nan_is_refused_before_running():
     """Before: traced only, it passed, and every run of the sweep read as 'diverged'."""
     with pytest.raises(ConfigError, match=r"returned U with 15 non-finite values for finite input"):
         api.with_overrides(init=f"{HERE}:nan_init")
+
+
+def test_a_late_process_whose_queue_was_merged_and_removed_claims_nothing(tmp_path):
+    """A process that opened the queue just before another merged it and removed queue/: before,
+    its first claim raised FileNotFoundError (a traceback) and set_calls made queue/ again."""
+    queue = WorkQueue(tmp_path / "queue", "h1")
+    shutil.rmtree(queue.root)  # the merger's last step
+    assert not queue.claim("g0-c0")
+    queue.set_calls(0, 3)
+    assert not queue.root.exists()

@@ -149,7 +149,8 @@ class WorkQueue:
             ) from None
 
     def set_calls(self, group: int, n: int) -> None:
-        atomic_write_bytes(self.root / f"g{group}.calls", str(n).encode())
+        if self.root.is_dir():  # gone: the merger removed the finished queue (not made again)
+            atomic_write_bytes(self.root / f"g{group}.calls", str(n).encode())
 
     def calls(self, group: int) -> int | None:
         try:
@@ -162,7 +163,7 @@ def _create(path: Path, payload: bytes) -> bool:
     """Create ``path`` holding ``payload`` if it does not exist (atomic: O_CREAT | O_EXCL)."""
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):  # not found: the merger removed the finished queue
         return False
     with os.fdopen(fd, "wb") as f:
         f.write(payload)
