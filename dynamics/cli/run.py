@@ -403,7 +403,10 @@ def _interrupted(where: dict) -> str:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
     if (out / "queue").is_dir():  # --work-queue: the calls written so far stay, this one's claim is stale
-        return f"interrupted: the finished calls are in {out / 'queue'}; rerun the same command to finish"
+        queue = out / "queue"
+        if not any(queue.glob("g*-c*.npz")):
+            return f"interrupted before a call had finished ({queue} holds none yet): rerun the same command"
+        return f"interrupted: the finished calls are in {queue}; rerun the same command to finish"
     running = midrun.kept(out)  # a long run's state kept mid-run
     points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
     if not points and running is None:  # what is on disk, not what might have been
