@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks import child_env
-from benchmarks.logging_cost import ROOT, ZERO_INIT, curve_difference, run_flops, run_process
+from benchmarks.logging_cost import ROOT, ZERO_INIT, alternate, curve_difference, run_flops, run_process
 
 RANDOM_INIT = (
     "--data-model dm1 --n-train 100 --n-test 300 --init normal --init-scale 1 --optimizer gd --lr 1 "
@@ -87,25 +87,6 @@ class Mhsim:
         return run_process(cmd, self.cache)
 
 
-def pairs_of(settings: dict, pairs: int, label: str) -> dict[str, list[dict]]:
-    """Each setting once untimed, then ``pairs`` rounds of all, the order reversed every other round."""
-    for run in settings.values():
-        run()
-    runs: dict[str, list[dict]] = {name: [] for name in settings}
-    names = list(settings)
-    for i in range(pairs):
-        for name in names if i % 2 == 0 else names[::-1]:
-            r = settings[name]()
-            runs[name].append(r)
-            print(f"  {label:<12} {i + 1:>2} {name:<6} wall {r['wall']:7.2f} s  cpu {r['cpu']:7.2f} s  "
-                  f"load {r['load']:5.2f}  {_phases(r)}", flush=True)  # fmt: skip
-    return runs
-
-
-def _phases(r: dict) -> str:
-    return " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
-
-
 def _median(runs: list[dict], key: str, phase: bool = False) -> float:
     return statistics.median(r["phases"].get(key, float("nan")) if phase else r[key] for r in runs)
 
@@ -121,7 +102,7 @@ def measure(name: str, steps, trials, pairs: int, threads: int, tmp: Path) -> di
     loop_out = tmp / f"loop-{name}.npz"
     loop_cmd = [sys.executable, "-m", "benchmarks.torch_minimal", "--inputs", str(inputs),
                 "--out", str(loop_out), "--threads", str(threads)]  # fmt: skip
-    runs = pairs_of(
+    runs = alternate(
         {"mhsim": mhsim, "loop": partial(run_process, loop_cmd, phases_named=LOOP_PHASES)}, pairs, name
     )
     flops = model_flops(args)
