@@ -161,6 +161,8 @@ def crossover(small: dict, full: dict, cpu: dict) -> dict | None:
     line through its two sizes (warm; plus its compile when cold). None without a CPU reference."""
     if not cpu.get("slot_step_s"):
         return None
+    if full["runs"] == small["runs"]:  # --trials below 10: both sizes are one, no line through them
+        return {"note": "the two sizes have the same number of runs (trials < 10?): no line to extrapolate"}
     per_run = full["warm_s"] / full["slot_step_s"] / full["runs"]  # slot-steps per run
     b_cpu = per_run * cpu["slot_step_s"]
     b_gpu = (full["warm_s"] - small["warm_s"]) / (full["runs"] - small["runs"])
@@ -179,11 +181,18 @@ def crossover(small: dict, full: dict, cpu: dict) -> dict | None:
     }
 
 
+def _heads(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(h) for h in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated integers (e.g. 1,4,16)") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_study", description=__doc__.split("\n\n")[0])
     p.add_argument("--small", action="store_true", help="the small study (CPU, < 60 s) instead of 10⁴ runs")
     p.add_argument("--cpu", action="store_true", help="run on the CPU (one JAX device per core)")
-    p.add_argument("--heads", help="comma-separated H (default: the study's)")
+    p.add_argument("--heads", type=_heads, help="comma-separated H (default: the study's)")
     p.add_argument("--lrs", help="η₀ values, a list or a:b:k (default: the study's)")
     p.add_argument("--scales", help="σ₀ values, a list or a:b:k (default: the study's)")
     p.add_argument("--trials", type=int, help="trials (seeds) per run (default: the study's)")
@@ -208,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)
     if args.heads:
-        size["heads"] = tuple(int(h) for h in args.heads.split(","))
+        size["heads"] = args.heads
     devices = jax.devices()
     kind = getattr(devices[0], "device_kind", devices[0].platform)
     out = {

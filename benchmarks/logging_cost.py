@@ -110,9 +110,10 @@ def logged_steps(steps: int, every: int) -> int:
 # Processes
 
 
-def run_process(cmd: list[str], cache: Path | None = None) -> dict:
+def run_process(cmd: list[str], cache: Path | None = None, phases_named: tuple[str, ...] = PHASES) -> dict:
     """One whole process: wall, CPU (user + system) and peak memory (MiB, ``ru_maxrss``) of that
-    child alone (``os.wait4``), the load average before it, and the phases it printed (--timings)."""
+    child alone (``os.wait4``), the load average before it, and the phases it printed (--timings;
+    lines ``NAME SECONDS`` for the names ``phases_named``)."""
     env = child_env(ROOT)
     if cache is not None:
         env["MHSIM_CACHE_DIR"] = str(cache)
@@ -130,7 +131,7 @@ def run_process(cmd: list[str], cache: Path | None = None) -> dict:
     phases = {}
     for line in stdout.splitlines():
         m = re.fullmatch(r"(\w+)\s+([0-9.]+)", line.strip())
-        if m and m.group(1) in PHASES:
+        if m and m.group(1) in phases_named:
             phases[m.group(1)] = float(m.group(2))
     cpu = usage.ru_utime + usage.ru_stime
     return {"wall": wall, "cpu": cpu, "rss": usage.ru_maxrss / 1024, "load": load, "phases": phases}

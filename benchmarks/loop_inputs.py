@@ -14,8 +14,9 @@ The file holds, with C = len(heads) · trials configurations in the order (H, tr
 ``directions`` (trials, P, d) (absent when the data has none), ``heads``, ``trial``, ``lr`` (C,),
 ``U0`` (ΣH, d) and ``W0`` (ΣH, d, d) (the configurations' heads one after the other), ``log_steps``
 (the logged steps, 0 … steps), ``steps``, ``head_metrics`` (whether mhsim logs the per-head
-metrics: ``--head-metrics`` with its ``auto`` rule), ``head_steps`` (the per-head view's steps),
-``head_sims`` (the head–head matrices too) and ``norm`` (c_H: sqrt, mean or sum).
+metrics: ``--head-metrics`` with its ``auto`` rule, or ``--log``), ``head_steps`` (the per-head
+view's steps), ``head_sims`` (the head–head matrices too: ``--head-sims`` or ``--log all``) and
+``norm`` (c_H: sqrt, mean or sum).
 Only what the loop implements is accepted: GD on the logistic loss, softmax attention at β = 1,
 query ``first``, a free W per head, no bias, zero or normal init; anything else is refused.
 """
@@ -58,7 +59,7 @@ def build(argv: list[str]) -> dict[str, np.ndarray]:
     from dynamics.cli.run import build_parser, config_from_args
     from dynamics.core import inits, rng
     from dynamics.core.data import make_data
-    from dynamics.parts.metrics import head_metrics_on, head_schedule
+    from dynamics.parts.metrics import head_metrics_on, head_schedule, head_sims_on
     from dynamics.sweeps.sweep import step_size
 
     exp = config_from_args(build_parser().parse_args(argv))
@@ -100,7 +101,7 @@ def build(argv: list[str]) -> dict[str, np.ndarray]:
     out["steps"] = np.int64(cfg.optim.steps)
     out["head_metrics"] = np.bool_(head_metrics_on(cfg))
     out["head_steps"] = np.asarray(head_schedule(exp.steps, cfg), np.int64)  # the per-head view's
-    out["head_sims"] = np.bool_(cfg.sweep.head_sims)
+    out["head_sims"] = np.bool_(head_sims_on(cfg))  # --head-sims, or --log all
     out["norm"] = np.str_(cfg.model.norm)
     return out
 

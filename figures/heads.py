@@ -79,7 +79,7 @@ def head_run(source, H=None, trial=0) -> HeadRun:
     if not names:
         raise ValueError(
             "these results hold no per-head curves (their metrics were not logged): run the sweep "
-            "with sweep.head_metrics = 'on' (--head-metrics on)"
+            "with sweep.head_metrics = 'on' (--head-metrics on) or sweep.log = 'all' (--log all)"
         )
     heads = [int(h) for h in np.atleast_1d(curves["heads"])]
     H = max(heads) if H is None else _check_int("H", H)

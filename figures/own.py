@@ -13,7 +13,8 @@ against H) would say little: ``own_figure(result)`` picks it from what the run i
   overlap with each feature, ‖U_h‖ and the test loss of trial 0, titled with the runs whose
   features are all held (``figures.specialisation``), ``specialisation.png``.
 
-Every other sweep draws the generic figure (``figures.sweep``), ``figure.png``.
+Every other sweep draws the generic figure (``figures.sweep``), ``figure.png``; so does one of
+these whose curves were not logged (``sweep.log`` losses), which ``unavailable`` then names.
 """
 
 from __future__ import annotations
@@ -49,4 +50,28 @@ def own_figure(result) -> tuple[Callable[..., list[Path]], str] | None:
         from figures.specialisation import plot_result  # (as above)
 
         return plot_result, "specialisation"
+    return None
+
+
+# The own figures that read logged curves: (data model, the curves it needs, the figure).
+_NEEDS = (
+    ("emergence", ("excess_risk", "attn_relevant"), "emergence"),
+    ("single-location", ("head_key_cos",), "single-location"),
+    ("multi-location", ("head_key_cos",), "specialisation"),
+)
+
+
+def unavailable(result) -> str | None:
+    """One line when ``result``'s question has an own figure whose curves the run did not log (the
+    generic figure is drawn instead), else None."""
+    cfg = result.config
+    if len(result.heads) != 1:
+        return None
+    for model, needs, stem in _NEEDS:
+        lacking = [name for name in needs if name not in result.curves]
+        if cfg.data.model == model and lacking:
+            return (
+                f"the {stem} figure needs {', '.join(lacking)}, not logged (sweep.log="
+                f"{cfg.sweep.log!r}); drawing the losses instead"
+            )
     return None

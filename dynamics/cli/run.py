@@ -296,9 +296,13 @@ def axis_values(values, shown: int = 6) -> str:
 
 def _print_headline(result) -> None:
     """The line after the table: the run's headline numbers (``result.headline()``)."""
-    line = format_line(result.headline())
+    headline = result.headline()
+    line = format_line(headline)
     if line:
         print(line)
+    note = (headline or {}).get("note")
+    if isinstance(note, dict) and note.get("about"):  # a preset's own numbers the run cannot give
+        print(f"note: {note['about']}")
 
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
@@ -403,7 +407,10 @@ def _interrupted(where: dict) -> str:
         return "interrupted before the sweep started: nothing was written"
     out = Path(where["out"])
     if (out / "queue").is_dir():  # --work-queue: the calls written so far stay, this one's claim is stale
-        return f"interrupted: the finished calls are in {out / 'queue'}; rerun the same command to finish"
+        queue = out / "queue"
+        if not any(queue.glob("g*-c*.npz")):
+            return f"interrupted before a call had finished ({queue} holds none yet): rerun the same command"
+        return f"interrupted: the finished calls are in {queue}; rerun the same command to finish"
     running = midrun.kept(out)  # a long run's state kept mid-run
     points = [p for p in (out / "points").glob("*.npz") if not p.name.startswith(midrun.PREFIX)]
     if not points and running is None:  # what is on disk, not what might have been
@@ -511,11 +518,13 @@ def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, 
     if not args.no_figure:
         with timings.phase("imports"):
             use_file_backend()
-            from figures.own import own_figure
+            from figures.own import own_figure, unavailable
             from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
             from figures.sweep import plot_sweep
         with timings.phase("plotting"):
             own = None if grid else own_figure(result)  # the preset's own question, where it has one
+            if own is None and not grid and unavailable(result):
+                print(f"note: {unavailable(result)}")
             if own is None:
                 paths += (plot_grid if grid else plot_sweep)(result, out / "figure")
             else:

@@ -144,7 +144,7 @@ def _check_bounds(section: str, values, schema=None, x64: bool = False) -> None:
     for f in fields:
         spec = knob_of(f)
         if spec is not None:
-            within(f"{section}.{f.name}", getattr(values, f.name), spec, f.default, x64)
+            within(f"{section}.{f.name}", getattr(values, f.name), spec, f.default, x64, section == "data")
 
 
 def _check_products(cfg: sec.Config) -> None:

@@ -163,17 +163,32 @@ def head_view(cfg) -> str | None:
     from dynamics.parts.metrics import head_view_on
 
     if not head_view_on(cfg):
-        return "no per-head view is logged (sweep.head_metrics is off and sweep.save_params is False)"
+        off = LOG_DECIDES["losses"] if cfg.sweep.log == "losses" else "sweep.head_metrics is off"
+        return f"no per-head view is logged ({off} and sweep.save_params is False)"
     return None
 
 
 def head_sims(cfg) -> str | None:
     from dynamics.parts.metrics import head_metrics_on
 
+    if cfg.sweep.log in ("losses", "all"):
+        return LOG_DECIDES[cfg.sweep.log]
     if not head_metrics_on(cfg):
         mode, top = cfg.sweep.head_metrics, max(cfg.sweep.heads)
         return f"sweep.head_metrics={mode!r} logs no per-head metrics (largest H = {top})"
     return None
+
+
+# sweep.log's values that decide the per-head view's metrics themselves (sweep.head_metrics,
+# sweep.head_sims given beside them would change nothing).
+LOG_DECIDES = {
+    "losses": "sweep.log='losses' logs the train and test loss only (no per-head metrics)",
+    "all": "sweep.log='all' logs every per-head metric and the head–head matrices at every H",
+}
+
+
+def head_metrics(cfg) -> str | None:
+    return LOG_DECIDES.get(cfg.sweep.log)
 
 
 def maxmargin(cfg) -> str | None:

@@ -29,6 +29,7 @@ from dynamics.errors import ConfigError
 from dynamics.parts import values
 from dynamics.parts.checks import suggest as _suggest
 from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
+from dynamics.parts.metrics import LOGS  # what a run logs (sweep.log): losses, default, all
 from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
 # Theory diagnostics along training (dynamics.theory.replay); off by default.
@@ -468,6 +469,7 @@ class SweepConfig:
         "tokens, norms, |cos| with the data's planted directions; docs/results-format.md): on, off, "
         "or auto (default: on up to 16 heads)",
         choices=HEAD_METRICS,
+        idle=idle.head_metrics,
     )
     x64: bool | None = knob(
         None,
@@ -495,6 +497,14 @@ class SweepConfig:
         "also log the head–head similarity matrices (H × H per head-view step: |cos| of the readouts, "
         "key directions and attention patterns)",
         idle=idle.head_sims,
+    )
+    log: str = knob(
+        "default",
+        "the metrics logged: losses (the train and test loss only; the engine computes nothing else), "
+        "default (also the 0-1 errors, margin, norms, diversity, attention, and the per-head view as "
+        "--head-metrics says), all (the default set with the per-head metrics at every H and the "
+        "head–head matrices); losses and all decide the per-head metrics, not --head-metrics",
+        choices=LOGS,
     )
 
 

@@ -90,7 +90,8 @@ def evaluate(
     beta: float | jax.Array = 1.0,
     train: bool = True,
 ) -> dict[str, jax.Array]:
-    """All logged metrics of every run of the pack at one step, each (R,); ``beta`` the
+    """The logged metrics of every run of the pack at one step (``Program.losses_only``: the test
+    loss alone, and the train loss), each (R,); ``beta`` the
     temperature of the last update (β₀ before the first). ``train`` False: all but the training
     set's (``train_metrics``), which the caller takes from the update's own forward pass. With the
     per-head metrics on, also the test set's attention weights under ``TEST_ATTENTION`` (not a
@@ -100,23 +101,24 @@ def evaluate(
     f_test = mdl.readout(params, data.X_test, A_test)
     z_test = loss_inputs(prog, run_outputs(prog, pack, params, f_test), data.y_test)
 
-    out = {
-        "test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss),
-        **run_norms(pack, params),
-        "diversity": mdl.head_diversity(params, pack.member),
-        "attn_relevant": _attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
-    }
+    out = {"test_loss": jax.vmap(mean_loss, (1, None))(z_test, loss)}
+    if not prog.losses_only:
+        out.update(
+            run_norms(pack, params),
+            diversity=mdl.head_diversity(params, pack.member),
+            attn_relevant=_attention_on_relevant(prog, pack, A_test, data.mask_test, z_test),
+        )
+        if parts.LOSSES[loss].task == "regression":
+            floor = getattr(data, "noise_floor", None)
+            floor = jnp.nan if floor is None else floor
+            out["excess_risk"] = out["test_loss"] - floor
+        else:
+            out["test_error"] = jax.vmap(error_rate, 1)(z_test)
     directions = getattr(data, "directions", None)  # the planted directions (P, d), or None
     if prog.user_metrics:  # one run per pack, its every head present (the fast path expanded)
         test = hooks.metric_data(data, directions, beta, prog.query, prog.attention, prog.norm)
         run = hooks.run_params(params, prog.fast_path, prog.metric_heads)
         out.update(hooks.user_metrics(prog.user_metrics, run, test, mdl.readout_vector(params).dtype))
-    if parts.LOSSES[loss].task == "regression":
-        floor = getattr(data, "noise_floor", None)
-        floor = jnp.nan if floor is None else floor
-        out["excess_risk"] = out["test_loss"] - floor
-    else:
-        out["test_error"] = jax.vmap(error_rate, 1)(z_test)
     if prog.head_view and prog.head_metrics:
         out[TEST_ATTENTION] = A_test
     if train:
@@ -161,9 +163,10 @@ def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
 
 def train_metrics(prog: Program, z: jax.Array) -> dict[str, jax.Array]:
     """The training set's metrics from what the loss reads, z (n, R): the loss, and for
-    classification the 0-1 error and the smallest margin; each (R,)."""
+    classification (unless the program logs the losses only) the 0-1 error and the smallest
+    margin; each (R,)."""
     out = {"train_loss": jax.vmap(mean_loss, (1, None))(z, prog.loss)}
-    if parts.LOSSES[prog.loss].task != "regression":
+    if parts.LOSSES[prog.loss].task != "regression" and not prog.losses_only:
         out["train_error"] = jax.vmap(error_rate, 1)(z)
         out["margin"] = jnp.min(z, axis=0)
     return out

@@ -115,6 +115,8 @@ class Program:
 
     # positional attention: the logit each position reads (copies sharing one logit), () for one each
     tied_positions: tuple[int, ...] = ()
+    # log the train and test loss only (``sweep.log`` losses): the logged steps compute nothing else
+    losses_only: bool = False
 
     def rules(self) -> upd.Rules:
         """The step's rules: the groups', the optimiser's (weight decay, normalisation), the constraint."""

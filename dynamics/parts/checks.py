@@ -33,13 +33,13 @@ def positive_int(field_name: str, value, minimum: int = 1, maximum: int | None =
         raise ConfigError(f"{field_name}={value!r} must be <= {maximum}")
 
 
-def within(field_name: str, value, spec, default=None, x64: bool = False) -> None:
+def within(field_name: str, value, spec, default=None, x64: bool = False, drawn: bool = False) -> None:
     """``value`` (each value of a tuple) in the range its knob ``spec`` (``dynamics.parts.knobs.Knob``)
     declares: an integer in [lo, hi] where the bounds are ints (upper bounds there catch typos, an
     extra zero or three, before a compile that would never end), else a finite number in [lo, hi]
     (lo excluded with ``lo_open``) whose size the run's precision holds (``Knob.power``; float64
-    with ``x64``). A field's ``default`` of None or text (``'split'``) means "not set": that value
-    passes."""
+    with ``x64``; a data model's knob, ``drawn``, at most what its float32 draw holds). A field's
+    ``default`` of None or text (``'split'``) means "not set": that value passes."""
     if spec.lo is None and spec.hi is None and spec.power is None:
         return
     for v in value if isinstance(value, tuple) else (value,):
@@ -49,17 +49,19 @@ def within(field_name: str, value, spec, default=None, x64: bool = False) -> Non
             positive_int(field_name, v, minimum=spec.lo, maximum=spec.hi)
         else:
             finite(field_name, v, lo=spec.lo, lo_open=spec.lo_open, hi=spec.hi)
-            _held(field_name, v, spec, x64)
+            _held(field_name, v, spec, x64, drawn)
 
 
-def _held(field_name: str, value, spec, x64: bool) -> None:
-    """|value| within what the run's precision holds of a value entering it at ``spec.power``."""
+def _held(field_name: str, value, spec, x64: bool, drawn: bool = False) -> None:
+    """|value| within what the run's precision holds of a value entering it at ``spec.power`` (a
+    data model's knob, ``drawn``: and what its float32 draw holds)."""
     if spec.power is None:
         return
-    top = floats.held(spec.power, x64)
+    top = floats.held_drawn(spec.power, x64) if drawn else floats.held(spec.power, x64)
     if abs(value) > top:
         allowed = f"<= {top:g}" if spec.lo is not None and spec.lo >= 0 else f"between {-top:g} and {top:g}"
-        raise ConfigError(f"{field_name}={value!r} must be {allowed}, {floats.bound_text(spec.power, x64)}")
+        why = floats.bound_text(spec.power, x64, drawn)
+        raise ConfigError(f"{field_name}={value!r} must be {allowed}, {why}")
 
 
 def finite(

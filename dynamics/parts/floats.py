@@ -40,9 +40,19 @@ def held(power: int, x64: bool = False) -> float:
     return float(f"{math.floor(10 ** (log10 - exponent))}e{exponent}")
 
 
-def bound_text(power: int, x64: bool) -> str:
-    """Why a knob's bound is what it is, for its one-line refusal."""
-    other = "" if x64 else f" (float64 runs, --x64: up to {held(power, True):g})"
+def held_drawn(power: int, x64: bool = False) -> float:
+    """``held`` for a data model's knob: the data are drawn in float32 whatever the run's precision
+    (float64 runs convert them after the draw), so the value must also be one float32 holds as it
+    is (``held(1)``), with ``x64`` too."""
+    return min(held(power, x64), held(1, False))
+
+
+def bound_text(power: int, x64: bool, drawn: bool = False) -> str:
+    """Why a knob's bound is what it is, for its one-line refusal (``drawn``: a data model's knob)."""
+    if drawn and held_drawn(power, x64) < held(power, x64):
+        return "the most float32 holds of a value the data are drawn with (in float32, --x64 or not)"
+    wider = held_drawn(power, True) if drawn else held(power, True)
+    other = "" if x64 else f" (float64 runs, --x64: up to {wider:g})"
     return f"the most {precision(x64)} arithmetic holds of a value entering it {POWERS[power]}{other}"
 
 

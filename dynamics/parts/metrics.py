@@ -21,7 +21,9 @@ A classification run logs the losses, 0-1 errors and the smallest train margin; 
 logs the losses (the train and test MSE) and the excess risk, test MSE less the data model's noise
 floor (NaN where unknown), and no error or margin. Both log the parameter norms, head diversity
 and attention on the relevant tokens (NaN where they are unknown). With ``sweep.head_metrics`` a
-run logs the per-head metrics of ``dynamics.core.heads`` too.
+run logs the per-head metrics of ``dynamics.core.heads`` too. ``sweep.log`` chooses among these:
+``losses`` logs the train and test loss alone (the engine computes nothing else), ``default`` the
+set above, ``all`` that set with the per-head metrics at every H and the head–head matrices.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ TASKS = ("classification", "regression")
 # older versions call it "heads" in their summary rows (``OLD_HEAD_COUNT``, read as ``HEAD_COUNT``).
 HEAD_COUNT = "H"
 OLD_HEAD_COUNT = "heads"
+# What a run logs (``sweep.log``): the train and test loss only, today's default set (losses,
+# errors, margin, norms, diversity, attention; the per-head view up to 16 heads), or all of it (the
+# per-head metrics at every H with the head–head matrices).
+LOGS = ("losses", "default", "all")
+LOSS_METRICS = ("train_loss", "test_loss")
 KINDS = ("run", "head", "head_head", "planted", "feature", "snapshot", "run_snapshot")
 PER_HEAD_KINDS = ("head", "head_head", "planted", "feature")  # the per-head metrics (``head_frame``)
 
@@ -235,9 +242,21 @@ def metrics_of(cfg) -> tuple[str, ...]:
     from dynamics.parts.data import DATA_MODELS
     from dynamics.parts.training import LOSSES
 
+    if logs_losses_only(cfg):
+        return LOSS_METRICS
     model = DATA_MODELS[cfg.data.model]
     known = getattr(model, "noise_floor_known", not model.from_file)
     return metric_names(LOSSES[cfg.optim.loss].task, known)
+
+
+def logs_losses_only(cfg) -> bool:
+    """``sweep.log`` is ``losses``: the train and test loss, nothing else of the registry (a
+    config of a version without the knob logs the default set)."""
+    return getattr(cfg.sweep, "log", "default") == "losses"
+
+
+def logs_all(cfg) -> bool:
+    return getattr(cfg.sweep, "log", "default") == "all"
 
 
 HEAD_METRICS_AUTO_MAX = 16  # "auto" logs the per-head metrics up to this many heads
@@ -246,7 +265,10 @@ HEAD_POINTS = 200  # the per-head view's default: about this many of the logged 
 
 def head_metrics_on(cfg) -> bool:
     """``sweep.head_metrics``: "on", "off", or "auto" (on where the sweep's largest H is at most
-    ``HEAD_METRICS_AUTO_MAX``: the head–head matrices grow as H² per logged step)."""
+    ``HEAD_METRICS_AUTO_MAX``: the head–head matrices grow as H² per logged step); ``sweep.log``
+    ``losses`` turns them off and ``all`` on, whatever ``sweep.head_metrics`` says."""
+    if logs_losses_only(cfg) or logs_all(cfg):
+        return logs_all(cfg)
     mode = cfg.sweep.head_metrics
     if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U to read (refused if 'on')
         return False
@@ -259,11 +281,16 @@ def head_view_on(cfg) -> bool:
 
 
 def logged_per_head(cfg) -> tuple[Metric, ...]:
-    """The per-head metrics a run of ``cfg`` logs (none when ``sweep.head_metrics`` is off): the
-    head–head matrices only with ``sweep.head_sims``."""
+    """The per-head metrics a run of ``cfg`` logs (none when ``head_metrics_on`` is False): the
+    head–head matrices only with ``head_sims_on``."""
     if not head_metrics_on(cfg):
         return ()
-    return tuple(m for m in per_head_metrics() if not m.pairwise or cfg.sweep.head_sims)
+    return tuple(m for m in per_head_metrics() if not m.pairwise or head_sims_on(cfg))
+
+
+def head_sims_on(cfg) -> bool:
+    """The run logs the head–head similarity matrices: ``sweep.head_sims``, or ``sweep.log`` all."""
+    return head_metrics_on(cfg) and (bool(cfg.sweep.head_sims) or logs_all(cfg))
 
 
 def head_stride(cfg, n_logged: int) -> int:

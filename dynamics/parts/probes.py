@@ -11,8 +11,9 @@ Each ``check(at, obj, part, probe)`` reads the part's rules (``part``: a learned
 not W) and calls ``obj`` with small sizes that differ from each other (n = 2, H = 3, T = 4, d = 5),
 so a transposed or summed output is caught. Calls the engine makes inside its compiled program
 are traced (``jax.eval_shape``: shapes and dtypes, nothing compiled or run); a loss, an
-attention and a norm are also called on numbers, since their values are what they are checked for
-(elementwise, each query's own weights, c_H finite and > 0).
+attention, a norm and an init are also called on numbers, since their values are what they are
+checked for (elementwise, each query's own weights, c_H finite and > 0; finite values from finite
+input, where NaN would read as every run diverging).
 """
 
 from __future__ import annotations
@@ -118,6 +119,15 @@ def init(at: str, obj: Any, part, probe) -> None:
         raise probe.wrong(at, f"{got} (for the full layout: U and W)")
     for name, shape in want.items():
         _array(at, probe, out[name], shape)
+    jax = _jax()  # and drawn once on numbers: a NaN θ(0) would read as every run diverging
+    numbers = (
+        jax.random.split(jax.random.PRNGKey(0), H),
+        np.arange(H, dtype=np.int32),
+        np.full(H, 0.1, np.float32),
+    )
+    drawn = _called(at, probe, draw, *numbers, {k: np.full(H, 2.0, np.float32) for k in extra})
+    for name in want:
+        _real_float(at, probe, drawn[name], name)
 
 
 def optimizer(at: str, obj: Any, part, probe) -> None:
@@ -210,9 +220,16 @@ def lr_scaling(at: str, obj: Any, part, probe) -> None:
 
 
 def _real_float(at: str, probe, out: Any, what: str) -> np.ndarray:
+    """``out`` as float64 numbers: a real floating array of finite values (the probes' inputs are
+    finite and small, so a NaN or inf there would turn every run into a divergence)."""
     if not _floating(out):
         raise probe.wrong(at, f"{what} of {_got(out)}")
-    return np.asarray(out, np.float64)
+    a = np.asarray(out, np.float64)
+    if not np.isfinite(a).all():
+        raise probe.wrong(
+            at, f"{what} with {np.size(a) - np.isfinite(a).sum()} non-finite values for finite input"
+        )
+    return a
 
 
 def loss(at: str, fn: Any, part, probe) -> None:
@@ -220,6 +237,7 @@ def loss(at: str, fn: Any, part, probe) -> None:
     its output must be a real (7,) array whose entry i is the loss of entry i alone."""
     jnp = _jax().numpy
     z = jnp.linspace(-2.0, 2.0, 7, dtype=jnp.float32)
+    _traced(at, probe, fn, z)  # as the compiled program calls it (numpy's functions refuse a tracer)
     out = _called(at, probe, fn, z)
     single = [np.asarray(_called(at, probe, fn, z[i : i + 1])) for i in range(7)]
     a = _real_float(at, probe, out, "losses")
@@ -251,6 +269,7 @@ def attention(at: str, fn: Any, part, probe) -> None:
     its own T scores: probed on scores of shape (2, 3, 5)."""
     jnp = _jax().numpy
     scores = jnp.asarray(np.linspace(-1.5, 2.0, 30, dtype=np.float32).reshape(2, 3, 5))
+    _traced(at, probe, fn, scores)  # as the compiled program calls it (numpy's functions refuse a tracer)
     out = _called(at, probe, fn, scores)
     rows = [
         [np.asarray(_called(at, probe, fn, scores[i : i + 1, j : j + 1])) for j in range(3)] for i in range(2)

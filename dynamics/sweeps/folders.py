@@ -119,7 +119,8 @@ def holding(out: Path) -> Holding:
     for path in sorted((out / POINTS).glob("*.npz")) if (out / POINTS).is_dir() else []:
         try:
             with np.load(path, allow_pickle=False) as z:
-                hashes.add(str(z["config_hash"]))
+                # a part's mid-run state is keyed "<hash>:<part>" (midrun.MidRun.within): the run's is <hash>
+                hashes.add(str(z["config_hash"]).split(":")[0])
         except DAMAGED:  # whose it was is unknown: another config's
             hashes.add("")
     others = []
@@ -185,6 +186,8 @@ class Claim:
     def _other(self, meta: dict[str, Any] | None, held: Holding) -> str:
         """'another config (optim.lr 0.1 there, 1 here; …)': what the folder's run differs in."""
         here = f"{self.config_hash} here"
+        if meta is None and held.point_hashes == {""}:
+            return f"only damaged files in {POINTS}/, whose config cannot be read ({here})"
         if meta is None:
             there = ", ".join(sorted(h or "unreadable" for h in held.point_hashes))
             return f"the unfinished points of another config (config_hash {there} there, {here})"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,8 @@ from dynamics.infra.timings import phase
 CALL_SECONDS = 2.0  # the default length of one call of a long run (progress, checkpoints)
 EVERY_SECONDS = 10.0  # the default interval between mid-run checkpoints
 PREFIX = "running-"
+# What reading a damaged state file raises (a truncated zip: BadZipFile, which is no OSError)
+DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def check_seconds(name: str, value) -> float:
@@ -90,7 +93,7 @@ class MidRun:
                     return None
                 saved = [z[f"leaf_{i}"] for i in range(len(leaves))]
                 done = int(z["done"])
-        except (OSError, ValueError, KeyError, EOFError) as err:
+        except DAMAGED as err:
             warnings.warn(f"{path} is damaged ({type(err).__name__}): starting that point anew", stacklevel=2)
             return None
         if any(s.shape != tuple(v.shape) or s.dtype != v.dtype for s, v in zip(saved, leaves, strict=True)):
@@ -118,7 +121,7 @@ def kept(out: Path) -> str | None:
         try:
             with np.load(path, allow_pickle=False) as z:
                 heads, done, steps = [int(h) for h in z["heads"]], int(z["steps_done"]), int(z["steps"])
-        except (OSError, ValueError, KeyError, EOFError):
+        except DAMAGED:
             continue
         names = f"{heads[0]}..{heads[-1]}" if len(heads) > 3 else ",".join(map(str, heads))
         tag = path.name[len(PREFIX) :].split("-")[0]  # a grid's: "G<k>", its group's first point

@@ -25,7 +25,7 @@ from dynamics.core.data import ModelRef, data_model, tied_positions
 from dynamics.core.engine import float_dtype
 from dynamics.core.program import Batch, Program
 from dynamics.core.update import GroupRule
-from dynamics.parts.metrics import head_indices, head_metrics_on, head_view_on
+from dynamics.parts.metrics import head_indices, head_metrics_on, head_sims_on, head_view_on, logs_losses_only
 from dynamics.sweeps import memory
 from dynamics.sweeps.devices import BatchPlacer
 
@@ -65,7 +65,7 @@ def program_for(
         head_metrics=head_metrics_on(cfg),
         save_params=cfg.sweep.save_params,
         head_log=tuple(head_indices(cfg, len(schedule))) if head_view_on(cfg) else (),
-        head_sims=head_metrics_on(cfg) and bool(cfg.sweep.head_sims),
+        head_sims=head_sims_on(cfg),
         temperature=float(cfg.model.temperature),
         temperature_decay=float(cfg.model.temperature_decay),
         batch_size=int(cfg.optim.batch_size or 0) if parts.OPTIMIZERS[cfg.optim.optimizer].minibatch else 0,
@@ -81,6 +81,7 @@ def program_for(
         user_metrics=tuple(metrics),
         metric_heads=int(heads) if metrics else 0,
         tied_positions=tied_positions(cfg),
+        losses_only=logs_losses_only(cfg),
         readout=cfg.model.readout,
     )
 

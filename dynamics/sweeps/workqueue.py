@@ -43,7 +43,7 @@ from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.execute import precision
-from dynamics.sweeps.folders import QUEUE
+from dynamics.sweeps.folders import DAMAGED, QUEUE
 from dynamics.sweeps.grid import (
     GridResult,
     grid_result,
@@ -80,6 +80,11 @@ class WorkQueue:
                 break
             except (OSError, ValueError):
                 time.sleep(0.1)
+        if not isinstance(theirs, dict) or "config_hash" not in theirs:
+            raise ConfigError(
+                f"{self.root / 'grid.json'} is damaged (not the queue's record of its grid): remove that "
+                "file and rerun; the calls written stay, each checked against this grid"
+            )
         if theirs.get("config_hash") != config_hash:
             raise ConfigError(
                 f"{self.root} is the work queue of another grid (config_hash {theirs.get('config_hash')} "
@@ -116,7 +121,9 @@ class WorkQueue:
             info = json.loads(path.read_text())
         except (OSError, ValueError):  # being written (a claim is a few bytes): a live claim
             info = {}
-        if self.reclaim and info.get("time", self.started) < self.started:
+        if not isinstance(info, dict):
+            info = {}
+        if self.reclaim and info.get("time", _mtime(path, self.started)) < self.started:  # damaged: its age
             return True
         return info.get("host") == HOST and isinstance(info.get("pid"), int) and not _alive(info["pid"])
 
@@ -124,15 +131,26 @@ class WorkQueue:
         checkpoint.write_point(self.file(unit), self.config_hash, metrics, diverged_at, items=np.array(items))
 
     def read(self, unit: str) -> tuple[list[tuple[int, int]], dict[str, np.ndarray], np.ndarray]:
-        with np.load(self.file(unit), allow_pickle=False) as z:
-            if str(z["config_hash"]) != self.config_hash:
-                raise ConfigError(f"{self.file(unit)} is another grid's call: remove {self.root}")
-            metrics = {f[len("curve_") :]: z[f] for f in z.files if f.startswith("curve_")}
-            items = [(int(i), int(v)) for i, v in z["items"]]
-            return items, metrics, z["diverged_at"]
+        """A done call's runs; a damaged file is refused in one line (removing it lets a rerun run
+        that call again: a call is done only while its file exists)."""
+        try:
+            with np.load(self.file(unit), allow_pickle=False) as z:
+                if str(z["config_hash"]) != self.config_hash:
+                    raise ConfigError(f"{self.file(unit)} is another grid's call: remove {self.root}")
+                metrics = {f[len("curve_") :]: z[f] for f in z.files if f.startswith("curve_")}
+                items = [(int(i), int(v)) for i, v in z["items"]]
+                return items, metrics, z["diverged_at"]
+        except DAMAGED as err:
+            if isinstance(err, ConfigError):
+                raise
+            raise ConfigError(
+                f"{self.file(unit)} is damaged ({type(err).__name__}): remove it and rerun the same "
+                "command, which runs that call again"
+            ) from None
 
     def set_calls(self, group: int, n: int) -> None:
-        atomic_write_bytes(self.root / f"g{group}.calls", str(n).encode())
+        if self.root.is_dir():  # gone: the merger removed the finished queue (not made again)
+            atomic_write_bytes(self.root / f"g{group}.calls", str(n).encode())
 
     def calls(self, group: int) -> int | None:
         try:
@@ -145,11 +163,18 @@ def _create(path: Path, payload: bytes) -> bool:
     """Create ``path`` holding ``payload`` if it does not exist (atomic: O_CREAT | O_EXCL)."""
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):  # not found: the merger removed the finished queue
         return False
     with os.fdopen(fd, "wb") as f:
         f.write(payload)
     return True
+
+
+def _mtime(path: Path, default: float) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return default
 
 
 def _alive(pid: int) -> bool:
