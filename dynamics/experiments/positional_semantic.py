@@ -7,18 +7,37 @@ what a plain grid does not log, the paper's overlaps, from the snapshots of Q an
     m = ‖Qᵀ 1_d‖ / d   (positional),      θ = ‖Qᵀ q*‖ / d   (semantic),
 
 |1ᵀQ|/d and |q*ᵀQ|/d at rank 1. They are added to the grid's curves as ``M_POSITIONAL`` and
-``THETA_SEMANTIC``, (H, *grid shape, trials, L_h) at the per-head view's steps. Which start ends
-lower in the objective is, in the paper, the global minimiser at that α.
+``THETA_SEMANTIC``, (H, *grid shape, trials, L_h) at the per-head view's steps, beside the
+paper's objective ``OBJECTIVE``,
+
+    Σ_i ‖y_i − f(X_i)‖² / (T·d) + λ/2 ‖Q‖²   (T = 2: the paper's /(2d)),
+
+n times the logged train loss (the mse of the T·d outputs, a mean over examples) plus the decay
+term of the snapshot of Q, in float64. Which start ends lower in the objective is, in the paper,
+the global minimiser at that α (``compare``: the better start per α and the α where the two
+starts' objectives cross). The two starts of a trial share its data and teacher: the start enters
+only Q(0) (``datamodels.positional_semantic``), so the draw of every grid point at the same α is
+the same, and the difference of the objectives is taken per trial.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 
 NAME = "positional-semantic"
 M_POSITIONAL, THETA_SEMANTIC = "m_positional", "theta_semantic"
+OBJECTIVE = "objective"
+STARTS = ("semantic", "positional")
+
+
+def key() -> str:
+    """The results' cache key of ``python -m figures positional-semantic``: the grid's hash."""
+    from dynamics.config.grid import grid_preset, resolve_grid
+
+    return resolve_grid(*grid_preset(NAME)).hash()
 
 
 def overlaps(Q: np.ndarray, teacher: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +65,9 @@ def add_overlaps(result) -> dict[str, np.ndarray]:
     if "param_Q" not in result.curves:
         raise ValueError("the grid logged no snapshots of Q (sweep.save_params with a tied key-query)")
     snapshots = result.curves["param_Q"]  # (H, *grid, trials, L_h, heads, d, r)
-    out = {name: np.full(snapshots.shape[:-3], np.nan) for name in (M_POSITIONAL, THETA_SEMANTIC)}
+    names = (M_POSITIONAL, THETA_SEMANTIC, OBJECTIVE)
+    out = {name: np.full(snapshots.shape[:-3], np.nan) for name in names}
+    at = np.searchsorted(np.asarray(result.steps), np.asarray(result.curves["head_steps"]))  # L_h of L
     cache: dict[int, np.ndarray] = {}
     for k, cfg in enumerate(result.grid.points):
         d = int(cfg.data.d)
@@ -55,8 +76,77 @@ def add_overlaps(result) -> dict[str, np.ndarray]:
         idx = (slice(None), *np.unravel_index(k, result.grid.shape))
         m, theta = overlaps(snapshots[idx][..., 0, :d, :], cache[d])
         out[M_POSITIONAL][idx], out[THETA_SEMANTIC][idx] = m, theta
+        loss = result.curves["train_loss"][idx][..., at]  # (H, trials, L_h): the mean over examples
+        out[OBJECTIVE][idx] = objective(
+            loss, snapshots[idx][..., 0, :d, :], cfg.data.n_train, cfg.optim.weight_decay
+        )
     result.curves.update(out)
     return out
+
+
+def produce(results_dir: Path, progress: bool) -> None:
+    """``python -m figures``' producer: the preset's grid with the overlaps and the objective,
+    written as a grid (their curves in its curves.npz)."""
+    from dynamics.sweeps.grid import write_grid
+
+    result = run(progress=progress)
+    result.extra.update(complete=True)
+    write_grid(result, results_dir)
+
+
+def objective(mean_loss: np.ndarray, Q: np.ndarray, n: int, weight_decay: float) -> np.ndarray:
+    """The summed objective n·``mean_loss`` + λ/2‖Q‖², float64: ``mean_loss`` (...) the mean over
+    the n examples of each one's mse of its T·d outputs, ``Q`` (..., d, r) the parameters it was
+    evaluated at (the only ones a tied sequence model has)."""
+    Q = np.asarray(Q, np.float64)
+    return n * np.asarray(mean_loss, np.float64) + weight_decay / 2 * np.sum(Q**2, axis=(-2, -1))
+
+
+def crossing(alphas, difference) -> float:
+    """The first α where ``difference`` (one number per α, increasing α) changes sign, by linear
+    interpolation between the two grid points around it (a zero at a grid point is that α); NaN
+    where it keeps one sign or is NaN there."""
+    a, g = np.asarray(alphas, np.float64), np.asarray(difference, np.float64)
+    for k in range(len(a)):
+        if g[k] == 0:
+            return float(a[k])
+        if k and g[k - 1] * g[k] < 0:  # NaN compares False: no crossing through a NaN
+            return float(a[k - 1] + (a[k] - a[k - 1]) * g[k - 1] / (g[k - 1] - g[k]))
+    return float("nan")
+
+
+def compare(result) -> dict:
+    """The two starts at each α = n/d from a grid over ``n_train`` × ``start`` with ``OBJECTIVE``
+    in its curves (``add_overlaps``), at the last snapshot, first H: ``alpha`` (A,); per start
+    ``objective``, ``test_loss``, ``m``, ``theta`` (A,) means over trials; ``difference`` (A,)
+    the mean over trials of the per-trial objective semantic − positional (paired: one draw per
+    trial at both starts); ``better`` (A,) the start whose mean objective is lower; ``crossing``
+    the α where ``difference`` changes sign (``crossing``), NaN if it does not."""
+    names = [name for name, _ in result.grid.axes]
+    if sorted(names) != ["n_train", "start"] or sorted(dict(result.grid.axes)["start"]) != sorted(STARTS):
+        raise ValueError(f"compare needs a grid over n_train × start {STARTS}, not {names}")
+    if OBJECTIVE not in result.curves:
+        raise ValueError("the grid's curves hold no objective: call add_overlaps(result) first")
+    n_axis, start_axis = names.index("n_train"), names.index("start")
+    order = [dict(result.grid.axes)["start"].index(s) for s in STARTS]
+
+    def final(curve):  # (A, 2 starts, trials) at the last step, first H
+        last = np.moveaxis(np.asarray(curve, np.float64)[0][..., -1], (n_axis, start_axis), (0, 1))
+        return last[:, order]
+
+    obj = final(result.curves[OBJECTIVE])
+    d = int(result.grid.points[0].data.d)
+    alpha = np.asarray(dict(result.grid.axes)["n_train"], np.float64) / d
+    diff = np.nanmean(obj[:, 0] - obj[:, 1], axis=-1)  # paired per trial
+    means = {key: np.nanmean(final(result.curves[name]), axis=-1) for key, name in _COMPARED.items()}
+    out = {"alpha": alpha, "difference": diff, "crossing": crossing(alpha, diff)}
+    out["better"] = np.where(diff < 0, STARTS[0], STARTS[1])
+    for k, start in enumerate(STARTS):
+        out[start] = {key: v[:, k] for key, v in means.items()}
+    return out
+
+
+_COMPARED = {"objective": OBJECTIVE, "test_loss": "test_loss", "m": M_POSITIONAL, "theta": THETA_SEMANTIC}
 
 
 def run(progress: bool = True, axes=None, **overrides):
