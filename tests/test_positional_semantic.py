@@ -9,9 +9,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from dynamics.api import load_results
 from dynamics.config.grid import grid_preset, resolve_grid
 from dynamics.experiments import positional_semantic as ps
+from dynamics.sweeps.grid import write_grid
 from dynamics.sweeps.trials import every_trial
+from figures.positional_semantic import positional_semantic_figure
+from figures.registry import FIGURES
 
 
 def test_the_overlaps_are_the_papers_at_rank_one():
@@ -98,7 +102,7 @@ def _tied_outputs(X, Q, d):
 
 
 @pytest.mark.slow  # four compiled grid points
-def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_data():
+def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_data(tmp_path):
     d, lam = 8, 0.05
     small = {"data": {"d": d, "n_test": 8}, "model": {"temperature": 1 / d}, "optim": {"steps": 6}}
     small["optim"]["weight_decay"] = lam
@@ -120,3 +124,17 @@ def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_d
     np.testing.assert_allclose(out["alpha"], [0.5, 1.5])
     final = r.curves[ps.OBJECTIVE][0, :, :, :, -1]  # (α, start, trials)
     np.testing.assert_allclose(out["difference"], np.mean(final[:, 0] - final[:, 1], axis=-1))
+    # saved as the figures' producer saves it, loaded and drawn: the same comparison from the files
+    write_grid(r, tmp_path / "ps")
+    loaded = ps.compare(load_results(tmp_path / "ps"))
+    np.testing.assert_array_equal(loaded["difference"], out["difference"])
+    assert list(loaded["better"]) == list(out["better"])
+    fig = positional_semantic_figure(load_results(tmp_path / "ps"))
+    err, _, diff_ax = fig.axes
+    np.testing.assert_allclose(diff_ax.lines[0].get_ydata(), out["difference"])
+    filled = [c for c in err.collections if len(c.get_offsets())]  # each start's better points filled
+    assert sum(len(c.get_offsets()) for c in filled) == 2 * len(out["alpha"])
+
+
+def test_the_figure_is_registered_with_the_presets_grid():
+    assert FIGURES[ps.NAME].key() == resolve_grid(*grid_preset(ps.NAME)).hash() == ps.key()

@@ -120,8 +120,9 @@ def compare(result) -> dict:
     in its curves (``add_overlaps``), at the last snapshot, first H: ``alpha`` (A,); per start
     ``objective``, ``test_loss``, ``m``, ``theta`` (A,) means over trials; ``difference`` (A,)
     the mean over trials of the per-trial objective semantic − positional (paired: one draw per
-    trial at both starts); ``better`` (A,) the start whose mean objective is lower; ``crossing``
-    the α where ``difference`` changes sign (``crossing``), NaN if it does not."""
+    trial at both starts), ``difference_std`` its std over trials; ``better`` (A,) the start whose
+    mean objective is lower (positional at a tie); ``crossing`` the α where ``difference``
+    changes sign (``crossing``), NaN if it does not."""
     names = [name for name, _ in result.grid.axes]
     if sorted(names) != ["n_train", "start"] or sorted(dict(result.grid.axes)["start"]) != sorted(STARTS):
         raise ValueError(f"compare needs a grid over n_train × start {STARTS}, not {names}")
@@ -137,9 +138,11 @@ def compare(result) -> dict:
     obj = final(result.curves[OBJECTIVE])
     d = int(result.grid.points[0].data.d)
     alpha = np.asarray(dict(result.grid.axes)["n_train"], np.float64) / d
-    diff = np.nanmean(obj[:, 0] - obj[:, 1], axis=-1)  # paired per trial
+    paired = obj[:, 0] - obj[:, 1]  # (A, trials): one draw per trial at both starts
+    diff = np.nanmean(paired, axis=-1)
     means = {key: np.nanmean(final(result.curves[name]), axis=-1) for key, name in _COMPARED.items()}
-    out = {"alpha": alpha, "difference": diff, "crossing": crossing(alpha, diff)}
+    out = {"alpha": alpha, "difference": diff, "difference_std": np.nanstd(paired, axis=-1)}
+    out["crossing"] = crossing(alpha, diff)
     out["better"] = np.where(diff < 0, STARTS[0], STARTS[1])
     for k, start in enumerate(STARTS):
         out[start] = {key: v[:, k] for key, v in means.items()}
