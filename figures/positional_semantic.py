@@ -1,5 +1,6 @@
 """The positional-semantic figure (Cui, Behrens, Krzakala, Zdeborová 2024) against α = n/d, both
-starts: the test error (the start with the lower final objective, the global minimiser, filled),
+starts: the test error (the start with the lower final objective, the global minimiser, filled;
+the linear mixing baseline ŷ = B Z where the folder holds it),
 the overlaps m and θ, and the paired difference of the objectives (semantic − positional, mean ±
 std over trials) with the α where it crosses zero. Drawn from a grid folder of the preset
 (``python -m figures positional-semantic``), whose curves hold the overlaps and the objective
@@ -51,6 +52,8 @@ def positional_semantic_figure(result):
         ax_ov.plot(
             alpha, c[start]["m"], "--", marker=marker, color=color, mfc="white", label=f"m, {start} start"
         )
+    if "baseline" in c:
+        ax_err.plot(alpha, c["baseline"], ":^", color="C1", label="linear baseline ŷ = B Z")
     ax_err.set_title("test error (filled: the lower objective)")
     ax_err.set_ylabel("test loss  Σ‖y − f(X)‖² / (2d n_test)")
     ax_ov.set_title("overlaps θ = |q*ᵀQ|/d, m = |1ᵀQ|/d")

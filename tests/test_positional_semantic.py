@@ -124,6 +124,10 @@ def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_d
     np.testing.assert_allclose(out["alpha"], [0.5, 1.5])
     final = r.curves[ps.OBJECTIVE][0, :, :, :, -1]  # (α, start, trials)
     np.testing.assert_allclose(out["difference"], np.mean(final[:, 0] - final[:, 1], axis=-1))
+    base = r.curves[ps.BASELINE]  # (H, α, start, trials): one baseline per trial, the same at both starts
+    assert base.shape == (1, 2, 2, 2) and np.all(np.isfinite(base))
+    np.testing.assert_array_equal(base[:, :, 0], base[:, :, 1])
+    np.testing.assert_allclose(out["baseline"], base[0, :, 0].mean(-1))
     # saved as the figures' producer saves it, loaded and drawn: the same comparison from the files
     write_grid(r, tmp_path / "ps")
     loaded = ps.compare(load_results(tmp_path / "ps"))
@@ -132,9 +136,36 @@ def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_d
     fig = positional_semantic_figure(load_results(tmp_path / "ps"))
     err, _, diff_ax = fig.axes
     np.testing.assert_allclose(diff_ax.lines[0].get_ydata(), out["difference"])
+    (line,) = [ln for ln in err.lines if ln.get_label().startswith("linear baseline")]
+    np.testing.assert_allclose(line.get_ydata(), out["baseline"])
     filled = [c for c in err.collections if len(c.get_offsets())]  # each start's better points filled
     assert sum(len(c.get_offsets()) for c in filled) == 2 * len(out["alpha"])
 
 
 def test_the_figure_is_registered_with_the_presets_grid():
     assert FIGURES[ps.NAME].key() == resolve_grid(*grid_preset(ps.NAME)).hash() == ps.key()
+
+
+def test_the_mixing_gradient_is_the_objectives_by_finite_differences():
+    rs = np.random.default_rng(1)
+    Z, y, B = rs.normal(size=(5, 2, 4)), rs.normal(size=(5, 2, 4)), rs.normal(size=(2, 2))
+    value, grad = ps.mixing_gradient(B, Z, y)
+    assert value == pytest.approx(sum(np.sum((y[i] - B @ Z[i]) ** 2) for i in range(5)) / 8, rel=1e-12)
+    for s, t in np.ndindex(2, 2):
+        e = np.zeros((2, 2))
+        e[s, t] = 1e-6
+        fd = (ps.mixing_gradient(B + e, Z, y)[0] - ps.mixing_gradient(B - e, Z, y)[0]) / 2e-6
+        assert grad[s, t] == pytest.approx(fd, rel=1e-6)
+
+
+def test_the_linear_baseline_recovers_a_pure_mixing_target():
+    rs = np.random.default_rng(2)
+    A = np.array([[0.6, 0.4], [0.4, 0.6]])
+    Z = 0.5 * rs.normal(size=(40, 2, 16))
+    y = np.einsum("st,ntd->nsd", A, Z)  # ω = 1: the target is A Z
+    B = ps.linear_baseline(Z, y, np.random.default_rng(0))
+    np.testing.assert_allclose(B, A, atol=5e-3)
+    B0 = np.random.default_rng(0).normal(size=(2, 2))  # B(0) ~ N(0, 1), far from A
+    assert np.abs(B0 - A).max() > 0.1
+    short = ps.linear_baseline(Z, y, np.random.default_rng(0), steps=1)
+    assert np.abs(short - A).max() > np.abs(B - A).max()  # the steps move it towards A

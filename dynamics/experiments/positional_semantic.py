@@ -30,6 +30,7 @@ import numpy as np
 NAME = "positional-semantic"
 M_POSITIONAL, THETA_SEMANTIC = "m_positional", "theta_semantic"
 OBJECTIVE = "objective"
+BASELINE = "baseline_test_loss"  # the linear mixing baseline's test loss, (H, *grid, trials)
 STARTS = ("semantic", "positional")
 
 
@@ -84,6 +85,57 @@ def add_overlaps(result) -> dict[str, np.ndarray]:
     return out
 
 
+def mixing_gradient(B: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """(objective, gradient in B) of Σ_i ‖y_i − B Z_i‖²/(T·d), the runs' summed mse, for B (T, T)
+    and ``Z``, ``y`` (n, T, d), float64."""
+    T, d = Z.shape[-2:]
+    resid = y - np.einsum("st,ntd->nsd", B, Z)  # (n, s, d)
+    return float(np.sum(resid**2)) / (T * d), -2.0 * np.einsum("nsd,ntd->st", resid, Z) / (T * d)
+
+
+def linear_baseline(Z, y, rng: np.random.Generator, lr=0.5, weight_decay=1e-4, steps=200) -> np.ndarray:
+    """The authors' linear baseline ŷ = B Z on the semantic parts Z (n, T, d) alone: B (T, T) from
+    B(0) ~ N(0, 1) (``rng``), ``steps`` full-batch Adam steps (torch's: β = (0.9, 0.999), ε = 1e-8,
+    the decay λB added to the gradient) on the summed objective of ``mixing_gradient``; float64."""
+    T = Z.shape[-2]
+    B = rng.normal(size=(T, T))
+    m, v = np.zeros_like(B), np.zeros_like(B)
+    for t in range(1, steps + 1):
+        g = mixing_gradient(B, Z, y)[1] + weight_decay * B
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g**2
+        B = B - lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return B
+
+
+def add_baseline(result) -> np.ndarray:
+    """``BASELINE`` (H, *grid shape, trials): each trial's linear baseline (``linear_baseline``,
+    B(0) from the sweep's seed and the trial) trained on its training set's semantic parts and
+    tested as the runs are, ‖y − B Z‖²/(T·d) averaged over the test set; the same at both starts
+    (they share the data), repeated over H."""
+    from dynamics.sweeps.trials import every_trial  # data drawn again: only for the baseline
+
+    H = result.curves["test_loss"].shape[0]
+    out = np.full((H, *result.grid.shape, result.grid.points[0].sweep.trials), np.nan)
+    done: dict[int, np.ndarray] = {}
+    for k, cfg in enumerate(result.grid.points):
+        n = int(cfg.data.n_train)
+        if n not in done:
+            losses = []
+            for t, data in enumerate(every_trial(cfg)):
+                P = np.asarray(data.world.latents["codes"], np.float64)  # (T, d)
+                Z, Z_test = (np.asarray(x, np.float64) - P for x in (data.X_train, data.X_test))
+                y, y_test = (
+                    np.asarray(a, np.float64).reshape(z.shape)
+                    for a, z in ((data.y_train, Z), (data.y_test, Z_test))
+                )
+                B = linear_baseline(Z, y, np.random.default_rng([cfg.sweep.seed, t]))
+                losses.append(mixing_gradient(B, Z_test, y_test)[0] / len(Z_test))
+            done[n] = np.array(losses)
+        out[(slice(None), *np.unravel_index(k, result.grid.shape))] = done[n]
+    result.curves[BASELINE] = out
+    return out
+
+
 def produce(results_dir: Path, progress: bool) -> None:
     """``python -m figures``' producer: the preset's grid with the overlaps and the objective,
     written as a grid (their curves in its curves.npz)."""
@@ -122,7 +174,8 @@ def compare(result) -> dict:
     the mean over trials of the per-trial objective semantic − positional (paired: one draw per
     trial at both starts), ``difference_std`` its std over trials; ``better`` (A,) the start whose
     mean objective is lower (positional at a tie); ``crossing`` the α where ``difference``
-    changes sign (``crossing``), NaN if it does not."""
+    changes sign (``crossing``), NaN if it does not; ``baseline`` (A,) the linear baseline's mean
+    test loss where the curves hold it."""
     names = [name for name, _ in result.grid.axes]
     if sorted(names) != ["n_train", "start"] or sorted(dict(result.grid.axes)["start"]) != sorted(STARTS):
         raise ValueError(f"compare needs a grid over n_train × start {STARTS}, not {names}")
@@ -143,6 +196,11 @@ def compare(result) -> dict:
     means = {key: np.nanmean(final(result.curves[name]), axis=-1) for key, name in _COMPARED.items()}
     out = {"alpha": alpha, "difference": diff, "difference_std": np.nanstd(paired, axis=-1)}
     out["crossing"] = crossing(alpha, diff)
+    if BASELINE in result.curves:  # (H, *grid, trials): no step axis
+        baseline = np.moveaxis(
+            np.asarray(result.curves[BASELINE], np.float64)[0], (n_axis, start_axis), (0, 1)
+        )
+        out["baseline"] = np.nanmean(baseline[:, 0], axis=-1)
     out["better"] = np.where(diff < 0, STARTS[0], STARTS[1])
     for k, start in enumerate(STARTS):
         out[start] = {key: v[:, k] for key, v in means.items()}
@@ -165,4 +223,5 @@ def run(progress: bool = True, axes=None, **overrides):
         cfg = apply_overrides(cfg, overrides, f"{NAME} overrides")
     result = run_grid_experiment(resolve_grid(cfg, preset_axes if axes is None else axes), progress=progress)
     add_overlaps(result)
+    add_baseline(result)
     return result
