@@ -53,7 +53,7 @@ def positional_semantic_figure(result):
             alpha, c[start]["m"], "--", marker=marker, color=color, mfc="white", label=f"m, {start} start"
         )
     if "baseline" in c:
-        ax_err.plot(alpha, c["baseline"], ":^", color="C1", label="linear baseline ŷ = B Z")
+        ax_err.plot(alpha, c["baseline"], ":^", color="0.35", label="linear baseline ŷ = B Z")
     ax_err.set_title("test error (filled: the lower objective)")
     ax_err.set_ylabel("test loss  Σ‖y − f(X)‖² / (2d n_test)")
     ax_ov.set_title("overlaps θ = |q*ᵀQ|/d, m = |1ᵀQ|/d")
