@@ -61,8 +61,9 @@ def teachers(cfg) -> np.ndarray:
 
 
 def add_overlaps(result) -> dict[str, np.ndarray]:
-    """{M_POSITIONAL, THETA_SEMANTIC}: (H, *grid shape, trials, L_h) from a grid result with the
-    snapshots of a tied Q (``sweep.save_params``), the first head's."""
+    """{M_POSITIONAL, THETA_SEMANTIC, OBJECTIVE}: (H, *grid shape, trials, L_h) from a grid result
+    with the snapshots of a tied Q (``sweep.save_params``), the first head's; the objective from
+    the train loss logged at the same steps (``objective``)."""
     if "param_Q" not in result.curves:
         raise ValueError("the grid logged no snapshots of Q (sweep.save_params with a tied key-query)")
     snapshots = result.curves["param_Q"]  # (H, *grid, trials, L_h, heads, d, r)
