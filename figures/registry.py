@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck, icl, sparse_token
+from dynamics.experiments import bottleneck, icl, positional_semantic, sparse_token
 from dynamics.sweeps.results import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -189,6 +189,13 @@ FIGURES["single-location-grid"] = dataclasses.replace(
 FIGURES["icl-heads"] = sweep_entry("icl-heads", plot=lazy_plot("figures.icl_heads", "plot_icl_heads"))
 plot_emergence = lazy_plot("figures.emergence", "plot_emergence")
 FIGURES["emergence"] = sweep_entry("emergence", plot=plot_emergence)
+FIGURES[positional_semantic.NAME] = Entry(
+    "grid: positional vs semantic attention (Cui et al. 2024), d = 100: both starts' test error, "
+    "m, θ and objectives against α, the crossing marked",
+    positional_semantic.key,
+    positional_semantic.produce,
+    lazy_plot("figures.positional_semantic", "plot_positional_semantic"),
+)
 for _name in ("emergence-T", "emergence-d", "emergence-B", "emergence-B-tied", "emergence-p"):
     for _grid in (_name, f"{_name}-adam"):
         FIGURES[_grid] = dataclasses.replace(grid_entry(_grid), plot=plot_emergence)
