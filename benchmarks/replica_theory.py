@@ -50,10 +50,11 @@ def agrees(ours: float, ref: float) -> bool:
     return abs(ours - ref) <= max(RTOL * abs(ref), ATOL)
 
 
-def compare(root: Path, omega: float = 0.3, alphas=None, **solver) -> list[dict]:
-    """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi."""
+def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=None, **solver):
+    """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi; ``show``
+    is called with each row as it is solved."""
     out = []
-    for branch in ("semantic", "positional"):
+    for branch in branches or ("semantic", "positional"):
         for row in theirs(root, omega, branch):
             if alphas is not None and not any(abs(row["alpha"] - a) < 1e-9 for a in alphas):
                 continue
@@ -64,6 +65,8 @@ def compare(root: Path, omega: float = 0.3, alphas=None, **solver) -> list[dict]
                 line[col], line[col + "_theirs"] = mine, abs(row[col]) if col in ("m", "theta") else row[col]
                 line[col + "_ok"] = agrees(line[col], line[col + "_theirs"])
             out.append(line)
+            if show is not None:
+                show(line)
     return out
 
 
@@ -76,6 +79,17 @@ def their_crossing(root: Path, omega: float) -> float:
     return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
 
 
+def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float:
+    """Our α_c: where Phi_semantic − Phi_positional changes sign between two solved α, linearly
+    interpolated, or with ``--brent`` solved there by Brent's method."""
+    a = np.array([r["alpha"] for r in sem])
+    gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
+    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
+    if args.brent:
+        return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-3, **solver)
+    return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", nargs="?", help=f"the authors' repository (default ${ENV})")
@@ -83,26 +97,32 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=16, help="Gauss-Hermite nodes per axis of xi")
     parser.add_argument("--inner", type=int, default=8, help="Gauss-Hermite nodes per axis of w")
     parser.add_argument("--csv", default=None, help="write the comparison here")
+    parser.add_argument("--alphas", default=None, help="a comma-separated subset of their alphas")
+    parser.add_argument("--branch", choices=("semantic", "positional"), default=None)
+    parser.add_argument("--brent", action="store_true", help="alpha_c by Brent's method, not interpolated")
     args = parser.parse_args()
     root = checkout(args.checkout)
     if root is None:
         raise SystemExit(f"no checkout with theory/: pass its path or set ${ENV}")
     t0 = time.perf_counter()
-    rows = compare(root, args.omega, nodes=args.nodes, inner=args.inner)
-    for r in rows:
+
+    def show(r):
         cells = "  ".join(
             f"{c} {r[c]:.6g}/{r[c + '_theirs']:.6g}{'' if r[c + '_ok'] else ' *'}" for c in COLUMNS
         )
         print(f"{r['branch']:10s} alpha {r['alpha']:.4f}  {cells}", flush=True)
+
+    alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
+    branches = None if args.branch is None else (args.branch,)
+    solver = {"nodes": args.nodes, "inner": args.inner}
+    rows = compare(root, args.omega, alphas, branches, show=show, **solver)
     bad = sum(not r[c + "_ok"] for r in rows for c in COLUMNS)
     print(f"{bad} of {len(rows) * len(COLUMNS)} numbers outside 1 % / 2e-4 (marked *)")
     sem = [r for r in rows if r["branch"] == "semantic"]
     pos = [r for r in rows if r["branch"] == "positional"]
-    gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
-    lo, hi = sem[i]["alpha"], sem[i + 1]["alpha"]
-    ours = ps.crossing(args.omega, lo, hi, xtol=1e-3, nodes=args.nodes, inner=args.inner)
-    print(f"alpha_c: mhsim {ours:.4f}, theirs {their_crossing(root, args.omega):.4f} (in [{lo}, {hi}])")
+    if sem and len(sem) == len(pos):
+        print(f"alpha_c: mhsim {our_crossing(sem, pos, args, solver):.4f}, theirs ", end="")
+        print(f"{their_crossing(root, args.omega):.4f}")
     print(f"{time.perf_counter() - t0:.0f} s")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
