@@ -49,11 +49,12 @@ def test_overlaps_make_the_free_energy_stationary_in_the_hats():
 
 def test_symmetric_points_keep_their_zero_overlaps():
     """θ = 0 gives θ̂ = 0 (the loss is even in h*) and m = 0 gives m̂ = 0 (A is symmetric under
-    swapping the tokens): the two branches' zero overlaps are exact."""
+    swapping the tokens): the two branches' zero overlaps are exact, up to rounding (where two
+    starts reach minima equal to rounding, either is kept: 1e-9 of the other hat at most)."""
     hats = ps.channel(PB, OV._replace(theta=0.0), RULE)[0]
-    assert abs(hats.thetahat) < 1e-15 and abs(hats.mhat) > 1e-4
+    assert abs(hats.thetahat) < 1e-9 * abs(hats.mhat) and abs(hats.mhat) > 1e-4
     hats = ps.channel(PB, OV._replace(m=0.0), RULE)[0]
-    assert abs(hats.mhat) < 1e-15 and abs(hats.thetahat) > 1e-4
+    assert abs(hats.mhat) < 1e-9 * abs(hats.thetahat) and abs(hats.thetahat) > 1e-4
 
 
 def test_proximal_fields_minimise_the_envelope():
