@@ -33,11 +33,13 @@ rotation of (ξ, w) that moves the θ-dependence from h* into ω):
     V = σ²/D,  m = m̂/D,  θ = σ² ρ θ̂ / D,  q = σ² (σ² q̂ + m̂² + σ² ρ θ̂²) / D²,
     m̂ = α E[g₁ − g₂],  q̂ = α E[|g|²],  θ̂ = α E[g·w] / V*,  V̂ = −α E[g·ξ] / √q + θ θ̂ / q.
 
-**Solver.** E over (ξ, w) is a product Gauss–Hermite rule (``nodes`` points per axis, four axes);
-the envelope's 2-d minimisation is a batched Newton iteration with a shifted Hessian and
-backtracking, started from ω, ±h*, 0 and ω with its tokens swapped, keeping the lowest minimum. The fixed point is found by damped iteration (new = (1 − damping)
-·update + damping·old) until the largest change of the undamped update, |Δq|, |Δm|, |Δθ| and
-|ΔV|/V, is below ``tol``. The test error is E ℓ(ω; h*) on the same rule.
+**Solver.** E over (ξ, w) is a product Gauss–Hermite rule (``nodes`` points per axis of ξ,
+``inner`` per axis of w); the envelope's 2-d minimisation is a batched Newton iteration on the
+Hessian with its eigenvalues made positive, with backtracking, started from ω, ±h*, 0 and ω with
+its tokens swapped, keeping the lowest minimum. The fixed point is found by damped iteration
+(new = (1 − damping)·update + damping·old; first on an 8 × 6 rule, then on the asked one) until
+the largest change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``. The
+test error is E ℓ(ω; h*) on the same rule.
 
 **Assumptions.** d → ∞ at fixed α, replica symmetry, the minimiser reached is the one the
 start's branch leads to (the loss is not convex in Q: the positional and the semantic fixed points
