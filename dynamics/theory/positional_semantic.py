@@ -41,9 +41,11 @@ its tokens swapped, keeping the lowest minimum. The fixed point is found by damp
 the largest change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``. The
 test error is E ℓ(ω; h*) on the same rule.
 
-**Assumptions.** d → ∞ at fixed α, replica symmetry, the minimiser reached is the one the
-start's branch leads to (the loss is not convex in Q: the positional and the semantic fixed points
-coexist), and the lowest of the envelope's minima found from the five starts is its minimum.
+**Assumptions.** d → ∞ at fixed α, replica symmetry; each branch is the fixed point in its
+symmetric subspace, m = 0 held exactly on the semantic branch and θ = 0 on the positional one (the
+loss is not convex in Q: both fixed points coexist, and at small α the semantic one is unstable in
+m, so an iteration free in m would leave it for the positional one); and the lowest of the
+envelope's minima found from the five starts is its minimum.
 
 **Correspondence with the simulation's conventions** (``m``, ``theta``, ``test_error`` and
 ``objective`` of ``ReplicaPoint``): m as is; θ_code = Q*ᵀQ/d = θ/σ²; test error = E ℓ =
@@ -334,15 +336,24 @@ def solve(
     return ReplicaPoint(pb.alpha, branch, ov.m, ov.theta / s2, err, -phi, iterations, raw)
 
 
+def _pinned(ov: Overlaps, branch: str) -> Overlaps:
+    """A branch's overlap that symmetry sets to zero, held at exactly zero: m on the semantic
+    branch, θ on the positional one. Several starts of the envelope can tie to rounding and break
+    the symmetry by 1e-14; at small α the semantic point is unstable in m and would grow it."""
+    return ov._replace(m=0.0) if branch == "semantic" else ov._replace(theta=0.0)
+
+
 def _fixed_point(pb: Problem, branch: str, r: Rule, ov: Overlaps, tol, damping, max_iter):
     """Damped iteration from ``ov``: (overlaps, hats, E M, iterations) at convergence."""
+    ov = _pinned(ov, branch)
     for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is reported)
         hats, mean_env = channel(pb, ov, r)
-        new = overlaps_from(pb, hats)
+        new = _pinned(overlaps_from(pb, hats), branch)
         change = max(abs(new.q - ov.q), abs(new.m - ov.m), abs(new.theta - ov.theta))
         if max(change, abs(new.V - ov.V) / ov.V) < tol:
             return ov, hats, mean_env, iterations
         ov = Overlaps(*(damping * o + (1 - damping) * n for o, n in zip(ov, new, strict=True)))
+        ov = _pinned(ov, branch)
     raise ConfigError(f"the {branch} fixed point at alpha={pb.alpha} did not converge")
 
 
