@@ -1,0 +1,135 @@
+"""mhsim's replica solver (``dynamics.theory.positional_semantic``) beside the authors' theory CSVs.
+
+Cui, Behrens, Krzakala, Zdeborová (NeurIPS 2024, arXiv 2402.03902); their repository
+github.com/SPOC-group/positional-and-semantic-attention keeps the solved saddle point per α in
+``theory/repl_softmax_Mixed_sig0.5_lamb0.01_omega<ω>.csv`` (the semantic minimum) and
+``..._para.csv`` (the positional one), in the theory's units: θ = σ²·Q*ᵀQ/d, mse = 2·test error,
+Phi = −objective/d. Their data are not part of mhsim: point this script at a checkout of theirs
+(an argument, or the environment variable ``MHSIM_PSA_CHECKOUT``). At every α of theirs it solves
+both branches and prints m, θ, mse and Phi beside theirs, each within 1 % or 2·10⁻⁴ absolute or
+not, then the crossing α_c of the two objectives (ours by Brent's method between the grid points
+where our gap changes sign; theirs by linear interpolation of their Phi):
+
+    PYTHONPATH=. python benchmarks/replica_theory.py /path/to/checkout --omega 0.3 [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dynamics.theory import positional_semantic as ps
+
+ENV = "MHSIM_PSA_CHECKOUT"
+COLUMNS = ("m", "theta", "mse", "Phi")  # compared, in the theory's units
+RTOL, ATOL = 0.01, 2e-4
+FILES = {"semantic": "", "positional": "_para"}  # the CSV suffix of each branch
+
+
+def checkout(path: str | None = None) -> Path | None:
+    """The authors' checkout (the argument, else $MHSIM_PSA_CHECKOUT), None when absent."""
+    path = path or os.environ.get(ENV)
+    return Path(path) if path and (Path(path) / "theory").is_dir() else None
+
+
+def theirs(root: Path, omega: float, branch: str) -> list[dict]:
+    """Their rows of a branch at ω, α increasing, each {alpha, q, m, V, theta, mse, Phi}."""
+    name = f"repl_softmax_Mixed_sig0.5_lamb0.01_omega{omega:g}{FILES[branch]}.csv"
+    with open(root / "theory" / name, newline="") as f:
+        rows = [{k: float(v) for k, v in row.items() if k} for row in csv.DictReader(f)]
+    return sorted(rows, key=lambda row: row["alpha"])
+
+
+def agrees(ours: float, ref: float) -> bool:
+    """Within 1 % or 2·10⁻⁴ absolute."""
+    return abs(ours - ref) <= max(RTOL * abs(ref), ATOL)
+
+
+def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=None, **solver):
+    """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi; ``show``
+    is called with each row as it is solved."""
+    out = []
+    for branch in branches or ("semantic", "positional"):
+        for row in theirs(root, omega, branch):
+            if alphas is not None and not any(abs(row["alpha"] - a) < 1e-9 for a in alphas):
+                continue
+            point = ps.solve(ps.problem(row["alpha"], omega), branch, **solver)
+            line = {"branch": branch, "alpha": row["alpha"], "iterations": point.iterations}
+            for col in COLUMNS:
+                mine = abs(point.raw[col]) if col in ("m", "theta") else point.raw[col]
+                line[col], line[col + "_theirs"] = mine, abs(row[col]) if col in ("m", "theta") else row[col]
+                line[col + "_ok"] = agrees(line[col], line[col + "_theirs"])
+            out.append(line)
+            if show is not None:
+                show(line)
+    return out
+
+
+def their_crossing(root: Path, omega: float) -> float:
+    """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid."""
+    sem, pos = theirs(root, omega, "semantic"), theirs(root, omega, "positional")
+    a = np.array([r["alpha"] for r in sem])
+    gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
+    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
+    return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+
+
+def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float:
+    """Our α_c: where Phi_semantic − Phi_positional changes sign between two solved α, linearly
+    interpolated, or with ``--brent`` solved there by Brent's method."""
+    a = np.array([r["alpha"] for r in sem])
+    gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
+    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
+    if args.brent:
+        return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-3, **solver)
+    return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", nargs="?", help=f"the authors' repository (default ${ENV})")
+    parser.add_argument("--omega", type=float, default=0.3)
+    parser.add_argument("--nodes", type=int, default=16, help="Gauss-Hermite nodes per axis of xi")
+    parser.add_argument("--inner", type=int, default=8, help="Gauss-Hermite nodes per axis of w")
+    parser.add_argument("--csv", default=None, help="write the comparison here")
+    parser.add_argument("--alphas", default=None, help="a comma-separated subset of their alphas")
+    parser.add_argument("--branch", choices=("semantic", "positional"), default=None)
+    parser.add_argument("--brent", action="store_true", help="alpha_c by Brent's method, not interpolated")
+    args = parser.parse_args()
+    root = checkout(args.checkout)
+    if root is None:
+        raise SystemExit(f"no checkout with theory/: pass its path or set ${ENV}")
+    t0 = time.perf_counter()
+
+    def show(r):
+        cells = "  ".join(
+            f"{c} {r[c]:.6g}/{r[c + '_theirs']:.6g}{'' if r[c + '_ok'] else ' *'}" for c in COLUMNS
+        )
+        print(f"{r['branch']:10s} alpha {r['alpha']:.4f}  {cells}", flush=True)
+
+    alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
+    branches = None if args.branch is None else (args.branch,)
+    solver = {"nodes": args.nodes, "inner": args.inner}
+    rows = compare(root, args.omega, alphas, branches, show=show, **solver)
+    bad = sum(not r[c + "_ok"] for r in rows for c in COLUMNS)
+    print(f"{bad} of {len(rows) * len(COLUMNS)} numbers outside 1 % / 2e-4 (marked *)")
+    sem = [r for r in rows if r["branch"] == "semantic"]
+    pos = [r for r in rows if r["branch"] == "positional"]
+    if sem and len(sem) == len(pos):
+        print(f"alpha_c: mhsim {our_crossing(sem, pos, args, solver):.4f}, theirs ", end="")
+        print(f"{their_crossing(root, args.omega):.4f}")
+    print(f"{time.perf_counter() - t0:.0f} s")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

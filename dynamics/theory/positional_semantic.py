@@ -1,0 +1,381 @@
+"""The replica prediction for tied low-rank dot-product attention: positional versus semantic minima.
+
+Cui, Behrens, Krzakala, Zdeborová, *A phase transition between positional and semantic learning in
+a solvable model of dot-product attention* (NeurIPS 2024, arXiv 2402.03902). This module is the
+project's own derivation and solver of the saddle point (numpy, scipy's root finder for α_c).
+
+**Model.** L = 2 tokens x_ℓ = s_ℓ p + z_ℓ with s = (+1, −1), p = 1_d/√d and z_ℓ ~ N(0, σ² I_d);
+student f(X) = softmax_row(h hᵀ) X with the fields h_ℓ = x_ℓ·Q/√d (Q ∈ R^d, rank r = 1);
+teacher y = T(h*) Z with h*_ℓ = z_ℓ·Q*/√d, Q* ~ N(0, I_d) and T(h*) = (1 − ω) softmax_row(h* h*ᵀ)
++ ω A. The objective is Σ_samples ‖y − f(X)‖²_F / (2d) + λ/2 ‖Q‖² over n = αd samples, d → ∞.
+
+**Loss of one sample in its fields.** Since ‖p‖ = 1 the positional part of f(X) costs O(1/d), and
+‖M Z‖²_F / d → σ² ‖M‖²_F for any 2×2 matrix M that depends on Z only through a few projections,
+so one sample costs ℓ(h; h*) = (σ²/2) ‖T(h*) − S(h)‖²_F, S(h) = softmax_row(h hᵀ). With
+a = logistic(h₁(h₁ − h₂)) and b = logistic(h₂(h₂ − h₁)), S = [[a, 1 − a], [1 − b, b]].
+
+**Order parameters (theory units).** m = 1ᵀQ/d (positional overlap), q = σ²‖Q‖²/d (variance of
+the semantic field z·Q/√d), θ = σ² Q*ᵀQ/d (its covariance with the teacher's field), ρ = σ²
+(the teacher's field variance) and the susceptibility V; their conjugates q̂, m̂, V̂, θ̂. In a
+sample, the student's field is ω_ℓ = s_ℓ m + √q ξ_ℓ and the teacher's h*_ℓ = (θ/√q) ξ_ℓ + V* w_ℓ,
+V* = √(ρ − θ²/q), with ξ, w ∈ R² independent standard normals.
+
+**Free energy** (−objective/d at the minimiser):
+
+    Φ = ½(V̂ q − q̂ V) − m m̂ − θ θ̂ + (σ² q̂ + m̂² + σ² ρ θ̂²) / (2D) − α E M,   D = λ + σ² V̂,
+
+with the Moreau envelope M = min_x Σ_ℓ (x_ℓ − ω_ℓ)² / (2V) + ℓ(x; h*) and its minimiser x (the
+proximal fields), g = (x − ω)/V. The ridge term is solved per coordinate of Q in closed form.
+
+**Saddle-point equations** (stationarity of Φ; the q̂ and θ̂ lines use the envelope theorem and a
+rotation of (ξ, w) that moves the θ-dependence from h* into ω):
+
+    V = σ²/D,  m = m̂/D,  θ = σ² ρ θ̂ / D,  q = σ² (σ² q̂ + m̂² + σ² ρ θ̂²) / D²,
+    m̂ = α E[g₁ − g₂],  q̂ = α E[|g|²],  θ̂ = α E[g·w] / V*,  V̂ = −α E[g·ξ] / √q + θ θ̂ / q.
+
+**Solver.** E over (ξ, w) is a product Gauss–Hermite rule (``nodes`` points per axis of ξ,
+``inner`` per axis of w); the envelope's 2-d minimisation is a batched Newton iteration on the
+Hessian with its eigenvalues made positive, with backtracking, started from ω, ±h*, 0 and ω with
+its tokens swapped, keeping the lowest minimum. The fixed point is found by damped iteration
+(new = (1 − damping)·update + damping·old; first on an 8 × 6 rule, then on the asked one) until
+the largest change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``. The
+test error is E ℓ(ω; h*) on the same rule.
+
+**Assumptions.** d → ∞ at fixed α, replica symmetry; each branch is the fixed point in its
+symmetric subspace, m = 0 held exactly on the semantic branch and θ = 0 on the positional one (the
+loss is not convex in Q: both fixed points coexist, and at small α the semantic one is unstable in
+m, so an iteration free in m would leave it for the positional one); and the lowest of the
+envelope's minima found from the five starts is its minimum.
+
+**Correspondence with the simulation's conventions** (``m``, ``theta``, ``test_error`` and
+``objective`` of ``ReplicaPoint``): m as is; θ_code = Q*ᵀQ/d = θ/σ²; test error = E ℓ =
+E‖y − f(X)‖²_F/(2d) (half the theory's E‖T − S‖²σ²); objective = Σ‖y − f‖²/(2d)/d + λ‖Q‖²/(2d)
+= −Φ. ``ReplicaPoint.raw`` keeps the theory units (q, m, V, θ, mse = 2·test error, Φ).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import expit
+
+from dynamics.errors import ConfigError
+
+BRANCHES = ("positional", "semantic")
+STANDARD_A = ((0.6, 0.4), (0.4, 0.6))  # the paper's mixing matrix of the teacher's linear part
+_SIGNS = np.array([1.0, -1.0])  # s_ℓ: the two tokens' positional codes are +p and −p
+
+
+class Overlaps(NamedTuple):
+    """The order parameters in theory units (module docstring): q = σ²‖Q‖²/d, m = 1ᵀQ/d, the
+    susceptibility V, θ = σ² Q*ᵀQ/d."""
+
+    q: float
+    m: float
+    V: float
+    theta: float
+
+
+class Hats(NamedTuple):
+    """The conjugate order parameters q̂, m̂, V̂, θ̂."""
+
+    qhat: float
+    mhat: float
+    Vhat: float
+    thetahat: float
+
+
+class ReplicaPoint(NamedTuple):
+    """One fixed point, in the simulation's conventions (module docstring), with ``raw`` the
+    theory's units: {q, m, V, theta, mse, Phi}."""
+
+    alpha: float
+    branch: str
+    m: float  # 1ᵀQ/d
+    theta: float  # Q*ᵀQ/d
+    test_error: float  # E ‖y − f(X)‖²_F / (2d) on a fresh sample
+    objective: float  # (Σ_samples ‖y − f(X)‖²_F / (2d) + λ/2 ‖Q‖²) / d at the minimiser
+    iterations: int
+    raw: dict
+
+
+class Problem(NamedTuple):
+    """The data and the objective: sample ratio α = n/d, teacher mixture ω, token scale σ, ridge λ,
+    teacher matrix A (2×2)."""
+
+    alpha: float
+    omega: float
+    sigma: float
+    lam: float
+    A: np.ndarray  # (2, 2)
+
+
+def problem(
+    alpha: float,
+    omega: float,
+    sigma: float = 0.5,
+    lam: float = 0.01,
+    A=STANDARD_A,
+) -> Problem:
+    """A checked ``Problem``: a bad value is a one-line ``ConfigError``."""
+    for name, value, low in (("alpha", alpha, 0.0), ("sigma", sigma, 0.0), ("lam", lam, 0.0)):
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value > low):
+            raise ConfigError(f"{name}={value!r}; allowed: a finite number > 0")
+    if not (isinstance(omega, (int, float)) and 0.0 <= omega <= 1.0):
+        raise ConfigError(f"omega={omega!r}; allowed: a number in [0, 1]")
+    mat = np.asarray(A, dtype=float)
+    if mat.shape != (2, 2) or not np.all(np.isfinite(mat)):
+        raise ConfigError(f"A={A!r}; allowed: a finite 2x2 matrix")
+    return Problem(float(alpha), float(omega), float(sigma), float(lam), mat)
+
+
+class Rule(NamedTuple):
+    """A product Gauss–Hermite rule for E over ξ ∈ R² (outer) and w ∈ R² (inner)."""
+
+    xi: np.ndarray  # (P, 1, 2) nodes of ξ
+    w: np.ndarray  # (1, R, 2) nodes of w
+    weight: np.ndarray  # (P, R) weights of the pairs, summing to 1
+
+
+def rule(nodes: int, inner: int | None = None) -> Rule:
+    """The product rule with ``nodes`` probabilists' Gauss–Hermite points per axis of ξ and
+    ``inner`` (default ``nodes``) per axis of w: P = nodes² × inner² pairs."""
+    inner = nodes if inner is None else inner
+    for name, count in (("nodes", nodes), ("inner", inner)):
+        if not (isinstance(count, int) and 2 <= count <= 128):
+            raise ConfigError(f"{name}={count!r}; allowed: an integer in [2, 128]")
+
+    def plane(count):  # the count² nodes (·, 2) of a standard normal in R² and their weights
+        x, wt = np.polynomial.hermite_e.hermegauss(count)
+        wt = wt / wt.sum()
+        return np.stack(np.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2), np.outer(wt, wt).ravel()
+
+    (xi, wxi), (w, ww) = plane(nodes), plane(inner)
+    return Rule(xi[:, None, :], w[None, :, :], np.outer(wxi, ww))
+
+
+def _expect(r: Rule, values: np.ndarray) -> float:
+    """E of values (P, R) under the rule."""
+    return float(np.sum(r.weight * values))
+
+
+def teacher_matrix(pb: Problem, hstar: np.ndarray) -> np.ndarray:
+    """T(h*) = (1 − ω) softmax_row(h* h*ᵀ) + ω A for fields (..., 2): shape (..., 2, 2)."""
+    h1, h2 = hstar[..., 0], hstar[..., 1]
+    a, b = expit(h1 * (h1 - h2)), expit(h2 * (h2 - h1))
+    soft = np.stack([np.stack([a, 1 - a], -1), np.stack([1 - b, b], -1)], -2)
+    return (1 - pb.omega) * soft + pb.omega * pb.A
+
+
+def sample_loss(pb: Problem, h: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """ℓ(h; h*) = (σ²/2) ‖T − S(h)‖²_F for fields h (..., 2) and teacher matrices T (..., 2, 2)."""
+    return _loss_parts(pb, h, T)[0]
+
+
+def _loss_parts(pb: Problem, h: np.ndarray, T: np.ndarray):
+    """ℓ, its gradient (..., 2) and Hessian (..., 2, 2) in the fields h."""
+    s2 = pb.sigma**2
+    h1, h2 = h[..., 0], h[..., 1]
+    u, v = h1 * (h1 - h2), h2 * (h2 - h1)
+    a, b = expit(u), expit(v)
+    T11, T12, T21, T22 = T[..., 0, 0], T[..., 0, 1], T[..., 1, 0], T[..., 1, 1]
+    loss = 0.5 * s2 * ((a - T11) ** 2 + (1 - a - T12) ** 2 + (1 - b - T21) ** 2 + (b - T22) ** 2)
+    la = s2 * (2 * a - 1 - T11 + T12)  # ∂ℓ/∂a; ∂²ℓ/∂a² = 2σ²
+    lb = s2 * (2 * b - 1 - T22 + T21)
+    da, db = a * (1 - a), b * (1 - b)  # logistic'
+    dda, ddb = da * (1 - 2 * a), db * (1 - 2 * b)
+    gu = np.stack([2 * h1 - h2, -h1], -1)  # ∇u
+    gv = np.stack([-h2, 2 * h2 - h1], -1)  # ∇v
+    grad = (la * da)[..., None] * gu + (lb * db)[..., None] * gv
+    hu = np.array([[2.0, -1.0], [-1.0, 0.0]])  # ∇²u
+    hv = np.array([[0.0, -1.0], [-1.0, 2.0]])  # ∇²v
+    cu = 2 * s2 * da**2 + la * dda
+    cv = 2 * s2 * db**2 + lb * ddb
+    hess = cu[..., None, None] * gu[..., :, None] * gu[..., None, :] + (la * da)[..., None, None] * hu
+    hess = hess + cv[..., None, None] * gv[..., :, None] * gv[..., None, :]
+    hess = hess + (lb * db)[..., None, None] * hv
+    return loss, grad, hess
+
+
+def proximal(pb: Problem, omega: np.ndarray, T: np.ndarray, V: float, start=None, tol=1e-9):
+    """The envelope's minimiser x = argmin Σ(x − ω)²/(2V) + ℓ(x; h*) for fields ω (..., 2), by
+    batched Newton from ``start`` (default ω) on the Hessian with its eigenvalues made positive
+    (|λ|, at least 10⁻⁸) and backtracking, until every |gradient| < ``tol`` or its Newton step
+    is at rounding level; returns (x, M)."""
+    shape = T.shape[:-2]
+    om = np.broadcast_to(omega, shape + (2,)).reshape(-1, 2)  # (N, 2)
+    Tf = T.reshape(-1, 2, 2)
+    x = np.array(np.broadcast_to(omega if start is None else start, shape + (2,))).reshape(-1, 2)
+
+    def parts(z, idx):
+        loss, grad, hess = _loss_parts(pb, z, Tf[idx])
+        f = loss + np.sum((z - om[idx]) ** 2, -1) / (2 * V)
+        return f, grad + (z - om[idx]) / V, hess + np.eye(2) / V
+
+    idx = np.arange(len(x))
+    f, g, H = parts(x, idx)
+    for _ in range(200):
+        lam, vec = np.linalg.eigh(H)  # (N, 2), (N, 2, 2)
+        lam = np.maximum(np.abs(lam), 1e-8)
+        step = -np.einsum("nij,nj,nkj,nk->ni", vec, 1 / lam, vec, g)
+        # done: a small gradient, or a Newton step at f's rounding (|gradient| ~ 1e-9 at most)
+        live = (np.max(np.abs(g), -1) >= tol) & (np.max(np.abs(step), -1) > 1e-12 * (1 + V))
+        if not np.any(live):
+            break
+        idx, xa, fa, ga, step = idx[live], x[idx[live]], f[live], g[live], step[live]
+        slope = np.sum(ga * step, -1)
+        slack = 1e-14 * (1 + np.abs(fa))  # f's rounding: a step below it counts as a descent
+        t = np.ones(len(idx))
+        for _ in range(30):  # backtracking (Armijo), each point its own step length
+            bad = parts(xa + t[:, None] * step, idx)[0] > fa + 1e-4 * t * slope + slack
+            if not np.any(bad):
+                break
+            t = np.where(bad, 0.5 * t, t)
+        x[idx] = xa + t[:, None] * step
+        f, g, H = parts(x[idx], idx)
+    else:
+        raise ConfigError(f"the proximal fields did not converge (|gradient| {np.max(np.abs(g)):.2e})")
+    xf = x.reshape(shape + (2,))
+    loss = _loss_parts(pb, xf, T)[0]
+    return xf, loss + np.sum((xf - omega) ** 2, -1) / (2 * V)
+
+
+def _fields(pb: Problem, ov: Overlaps, r: Rule):
+    """The student's fields ω (P, 1, 2) and the teacher's h* (P, P, 2) at the rule's nodes."""
+    rho = pb.sigma**2
+    vstar = np.sqrt(max(rho - ov.theta**2 / ov.q, 0.0))
+    omega = _SIGNS * ov.m + np.sqrt(ov.q) * r.xi
+    hstar = ov.theta / np.sqrt(ov.q) * r.xi + vstar * r.w
+    return omega, hstar, vstar
+
+
+def channel(pb: Problem, ov: Overlaps, r: Rule):
+    """The hats of the data term at the overlaps and E M: (q̂, m̂, V̂, θ̂), E M."""
+    omega, hstar, vstar = _fields(pb, ov, r)
+    T = teacher_matrix(pb, hstar)
+    # the loss is not convex in the fields: the lowest of the minima reached from ω, ±h*, 0 and
+    # ω with the tokens swapped (on a rule, as low as 80 further starts found, to 1e-14 in E M)
+    x, env = proximal(pb, omega, T, ov.V)
+    for begin in (hstar, -hstar, np.zeros(2), omega[..., ::-1]):
+        other, other_env = proximal(pb, omega, T, ov.V, start=begin)
+        lower = other_env < env
+        x, env = np.where(lower[..., None], other, x), np.where(lower, other_env, env)
+    g = (x - omega) / ov.V  # (P, P, 2)
+    a = pb.alpha
+    mhat = a * _expect(r, g @ _SIGNS)
+    qhat = a * _expect(r, np.sum(g * g, -1))
+    thetahat = a * _expect(r, np.sum(g * r.w, -1)) / vstar if vstar > 0 else 0.0
+    vhat = -a * _expect(r, np.sum(g * r.xi, -1)) / np.sqrt(ov.q) + ov.theta * thetahat / ov.q
+    return Hats(qhat, mhat, vhat, thetahat), _expect(r, env)
+
+
+def overlaps_from(pb: Problem, hats: Hats) -> Overlaps:
+    """The prior's half of the equations: the overlaps at the hats (ridge, closed form)."""
+    s2, rho = pb.sigma**2, pb.sigma**2
+    D = pb.lam + s2 * hats.Vhat
+    if not D > 0:
+        raise ConfigError(f"lam + sigma^2 Vhat = {D!r} <= 0 at alpha={pb.alpha}: no ridge minimum")
+    q = s2 * (s2 * hats.qhat + hats.mhat**2 + s2 * rho * hats.thetahat**2) / D**2
+    return Overlaps(q, hats.mhat / D, s2 / D, s2 * rho * hats.thetahat / D)
+
+
+def free_energy(pb: Problem, ov: Overlaps, hats: Hats, mean_envelope: float) -> float:
+    """Φ at the overlaps and hats, E M given (module docstring); −Φ is the objective over d."""
+    s2, rho = pb.sigma**2, pb.sigma**2
+    D = pb.lam + s2 * hats.Vhat
+    trace = 0.5 * (hats.Vhat * ov.q - hats.qhat * ov.V) - ov.m * hats.mhat - ov.theta * hats.thetahat
+    prior = 0.5 * (s2 * hats.qhat + hats.mhat**2 + s2 * rho * hats.thetahat**2) / D
+    return trace + prior - pb.alpha * mean_envelope
+
+
+def test_error(pb: Problem, ov: Overlaps, r: Rule) -> float:
+    """E ℓ(ω; h*) on a fresh sample: the simulation's test error (half the theory's mse)."""
+    omega, hstar, _ = _fields(pb, ov, r)
+    return _expect(r, sample_loss(pb, np.broadcast_to(omega, hstar.shape), teacher_matrix(pb, hstar)))
+
+
+def start(pb: Problem, branch: str) -> Overlaps:
+    """The iteration's start of a branch: all positional (θ = 0, m > 0) or all semantic (m = 0)."""
+    if branch not in BRANCHES:
+        raise ConfigError(f"branch={branch!r}; allowed: {', '.join(BRANCHES)}")
+    s2 = pb.sigma**2
+    V = 0.5 * s2 / pb.lam
+    if branch == "positional":
+        return Overlaps(q=0.1 * s2, m=0.2, V=V, theta=0.0)
+    return Overlaps(q=s2, m=0.0, V=V, theta=0.5 * s2)
+
+
+def solve(
+    pb: Problem,
+    branch: str,
+    nodes: int = 16,
+    inner: int = 8,
+    tol: float = 1e-7,
+    damping: float = 0.8,
+    max_iter: int = 2000,
+    init: Overlaps | None = None,
+) -> ReplicaPoint:
+    """The fixed point of the saddle-point equations from a branch's start (or ``init``) on the
+    rule ``rule(nodes, inner)``; without ``init`` and on a rule finer than 8 × 6 nodes it first
+    solves on that coarse rule and starts from its fixed point (the same fixed point, fewer of the
+    fine rule's iterations)."""
+    if not (0.0 <= damping < 1.0):
+        raise ConfigError(f"damping={damping!r}; allowed: a number in [0, 1)")
+    r = rule(nodes, inner)
+    ov = start(pb, branch) if init is None else init
+    if init is None and (nodes, inner) != (8, 6) and nodes >= 8 and inner >= 6:
+        ov = _fixed_point(pb, branch, rule(8, 6), ov, tol, damping, max_iter)[0]
+    ov, hats, mean_env, iterations = _fixed_point(pb, branch, r, ov, tol, damping, max_iter)
+    phi = free_energy(pb, ov, hats, mean_env)
+    err = test_error(pb, ov, r)
+    s2 = pb.sigma**2
+    raw = {"q": ov.q, "m": ov.m, "V": ov.V, "theta": ov.theta, "mse": 2 * err, "Phi": phi}
+    raw.update(hats._asdict())
+    return ReplicaPoint(pb.alpha, branch, ov.m, ov.theta / s2, err, -phi, iterations, raw)
+
+
+def _pinned(ov: Overlaps, branch: str) -> Overlaps:
+    """A branch's overlap that symmetry sets to zero, held at exactly zero: m on the semantic
+    branch, θ on the positional one. Several starts of the envelope can tie to rounding and break
+    the symmetry by 1e-14; at small α the semantic point is unstable in m and would grow it."""
+    return ov._replace(m=0.0) if branch == "semantic" else ov._replace(theta=0.0)
+
+
+def _fixed_point(pb: Problem, branch: str, r: Rule, ov: Overlaps, tol, damping, max_iter):
+    """Damped iteration from ``ov``: (overlaps, hats, E M, iterations) at convergence."""
+    ov = _pinned(ov, branch)
+    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is reported)
+        hats, mean_env = channel(pb, ov, r)
+        new = _pinned(overlaps_from(pb, hats), branch)
+        change = max(abs(new.q - ov.q), abs(new.m - ov.m), abs(new.theta - ov.theta))
+        if max(change, abs(new.V - ov.V) / ov.V) < tol:
+            return ov, hats, mean_env, iterations
+        ov = Overlaps(*(damping * o + (1 - damping) * n for o, n in zip(ov, new, strict=True)))
+        ov = _pinned(ov, branch)
+    raise ConfigError(f"the {branch} fixed point at alpha={pb.alpha} did not converge")
+
+
+def crossing(
+    omega: float,
+    lo: float,
+    hi: float,
+    sigma: float = 0.5,
+    lam: float = 0.01,
+    A=STANDARD_A,
+    xtol: float = 1e-4,
+    **solver,
+) -> float:
+    """α_c in [lo, hi] where the two branches' objectives are equal (Brent's method on their
+    difference; ``xtol`` its tolerance in α); a bracket without a sign change is a ConfigError."""
+
+    def gap(alpha: float) -> float:
+        pb = problem(alpha, omega, sigma, lam, A)
+        pos = solve(pb, "positional", **solver).objective
+        return solve(pb, "semantic", **solver).objective - pos
+
+    g_lo, g_hi = gap(lo), gap(hi)
+    if np.sign(g_lo) == np.sign(g_hi):
+        raise ConfigError(f"no crossing of the branches' objectives in alpha [{lo}, {hi}]")
+    return float(brentq(gap, lo, hi, xtol=xtol))
