@@ -199,8 +199,8 @@ def _run_on_files(folder, x64: bool, **knobs):
     from dynamics.api import with_overrides
     from dynamics.config.overrides import apply_overrides
 
-    cfg = with_overrides(
-        None, norm="sum", optimizer="normalized-gd", lr=0.1, loss="logistic", readout_lr_factor=0.0,
+    cfg = with_overrides(  # (one head: c_H = 1 under any norm, so none is given)
+        None, optimizer="normalized-gd", lr=0.1, loss="logistic", readout_lr_factor=0.0,
         heads=(1,), save_params=True, **knobs,
     )  # fmt: skip
     files = {"data": {"model": "npz", "path": str(folder / "data.npz")}}

@@ -515,13 +515,11 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
-    # "section.field" names a user set explicitly (flags, a TOML file, keywords; not a preset's or a
-    # results file's): an explicit value that has no effect is refused (``_check_no_effect``).
-    # Not part of the config's identity: equality, the hash and results.json ignore it.
+    # given: "section.field" a user set (flags, TOML, keywords; not a preset or results file): a value
+    # without effect is refused (``_check_no_effect``); sourced: some values came from a preset or a
+    # results file, so only ``given`` is the user's (False: ``Config(...)`` in Python, every value
+    # away from its default is the user's). Neither is identity: equality and the hash ignore them.
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
-    # Some values came from a preset or a results file (``apply_overrides(explicit=False)``): only
-    # ``given`` counts as the user's. False: built in Python (``Config(...)``), every value away from
-    # its default is the user's own.
     sourced: bool = field(default=False, compare=False, repr=False)
 
     def resolved(self) -> Config:

@@ -281,6 +281,7 @@ def init_torch(
     *,
     n_heads: float | jax.Array,
     factored_readout: bool = False,
+    tied: bool = False,
 ) -> Params:
     """PyTorch's default init of nn.Linear (kaiming-uniform with a = √5: uniform in ±1/√fan_in),
     times σ₀ (``scale``), for the factors of He et al.'s heads: Q_h, K_h and V_h read a token
@@ -293,7 +294,7 @@ def init_torch(
             "init 'torch' draws linear layers by their fan-in: it needs a factored key-query (Q, K) "
             "and a factored readout (V, O)"
         )
-    shapes = head_shapes(d, head_size, learned, 1, None, factored_readout=True)  # Q, K; V (d, d); O (d,)
+    shapes = head_shapes(d, head_size, learned, 1, None, tied, factored_readout=True)  # Q (K); V; O
     dtype = jnp.zeros(()).dtype  # drawn as float32 numbers in any precision, as init_heads
 
     def one(key, h):
