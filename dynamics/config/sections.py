@@ -32,8 +32,7 @@ from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
 from dynamics.parts.metrics import LOGS  # what a run logs (sweep.log): losses, default, all
 from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
-# Theory diagnostics along training (dynamics.theory.replay); off by default.
-DIAGNOSTICS = values.DIAGNOSTICS
+DIAGNOSTICS = values.DIAGNOSTICS  # theory diagnostics along training (dynamics.theory.replay); off by default
 MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.svm.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
 OUTPUTS = ("pooled", "sequence")  # the model's output: Φ through U, or every token's own (value identity)
