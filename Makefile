@@ -19,7 +19,7 @@ test: $(BIN)/.installed  ## set up, then lint and run the test suite
 	$(BIN)/python -m pytest
 
 stress: $(BIN)/.installed  ## the slow tests and the long stress runs (random-moment interrupts, big fuzz budgets)
-	$(BIN)/python -m pytest -m "slow or stress"
+	$(BIN)/python -m pytest -m "slow or stress" --reruns 1 --only-rerun "crashed"
 
 figures: $(BIN)/.installed  ## regenerate every preset's figure
 	$(BIN)/python -m figures
