@@ -188,6 +188,9 @@ def progress_values(err: str) -> list[int]:
     return [int(m) for m in re.findall(r"(\d+)/30000 \[", err)]
 
 
+# Timing: where the last kept state falls depends on the other worker's load (38 % once with a
+# worker beside it crashing and restarting, 40 %+ alone): rerun up to twice when that share is short.
+@pytest.mark.flaky(reruns=2, only_rerun=["kept \\d+/30000 steps"])
 def test_a_long_run_interrupted_at_half_resumes_mid_run_bit_identical(tmp_path):
     """One compiled pack of 30 000 steps: the bar moves inside it, SIGINT at about half keeps a
     mid-run checkpoint of at least 40 %, and the same command goes on from there to the uninterrupted
