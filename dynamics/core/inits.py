@@ -7,6 +7,7 @@ shares its pack.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -203,6 +204,23 @@ def check_outputs(outputs, *, init: str = "zero", bias: bool = False) -> int:
     return outputs
 
 
+def _drawn_heads(keys: jax.Array, index: jax.Array, shapes: dict[str, tuple[int, ...]], sample) -> Params:
+    """Each array of ``shapes`` for head s from ``fold_in(keys[s], index[s])`` split one key per
+    array, by ``sample(key, shape, float32)``: drawn as float32 numbers in any precision (with x64
+    on, JAX would draw other numbers), then used in the working precision (--x64 changes the
+    arithmetic only)."""
+    dtype = jnp.zeros(()).dtype
+
+    def one(key, h):
+        ks = jax.random.split(jax.random.fold_in(key, h), len(shapes))
+        return {
+            name: sample(k, shape, jnp.float32).astype(dtype)
+            for k, (name, shape) in zip(ks, shapes.items(), strict=True)
+        }
+
+    return jax.vmap(one)(keys, index)
+
+
 def init_heads(
     keys: jax.Array,
     index: jax.Array,
@@ -220,18 +238,8 @@ def init_heads(
     shape (d, o) for ``outputs`` o > 1, position logits a_h (T,) for ``positions`` T, no K_h when
     ``tied`` (W_h = Q_h Q_hᵀ), V_h (d, d) and O_h (d,) for a factored readout."""
     shapes = head_shapes(d, head_size, learned, outputs, positions, tied, factored_readout)
-    # Drawn as float32 numbers in any precision (with x64 on, JAX would draw other numbers),
-    # then used in the working precision: --x64 changes the arithmetic only.
     dtype = jnp.zeros(()).dtype
-
-    def one(key, h):
-        ks = jax.random.split(jax.random.fold_in(key, h), len(shapes))
-        return {
-            name: jax.random.normal(k, shape, jnp.float32).astype(dtype)
-            for k, (name, shape) in zip(ks, shapes.items(), strict=True)
-        }
-
-    draw = jax.vmap(one)(keys, index)
+    draw = _drawn_heads(keys, index, shapes, jax.random.normal)
     std = jnp.asarray(scale, dtype) / math.sqrt(d)
     return {name: per_head(std, x) * x for name, x in draw.items()}
 
@@ -295,16 +303,9 @@ def init_torch(
             "and a factored readout (V, O)"
         )
     shapes = head_shapes(d, head_size, learned, 1, None, tied, factored_readout=True)  # Q (K); V; O
-    dtype = jnp.zeros(()).dtype  # drawn as float32 numbers in any precision, as init_heads
-
-    def one(key, h):
-        ks = jax.random.split(jax.random.fold_in(key, h), len(shapes))
-        return {
-            name: jax.random.uniform(k, shape, jnp.float32, -1.0, 1.0).astype(dtype)
-            for k, (name, shape) in zip(ks, shapes.items(), strict=True)
-        }
-
-    draw = jax.vmap(one)(keys, index)  # entries uniform in [-1, 1)
+    dtype = jnp.zeros(()).dtype
+    uniform = functools.partial(jax.random.uniform, minval=-1.0, maxval=1.0)
+    draw = _drawn_heads(keys, index, shapes, uniform)  # entries uniform in [-1, 1)
     scale = jnp.asarray(scale, dtype)
     fan_in = {"O": jnp.asarray(n_heads, dtype) * d}  # the output layer over the H heads
     return {
