@@ -166,6 +166,7 @@ def run_grid(
     packs_per_call: int | None = None,
     chunk: int | None = None,
     slots: int | None = None,
+    call_seconds: float | None = None,
     **knobs: Any,
 ):
     """A grid over any knobs, by the command line's names: ``run_grid("fig2", optimizer=["gd",
@@ -179,7 +180,7 @@ def run_grid(
     into the same compiled calls: a list of SweepResult, η₀ outer
     (``dynamics.sweeps.sweep.run_grid``). ``lrs``/``init_scales`` with knob axes are refused:
     give ``lr=[…]``/``init_scale=[…]`` instead. ``data``, ``progress``, ``devices``,
-    ``packs_per_call``, ``chunk`` and ``slots``: as for ``run_sweep``."""
+    ``packs_per_call``, ``chunk``, ``slots`` and ``call_seconds``: as for ``run_sweep``."""
     from dynamics.sweeps.checks import check_layout
     from dynamics.sweeps.grid import run_grid_experiment
     from dynamics.sweeps.sweep import run_grid as run_variants
@@ -190,7 +191,13 @@ def run_grid(
         if knobs:  # overrides only: the config they give, as a sweep at each η₀ and σ₀
             cfg = _with_data(cfg, engine, knobs, "run_grid")
         return run_variants(
-            cfg, data=engine.get("data"), lrs=lrs, init_scales=init_scales, progress=progress, **layout
+            cfg,
+            data=engine.get("data"),
+            lrs=lrs,
+            init_scales=init_scales,
+            progress=progress,
+            call_seconds=call_seconds,
+            **layout,
         )
     if lrs is not None or init_scales is not None:
         raise ConfigError(
@@ -204,7 +211,8 @@ def run_grid(
         )
     check_layout(**layout, progress=progress)
     cfg = _with_data(cfg, engine, knobs, "run_grid", check=False)  # each grid point is validated
-    return run_grid_experiment(resolve_grid(cfg, axes), progress=progress, **layout)
+    grid = resolve_grid(cfg, axes)
+    return run_grid_experiment(grid, progress=progress, call_seconds=call_seconds, **layout)
 
 
 def _axes(knobs: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import replace
 
-from dynamics import run_sweep
+from dynamics import run_grid, run_sweep
 from dynamics.api import with_overrides
 from dynamics.cli.run import main
 from dynamics.config.grid import resolve_grid
@@ -180,6 +180,25 @@ def test_bad_seconds_are_refused_in_one_line(bad):
         midrun.check_seconds("call_seconds", bad)
     with pytest.raises(ConfigError, match=r"call_seconds=.* must be a number of seconds > 0"):
         run_sweep(call_seconds=bad, progress=False)
+
+
+@pytest.mark.slow
+def test_run_grid_takes_call_seconds_for_axes_and_for_step_sizes(monkeypatch):
+    """``dynamics.run_grid`` splits a long call as ``run_sweep`` does, on both of its paths (knob
+    axes, and the η₀ list), with the numbers of one call; a bad value is refused before running."""
+    knobs = {**SMALL, "heads": [2], "steps": 60, "log_every": 10, "trials": 1}
+    monkeypatch.setattr(execute, "tqdm", CountingBar)
+    for axes in ({"optimizer": ["gd", "adam"]}, {}):
+        lrs = None if axes else [0.5, 1.0]
+        one = run_grid(None, lrs=lrs, progress=False, **knobs, **axes)
+        CountingBar.moves = []
+        calls = run_grid(None, lrs=lrs, progress=True, call_seconds=1e-6, **knobs, **axes)
+        assert len(CountingBar.moves) >= 6, CountingBar.moves  # moved inside the compiled run
+        pairs = [(one.point(k), calls.point(k)) for k in range(2)] if axes else zip(one, calls, strict=True)
+        for a, b in pairs:
+            assert not _equal(a.curves, b.curves)
+        with pytest.raises(ConfigError, match=r"call_seconds=0 must be a number of seconds > 0"):
+            run_grid(None, lrs=lrs, progress=False, call_seconds=0, **knobs, **axes)
 
 
 @pytest.mark.parametrize("flag", ["--call-seconds", "--checkpoint-every"])

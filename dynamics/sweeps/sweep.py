@@ -158,6 +158,7 @@ def run_grid(
     packs_per_call: int | None = None,
     chunk: int | None = None,
     slots: int | None = None,
+    call_seconds: float | None = None,
 ) -> list[SweepResult]:
     """The sweep of ``cfg`` at every base step size η₀ in ``lrs`` and init scale σ₀ in
     ``init_scales`` (default: the config's), batched into the same compiled calls (with
@@ -165,7 +166,8 @@ def run_grid(
 
     ``cfg``: a Config, a preset's name or None (the defaults); ``data``: as for ``run_sweep``;
     ``lrs`` and ``init_scales``: a list of numbers, one number, a string as on the command line
-    ('0.1,1', '1e-2:1e2:5') or None (the config's value).
+    ('0.1,1', '1e-2:1e2:5') or None (the config's value); ``call_seconds``: as ``run_sweep``'s (a
+    long compiled call split into calls of about this length, the bar moved inside it).
 
     Returns one SweepResult per (η₀, σ₀), η₀ outer, each equal (to float rounding) to
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``: its metrics, its
@@ -174,6 +176,8 @@ def run_grid(
     keywords (``optimizer=["gd", "adam"]``), or ``dynamics.sweeps.grid.run_grid_experiment``.
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
+    if call_seconds is not None:
+        check_seconds("call_seconds", call_seconds)
     exp = resolve(with_data(as_config(cfg, "run_grid"), data))
     cfg, steps = exp.config, np.array(exp.steps)
     warn_identical(cfg)
@@ -185,7 +189,9 @@ def run_grid(
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     drawn = prepare_data(cfg)  # the variants differ in η₀ and σ₀ only: one draw for all
     n_h = len(cfg.sweep.heads)
-    runs = run_points(cfgs, exp.steps, list(range(n_h)), progress=progress, drawn=drawn, **layout)
+    runs = run_points(
+        cfgs, exp.steps, list(range(n_h)), progress=progress, drawn=drawn, call_seconds=call_seconds, **layout
+    )
     results = _variant_results(cfgs, steps, runs)
     for result in results:  # each variant's records and diagnostics, as run_sweep's
         add_records(result, (), drawn)
