@@ -103,10 +103,24 @@ def test_every_surface_sets_it(tmp_path):
         (["--log", "all", "--head-metrics", "off"], "sweep.log='all' logs every per-head metric"),
         (["--log", "all", "--head-sims"], "sweep.log='all' logs every per-head metric"),
         (["--log", "losses", "--head-every", "2"], "sweep.log='losses' logs the train and test loss only"),
+        (  # no readout U to read: 'all' adds nothing (it once ended in a KeyError inside the engine)
+            [
+                *("--data-model", "positional-semantic", "--output", "sequence", "--query", "all"),
+                *("--key-query", "tied", "--head-size", "1", "--loss", "mse", "--log", "all"),
+            ],
+            "sweep.log='all' was given but has no effect: model.output='sequence' has no readout U",
+        ),
     ],
 )
 def test_what_the_knob_decides_is_refused_beside_it_in_one_line(argv, says, capsys, tmp_path):
     assert says in cli_error(argv, capsys, tmp_path)
+
+
+def test_sequence_outputs_never_log_per_head_metrics_whatever_the_log():
+    cfg = Config()
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, output="sequence"))
+    assert [head_metrics_on(_with_log(cfg, log)) for log in ("losses", "default", "all")] == [False] * 3
+    assert head_metrics_on(_with_log(Config(), "all"))
 
 
 def test_the_api_refuses_a_contradiction_in_one_error():

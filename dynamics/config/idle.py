@@ -191,6 +191,15 @@ def head_metrics(cfg) -> str | None:
     return LOG_DECIDES.get(cfg.sweep.log)
 
 
+def log(cfg) -> str | None:
+    if cfg.sweep.log == "all" and cfg.model.output == "sequence":
+        return (
+            "model.output='sequence' has no readout U, so no per-head metrics or head–head matrices: "
+            "sweep.log='all' logs what 'default' does"
+        )
+    return None
+
+
 def maxmargin(cfg) -> str | None:
     if "maxmargin" not in cfg.sweep.diagnostics:
         return (

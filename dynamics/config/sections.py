@@ -499,11 +499,11 @@ class SweepConfig:
     )
     log: str = knob(
         "default",
-        "the metrics logged: losses (the train and test loss only; the engine computes nothing else), "
-        "default (also the 0-1 errors, margin, norms, diversity, attention, and the per-head view as "
-        "--head-metrics says), all (the default set with the per-head metrics at every H and the "
-        "head–head matrices); losses and all decide the per-head metrics, not --head-metrics",
+        "the metrics logged: losses (the train and test loss only; nothing else computed), default "
+        "(also 0-1 errors, margin, norms, diversity, attention, the per-head view as --head-metrics "
+        "says), all (with the per-head metrics at every H and the head–head matrices)",
         choices=LOGS,
+        idle=idle.log,
     )
 
 

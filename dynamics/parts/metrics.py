@@ -267,11 +267,11 @@ def head_metrics_on(cfg) -> bool:
     """``sweep.head_metrics``: "on", "off", or "auto" (on where the sweep's largest H is at most
     ``HEAD_METRICS_AUTO_MAX``: the head–head matrices grow as H² per logged step); ``sweep.log``
     ``losses`` turns them off and ``all`` on, whatever ``sweep.head_metrics`` says."""
+    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U to read (refused if 'on')
+        return False
     if logs_losses_only(cfg) or logs_all(cfg):
         return logs_all(cfg)
     mode = cfg.sweep.head_metrics
-    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U to read (refused if 'on')
-        return False
     return mode == "on" or (mode == "auto" and max(cfg.sweep.heads) <= HEAD_METRICS_AUTO_MAX)
 
 
