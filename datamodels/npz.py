@@ -1,6 +1,9 @@
 """User data from an .npz file: X_train (n, T, d), y_train (n,), X_test (m, T, d), y_test (m,),
 and optionally mask_train (n, T) and mask_test (m, T), the relevant tokens (bool, or 0/1).
 Vector targets y_train (n, o), y_test (m, o) with o >= 2 are a regression task (a matrix readout).
+Sequence targets y_train (n, T, d), y_test (m, T, d), one d-vector per token of X, are flattened
+token by token to (n, T·d) vector targets, as a data model's sequence targets are (``--output
+sequence``).
 
 Targets are labels, a classification task, when y_train and y_test are each all +-1 or all 0/1
 (0/1 mapped 0 -> -1, array by array). Any other finite targets are kept as they are: a
@@ -76,9 +79,26 @@ def _tokens(path: Path, key: str, X: np.ndarray) -> np.ndarray:
     return X32
 
 
-def _targets(path: Path, key: str, y: np.ndarray, n: int, x_key: str) -> np.ndarray:
-    if y.ndim != 1 and not (y.ndim == 2 and y.shape[1] >= 2):
-        raise _fail(path, key, f"must be 1-D (n,) or (n, o) vector targets with o >= 2, got shape {y.shape}")
+def _target_shape_error(key: str, y_shape: tuple, x_shape: tuple) -> str | None:
+    """Why targets of ``y_shape`` cannot go with tokens of ``x_shape`` (n, T, d); None if they can:
+    (n,), (n, o) with o >= 2, or (n, T, d), one d-vector per token (sequence targets)."""
+    if len(y_shape) == 1 or (len(y_shape) == 2 and y_shape[1] >= 2):
+        return None
+    if len(y_shape) == 3 and tuple(y_shape[1:]) == tuple(x_shape[1:]):
+        return None
+    tokens = f"(n, {x_shape[1]}, {x_shape[2]})"
+    return (
+        f"must be 1-D (n,), (n, o) vector targets with o >= 2, or (n, T, d) = {tokens} sequence "
+        f"targets (one per token of {key.replace('y', 'X', 1)}), got shape {tuple(y_shape)}"
+    )
+
+
+def _targets(path: Path, key: str, y: np.ndarray, n: int, x_key: str, x_shape: tuple) -> np.ndarray:
+    problem = _target_shape_error(key, y.shape, x_shape)
+    if problem:
+        raise _fail(path, key, problem)
+    if y.ndim == 3:  # sequence targets, token by token: (n, T·d)
+        y = y.reshape(y.shape[0], -1)
     if y.shape[0] != n:
         raise _fail(path, key, f"has {y.shape[0]} labels but {x_key} has n={n} examples")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -177,8 +197,8 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
             "X_test",
             f"has tokens (T, d) = {X_test.shape[1:]} but X_train has {X_train.shape[1:]}",
         )
-    y_train = _targets(path, "y_train", raw["y_train"], X_train.shape[0], "X_train")
-    y_test = _targets(path, "y_test", raw["y_test"], X_test.shape[0], "X_test")
+    y_train = _targets(path, "y_train", raw["y_train"], X_train.shape[0], "X_train", X_train.shape)
+    y_test = _targets(path, "y_test", raw["y_test"], X_test.shape[0], "X_test", X_test.shape)
     if y_train.shape[1:] != y_test.shape[1:]:
         raise _fail(
             path, "y_test", f"has targets of shape {y_test.shape[1:]} but y_train has {y_train.shape[1:]}"
@@ -278,10 +298,9 @@ def _check_shapes(path: Path, headers: dict) -> NpzHeader:
         if len(shapes[key]) != 3:
             raise _fail(path, key, f"must be 3-D (n, T, d), got shape {shapes[key]}")
     for key, x_key in (("y_train", "X_train"), ("y_test", "X_test")):
-        if len(shapes[key]) != 1 and not (len(shapes[key]) == 2 and shapes[key][1] >= 2):
-            raise _fail(
-                path, key, f"must be 1-D (n,) or (n, o) vector targets with o >= 2, got shape {shapes[key]}"
-            )
+        problem = _target_shape_error(key, shapes[key], shapes[x_key])
+        if problem:
+            raise _fail(path, key, problem)
         if shapes[key][0] != shapes[x_key][0]:
             raise _fail(
                 path, key, f"has {shapes[key][0]} labels but {x_key} has n={shapes[x_key][0]} examples"
@@ -294,7 +313,7 @@ def _check_shapes(path: Path, headers: dict) -> NpzHeader:
         )
     nbytes = sum(math.prod(s) * d.itemsize for s, d in headers.values())
     (n, T, d), m = shapes["X_train"], shapes["X_test"][0]
-    o = shapes["y_train"][1] if len(shapes["y_train"]) == 2 else 1
+    o = math.prod(shapes["y_train"][1:])  # 1 for scalar targets; T·d for sequence targets
     return NpzHeader(n_train=int(n), n_test=int(m), T=int(T), d=int(d), nbytes=int(nbytes), outputs=int(o))
 
 

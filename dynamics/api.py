@@ -148,11 +148,14 @@ def _with_data(
     if engine.get("data") is not None and not isinstance(engine["data"], str | os.PathLike):
         # a data model object: the overrides are checked against its declarations, not the default model's
         cfg = with_data(as_config(cfg, caller), engine.pop("data"))
-    cfg = with_overrides(cfg, **kwargs) if check else _overridden(cfg, kwargs)
     if isinstance(engine.get("data"), str | os.PathLike):  # a file's path, as --data FILE.npz
+        # set first, so the overrides are checked against the file's task (regression targets
+        # take loss="mse"), as the command line checks --data with the other flags
         path = os.fspath(engine.pop("data"))
-        cfg = apply_overrides(cfg, {"data": {"model": "npz", "path": path}}, f"{caller}(data=...)")
-    return cfg
+        cfg = apply_overrides(
+            as_config(cfg, caller), {"data": {"model": "npz", "path": path}}, f"{caller}(data=...)"
+        )
+    return with_overrides(cfg, **kwargs) if check else _overridden(cfg, kwargs)
 
 
 def run_grid(

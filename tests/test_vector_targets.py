@@ -172,8 +172,37 @@ def test_npz_vector_targets_shapes(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4, 2, 3))
     np.savez(tmp_path / "col.npz", X_train=X, y_train=np.ones((4, 1)), X_test=X, y_test=np.ones((4, 1)))
-    with pytest.raises(DataError, match=r"must be 1-D \(n,\) or \(n, o\)"):
+    with pytest.raises(DataError, match=r"must be 1-D \(n,\), \(n, o\) vector targets"):
         load_npz(tmp_path / "col.npz")
     np.savez(tmp_path / "mix.npz", X_train=X, y_train=np.ones((4, 2)), X_test=X, y_test=np.ones((4, 3)))
     with pytest.raises(DataError, match="y_test"):
         load_npz(tmp_path / "mix.npz")
+
+
+def test_npz_sequence_targets_are_one_vector_per_token_flattened_token_by_token(tmp_path):
+    """y (n, T, d) beside X (n, T, d) is read as the (n, T·d) targets a data model's sequence
+    targets are; a sequence run on it gives the numbers of the same file written flattened."""
+    from datamodels import DataError, load_npz
+    from datamodels.npz import read_header
+
+    rng = np.random.default_rng(1)
+    X, Xt = rng.normal(size=(12, 3, 4)), rng.normal(size=(6, 3, 4))
+    Y, Yt = X[:, ::-1] * 0.5, Xt[:, ::-1] * 0.5  # each token's target: the mirrored token
+    np.savez(tmp_path / "seq.npz", X_train=X, y_train=Y, X_test=Xt, y_test=Yt)
+    flat = dict(X_train=X, y_train=Y.reshape(12, -1), X_test=Xt, y_test=Yt.reshape(6, -1))
+    np.savez(tmp_path / "flat.npz", **flat)
+    u = load_npz(tmp_path / "seq.npz")
+    assert u.y_train.shape == (12, 12) and read_header(tmp_path / "seq.npz").outputs == 12
+    np.testing.assert_array_equal(u.y_train[3], np.float32(Y[3]).ravel())  # token 0's d, then token 1's
+    knobs = dict(output="sequence", query="all", key_query="tied", head_size=2, init="normal", loss="mse")
+    knobs |= dict(heads=[1, 2], steps=6, trials=1, log_every=2)
+    seq = run_sweep(data=str(tmp_path / "seq.npz"), progress=False, **knobs)
+    same = run_sweep(data=str(tmp_path / "flat.npz"), progress=False, **knobs)
+    for k, v in same.curves.items():
+        np.testing.assert_array_equal(seq.curves[k], v, err_msg=k)
+    np.savez(tmp_path / "bad.npz", X_train=X, y_train=Y[:, :2], X_test=Xt, y_test=Yt)  # (n, 2, 4): not T
+    for path in (tmp_path / "bad.npz",):
+        with pytest.raises(DataError, match=r"y_train': .*\(n, T, d\) = \(n, 3, 4\) sequence targets"):
+            read_header(path)
+        with pytest.raises(DataError, match=r"got shape \(12, 2, 4\)"):
+            load_npz(path)
