@@ -430,8 +430,9 @@ def _test_attention(prog: Program, params: mdl.Params, data: Data) -> jax.Array:
 
 
 # The first update t (0-based) at which a run of a normalising optimiser did not move (its gradient
-# over the moving parameters exactly 0: underflow), steps + 1 if none: an output of the engine that
-# ``sweeps.execute`` takes out of the metrics and reports as a warning (``ZeroStepWarning``).
+# over the moving parameters exactly 0: a stationary point, or a float32 underflow), steps + 1 if
+# none: an output of the engine that ``sweeps.execute`` takes out of the metrics and reports as a
+# warning (``ZeroStepWarning``).
 ZERO_STEP = "zero_step_at"
 
 

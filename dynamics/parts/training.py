@@ -19,8 +19,9 @@ Rules the engine relies on:
   (one trial) uses the same batch. The logged train loss is still the full training set's. The
   batch is the same for every head, so the fast path holds (SGD is per coordinate).
 - ``Optimizer.normalise_per_run`` (normalised GD): the gradient divided by its Euclidean norm
-  over one run's parameters (all its heads, both groups), never across the runs of a pack; a
-  zero gradient gives a zero step. Not per coordinate: no fast path.
+  over one run's parameters (all its heads, both groups), never across the runs of a pack; an
+  exactly zero gradient (no direction) gives a zero step, reported by the sweep. Not per
+  coordinate: no fast path.
 - ``Optimizer.decoupled_weight_decay``: weight decay λ acts as AdamW's, θ ← θ − η·(d + λθ)
   (Adam); otherwise it is the L2 term λ/2·‖θ_group‖² added to the loss, so λθ is added to the
   gradient before the direction (GD, SGD, and normalised GD before the normalisation).

@@ -272,8 +272,10 @@ def lay_out(metrics, div_at, batch, rows, cols, items, base: Config, steps, head
 
 
 class ZeroStepWarning(UserWarning):
-    """A normalised-GD run whose gradient over its moving parameters was exactly 0 at some update
-    (float32 underflow where the softmax saturates): from there it stands still instead of moving η."""
+    """A normalised-GD run whose gradient over its moving parameters was exactly 0 at some update,
+    where g/‖g‖ has no direction: a stationary point in any precision (the squared hinge once every
+    margin is >= 1: zero loss), or a float32 gradient that underflowed where the softmax saturates.
+    From there it stands still instead of moving η."""
 
 
 def warn_zero_steps(first: np.ndarray, items, heads, trials: int, steps: np.ndarray) -> None:
@@ -286,8 +288,9 @@ def warn_zero_steps(first: np.ndarray, items, heads, trials: int, steps: np.ndar
     (i, _), trial = items[at // trials], at % trials
     warnings.warn(
         f"normalized GD: {hit.size} of {first.size} runs took a zero step (the gradient over the moving "
-        f"parameters is exactly 0: it underflowed), the first at update {int(first[at])} (H={heads[i]}, "
-        f"trial {trial}); from there such a run stands still instead of moving η per step: run with --x64",
+        f"parameters is exactly 0: a stationary point, or in float32 an underflow), the first at update "
+        f"{int(first[at])} (H={heads[i]}, trial {trial}); from there such a run stands still instead of "
+        f"moving η per step: if its loss is not at a minimum, run with --x64",
         ZeroStepWarning,
         stacklevel=2,
     )
