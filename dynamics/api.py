@@ -8,7 +8,7 @@ is read as the flag reads it (a switch takes a bool only), and an enum member
 ``np.int64(2)``) is the Python number it holds, an array of them a list. ``run_sweep(data="file.npz")``
 trains on a file (as ``--data``; a ``data_model`` naming another model is refused, as on the
 command line), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
-``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+``dynamics.sweeps.sweep_result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``run_grid(cfg, optimizer=["gd", "adam"], lr=[0.1, 1])`` runs
 a grid over any knobs (a list is an axis) and returns its ``GridResult``; ``load_results``
 returns what a folder holds: a SweepResult
@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.grid import axis_name, grid_config, resolve_grid
+from dynamics.config.grid_axes import axis_name, grid_config, resolve_grid
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -36,14 +36,14 @@ from dynamics.config.schema import (
 )
 from dynamics.parts.knobs import Declared, text_type
 from dynamics.sweeps import headline
-from dynamics.sweeps.results import (
+from dynamics.sweeps.result_files import (
     BOTTLENECK_NPZ,
     check_sweep_files,
     read_folder,
     write_experiment,
     write_results,
 )
-from dynamics.sweeps.results import load_results as load_files
+from dynamics.sweeps.result_files import load_results as load_files
 
 ENGINE_KEYWORDS = (
     "data",
@@ -137,7 +137,7 @@ def _with_data(
     and ``engine``'s ``data`` (popped): a data model object (the overrides then checked against its
     declarations) or a file's path (as ``--data FILE.npz``); a second data model named beside it is
     refused."""
-    from dynamics.sweeps.checks import as_config, with_data
+    from dynamics.sweeps.arguments import as_config, with_data
 
     if isinstance(cfg, str):
         cfg = as_config(cfg, caller)  # a bottleneck preset is refused, not run as the default sweep
@@ -172,7 +172,7 @@ def run_grid(
     "adam"], lr=[0.1, 1, 10], heads=[1, 4])``. A list (or tuple) for a grid knob, or its text with
     a comma (``lr="1e-2:1e2:9"``: numbers also a:b:k), is an axis, as ``--optimizer gd,adam`` on
     the command line; every other keyword is an override (``heads`` stays the list of H). Returns
-    the grid's ``dynamics.sweeps.grid.GridResult`` (``.point(k)``: grid point k as the SweepResult
+    the grid's ``dynamics.sweeps.grid_runner.GridResult`` (``.point(k)``: grid point k as the SweepResult
     of its configuration run alone, ``.grid.axes``: the axes' names and values, ``.summary_frame()``).
 
     Without axes, the sweep of ``cfg`` at every η₀ of ``lrs`` and σ₀ of ``init_scales``, batched
@@ -180,8 +180,8 @@ def run_grid(
     (``dynamics.sweeps.sweep.run_grid``). ``lrs``/``init_scales`` with knob axes are refused:
     give ``lr=[…]``/``init_scale=[…]`` instead. ``data``, ``progress``, ``devices``,
     ``packs_per_call``, ``chunk`` and ``slots``: as for ``run_sweep``."""
-    from dynamics.sweeps.checks import check_layout
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.arguments import check_layout
+    from dynamics.sweeps.grid_runner import run_grid_experiment
     from dynamics.sweeps.sweep import run_grid as run_variants
 
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
@@ -281,13 +281,14 @@ def load_results(folder: str | Path):
       derive from the result (``WRITER_FIELDS``) is in ``extra`` (``device``, ``timings``, …);
       an interrupted run's partial results have ``result.complete`` False and the H values still
       to run in ``result.extra["heads_todo"]``;
-    - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid.GridResult`` (every grid point, ``.point(k)``);
+    - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid_runner.GridResult`` (every grid point,
+      ``.point(k)``);
     - a bottleneck experiment: its run dict {"results", "arrays"}, as ``run_expressivity`` /
       ``run_heads`` return it (``figures.expressivity_figure`` / ``bottleneck_heads_figure`` draw it).
     """
     import numpy as np
 
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))
@@ -329,8 +330,8 @@ def save_results(result, folder: str | Path, *, overwrite: bool = False) -> list
     ``.npz``. No figure (``figures.sweep_figure(result)`` draws one). A folder that already holds a
     results.json is refused unless ``overwrite=True``; anything that is not a result is refused
     with a one-line ConfigError. Returns the paths written."""
-    from dynamics.sweeps.grid import GridResult, write_grid  # JAX: only when results are written
-    from dynamics.sweeps.result import SweepResult  # as load_results: the engine's layer on first use
+    from dynamics.sweeps.grid_runner import GridResult, write_grid  # JAX: only when results are written
+    from dynamics.sweeps.sweep_result import SweepResult  # as load_results: the engine's layer on first use
 
     npz_name = None
     if (
@@ -399,7 +400,7 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
     import numpy as np
 
-    from dynamics.sweeps.grid import GridResult
+    from dynamics.sweeps.grid_runner import GridResult
 
     names = list(meta["grid"]["axes"])
     axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in names)
@@ -499,7 +500,7 @@ def _run_frame(result, run: str):
     """One run's rows of ``load_runs``: its summary frame, then the knobs of each row's config."""
     import pandas as pd  # only here, as in load_runs
 
-    from dynamics.sweeps.grid import GridResult
+    from dynamics.sweeps.grid_runner import GridResult
 
     if isinstance(result, GridResult):
         frame, kind = result.summary_frame(), "grid"

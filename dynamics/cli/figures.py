@@ -195,7 +195,7 @@ def _make_figures(
     """Each figure's results (reused or produced), then the figure, drawn in a thread while the
     next experiment runs (which waits in compiled code, without the GIL); one figure at a time,
     its paths printed once it is written."""
-    from dynamics.sweeps.results import complete_results_hash
+    from dynamics.sweeps.result_files import complete_results_hash
     from figures.registry import FIGURES, ensure_results
 
     out: Path = args.out
@@ -268,7 +268,7 @@ def _redraw(args: argparse.Namespace) -> int:
     """--results DIR: the figure of the run folder DIR (a sweep or a grid) into DIR/figure; with
     --heads, the per-head figure of one of its runs (``_redraw_heads``)."""
     from dynamics.config.schema import ConfigError
-    from dynamics.sweeps.results import read_folder
+    from dynamics.sweeps.result_files import read_folder
 
     try:
         path, _, kind = read_folder(args.results)

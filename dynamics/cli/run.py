@@ -38,7 +38,7 @@ from dynamics.cli.common import (
     use_file_backend,
 )
 from dynamics.cli.knobs import add_knobs, dest, knob_values
-from dynamics.config.grid import (
+from dynamics.config.grid_axes import (
     GRID_PRESETS,
     GridExperiment,
     axis_of,
@@ -69,7 +69,7 @@ from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.headline import format_line
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.plateaus import RULE as plateau_rule
-from dynamics.sweeps.result import HEAD_COUNT
+from dynamics.sweeps.sweep_result import HEAD_COUNT
 
 
 def seconds_arg(flag: str):
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
     """The experiment the flags ask for, validated and planned (the one place the CLI does it):
-    a grid (``dynamics.config.grid``) when a knob has several values, else a plain sweep."""
+    a grid (``dynamics.config.grid_axes``) when a knob has several values, else a plain sweep."""
     for flag in ("preset", "config", "data", "out"):
         value = getattr(args, flag)
         if value is not None and not value.strip():
@@ -274,7 +274,7 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         f"{result.wall_time_s:.1f} s"
     )
     if grid:
-        from dynamics.sweeps.grid import format_grid_table
+        from dynamics.sweeps.grid_runner import format_grid_table
 
         print(format_grid_table(result, mean_std))
         _print_headline(result)
@@ -346,7 +346,7 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
             shared = dict(reclaim=args.reclaim, progress=not args.quiet, devices=devices, finish=finish)
             return run_grid_shared(exp, out, **shared)
         if isinstance(exp, GridExperiment):
-            from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
+            from dynamics.sweeps.grid_runner import run_grid_checkpointed as run_checkpointed
         long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
             exp,

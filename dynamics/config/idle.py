@@ -1,6 +1,6 @@
 """Why a knob given explicitly has no effect in a config: the ``idle`` of the knobs' declarations
 (``dynamics.config.sections``, ``dynamics.parts.data``). A value without effect is refused
-(``dynamics.config.checks``), so that it cannot look as if it did something."""
+(``dynamics.config.validation``), so that it cannot look as if it did something."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ from dynamics.config.identity import (  # noqa: F401  (NUMERICS_VERSION, part_fi
 )
 from dynamics.errors import ConfigError
 from dynamics.parts import values
-from dynamics.parts.checks import suggest as _suggest
 from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
 from dynamics.parts.metrics import LOGS  # what a run logs (sweep.log): losses, default, all
+from dynamics.parts.value_checks import suggest as _suggest
 from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
 DIAGNOSTICS = values.DIAGNOSTICS  # theory diagnostics along training (dynamics.theory.replay); off by default

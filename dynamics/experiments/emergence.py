@@ -1,7 +1,7 @@
 """The ``emergence`` preset at the settings a notebook's controls pick (notebooks/emergence.ipynb).
 
 Each of the data knobs T, d, copies (B) and repetition (p) takes one value or several; the one
-given several is the sweep's axis (a grid over it, ``dynamics.sweeps.grid``), at most one such.
+given several is the sweep's axis (a grid over it, ``dynamics.sweeps.grid_runner``), at most one such.
 The optimiser is online SGD at the preset's step (lr 0.25, the paper's η = 0.5 on its ½ loss) or
 Adam at the ``-adam`` grid presets' lr 0.01 (docs/frontier.md). The emergence steps and their
 power-law fits are ``dynamics.sweeps.emergence``'s; ``figures.emergence`` draws the result.
@@ -21,7 +21,7 @@ OPTIMIZERS = {"sgd": "online SGD", "adam": "Adam"}
 
 def step_size(optimizer: str) -> float:
     """The preset's lr for online SGD, the ``-adam`` grid presets' for Adam."""
-    from dynamics.config.grid import grid_preset
+    from dynamics.config.grid_axes import grid_preset
 
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer={optimizer!r} is not one of {', '.join(map(repr, OPTIMIZERS))}")
@@ -98,7 +98,7 @@ def run(
         from dynamics.api import run_sweep
 
         return run_sweep(cfg, progress=progress)
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import run_grid_experiment
 
     return run_grid_experiment(resolve_grid(cfg, {axis: values}), progress=progress)

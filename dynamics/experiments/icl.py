@@ -95,7 +95,7 @@ def key() -> str:
 def produce(results_dir: Path, progress: bool) -> None:
     """Run the full key-query version into ``results_dir/full`` and then the preset's sweep into
     ``results_dir`` (its results.json, written last, marks both complete)."""
-    from dynamics.sweeps.results import write_results
+    from dynamics.sweeps.result_files import write_results
     from dynamics.sweeps.sweep import run_sweep
 
     results_dir = Path(results_dir)

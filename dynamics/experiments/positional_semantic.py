@@ -1,5 +1,5 @@
 """Positional versus semantic attention (Cui, Behrens, Krzakala, Zdeborová, NeurIPS 2024): the
-grid preset ``positional-semantic`` (``dynamics.config.grid``: the ``positional-semantic`` data
+grid preset ``positional-semantic`` (``dynamics.config.grid_axes``: the ``positional-semantic`` data
 model, a tied rank-1 key-query Q with sequence outputs, GD on the summed objective with coupled
 decay, at several α = n/d from the semantic start Q(0) = q* and the positional start 1_d/√d) and
 what a plain grid does not log, the paper's overlaps, from the snapshots of Q and each trial's q*:
@@ -36,7 +36,7 @@ STARTS = ("semantic", "positional")
 
 def key() -> str:
     """The results' cache key of ``python -m figures positional-semantic``: the grid's hash."""
-    from dynamics.config.grid import grid_preset, resolve_grid
+    from dynamics.config.grid_axes import grid_preset, resolve_grid
 
     return resolve_grid(*grid_preset(NAME)).hash()
 
@@ -140,7 +140,7 @@ def add_baseline(result) -> np.ndarray:
 def produce(results_dir: Path, progress: bool) -> None:
     """``python -m figures``' producer: the preset's grid with the overlaps and the objective,
     written as a grid (their curves in its curves.npz)."""
-    from dynamics.sweeps.grid import write_grid
+    from dynamics.sweeps.grid_runner import write_grid
 
     result = run(progress=progress)
     result.extra.update(complete=True)
@@ -215,9 +215,9 @@ def run(progress: bool = True, axes=None, **overrides):
     """The preset's grid (``overrides``: {section: {field: value}} on its base config, e.g. a
     smaller d for a test; ``axes``: {knob: values} replacing the preset's), run, with the overlaps
     added to its curves."""
-    from dynamics.config.grid import grid_preset, resolve_grid
+    from dynamics.config.grid_axes import grid_preset, resolve_grid
     from dynamics.config.schema import apply_overrides
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment
 
     cfg, preset_axes = grid_preset(NAME)
     if overrides:

@@ -1,7 +1,7 @@
 """The open boundary: what a user's part hands mhsim, checked against what mhsim can simulate.
 
 One module for every check of a part's *output* (the parts' own parameters are checked by
-``dynamics.parts.checks``). Each refusal is one ``ConfigError`` line naming the part, the value and
+``dynamics.parts.value_checks``). Each refusal is one ``ConfigError`` line naming the part, the value and
 what is allowed; a value that passes is used exactly as it came (no check changes a number).
 
 A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol``):

@@ -19,7 +19,6 @@ from typing import Any
 
 from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, MAX_MARGIN_SETTINGS
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import choice, finite
 from dynamics.parts.icl import IclParams, check_icl
 from dynamics.parts.knobs import knob
 from dynamics.parts.positional import (
@@ -28,6 +27,7 @@ from dynamics.parts.positional import (
     positional_semantic_outputs,
 )
 from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
+from dynamics.parts.value_checks import choice, finite
 from dynamics.parts.values import floats_arg
 
 TASKS = ("classification", "regression")

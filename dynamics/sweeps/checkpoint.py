@@ -22,7 +22,7 @@ from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.sweeps.folders import DAMAGED, LOCK, POINTS
 from dynamics.sweeps.midrun import PREFIX, MidRun
-from dynamics.sweeps.result import HeadResult, SweepResult
+from dynamics.sweeps.sweep_result import HeadResult, SweepResult
 
 
 def point_file(out: Path, heads) -> Path:
@@ -110,7 +110,7 @@ def finished_heads(
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
     from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes
-    from dynamics.sweeps.results import complete_results_hash, load_results
+    from dynamics.sweeps.result_files import complete_results_hash, load_results
 
     logged = set(METRICS + REGRESSION_METRICS)
     if complete_results_hash(out) == config_hash:
@@ -200,7 +200,7 @@ def _run_locked(
     exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
 ):
     from dynamics.parts.metrics import head_schedule
-    from dynamics.sweeps.results import complete_results_hash, provenance, write_results
+    from dynamics.sweeps.result_files import complete_results_hash, provenance, write_results
     from dynamics.sweeps.sweep import run_sweep
 
     provenance()  # looked up now, not between a point's file and its results.json

@@ -37,7 +37,7 @@ from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
 from dynamics.parts.registry import is_user_name
-from dynamics.sweeps.checks import metric_record
+from dynamics.sweeps.arguments import metric_record
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.longrun import run_point
 from dynamics.sweeps.midrun import CALL_SECONDS, MidRun, check_seconds
@@ -49,7 +49,7 @@ from dynamics.sweeps.plan import (
     trial_keys,
     uses_fast_path,
 )
-from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult, mask_diverged
+from dynamics.sweeps.sweep_result import HeadResult, PointCallback, SweepResult, mask_diverged
 
 
 class Drawn(NamedTuple):
@@ -436,7 +436,7 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     on ``drawn`` (``prepare_data(exp.config)``, the sweep's one draw; None only for the max-margin
     view of saved snapshots, which then draws the data once itself)."""
-    from dynamics.config.checks import from_snapshots
+    from dynamics.config.validation import from_snapshots
     from dynamics.theory import replay as theory
 
     cfg = exp.config

@@ -1,4 +1,4 @@
-"""Run a grid (``dynamics.config.grid``) and write its result files.
+"""Run a grid (``dynamics.config.grid_axes``) and write its result files.
 
 The grid's points are grouped by every setting but the knobs declared ``traced`` (a part such
 as the optimiser or the loss, the data model, a model knob such as the temperature are static
@@ -46,7 +46,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from dynamics.config.grid import GRID_KNOBS, TRACED, GridExperiment
+from dynamics.config.grid_axes import GRID_KNOBS, TRACED, GridExperiment
 from dynamics.config.schema import SECTIONS, Config, Experiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
@@ -66,14 +66,14 @@ from dynamics.sweeps.execute import (
 from dynamics.sweeps.headline import grid_headline, kept
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.midrun import PREFIX, MidRun, check_seconds
-from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
-from dynamics.sweeps.results import (
+from dynamics.sweeps.result_files import (
     complete_results_hash,
     load_results,
     results_dict,
     write_files,
     write_params,
 )
+from dynamics.sweeps.sweep_result import HEAD_COUNT, STEPLESS, SweepResult
 
 POINTS = "points"
 # A finished grid point: curve -> (H, trials, L[, H_max, …]) (the metrics, the per-head curves and

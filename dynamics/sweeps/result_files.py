@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import optax
 
-from dynamics.config.grid import GridExperiment, grid_config, resolve_grid
+from dynamics.config.grid_axes import GridExperiment, grid_config, resolve_grid
 from dynamics.config.schema import config_from_dict, log_schedule, validate
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
@@ -35,7 +35,7 @@ from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, is_snapshot, metrics_of
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.result import STEPLESS, SweepResult
+from dynamics.sweeps.sweep_result import STEPLESS, SweepResult
 
 SCHEMA_VERSION = 1
 
@@ -196,7 +196,7 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     """(results.json as a dict, ``npz_name`` as a dict of arrays) from the folder ``out``.
 
     Warns when the results were made with another jax, jaxlib or optax than this one. A grid's
-    pair is checked against its own records (``dynamics.sweeps.results.check_grid_files``); a file
+    pair is checked against its own records (``dynamics.sweeps.result_files.check_grid_files``); a file
     that cannot be read is a one-line ConfigError naming it.
     """
     out = Path(out)
@@ -286,7 +286,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     (heads, trials, L), each per-head curve (heads, trials, L, …) with the trailing axes its kind
     declares, diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
     pair is refused rather than summarised into a wrong number. A grid's files are checked
-    with the same parts, point by point (``dynamics.sweeps.results.check_grid_files``)."""
+    with the same parts, point by point (``dynamics.sweeps.result_files.check_grid_files``)."""
     bad = refuser(where)
     cfg = check_record(meta, config, bad)
     check_hash(meta, cfg, cfg.hash(), bad)
@@ -410,7 +410,7 @@ BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-hea
 def check_grid_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], where: Path) -> GridExperiment:
     """A grid's results.json and curves.npz (and params.npz) describe the same grid, or a one-line
     ConfigError naming the folder, the file and what is wrong; the grid they describe. The sweep's
-    checks (``dynamics.sweeps.results``) on the record: the base config valid, ``schema_version``,
+    checks (``dynamics.sweeps.result_files``) on the record: the base config valid, ``schema_version``,
     ``complete``; then the grid's ``axes`` and ``values`` a valid grid over it whose hash
     (``GridExperiment.hash``: the base config and the axes) is the recorded ``config_hash``; its
     ``shape`` theirs; curves.npz's ``grid_axes`` and per-knob arrays those values; every curve

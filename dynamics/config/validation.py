@@ -16,10 +16,10 @@ from dynamics.config import sections as sec
 from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
 from dynamics.errors import ConfigError
 from dynamics.parts import floats
-from dynamics.parts.checks import MAX_LOGGED_STEPS, within
-from dynamics.parts.checks import choice as _choice
-from dynamics.parts.checks import positive_int as _positive_int
 from dynamics.parts.knobs import knob_of
+from dynamics.parts.value_checks import MAX_LOGGED_STEPS, within
+from dynamics.parts.value_checks import choice as _choice
+from dynamics.parts.value_checks import positive_int as _positive_int
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.config.grid import GRID_KNOBS
+from dynamics.config.grid_axes import GRID_KNOBS
 from dynamics.config.schema import Config
 from dynamics.parts.metrics import (  # noqa: F401  (HEAD_COUNT, OLD_HEAD_COUNT: the frames' names)
     HEAD_COUNT,
@@ -224,7 +224,7 @@ def frame_columns() -> frozenset[str]:
     ``H``, ``lr``, ``trial``, ``step``, …; ``head_frame``, ``emergence_frame``, ``summary_frame``
     and its index ``H``): taken from those very frames, built for ``column_probe()``, so a
     column added to a frame is reserved with it. A user metric may not take one of these names
-    (``dynamics.sweeps.checks.metric_refs``): it would overwrite the column."""
+    (``dynamics.sweeps.arguments.metric_refs``): it would overwrite the column."""
     probe = column_probe()
     frames = [
         probe.to_dataframe(),

@@ -29,7 +29,7 @@ from dynamics.config.schema import (
 from dynamics.core.hooks import MetricRef
 from dynamics.parts.metrics import REGISTRY, metrics_of
 from dynamics.parts.registry import source_record
-from dynamics.sweeps.result import HeadResult, reserved_columns
+from dynamics.sweeps.sweep_result import HeadResult, reserved_columns
 
 # Keys of a run's files that are not curves: a user metric may not take one (``load_results``
 # reads the planted directions back as ``planted_<name>``, a grid's axes as their knobs' names).
@@ -169,7 +169,7 @@ def init_scale_values(cfg: Config, init_scales) -> list[float]:
 def grid_values(name: str, values, default: float) -> list[float]:
     """run_grid's lrs or init_scales: None (the config's value), a number, a list of numbers or
     a string as on the command line ('0.1,1' or 'a:b:k'); checked per value by ``validate``."""
-    from dynamics.config.grid import parse_values
+    from dynamics.config.grid_axes import parse_values
 
     if values is None:
         return [default]
