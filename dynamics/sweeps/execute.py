@@ -436,7 +436,7 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     on ``drawn`` (``prepare_data(exp.config)``, the sweep's one draw; None only for the max-margin
     view of saved snapshots, which then draws the data once itself)."""
-    from dynamics.config.validation import from_snapshots
+    from dynamics.config.diagnostics_checks import from_snapshots
     from dynamics.theory import replay as theory
 
     cfg = exp.config
