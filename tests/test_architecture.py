@@ -2,7 +2,8 @@
 ``datamodels/`` and ``figures/`` (at a file's top or inside a function, ``import x`` or
 ``from x import y``, relative ones resolved) reaches only the layers its own layer's row names,
 and a function-level import never repeats a module its file already imports at top level (the
-inner one defers nothing, and hides where the module really comes from)."""
+inner one defers nothing, and hides where the module really comes from); one in ``dynamics/`` says
+why it is not at the top in a ``# lazy: <reason>`` comment on its line or the line above."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ KNOWN_SHARED_NAMES: dict[str, frozenset[str]] = {
     ),
     "run.py": frozenset({"dynamics/cli/run.py", "dynamics/run.py"}),
 }
+LAZY = re.compile(r"#\s*lazy:\s*\S")  # the reason a function-level import is not at the top
 PACKAGE_FILES = ("__init__.py", "__main__.py")  # every package has its own; they are never imported by name
 
 
@@ -321,3 +323,47 @@ def test_the_shared_names_reader_sees_nested_modules(tmp_path):
         (tmp_path / name).write_text("")
     (tmp_path / "dynamics" / "b" / "other.py").write_text("")
     assert shared_names(tmp_path) == {"grid.py": frozenset({"dynamics/a/grid.py", "dynamics/b/c/grid.py"})}
+
+
+def unexplained_imports(root: Path = ROOT) -> list[str]:
+    """Each function-level import under dynamics/ (outside ``if TYPE_CHECKING:``) without a
+    ``# lazy: <reason>`` comment (a heavy or optional import deferred, a cycle avoided, a start-up
+    cost) on its first line or on a comment line just above it."""
+    found = []
+    for file in sorted((root / "dynamics").rglob("*.py")):
+        lines = file.read_text().splitlines()
+        for line in sorted({i.line for i in imports_of(file, root) if i.in_function and not i.type_checking}):
+            above = lines[line - 2].strip() if line > 1 else ""
+            if not (LAZY.search(lines[line - 1]) or (above.startswith("#") and LAZY.search(above))):
+                found.append(f"{file.relative_to(root).as_posix()}:{line}: {lines[line - 1].strip()}")
+    return found
+
+
+def test_every_function_level_import_says_why_it_is_not_at_the_top():
+    missing = unexplained_imports()
+    assert not missing, (
+        "function-level imports without a '# lazy: <reason>' comment on their line or the line above "
+        "(move them to the top, or say what deferring them buys):\n" + "\n".join(missing)
+    )
+
+
+def test_the_lazy_reader_sees_each_form_of_marker(package):
+    (package / "dynamics" / "core" / "engine.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import json\n"
+        "if TYPE_CHECKING:\n"
+        "    from dynamics.core import model\n"
+        "def f():\n"
+        "    import dynamics.errors  # lazy: a start-up cost\n"
+        "    # lazy: a cycle\n"
+        "    from dynamics.core import model\n"
+        "    import os\n"
+        "    import sys  # lazy:\n"
+        "    x = 1  # lazy: not a comment line above an import\n"
+        "    import re\n"
+    )
+    assert unexplained_imports(package) == [
+        "dynamics/core/engine.py:9: import os",
+        "dynamics/core/engine.py:10: import sys  # lazy:",
+        "dynamics/core/engine.py:12: import re",
+    ]

@@ -68,7 +68,7 @@ def file_digest(path: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _cached_digest(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
-    from datamodels.npz import content_digest
+    from datamodels.npz import content_digest  # lazy: numpy: data from a file only
 
     try:
         return content_digest(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dynamics import parts
 from dynamics.parts import rules
+from dynamics.parts.metrics import head_metrics_on, head_view_on
 
 
 def from_file(cfg) -> str | None:
@@ -160,8 +161,6 @@ def normalised(cfg) -> str | None:
 
 
 def head_view(cfg) -> str | None:
-    from dynamics.parts.metrics import head_view_on
-
     if not head_view_on(cfg):
         off = LOG_DECIDES["losses"] if cfg.sweep.log == "losses" else "sweep.head_metrics is off"
         return f"no per-head view is logged ({off} and sweep.save_params is False)"
@@ -169,8 +168,6 @@ def head_view(cfg) -> str | None:
 
 
 def head_sims(cfg) -> str | None:
-    from dynamics.parts.metrics import head_metrics_on
-
     if cfg.sweep.log in ("losses", "all"):
         return LOG_DECIDES[cfg.sweep.log]
     if not head_metrics_on(cfg):

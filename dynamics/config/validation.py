@@ -33,7 +33,7 @@ from dynamics.parts.value_checks import positive_int as _positive_int
 def _adapter(cls):
     """pydantic's validator of a section's field types (strict: no coercion, so "3" is not 3 and
     True is not 1; every instance re-validated). Imported on first use: ``--help`` never needs it."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     cls.__pydantic_config__ = pydantic.ConfigDict(strict=True, revalidate_instances="always")
     return pydantic.TypeAdapter(cls)
@@ -41,7 +41,7 @@ def _adapter(cls):
 
 def _check_params(model, data: sec.DataConfig) -> None:
     """The data model's own parameters against its schema's field types (pydantic, strict)."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     if model.schema is None:
         return
@@ -59,7 +59,7 @@ def _check_params(model, data: sec.DataConfig) -> None:
 def _check_types(section: str, value) -> None:
     """The section's field types, checked by pydantic against the dataclass annotations; the
     first wrong field in one line."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     cls = sec.SECTIONS[section]
     if not isinstance(value, cls):
@@ -202,7 +202,7 @@ def _check_data(data: sec.DataConfig, x64: bool = False) -> None:
 def _npz_sizes(data: sec.DataConfig) -> sec.DataConfig:
     """``data`` (model npz) with n_train, n_test, T, d read from the file's headers; a value
     set in the config must be the file's own (n_train/n_test at their defaults count as unset)."""
-    from datamodels.npz import read_header
+    from datamodels.npz import read_header  # lazy: numpy: data from a file only
 
     header = read_header(data.path)
     unset = {"n_train": sec.DataConfig.n_train, "n_test": sec.DataConfig.n_test, "T": None, "d": None}
@@ -382,7 +382,7 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
 
 def _check_init_from(cfg: sec.Config) -> None:
     """The file's parameters are this model's (layout, d, d_h, bias), for the sweep's H and trials."""
-    from dynamics.config import initfile
+    from dynamics.config import initfile  # lazy: numpy: only with model.init_from
 
     model = cfg.model
     if not isinstance(model.init_from, str) or not model.init_from.strip():
@@ -464,7 +464,7 @@ def identical_trials(cfg: sec.Config) -> str | None:
     if parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
         return None  # each trial draws its own SGD batches
     if cfg.model.init_from is not None:
-        from dynamics.config import initfile
+        from dynamics.config import initfile  # lazy: numpy: only with model.init_from
 
         if initfile.read(cfg.model.init_from)["U"].ndim == 3:
             return None  # a trial axis: each trial starts from its own θ(0)

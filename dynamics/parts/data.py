@@ -82,7 +82,7 @@ class DataModel(Part):
         task = getattr(obj, "task", "classification")
         if task not in TASKS:
             raise ConfigError(f"data.model={name!r} has task={task!r}; allowed: {', '.join(TASKS)}")
-        from dynamics.parts.boundary import check_noise_floor
+        from dynamics.parts.boundary import check_noise_floor  # lazy: numpy: only for a user's data model
 
         check_noise_floor(name, getattr(obj, "noise_floor", None))
         declared = getattr(obj, "sizes", None)
@@ -136,7 +136,7 @@ def _inferred(obj: Any, name: str, data) -> dict[str, int]:
     except TypeError:  # a parameter value that cannot be hashed: no cache
         key, cached = None, None
     if cached is None or cached[0] is not obj:
-        from dynamics.parts.boundary import infer_sizes
+        from dynamics.parts.boundary import infer_sizes  # lazy: numpy: only for a user's data model
 
         cached = (obj, infer_sizes(obj, name, data))
         if key is not None:
@@ -310,7 +310,7 @@ def data_task(data) -> str | None:
 
 @functools.lru_cache(maxsize=32)
 def _cached_task(path: str, size: int, mtime_ns: int) -> str | None:  # size and mtime key the cache
-    from datamodels.npz import DataError, infer_task
+    from datamodels.npz import DataError, infer_task  # lazy: numpy: only for data from a file
 
     try:
         return infer_task(path)

@@ -18,6 +18,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
+from dynamics.config.diagnostics_checks import from_snapshots
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
 from dynamics.core.data import (
@@ -436,12 +437,11 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     on ``drawn`` (``prepare_data(exp.config)``, the sweep's one draw; None only for the max-margin
     view of saved snapshots, which then draws the data once itself)."""
-    from dynamics.config.diagnostics_checks import from_snapshots
-    from dynamics.theory import replay as theory
+    from dynamics.theory import replay as theory  # lazy: the theory layer: diagnostics only
 
     cfg = exp.config
     if from_snapshots(cfg.sweep):  # the max-margin view of the engine's own θ, every logged step
-        from dynamics.theory.maxmargin import diagnostic_curves
+        from dynamics.theory.maxmargin import diagnostic_curves  # lazy: the theory layer: diagnostics only
 
         with phase("diagnostics"):
             own = {} if drawn is None else {"data": drawn.data, "shared": drawn.shared}  # not drawn again

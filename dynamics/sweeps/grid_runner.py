@@ -53,6 +53,7 @@ from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
+from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.execute import (
     Drawn,
     add_diagnostics,
@@ -123,7 +124,7 @@ class GridResult:
         """``frame_of(grid point k's SweepResult)`` for every k, each with a column per grid axis
         after ``H``, concatenated in grid point order (C order over the axes, the first outermost).
         The axes are read from the grid's record: any knob a grid runs over becomes a column."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         frames = []
         for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
@@ -505,8 +506,6 @@ def run_grid_checkpointed(
     as ``checkpoint.run_checkpointed``'s (checked under the lock; a replaced run's files removed
     once this grid's are written). A long compiled call keeps its state every ``checkpoint_every``
     seconds, as a sweep's (``checkpoint.run_checkpointed``), and with ``resume`` continues from it."""
-
-    from dynamics.sweeps.devices import device_name
 
     out = Path(out)
     writer = jax.process_index() == 0

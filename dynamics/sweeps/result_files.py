@@ -20,15 +20,19 @@ import sys
 import warnings
 import zipfile
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import jax
+import jaxlib
 import numpy as np
 import optax
 
+from dynamics import parts
 from dynamics.config.grid_axes import GridExperiment, grid_config, resolve_grid
 from dynamics.config.schema import config_from_dict, log_schedule, validate
+from dynamics.core.data import planted_names
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
@@ -41,8 +45,6 @@ SCHEMA_VERSION = 1
 
 
 def versions() -> dict[str, str]:
-    import jaxlib
-
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
@@ -69,8 +71,6 @@ def run_record(argv: list[str] | None = None) -> dict[str, Any]:
 def provenance() -> tuple[str | None, str | None]:
     """(mhsim's installed version, the checkout's git commit), looked up once per process: a sweep
     calls it before its first point, so writing a point's files stays as quick as before."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         mhsim = version("mhsim")
     except PackageNotFoundError:  # run from a checkout that was never pip-installed
@@ -272,8 +272,6 @@ def check_record(meta: dict[str, Any], config, bad):
 def check_hash(meta: dict[str, Any], cfg, config_hash: str, bad) -> None:
     """results.json's ``config_hash`` is ``config_hash`` (recomputed from its config; a sweep's or
     a grid's): data from a file are exempt, their content may have moved."""
-    from dynamics import parts
-
     if not parts.DATA_MODELS.get(cfg.data.model).from_file and meta.get("config_hash") != config_hash:
         recorded = meta.get("config_hash")
         raise bad(f"results.json's config_hash {recorded!r:.40} is not its config's ({config_hash})")
@@ -321,8 +319,6 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"curves.npz's diverged_at has shape {div.shape}, expected {shape[:2]}")
     if "directions" in meta:  # the per-head |cos| columns' names: reordered, they would name the wrong ones
-        from dynamics.core.data import planted_names
-
         if meta["directions"] != planted_names(cfg.data):
             raise bad(f"directions {meta['directions']!r:.160} are not its data model's, in their order")
     if "heads" in meta and meta["heads"] != heads.tolist():
