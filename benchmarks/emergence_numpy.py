@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from dynamics.api import run_sweep
-from dynamics.config.grid import grid_preset
+from dynamics.config.grid_axes import grid_preset
 from dynamics.config.overrides import apply_overrides
 from dynamics.core.data import data_model
 from dynamics.core.sampling import minibatch_key

@@ -68,7 +68,7 @@ CPU_REFERENCES = {
 
 def study(heads, lrs, scales, trials: int, steps: int, log_points: int):
     """The study's grid: DM1 at paper scale, random init, GD; η₀ × σ₀ axes, H and trials as given."""
-    from dynamics.config.grid import resolve_grid
+    from dynamics.config.grid_axes import resolve_grid
     from dynamics.config.schema import Config, DataConfig, ModelConfig, OptimConfig, SweepConfig
 
     cfg = Config(
@@ -86,7 +86,7 @@ def layout(grid, devices) -> dict:
     the FLOPs they execute and the model's; the memory estimate of all packs at once and the device's
     limit. Raises the library's one-line ConfigError where a device cannot hold one pack."""
     from dynamics.sweeps.devices import BatchPlacer
-    from dynamics.sweeps.grid import variant_groups
+    from dynamics.sweeps.grid_runner import variant_groups
     from dynamics.sweeps.memory import ELEMENT, element_bytes, outputs_of, sweep_bytes
     from dynamics.sweeps.plan import plan_points
 
@@ -123,7 +123,7 @@ def layout(grid, devices) -> dict:
 def measure(grid, devices) -> dict:
     """A cold and a warm ``run_grid_experiment`` of ``grid``, timed, with its layout and FLOP rates."""
     from dynamics.infra.timings import Timings
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment
 
     row = {"runs": grid.n_runs, **layout(grid, devices)}
     timings = Timings().start()

@@ -1,6 +1,6 @@
 """python -m benchmarks.grid: the grid presets' simulation time after compile.
 
-For each grid preset (``dynamics.config.grid.GRID_PRESETS``), in this process, with the CPU split
+For each grid preset (``dynamics.config.grid_axes.GRID_PRESETS``), in this process, with the CPU split
 into one JAX device per core as the command lines do:
 
 - cold: ``grid_run.run_grid_experiment`` the first time: its compiles (JAX's compile events) and the
@@ -27,9 +27,9 @@ import time
 
 
 def _bench(name: str, loop: bool) -> dict:
-    from dynamics.config.grid import grid_preset, resolve_grid
+    from dynamics.config.grid_axes import grid_preset, resolve_grid
     from dynamics.infra.timings import Timings
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment
     from dynamics.sweeps.sweep import run_sweep
 
     grid = resolve_grid(*grid_preset(name))

@@ -18,7 +18,7 @@ if sys.argv[:1] == ["-m"]:  # Python is starting `python -m dynamics…`: Ctrl-C
 _EXPORTS = {
     "dynamics.api": ("load_results", "load_runs", "run_grid", "run_sweep", "save_results", "with_overrides"),
     "dynamics.experiments.bottleneck": ("ExpressivityConfig", "HeadsConfig", "run_expressivity", "run_heads"),
-    "dynamics.sweeps.result": ("SweepResult",),
+    "dynamics.sweeps.sweep_result": ("SweepResult",),
     "dynamics.config.schema": (
         "PRESETS",
         "Config",
@@ -93,5 +93,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         logits,
     )
     from dynamics.experiments.bottleneck import ExpressivityConfig, HeadsConfig, run_expressivity, run_heads  # noqa: F401
-    from dynamics.sweeps.result import SweepResult  # noqa: F401
+    from dynamics.sweeps.sweep_result import SweepResult  # noqa: F401
     from dynamics.sweeps.trials import TrialData, trial_data  # noqa: F401

@@ -8,7 +8,7 @@ is read as the flag reads it (a switch takes a bool only), and an enum member
 ``np.int64(2)``) is the Python number it holds, an array of them a list. ``run_sweep(data="file.npz")``
 trains on a file (as ``--data``; a ``data_model`` naming another model is refused, as on the
 command line), ``run_sweep(..., x64=True)`` simulates in float64 (as ``--x64``). ``run_sweep`` returns a
-``dynamics.sweeps.result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
+``dynamics.sweeps.sweep_result.SweepResult`` (``.to_dataframe()``, ``.summary_frame()``,
 ``figures.sweep_figure(result)``); ``run_grid(cfg, optimizer=["gd", "adam"], lr=[0.1, 1])`` runs
 a grid over any knobs (a list is an axis) and returns its ``GridResult``; ``load_results``
 returns what a folder holds: a SweepResult
@@ -19,12 +19,17 @@ returns what a folder holds: a SweepResult
 from __future__ import annotations
 
 import argparse
+import difflib
 import enum
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from dynamics.config.grid import axis_name, grid_config, resolve_grid
+import numpy as np
+
+from dynamics import parts
+from dynamics.config.grid_axes import axis_name, grid_config, resolve_grid
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -36,14 +41,15 @@ from dynamics.config.schema import (
 )
 from dynamics.parts.knobs import Declared, text_type
 from dynamics.sweeps import headline
-from dynamics.sweeps.results import (
+from dynamics.sweeps.result_files import (
     BOTTLENECK_NPZ,
     check_sweep_files,
     read_folder,
     write_experiment,
     write_results,
 )
-from dynamics.sweeps.results import load_results as load_files
+from dynamics.sweeps.result_files import load_results as load_files
+from dynamics.sweeps.sweep_result import SweepResult
 
 ENGINE_KEYWORDS = (
     "data",
@@ -96,8 +102,6 @@ def _overridden(cfg: Config | str | None, overrides: dict[str, Any]) -> Config:
             sections.setdefault("data", {})[key] = value
             continue
         if key not in knobs:
-            import difflib
-
             close = difflib.get_close_matches(key, list(knobs), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown override {key}={value!r}{hint}; allowed: {', '.join(knobs)}")
@@ -123,7 +127,7 @@ def run_sweep(cfg: Config | str | None = None, **kwargs: Any):
     an .npz file to train on (as ``--data``); with it, a ``data_model`` keyword (or a config whose
     ``data.model`` was set explicitly) naming another model is refused; ``x64=True`` simulates in
     float64 (as ``--x64``)."""
-    from dynamics.sweeps.sweep import run_sweep as _run_sweep
+    from dynamics.sweeps.sweep import run_sweep as _run_sweep  # lazy: the sweep runner: on first use
 
     engine = {k: kwargs.pop(k) for k in ENGINE_KEYWORDS if k in kwargs}
     cfg = _with_data(cfg, engine, kwargs, "run_sweep")
@@ -137,7 +141,7 @@ def _with_data(
     and ``engine``'s ``data`` (popped): a data model object (the overrides then checked against its
     declarations) or a file's path (as ``--data FILE.npz``); a second data model named beside it is
     refused."""
-    from dynamics.sweeps.checks import as_config, with_data
+    from dynamics.sweeps.arguments import as_config, with_data  # lazy: the sweep runner: on first use
 
     if isinstance(cfg, str):
         cfg = as_config(cfg, caller)  # a bottleneck preset is refused, not run as the default sweep
@@ -176,7 +180,7 @@ def run_grid(
     "adam"], lr=[0.1, 1, 10], heads=[1, 4])``. A list (or tuple) for a grid knob, or its text with
     a comma (``lr="1e-2:1e2:9"``: numbers also a:b:k), is an axis, as ``--optimizer gd,adam`` on
     the command line; every other keyword is an override (``heads`` stays the list of H). Returns
-    the grid's ``dynamics.sweeps.grid.GridResult`` (``.point(k)``: grid point k as the SweepResult
+    the grid's ``dynamics.sweeps.grid_runner.GridResult`` (``.point(k)``: grid point k as the SweepResult
     of its configuration run alone, ``.grid.axes``: the axes' names and values, ``.summary_frame()``).
 
     Without axes, the sweep of ``cfg`` at every η₀ of ``lrs`` and σ₀ of ``init_scales``, batched
@@ -184,9 +188,9 @@ def run_grid(
     (``dynamics.sweeps.sweep.run_grid``). ``lrs``/``init_scales`` with knob axes are refused:
     give ``lr=[…]``/``init_scale=[…]`` instead. ``data``, ``progress``, ``devices``,
     ``packs_per_call``, ``chunk``, ``slots`` and ``call_seconds``: as for ``run_sweep``."""
-    from dynamics.sweeps.checks import check_layout
-    from dynamics.sweeps.grid import run_grid_experiment
-    from dynamics.sweeps.sweep import run_grid as run_variants
+    from dynamics.sweeps.arguments import check_layout  # lazy: the sweep runner: on first use
+    from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: the grid runner: on first use
+    from dynamics.sweeps.sweep import run_grid as run_variants  # lazy: the sweep runner: on first use
 
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     axes, engine = _axes(knobs), {"data": data}
@@ -239,8 +243,6 @@ def _check_one_data_model(cfg: Any, data: Any, kwargs: dict[str, Any]) -> None:
     """``data`` (an object or a file's path) is the data model of the run: a ``data_model`` keyword,
     or a config whose ``data.model`` was set explicitly, naming another is refused (one of the two
     would be silently dropped), as ``--data FILE.npz --data-model NAME`` is on the command line."""
-    from dynamics import parts
-
     path = isinstance(data, str | os.PathLike)
     what = f"data={os.fspath(data)!r}" if path else f"data={type(data).__name__} object"
     named = kwargs.get("data_model")
@@ -268,8 +270,6 @@ def _plain(value: Any) -> Any:
     """A numpy (or JAX) scalar as the Python number it holds (np.float32(0.5) is 0.5, np.int64(2)
     is 2), an array or a list of them as a list of Python numbers; anything else as it is. A
     config holds Python values only: its hash and results.json read them."""
-    import numpy as np
-
     if isinstance(value, np.generic):  # np.float64 is a float, but not a plain one
         return value.item()
     if isinstance(value, str | bytes | bool | int | float | complex | enum.Enum) or value is None:
@@ -292,14 +292,11 @@ def load_results(folder: str | Path):
       derive from the result (``WRITER_FIELDS``) is in ``extra`` (``device``, ``timings``, …);
       an interrupted run's partial results have ``result.complete`` False and the H values still
       to run in ``result.extra["heads_todo"]``;
-    - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid.GridResult`` (every grid point, ``.point(k)``);
+    - a grid (``--lr 0.1,1`` …): a ``dynamics.sweeps.grid_runner.GridResult`` (every grid point,
+      ``.point(k)``);
     - a bottleneck experiment: its run dict {"results", "arrays"}, as ``run_expressivity`` /
       ``run_heads`` return it (``figures.expressivity_figure`` / ``bottleneck_heads_figure`` draw it).
     """
-    import numpy as np
-
-    from dynamics.sweeps.result import SweepResult
-
     path, meta, kind = read_folder(folder)
     meta, arrays = load_files(path, BOTTLENECK_NPZ.get(kind, "curves.npz"))
     if kind in BOTTLENECK_NPZ:
@@ -340,8 +337,7 @@ def save_results(result, folder: str | Path, *, overwrite: bool = False) -> list
     ``.npz``. No figure (``figures.sweep_figure(result)`` draws one). A folder that already holds a
     results.json is refused unless ``overwrite=True``; anything that is not a result is refused
     with a one-line ConfigError. Returns the paths written."""
-    from dynamics.sweeps.grid import GridResult, write_grid  # JAX: only when results are written
-    from dynamics.sweeps.result import SweepResult  # as load_results: the engine's layer on first use
+    from dynamics.sweeps.grid_runner import GridResult, write_grid  # lazy: the grid runner: on first use
 
     npz_name = None
     if (
@@ -408,9 +404,7 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _grid_result(meta: dict[str, Any], arrays: dict[str, Any]):
-    import numpy as np
-
-    from dynamics.sweeps.grid import GridResult
+    from dynamics.sweeps.grid_runner import GridResult  # lazy: the grid runner: on first use
 
     names = list(meta["grid"]["axes"])
     axes = tuple((name, tuple(meta["grid"]["values"][name])) for name in names)
@@ -442,9 +436,7 @@ def load_runs(root: str | Path = "runs"):
     has its own ``H``). A folder that holds no results, or whose results cannot be read (damaged,
     edited, a bottleneck experiment's), is skipped with a warning naming it and why. Rows come in
     the folders' sorted order."""
-    import warnings
-
-    import pandas as pd  # only here: the rest of the API works without building frames
+    import pandas as pd  # lazy: pandas: only where frames are built
 
     base = _runs_root(root)
     folders, empty = _run_folders(base)
@@ -508,9 +500,9 @@ def _run_folders(root: Path) -> tuple[list[Path], list[Path]]:
 
 def _run_frame(result, run: str):
     """One run's rows of ``load_runs``: its summary frame, then the knobs of each row's config."""
-    import pandas as pd  # only here, as in load_runs
+    import pandas as pd  # lazy: pandas: only where frames are built
 
-    from dynamics.sweeps.grid import GridResult
+    from dynamics.sweeps.grid_runner import GridResult  # lazy: the grid runner: on first use
 
     if isinstance(result, GridResult):
         frame, kind = result.summary_frame(), "grid"

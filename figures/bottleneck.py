@@ -15,7 +15,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from dynamics.sweeps.results import load_results, read_folder
+from dynamics.sweeps.result_files import load_results, read_folder
 from figures.sweep import DATA_LABEL, save_figure
 
 FLOOR = 1e-12  # log-axis floor for errors that are exactly 0

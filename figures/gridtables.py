@@ -13,7 +13,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from dynamics.config.grid import GRID_KNOBS
+from dynamics.config.grid_axes import GRID_KNOBS
 from dynamics.config.schema import declared
 from dynamics.parts.metrics import REGISTRY
 from figures.sweep import DIVERGED_COLOR, describe

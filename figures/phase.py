@@ -1,4 +1,4 @@
-"""Figures of a grid (``dynamics.config.grid``), drawn from its saved result files (or a GridResult).
+"""Figures of a grid (``dynamics.config.grid_axes``), drawn from its saved result files (or a GridResult).
 
 The plotted knobs are ``axes`` (horizontal first; ``"heads"`` or ``"H"`` is H), the other knobs
 each at one value (``at={"noise": 1.0}``, else their first), every fixed value named in the title:
@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from dynamics.sweeps.results import load_results, read_folder
+from dynamics.sweeps.result_files import load_results, read_folder
 from figures.facets import plot_facets
 from figures.gridtables import (  # noqa: F401  (best_columns, grid_tables: figures.phase's since the start)
     OUTLINE,

@@ -13,7 +13,7 @@ The entry interface (all four fields are required):
   ``Config.hash()`` of the validated config). Cheap: no simulation.
 - ``produce(results_dir: Path, progress: bool) -> None`` — compute the results and write
   them into ``results_dir``, atomically, with ``results.json`` written last and holding
-  ``"config_hash": key()`` (``dynamics.sweeps.results.write_results`` does exactly this for a sweep).
+  ``"config_hash": key()`` (``dynamics.sweeps.result_files.write_results`` does exactly this for a sweep).
   Any other files (``curves.npz``, ...) are the entry's own business.
 - ``plot(results_dir: Path, stem: Path) -> list[Path]`` — read the saved files only (never
   run the simulator), write ``stem.png`` and ``stem.pdf``, return the written paths.
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
 from dynamics.experiments import bottleneck, icl, positional_semantic, sparse_token
-from dynamics.sweeps.results import complete_results_hash, write_results
+from dynamics.sweeps.result_files import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
 
@@ -90,7 +90,7 @@ def sweep_entry(
     if not callable(plot):
         raise TypeError(f"plot={plot!r:.60} must be callable as plot(results_dir, stem)")
     if isinstance(config, str):
-        from dynamics.sweeps.checks import as_config
+        from dynamics.sweeps.arguments import as_config
 
         as_config(config, "sweep_entry")  # a bottleneck preset is not a sweep
         if description is None:
@@ -120,14 +120,15 @@ def plot_grid(results_dir: Path, stem: Path, **options) -> list[Path]:
 
 
 def grid_entry(name: str) -> Entry:
-    """An entry that runs a grid preset (``dynamics.config.grid.GRID_PRESETS``) and draws its
+    """An entry that runs a grid preset (``dynamics.config.grid_axes.GRID_PRESETS``) and draws its
     phase diagram."""
-    from dynamics.config.grid import GRID_PRESETS, grid_preset, resolve_grid
+    from dynamics.config.grid_axes import GRID_PRESETS, grid_preset, resolve_grid
 
     grid = resolve_grid(*grid_preset(name))
 
     def produce(results_dir: Path, progress: bool) -> None:
-        from dynamics.sweeps.grid import run_grid_experiment, write_grid  # JAX: only when the grid runs
+        # JAX: only when the grid runs
+        from dynamics.sweeps.grid_runner import run_grid_experiment, write_grid
 
         result = run_grid_experiment(grid, progress=progress)
         result.extra.update(complete=True)
@@ -149,7 +150,7 @@ def specialisation_entries() -> dict[str, Entry]:
 def sparse_token_entry(name: str) -> Entry:
     """A sparse-token grid preset (``dynamics.experiments.sparse_token``): the grid with the signed
     cosines with ξ, drawn against α₀ = n/d."""
-    from dynamics.config.grid import GRID_PRESETS
+    from dynamics.config.grid_axes import GRID_PRESETS
 
     plot = lazy_plot("figures.sparse_token", "plot_sparse_token")
 

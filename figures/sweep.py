@@ -31,7 +31,7 @@ from matplotlib.ticker import NullLocator
 from dynamics import parts
 from dynamics.config.presets import train_label
 from dynamics.infra.files import atomic_write_bytes
-from dynamics.sweeps.results import check_sweep_files, load_results, read_folder
+from dynamics.sweeps.result_files import check_sweep_files, load_results, read_folder
 from figures.theme import (  # seaborn's look, without seaborn
     EMBEDDED_FONTS,
     drop_invisible_minor_ticks,
@@ -137,7 +137,7 @@ def display_points(x: np.ndarray, log: bool, max_points: int = DISPLAY_POINTS) -
 def _check_curves(ax, curves, metrics) -> dict:
     """The arrays of a sweep, ``curves`` as ``sweep_data`` gives them (a SweepResult is taken as
     its arrays), checked: heads (n,), steps (L,), diverged_at (n, trials), each metric (n, trials, L)."""
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     if not hasattr(ax, "plot"):
         raise TypeError(f"ax={ax!r:.60} must be a matplotlib Axes")
@@ -313,7 +313,7 @@ def plot_final_vs_heads(ax_train, ax_test, meta: dict, curves: dict) -> None:
 def sweep_data(source) -> tuple[dict, dict]:
     """(meta, curves) of a sweep: ``source`` is a ``SweepResult`` (in memory) or a results folder
     (or its results.json); a grid, a bottleneck run or anything else is refused (ValueError/TypeError)."""
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     if isinstance(source, SweepResult):
         meta = {"config": source.config.resolved().to_dict(), **source.extra}

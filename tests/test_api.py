@@ -15,7 +15,7 @@ from PIL import Image
 import dynamics
 from dynamics import load_results, preset, run_sweep
 from dynamics.config.schema import ConfigError
-from dynamics.sweeps.results import write_results
+from dynamics.sweeps.result_files import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, width=8, irrelevant_means=2)

@@ -10,8 +10,8 @@ import pytest
 
 import dynamics
 from dynamics import ConfigError, load_results, run_grid, run_sweep
-from dynamics.sweeps.result import SweepResult
-from dynamics.sweeps.results import write_results
+from dynamics.sweeps.result_files import write_results
+from dynamics.sweeps.sweep_result import SweepResult
 
 # The shapes of tests/test_api.py's sweep: its compiled program is reused where a worker ran it.
 SMALL = dict(heads=[1, 3], steps=6, trials=2, n_train=12, n_test=10, tokens=4, width=8, irrelevant_means=2)
@@ -178,8 +178,8 @@ def test_a_diagnostics_run_loads_back_whole(tmp_path):
 
 
 def test_a_grid_folder_loads_as_the_grid(tmp_path):
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import GridResult, run_grid_checkpointed
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import GridResult, run_grid_checkpointed
 
     cfg = dynamics.with_overrides("fig2", **SMALL)
     grid = resolve_grid(cfg, {"lr": [0.5, 1.0]})
@@ -197,8 +197,8 @@ def test_a_grid_folder_loads_as_the_grid(tmp_path):
 
 
 def test_ensure_results_leaves_no_stale_grid_summary(result, tmp_path):
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import run_grid_checkpointed
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import run_grid_checkpointed
     from figures import Entry, ensure_results
 
     cfg = dynamics.with_overrides("fig2", **SMALL)

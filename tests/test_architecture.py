@@ -2,7 +2,8 @@
 ``datamodels/`` and ``figures/`` (at a file's top or inside a function, ``import x`` or
 ``from x import y``, relative ones resolved) reaches only the layers its own layer's row names,
 and a function-level import never repeats a module its file already imports at top level (the
-inner one defers nothing, and hides where the module really comes from)."""
+inner one defers nothing, and hides where the module really comes from); one in ``dynamics/`` says
+why it is not at the top in a ``# lazy: <reason>`` comment on its line or the line above."""
 
 from __future__ import annotations
 
@@ -27,6 +28,26 @@ KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 
 # Function-level imports of a module the file already imports at top level, as (file, module): none.
 KNOWN_REPEATED_IMPORTS: set[tuple[str, str]] = set()
+
+# Modules under dynamics/ that share a file name, each the same idea seen from another layer (the
+# registry of a kind of part and its math, a command line and its experiment, …). A debt, as above:
+# a new module takes a name of its own, and test_the_known_shared_names_are_still_there says when
+# an entry is paid off by a rename.
+KNOWN_SHARED_NAMES: dict[str, frozenset[str]] = {
+    "bottleneck.py": frozenset({"dynamics/cli/bottleneck.py", "dynamics/experiments/bottleneck.py"}),
+    "common.py": frozenset({"dynamics/cli/common.py", "dynamics/demo/common.py"}),
+    "data.py": frozenset({"dynamics/core/data.py", "dynamics/parts/data.py"}),
+    "emergence.py": frozenset({"dynamics/experiments/emergence.py", "dynamics/sweeps/emergence.py"}),
+    "icl.py": frozenset({"dynamics/experiments/icl.py", "dynamics/parts/icl.py"}),
+    "knobs.py": frozenset({"dynamics/cli/knobs.py", "dynamics/parts/knobs.py"}),
+    "model.py": frozenset({"dynamics/core/model.py", "dynamics/parts/model.py"}),
+    "positional_semantic.py": frozenset(
+        {"dynamics/experiments/positional_semantic.py", "dynamics/theory/positional_semantic.py"}
+    ),
+    "run.py": frozenset({"dynamics/cli/run.py", "dynamics/run.py"}),
+}
+LAZY = re.compile(r"#\s*lazy:\s*\S")  # the reason a function-level import is not at the top
+PACKAGE_FILES = ("__init__.py", "__main__.py")  # every package has its own; they are never imported by name
 
 
 @dataclass(frozen=True)
@@ -259,3 +280,90 @@ def test_a_path_belongs_to_its_longest_layer():
     assert layer_of("dynamics/api.py", layers) == "dynamics/api.py"
     assert layer_of("dynamics/apix.py", layers) == "dynamics/"
     assert layer_of("datamodels/npz.py", layers) is None
+
+
+def shared_names(root: Path = ROOT) -> dict[str, frozenset[str]]:
+    """{file name: the modules under dynamics/ that have it} for each name two or more modules share
+    (``__init__.py`` and ``__main__.py`` aside)."""
+    by_name: dict[str, set[str]] = {}
+    for file in (root / "dynamics").rglob("*.py"):
+        if file.name not in PACKAGE_FILES:
+            by_name.setdefault(file.name, set()).add(file.relative_to(root).as_posix())
+    return {name: frozenset(paths) for name, paths in by_name.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_file_name():
+    """A module's file name says its one job: ``checks.py`` or ``grid.py`` in three layers reads the
+    same in a traceback, an editor's tab and ``git log --stat``."""
+    new = {
+        name: sorted(paths - KNOWN_SHARED_NAMES.get(name, frozenset()))
+        for name, paths in shared_names().items()
+        if not paths <= KNOWN_SHARED_NAMES.get(name, frozenset())
+    }
+    assert not new, f"modules under dynamics/ that share a file name (give each a name of its own): {new}"
+
+
+def test_the_known_shared_names_are_still_there():
+    present = shared_names()
+    gone = {
+        name: sorted(paths - present.get(name, frozenset())) for name, paths in KNOWN_SHARED_NAMES.items()
+    }
+    gone = {name: paths for name, paths in gone.items() if paths}
+    assert not gone, f"no longer shared, remove from KNOWN_SHARED_NAMES: {gone}"
+
+
+def test_the_shared_names_reader_sees_nested_modules(tmp_path):
+    for name in (
+        "dynamics/__init__.py",
+        "dynamics/a/__init__.py",
+        "dynamics/a/grid.py",
+        "dynamics/b/c/grid.py",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "dynamics" / "b" / "other.py").write_text("")
+    assert shared_names(tmp_path) == {"grid.py": frozenset({"dynamics/a/grid.py", "dynamics/b/c/grid.py"})}
+
+
+def unexplained_imports(root: Path = ROOT) -> list[str]:
+    """Each function-level import under dynamics/ (outside ``if TYPE_CHECKING:``) without a
+    ``# lazy: <reason>`` comment (a heavy or optional import deferred, a cycle avoided, a start-up
+    cost) on its first line or on a comment line just above it."""
+    found = []
+    for file in sorted((root / "dynamics").rglob("*.py")):
+        lines = file.read_text().splitlines()
+        for line in sorted({i.line for i in imports_of(file, root) if i.in_function and not i.type_checking}):
+            above = lines[line - 2].strip() if line > 1 else ""
+            if not (LAZY.search(lines[line - 1]) or (above.startswith("#") and LAZY.search(above))):
+                found.append(f"{file.relative_to(root).as_posix()}:{line}: {lines[line - 1].strip()}")
+    return found
+
+
+def test_every_function_level_import_says_why_it_is_not_at_the_top():
+    missing = unexplained_imports()
+    assert not missing, (
+        "function-level imports without a '# lazy: <reason>' comment on their line or the line above "
+        "(move them to the top, or say what deferring them buys):\n" + "\n".join(missing)
+    )
+
+
+def test_the_lazy_reader_sees_each_form_of_marker(package):
+    (package / "dynamics" / "core" / "engine.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import json\n"
+        "if TYPE_CHECKING:\n"
+        "    from dynamics.core import model\n"
+        "def f():\n"
+        "    import dynamics.errors  # lazy: a start-up cost\n"
+        "    # lazy: a cycle\n"
+        "    from dynamics.core import model\n"
+        "    import os\n"
+        "    import sys  # lazy:\n"
+        "    x = 1  # lazy: not a comment line above an import\n"
+        "    import re\n"
+    )
+    assert unexplained_imports(package) == [
+        "dynamics/core/engine.py:9: import os",
+        "dynamics/core/engine.py:10: import sys  # lazy:",
+        "dynamics/core/engine.py:12: import re",
+    ]

@@ -354,7 +354,7 @@ def test_trial_data_is_what_the_run_trains_and_tests_on(tmp_path):
 
 def test_results_with_reordered_direction_names_are_refused(tmp_path):
     from dynamics import load_results
-    from dynamics.sweeps.results import write_results
+    from dynamics.sweeps.result_files import write_results
 
     cfg = Config(
         data=DataConfig(model="dm1", T=T, d=D, n_train=N, n_test=N),

@@ -148,8 +148,8 @@ def test_loss_curves_are_drawn_thinned_and_saved_whole(tmp_path):
     import matplotlib.pyplot as plt
 
     from dynamics.config.schema import Config, SweepConfig
-    from dynamics.sweeps.result import SweepResult
-    from dynamics.sweeps.results import load_results, write_results
+    from dynamics.sweeps.result_files import load_results, write_results
+    from dynamics.sweeps.sweep_result import SweepResult
     from figures.sweep import DISPLAY_POINTS, plot_loss_curves
 
     steps = np.arange(0, 5001)

@@ -103,7 +103,7 @@ def test_tied_copies_share_one_logit():
     [(dict(copies=7), "data.copies=7 must be <= data.T=6"), (dict(repetition=1.5), "data.repetition")],
 )
 def test_emergence_refusals(data, match):
-    from dynamics.config.checks import validate
+    from dynamics.config.validation import validate
 
     with pytest.raises(ConfigError, match=match):
         validate(emergence_config(**data))

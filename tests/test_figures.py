@@ -22,7 +22,7 @@ from dynamics.cli.figures import GALLERY_WIDTH, main  # noqa: E402
 from dynamics.config.schema import apply_overrides, preset, validate  # noqa: E402
 from dynamics.infra.files import atomic_write_bytes  # noqa: E402
 from dynamics.parts.metrics import has_head_axes  # noqa: E402
-from dynamics.sweeps.results import load_results, write_results  # noqa: E402
+from dynamics.sweeps.result_files import load_results, write_results  # noqa: E402
 from dynamics.sweeps.sweep import run_sweep  # noqa: E402
 from figures.registry import FIGURES, PRESET_FIGURES, Entry, ensure_results, sweep_entry  # noqa: E402
 from figures.sweep import plot_final_vs_heads, plot_sweep  # noqa: E402

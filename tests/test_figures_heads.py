@@ -18,7 +18,7 @@ from dynamics import run_sweep  # noqa: E402
 from dynamics.cli.figures import main  # noqa: E402
 from dynamics.config.schema import preset  # noqa: E402
 from dynamics.core.data import planted_names  # noqa: E402
-from dynamics.sweeps.results import write_results  # noqa: E402
+from dynamics.sweeps.result_files import write_results  # noqa: E402
 from figures import heads_figure, plot_heads  # noqa: E402
 from figures.heads import DIVERGED_COLOR, choose_steps, head_palette, head_run  # noqa: E402
 

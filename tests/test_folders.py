@@ -120,14 +120,14 @@ def test_the_same_config_into_its_own_folder_reuses_its_results(tmp_path, capsys
 
 
 def test_grids_follow_the_same_rules(tmp_path, capsys, monkeypatch):
-    import dynamics.sweeps.grid
+    import dynamics.sweeps.grid_runner
 
     out = tmp_path / "g"
     run_ok([*TINY, "--lr", "0.5,1", "--out", str(out)], capsys, tmp_path)
     before = snapshot(out)
     line = refused([*TINY, "--lr", "0.5,2", "--out", str(out)], capsys, tmp_path)
     assert "holds another config (grid.lr 0.5,1 there, 0.5,2 here)" in line and snapshot(out) == before
-    monkeypatch.setattr(dynamics.sweeps.grid, "run_points", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(dynamics.sweeps.grid_runner, "run_points", lambda *a, **k: 1 / 0)
     lines = run_ok([*TINY, "--lr", "0.5,1", "--out", str(out)], capsys, tmp_path)
     assert lines[0].endswith("nothing to run") and snapshot(out) == before
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import child_env
 from scipy.special import erf
 
-from dynamics.config.grid import grid_preset, resolve_grid
+from dynamics.config.grid_axes import grid_preset, resolve_grid
 from dynamics.config.schema import preset, resolve
 from dynamics.experiments import single_location as sl
 
@@ -128,7 +128,7 @@ def test_a_grid_over_the_temperature_runs_each_points_own_temperature():
     # first point's program (same numbers at every β₀).
     from dynamics import run_sweep
     from dynamics.api import with_overrides
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment
 
     small = {"heads": [1], "trials": 1, "steps": 5, "n_train": 8, "n_test": 8}
     base = with_overrides("default", **small)  # the config run_sweep runs (not run: its own temperature)

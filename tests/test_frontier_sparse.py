@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from dynamics.config.grid import grid_preset, resolve_grid
+from dynamics.config.grid_axes import grid_preset, resolve_grid
 from dynamics.config.schema import apply_overrides, resolve
 from dynamics.experiments import sparse_token as st
 from dynamics.sweeps.sweep import planted_directions, prepare_data, run_sweep

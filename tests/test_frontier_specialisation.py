@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dynamics.config.grid import parse_values, resolve_grid
+from dynamics.config.grid_axes import parse_values, resolve_grid
 from dynamics.config.schema import apply_overrides, preset, resolve
 from dynamics.errors import ConfigError
 from dynamics.experiments import specialisation as spec
@@ -115,7 +115,7 @@ def test_attention_is_a_categorical_grid_knob():
 
 @pytest.mark.stress  # long: `make stress` and CI run it
 def test_tiny_grid_over_activations(tmp_path):
-    from dynamics.sweeps.grid import format_grid_table, run_grid_experiment, write_grid
+    from dynamics.sweeps.grid_runner import format_grid_table, run_grid_experiment, write_grid
     from dynamics.sweeps.sweep import run_sweep
     from figures.specialisation import plot_specialisation_grid
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from helpers import assert_same_numbers, child_env, cli_error, cli_run
 
-from dynamics.config.grid import load_toml_grid, parse_values, resolve_grid
+from dynamics.config.grid_axes import load_toml_grid, parse_values, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
 from dynamics.core import engine
 from dynamics.infra import executables
-from dynamics.sweeps.grid import (
+from dynamics.sweeps.grid_runner import (
     load_points,
     run_grid_checkpointed,
     run_grid_experiment,
@@ -165,7 +165,7 @@ def test_summary_csv_is_tidy_and_matches_the_curves(tmp_path):
 
 def interrupted_then_resumed(grid, out: Path, monkeypatch):
     """``run_grid_checkpointed`` interrupted after its first saved grid point, then resumed."""
-    import dynamics.sweeps.grid as gr
+    import dynamics.sweeps.grid_runner as gr
 
     real, saved = gr.save_point, []
 
@@ -249,8 +249,8 @@ def fake_grid_folder(out: Path) -> Path:
     simulation): a regression run (no error curves); at η₀ = 10 every trial diverged, at (H = 4,
     η₀ = 1, ε = 0.5, n = 24) one of two trials did. Test loss = η₀-independent base / H at ε = 0.5
     (heads help)."""
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import GridResult, write_grid
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import GridResult, write_grid
 
     heads, lrs, noises, ns, trials, L = [1, 4], [0.1, 1.0, 10.0], [0.5, 1.0], [24, 30], 2, 3
     shape = (2, 3, 2, 2, trials, L)

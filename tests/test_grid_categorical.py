@@ -13,9 +13,9 @@ from helpers import assert_same_numbers, cli_error, cli_run
 
 import dynamics
 from dynamics.cli.run import build_parser, config_from_args
-from dynamics.config.grid import GRID_KNOBS, load_toml_grid, resolve_grid
+from dynamics.config.grid_axes import GRID_KNOBS, load_toml_grid, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides, resolve
-from dynamics.sweeps.grid import GridResult, write_grid
+from dynamics.sweeps.grid_runner import GridResult, write_grid
 from dynamics.sweeps.sweep import run_sweep
 
 TINY = {

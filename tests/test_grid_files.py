@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
-from dynamics.sweeps.grid import run_grid_checkpointed
+from dynamics.sweeps.grid_runner import run_grid_checkpointed
 
 LRS = [0.1, 1.0]
 SMALL = {

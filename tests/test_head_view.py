@@ -86,7 +86,7 @@ def tiny(**sweep_knobs) -> Config:
 @pytest.mark.stress  # two sweeps' compiles
 def test_the_head_view_has_its_own_steps_and_leaves_the_curves_bit_identical(tmp_path):
     from dynamics import load_results
-    from dynamics.sweeps.results import write_results
+    from dynamics.sweeps.result_files import write_results
 
     off = sweep.run_sweep(tiny(head_metrics="off"), progress=False)
     on = sweep.run_sweep(tiny(head_metrics="on", head_every=5, save_params=True), progress=False)

@@ -125,7 +125,7 @@ def _emergence_result():
     """The preset's config with hand-made curves (no training): trial 0's attention reaches ½ at
     step 20, trial 1's at step 30, the test loss halves 10 steps earlier."""
     from dynamics.config.schema import resolve
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     exp = resolve(dynamics.with_overrides("emergence", trials=2))
     steps = np.arange(0, 41, 2)
@@ -231,7 +231,7 @@ def test_icl_headline_gives_closed_form_levels_and_the_figure_draws_them():
 def test_a_preset_run_without_what_its_headline_needs_falls_back_with_a_note(small):
     import dataclasses
 
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     named = dataclasses.replace(small.config, name="max-margin")  # no snapshots to align
     result = SweepResult(named, small.heads, small.steps, small.curves, small.diverged_at)
@@ -243,7 +243,7 @@ def test_a_preset_run_without_what_its_headline_needs_falls_back_with_a_note(sma
 
 def test_diagnostics_and_bottleneck_headlines_from_their_summaries():
     from dynamics.experiments import bottleneck_heads, expressivity
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
 
     doc = {"names": ["sharpness", "kernel"], "heads": [1, 4], "eos_ratio_max": [0.05, 0.2],
            "kernel_distance_final": [0.7, None]}  # fmt: skip
@@ -277,8 +277,8 @@ def _emergence_grid():
     """A GridResult over T from hand-made curves (no training): the attention reaches ½ at step
     2·T (trial 1: one logged step later), the test loss halves at step T; the final test loss is
     lowest at T = 8."""
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import GridResult
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import GridResult
 
     grid = resolve_grid(dynamics.with_overrides("emergence", trials=2, steps=80), {"T": "4,8,16"})
     steps = np.arange(0, 81, 2)
@@ -314,8 +314,8 @@ def test_grid_headline_fits_the_emergence_exponent_and_finds_the_best_point():
 
 @pytest.mark.slow  # its own compiled program
 def test_a_grid_headline_round_trips_through_its_folder(tmp_path):
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.config.grid_axes import resolve_grid
+    from dynamics.sweeps.grid_runner import run_grid_experiment
 
     grid = resolve_grid(dynamics.with_overrides("fig2", **SMALL), {"lr": "0.5,1"})
     result = run_grid_experiment(grid, progress=False)
@@ -353,7 +353,7 @@ def test_single_location_and_specialisation_headlines_are_their_studies_numbers(
 
 
 def test_a_bottleneck_folder_without_a_headline_gets_its_presets(tmp_path):
-    from dynamics.sweeps.results import write_experiment
+    from dynamics.sweeps.result_files import write_experiment
 
     rows = [{"T": 4, "reached_at": 3, "theory_threshold": 3}]
     results = {"experiment": "bottleneck-expressivity", "config": {"tol": 1e-3}, "summary": rows}
@@ -385,7 +385,7 @@ def test_a_bottleneck_folder_without_a_headline_gets_its_presets(tmp_path):
 )
 def test_each_preset_with_a_question_of_its_own_draws_it(name, heads, stem):
     """``figures.own`` picks the figure from what the run is (hand-made curves: no training)."""
-    from dynamics.sweeps.result import SweepResult
+    from dynamics.sweeps.sweep_result import SweepResult
     from figures.own import own_figure
 
     cfg = dynamics.with_overrides(name, heads=heads)

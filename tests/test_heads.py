@@ -126,7 +126,7 @@ def test_a_zero_vectors_cosine_is_nan():
 def test_planted_directions_are_named_saved_and_loaded(tmp_path):
     from dynamics import load_results
     from dynamics.config.schema import ConfigError
-    from dynamics.sweeps.results import write_results
+    from dynamics.sweeps.result_files import write_results
 
     cfg = Config(
         data=DataConfig(model="multi-location", n_train=16, n_test=8, T=5, d=8),

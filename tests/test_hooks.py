@@ -14,7 +14,7 @@ from dynamics.config.schema import ConfigError
 from dynamics.core import model as mdl
 from dynamics.core.losses import mean_loss
 from dynamics.infra import executables
-from dynamics.sweeps.results import write_results
+from dynamics.sweeps.result_files import write_results
 
 SMALL = dict(heads=[1, 3], steps=12, trials=2, n_train=16, n_test=8, tokens=4, width=8, progress=False)
 ONE = {**SMALL, "heads": [2], "trials": 1}  # one program: the tests that need a run, not a sweep

@@ -27,7 +27,7 @@ import pytest
 from dynamics import api, parts
 from dynamics.cli import run as cli
 from dynamics.config import schema
-from dynamics.config.grid import GRID_KNOBS, axis_name
+from dynamics.config.grid_axes import GRID_KNOBS, axis_name
 from dynamics.errors import ConfigError
 from tests.hostile_cases.outcome import refusal
 from tests.hostile_cases.surfaces import (

@@ -18,8 +18,8 @@ import pytest
 from benchmarks import gpu_study
 from dynamics import api
 from dynamics.cli.run import _interrupted
-from dynamics.config.checks import resolve
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
+from dynamics.config.validation import resolve
 from dynamics.errors import ConfigError
 from dynamics.parts import floats
 from dynamics.sweeps import checkpoint, midrun

@@ -14,7 +14,7 @@ from dynamics import parts
 from dynamics.api import with_overrides
 from dynamics.cli.knobs import knob_flags
 from dynamics.cli.run import build_parser, config_from_args, format_table
-from dynamics.config.grid import GRID_KNOBS, axis_name
+from dynamics.config.grid_axes import GRID_KNOBS, axis_name
 from dynamics.config.schema import (
     SECTIONS,
     Config,

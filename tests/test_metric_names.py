@@ -7,11 +7,11 @@ columns of actual results, so the two cannot drift apart."""
 import numpy as np
 import pytest
 
-from dynamics.config.grid import GRID_KNOBS, resolve_grid
+from dynamics.config.grid_axes import GRID_KNOBS, resolve_grid
 from dynamics.config.schema import Config, ConfigError, apply_overrides
-from dynamics.sweeps.checks import metric_refs
-from dynamics.sweeps.grid import run_grid_experiment
-from dynamics.sweeps.result import reserved_columns
+from dynamics.sweeps.arguments import metric_refs
+from dynamics.sweeps.grid_runner import run_grid_experiment
+from dynamics.sweeps.sweep_result import reserved_columns
 
 SMALL = {
     "data": {"n_train": 16, "n_test": 20, "T": 4, "d": 6},

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from dynamics.config.checks import log_schedule
+from dynamics.config.validation import log_schedule
 from dynamics.errors import ConfigError
 from dynamics.sweeps import plateaus
 

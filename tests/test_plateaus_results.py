@@ -12,14 +12,14 @@ import pytest
 
 from dynamics import load_results, run_sweep
 from dynamics.cli.run import build_parser, format_table
-from dynamics.config.checks import log_schedule
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import Config, apply_overrides
+from dynamics.config.validation import log_schedule
 from dynamics.parts.metrics import metrics_of
-from dynamics.sweeps.grid import GridResult, write_grid
+from dynamics.sweeps.grid_runner import GridResult, write_grid
 from dynamics.sweeps.plateaus import DEPTH, FLAT, RULE
-from dynamics.sweeps.result import SweepResult
-from dynamics.sweeps.results import write_results
+from dynamics.sweeps.result_files import write_results
+from dynamics.sweeps.sweep_result import SweepResult
 
 STEPS = np.array(log_schedule(2000))  # 200 log-spaced points
 

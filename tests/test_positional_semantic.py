@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dynamics.api import load_results
-from dynamics.config.grid import grid_preset, resolve_grid
+from dynamics.config.grid_axes import grid_preset, resolve_grid
 from dynamics.experiments import positional_semantic as ps
-from dynamics.sweeps.grid import write_grid
+from dynamics.sweeps.grid_runner import write_grid
 from dynamics.sweeps.trials import every_trial
 from figures.positional_semantic import positional_semantic_figure
 from figures.registry import FIGURES

@@ -10,7 +10,7 @@ from helpers import replace
 from dynamics import run_grid, run_sweep
 from dynamics.api import with_overrides
 from dynamics.cli.run import main
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import resolve
 from dynamics.core import resumable
 from dynamics.core.data import token_width
@@ -20,7 +20,7 @@ from dynamics.sweeps import execute, longrun, midrun
 from dynamics.sweeps.checkpoint import run_checkpointed
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.execute import prepare_data
-from dynamics.sweeps.grid import run_grid_checkpointed, run_grid_experiment
+from dynamics.sweeps.grid_runner import run_grid_checkpointed, run_grid_experiment
 from dynamics.sweeps.plan import make_batch, plan_points, trial_keys
 
 SMALL = dict(heads=[1, 3], trials=2, steps=40, n_train=12, n_test=10, d=6, T=4, log_every=3)

@@ -11,7 +11,7 @@ import pytest
 
 from datamodels.npz import read_header
 from dynamics import parts
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import Config, ConfigError, DataConfig, apply_overrides, resolve
 from dynamics.core import engine, heads, model, start
 from dynamics.core.data import data_model, draw_trial, token_width
@@ -19,7 +19,7 @@ from dynamics.parts import metrics
 from dynamics.sweeps import memory
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.execute import check_vector_targets, prepare_data
-from dynamics.sweeps.grid import run_grid_experiment
+from dynamics.sweeps.grid_runner import run_grid_experiment
 from dynamics.sweeps.plan import make_batch, plan_points, trial_keys
 from dynamics.sweeps.sweep import run_grid, run_sweep
 from tests import helpers

@@ -17,7 +17,7 @@ from jax.flatten_util import ravel_pytree
 from dynamics.config.schema import Config, ConfigError, apply_overrides, load_toml, resolve
 from dynamics.core import inits, model
 from dynamics.core.engine import METRICS
-from dynamics.sweeps.results import results_dict, write_results
+from dynamics.sweeps.result_files import results_dict, write_results
 from dynamics.sweeps.sweep import prepare_data, run_sweep
 from dynamics.sweeps.trials import trial_data
 from dynamics.theory import diagnostics as dg

@@ -16,13 +16,13 @@ import dynamics
 from dynamics.api import load_results, load_runs, with_overrides
 from dynamics.cli.main import main as mhsim
 from dynamics.cli.run import build_parser, config_from_args
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import ConfigError, load_toml
 from dynamics.parts.metrics import logged_per_head, metrics_of
 from dynamics.parts.values import parse_heads
-from dynamics.sweeps.grid import GridResult, write_grid
-from dynamics.sweeps.result import reserved_columns
-from dynamics.sweeps.results import write_results
+from dynamics.sweeps.grid_runner import GridResult, write_grid
+from dynamics.sweeps.result_files import write_results
+from dynamics.sweeps.sweep_result import reserved_columns
 from tests.helpers import cli_error, cli_run
 
 TINY = {"heads": [1, 2], "steps": 4, "trials": 2, "n_train": 8, "n_test": 8}

@@ -300,7 +300,7 @@ def test_resume_recomputes_a_damaged_curves_npz_to_the_same_numbers(tmp_path):
 
 
 def test_figures_recompute_a_missing_npz_beside_matching_results(tmp_path):
-    from dynamics.sweeps.results import write_files
+    from dynamics.sweeps.result_files import write_files
     from figures.registry import Entry, ensure_results
 
     calls = []

@@ -177,7 +177,7 @@ def test_emergence_report_and_figure_from_hand_made_curves():
 
 
 def test_emergence_controls_sweep_one_knob_at_a_time():
-    from dynamics.config.grid import grid_preset
+    from dynamics.config.grid_axes import grid_preset
 
     assert ex.plan(T=(32, 8, 16), d=(16,), copies=1, repetition=(0.0,)) == (
         "T", (8, 16, 32), {"d": 16, "copies": 1, "repetition": 0.0}

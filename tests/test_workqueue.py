@@ -21,10 +21,10 @@ from tests.helpers import child_env, cli_error
 # killed process would) after claiming its second call, before writing it.
 CHILD = """
 import os, sys
-from dynamics.config.grid import resolve_grid
+from dynamics.config.grid_axes import resolve_grid
 from dynamics.config.schema import Config, apply_overrides
 from dynamics.sweeps import workqueue
-from dynamics.sweeps.grid import run_grid_checkpointed
+from dynamics.sweeps.grid_runner import run_grid_checkpointed
 
 mode, out = sys.argv[1], sys.argv[2]
 tiny = {"data": {"n_train": 12, "n_test": 8, "T": 4, "d": 8}, "optim": {"steps": 6},

@@ -183,7 +183,7 @@ def _run(args: argparse.Namespace, cfg, out: Path, report) -> None:
         print(f"wrote {path}")
     if not args.no_figure:
         use_file_backend()
-        from figures import bottleneck as fig  # matplotlib: only when a figure is drawn
+        from figures import bottleneck as fig  # lazy: matplotlib: for a figure only
 
         plot = fig.plot_expressivity if args.preset == bn.EXPRESSIVITY else fig.plot_bottleneck_heads
         for path in plot(out, out / "figure"):

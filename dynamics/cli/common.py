@@ -67,7 +67,7 @@ def apply_cpu_devices(args: argparse.Namespace) -> None:
             f"--cpu-devices={args.cpu_devices} must be <= {MAX_CPU_DEVICES} "
             f"(each device costs memory; this machine has {os.cpu_count()} cores)"
         )
-    from dynamics.sweeps.devices import split_cpu  # imports JAX: only once a command runs
+    from dynamics.sweeps.devices import split_cpu  # lazy: imports JAX: only once a command runs
 
     split_cpu(args.cpu_devices)
 
@@ -143,6 +143,6 @@ def import_plotting_meanwhile() -> threading.Thread:
 def use_file_backend() -> None:
     """The command lines draw into files: matplotlib's non-interactive Agg backend. (No module
     sets a backend at import, so figures show inline in a notebook.)"""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib: for a figure only
 
     matplotlib.use("Agg")

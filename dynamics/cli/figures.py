@@ -39,7 +39,12 @@ from dynamics.cli.common import (
     import_plotting_meanwhile,
     use_file_backend,
 )
+from dynamics.config.schema import ConfigError
 from dynamics.infra import interrupts
+from dynamics.infra.cache import add_flag as add_cache_flag
+from dynamics.infra.cache import apply as apply_cache
+from dynamics.infra.files import atomic_write_bytes
+from dynamics.infra.timings import Timings
 from dynamics.parts.values import comma_items
 
 DEFAULT_OUT = Path("figures-out")
@@ -47,8 +52,6 @@ GALLERY_WIDTH = 1200  # px: small enough for a README, large enough to read
 
 
 def build_parser(names) -> argparse.ArgumentParser:
-    from dynamics.infra.cache import add_flag as add_cache_flag
-
     p = OneLineParser(
         prog="python -m figures",
         description=(
@@ -107,9 +110,7 @@ def build_parser(names) -> argparse.ArgumentParser:
 
 def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
     """A downscaled, palette-quantised copy of the PNG ``src`` (for a README), written atomically."""
-    from PIL import Image
-
-    from dynamics.infra.files import atomic_write_bytes
+    from PIL import Image  # lazy: Pillow: only for a README's copy
 
     with Image.open(src) as im:
         im = im.convert("RGB")
@@ -123,8 +124,6 @@ def gallery_png(src: Path, dst: Path, width: int = GALLERY_WIDTH) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dynamics.infra.timings import Timings
-
     timings = Timings().start()
     where: dict[str, str] = {}  # the figure being made
     try:
@@ -140,12 +139,9 @@ def _interrupted(where: dict[str, str]) -> str:
 
 
 def _main(argv: list[str] | None, timings, where: dict[str, str]) -> int:
-    from dynamics.config.schema import ConfigError
-    from dynamics.infra.cache import apply as apply_cache
-
     with timings.phase("imports"):
         use_file_backend()
-        from figures.registry import FIGURES
+        from figures.registry import FIGURES  # lazy: every figure's module: not for --help
 
     args = build_parser(list(FIGURES)).parse_args(argv)
     try:
@@ -195,8 +191,8 @@ def _make_figures(
     """Each figure's results (reused or produced), then the figure, drawn in a thread while the
     next experiment runs (which waits in compiled code, without the GIL); one figure at a time,
     its paths printed once it is written."""
-    from dynamics.sweeps.results import complete_results_hash
-    from figures.registry import FIGURES, ensure_results
+    from dynamics.sweeps.result_files import complete_results_hash  # lazy: JAX, the engine: on a run
+    from figures.registry import FIGURES, ensure_results  # lazy: every figure's module: not for --help
 
     out: Path = args.out
     drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhsim-figure")
@@ -219,6 +215,7 @@ def _make_figures(
             if in_flight is not None:
                 _drawn(in_flight, args, timings)
             with timings.phase("imports"):
+                # lazy: matplotlib: for a figure only
                 import figures.sweep  # noqa: F401  (matplotlib; a no-op after the first figure)
             plot = partial(entry.plot, **grid_options) if grid_options else entry.plot
             in_flight = drawing.submit(plot, results_dir, out / name)
@@ -251,7 +248,7 @@ def _at(text: str | None) -> dict[str, float | str] | None:
 def _grid_options(args: argparse.Namespace) -> dict | str:
     """{axes, at} for the grid figures (empty without --axes and --at), or the error's line: they
     apply to grid figures only."""
-    from figures.registry import FIGURES, GRID_FIGURES
+    from figures.registry import FIGURES, GRID_FIGURES  # lazy: every figure's module: not for --help
 
     if args.axes is None and args.at is None:
         return {}
@@ -267,21 +264,20 @@ def _grid_options(args: argparse.Namespace) -> dict | str:
 def _redraw(args: argparse.Namespace) -> int:
     """--results DIR: the figure of the run folder DIR (a sweep or a grid) into DIR/figure; with
     --heads, the per-head figure of one of its runs (``_redraw_heads``)."""
-    from dynamics.config.schema import ConfigError
-    from dynamics.sweeps.results import read_folder
+    from dynamics.sweeps.result_files import read_folder  # lazy: JAX, the engine: on a run
 
     try:
         path, _, kind = read_folder(args.results)
         if args.heads or args.steps is not None:
             paths = _redraw_heads(path, kind, args)
         elif kind == "grid":
-            from figures.phase import plot_grid
+            from figures.phase import plot_grid  # lazy: matplotlib: for a figure only
 
             paths = plot_grid(path, path / "figure", axes=args.axes, at=_at(args.at))
         elif args.axes is not None or args.at is not None:
             raise ConfigError(f"--axes and --at apply to a grid; {path} holds a {kind} result")
         elif kind == "sweep":
-            from figures.sweep import plot_sweep
+            from figures.sweep import plot_sweep  # lazy: matplotlib: for a figure only
 
             paths = plot_sweep(path, path / "figure")
         else:
@@ -307,9 +303,8 @@ def _int_list(flag: str, text: str) -> list[int]:
 
 def _redraw_heads(path: Path, kind: str, args: argparse.Namespace) -> list[Path]:
     """--heads: the per-head figure of the run --at H=…,trial=… of the sweep in ``path``."""
-    from dynamics.config.schema import ConfigError
-    from figures.heads import choose_steps, draw_heads, head_run
-    from figures.sweep import save_figure
+    from figures.heads import choose_steps, draw_heads, head_run  # lazy: matplotlib: for a figure only
+    from figures.sweep import save_figure  # lazy: matplotlib: for a figure only
 
     if not args.heads:
         raise ConfigError("--steps chooses the heatmaps of --heads: add --heads")

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from dynamics import parts
-from dynamics.config.grid import axis_name, list_arg
+from dynamics.config.grid_axes import axis_name, list_arg
 from dynamics.config.sections import SECTIONS, declared
 from dynamics.errors import ConfigError
 from dynamics.parts.knobs import Declared, fmt_default, text_type

@@ -10,6 +10,7 @@ flags, errors and exit codes are the same as the ``python -m`` forms'.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 COMMANDS = {
@@ -22,8 +23,6 @@ USAGE = "usage: mhsim {run,figures,demo,runs} [ARGS ...]   (mhsim COMMAND --help
 
 
 def main(argv: list[str] | None = None) -> int:
-    import importlib
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         lines = [USAGE, ""] + [f"  {name:8s} {help_}" for name, (_, help_) in COMMANDS.items()]

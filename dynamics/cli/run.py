@@ -20,9 +20,12 @@ The parser, argument types and device flags it shares with the other command lin
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from dynamics import parts
@@ -38,7 +41,7 @@ from dynamics.cli.common import (
     use_file_backend,
 )
 from dynamics.cli.knobs import add_knobs, dest, knob_values
-from dynamics.config.grid import (
+from dynamics.config.grid_axes import (
     GRID_PRESETS,
     GridExperiment,
     axis_of,
@@ -69,7 +72,7 @@ from dynamics.sweeps.folders import Claim, discard_if_empty, sweep_claim
 from dynamics.sweeps.headline import format_line
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.plateaus import RULE as plateau_rule
-from dynamics.sweeps.result import HEAD_COUNT
+from dynamics.sweeps.sweep_result import HEAD_COUNT
 
 
 def seconds_arg(flag: str):
@@ -171,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Experiment | GridExperiment:
     """The experiment the flags ask for, validated and planned (the one place the CLI does it):
-    a grid (``dynamics.config.grid``) when a knob has several values, else a plain sweep."""
+    a grid (``dynamics.config.grid_axes``) when a knob has several values, else a plain sweep."""
     for flag in ("preset", "config", "data", "out"):
         value = getattr(args, flag)
         if value is not None and not value.strip():
@@ -274,7 +277,7 @@ def _report(exp, result, out: Path, verb: str = "wrote") -> None:
         f"{result.wall_time_s:.1f} s"
     )
     if grid:
-        from dynamics.sweeps.grid import format_grid_table
+        from dynamics.sweeps.grid_runner import format_grid_table  # lazy: JAX, the engine: on a run
 
         print(format_grid_table(result, mean_std))
         _print_headline(result)
@@ -308,6 +311,7 @@ def _print_headline(result) -> None:
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
     """Import JAX and the engine, and set up the compilation cache, before any compile."""
     with timings.phase("imports"):
+        # lazy: the sweep layer: on a run
         import dynamics.sweeps.checkpoint  # noqa: F401  (jax, optax and the engine)
 
         apply_cache(args)
@@ -319,12 +323,10 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
     config's precision, ``sweep.x64``: the sweep enters it), into ``out`` as ``claim`` allows (the
     finished part of this config's results there reused); ``finish(result)`` runs before its
     results are written (once)."""
-    import contextlib
+    import jax  # lazy: JAX: on a run (--help stays fast)
 
-    import jax
-
-    from dynamics.sweeps.checkpoint import run_checkpointed
-    from dynamics.sweeps.devices import select_devices
+    from dynamics.sweeps.checkpoint import run_checkpointed  # lazy: the sweep layer: on a run
+    from dynamics.sweeps.devices import select_devices  # lazy: JAX, the engine: on a run
 
     if args.distributed and not jax.distributed.is_initialized():
         # Cluster auto-detection (SLURM, Open MPI, …) or JAX_COORDINATOR_ADDRESS plus these two.
@@ -341,12 +343,13 @@ def _run(exp: Experiment, args: argparse.Namespace, out: Path, claim: Claim, fin
         local = [d for d in devices if d.process_index == jax.process_index()]
         stack.enter_context(jax.default_device(local[0]))
         if args.work_queue:
-            from dynamics.sweeps.workqueue import run_grid_shared
+            from dynamics.sweeps.workqueue import run_grid_shared  # lazy: JAX, the engine: on a run
 
             shared = dict(reclaim=args.reclaim, progress=not args.quiet, devices=devices, finish=finish)
             return run_grid_shared(exp, out, **shared)
         if isinstance(exp, GridExperiment):
-            from dynamics.sweeps.grid import run_grid_checkpointed as run_checkpointed
+            # lazy: JAX and the engine: only once a command runs
+            from dynamics.sweeps.grid_runner import run_grid_checkpointed as run_checkpointed
         long_runs = {"checkpoint_every": args.checkpoint_every, "call_seconds": args.call_seconds}
         return run_checkpointed(
             exp,
@@ -365,14 +368,12 @@ def _warn_identical(cfg: Config) -> None:
     the sweep's own Python warning is silenced."""
     why = identical_trials(cfg)
     if why is not None:
-        import warnings
-
         print(f"warning: {why}", file=sys.stderr)
         warnings.filterwarnings("ignore", category=IdenticalTrialsWarning)
 
 
 def _is_main_process() -> bool:
-    import jax
+    import jax  # lazy: JAX: on a run (--help stays fast)
 
     return jax.process_index() == 0
 
@@ -381,8 +382,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     runner = OWN_RUNNERS.get(requested_preset(argv))
     if runner is not None:  # a preset that runs its own experiment (its module imports JAX)
-        import importlib
-
         return importlib.import_module(runner).main(argv)
     timings = Timings().start()
     where: dict[str, Path] = {}  # the output folder, once the sweep may have written into it
@@ -502,7 +501,7 @@ def _check_work_queue(args: argparse.Namespace, grid: bool) -> None:
 def _finished(out: Path):
     """The finished results in ``out`` (a SweepResult or a GridResult), or None when they cannot be
     read (damaged: the run then recomputes what it must, as --resume always has)."""
-    from dynamics.api import load_results
+    from dynamics.api import load_results  # lazy: JAX, the engine: on a run
 
     try:
         return load_results(out)
@@ -518,9 +517,9 @@ def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, 
     if not args.no_figure:
         with timings.phase("imports"):
             use_file_backend()
-            from figures.own import own_figure, unavailable
-            from figures.phase import plot_grid  # matplotlib: only when a figure is drawn
-            from figures.sweep import plot_sweep
+            from figures.own import own_figure, unavailable  # lazy: matplotlib: for a figure only
+            from figures.phase import plot_grid  # lazy: matplotlib: for a figure only
+            from figures.sweep import plot_sweep  # lazy: matplotlib: for a figure only
         with timings.phase("plotting"):
             own = None if grid else own_figure(result)  # the preset's own question, where it has one
             if own is None and not grid and unavailable(result):
@@ -531,7 +530,7 @@ def _finish(exp, result, out: Path, args: argparse.Namespace, timings: Timings, 
                 plot, stem = own
                 paths += plot(result, out / stem)
             if result.config.sweep.diagnostics and not grid:  # a grid's: per point
-                from figures.theory import plot_diagnostics
+                from figures.theory import plot_diagnostics  # lazy: matplotlib: for a figure only
 
                 paths += plot_diagnostics(result, out / "diagnostics")
     timings.stop()

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from dynamics.api import load_runs  # JAX: only once the command line is read
+    from dynamics.api import load_runs  # lazy: JAX: only once the command line is read
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,9 +1,12 @@
-"""What identifies a config beyond its values: the code of the user parts it names, the contents
-of the files it reads, and the hash of it all (``digest``, with ``NUMERICS_VERSION``). ``Config.hash``
-and ``Config.to_dict`` (``dynamics.config.sections``) read them. No JAX."""
+"""What identifies a config: which of its values the hashed document keeps (the one rule,
+``kept``: a field at its baseline is left out, so a field added later keeps every older config's
+hash), the code of the user parts it names, the contents of the files it reads, and the hash of it
+all (``digest``, with ``NUMERICS_VERSION``). ``Config.hash`` and ``Config.to_dict``
+(``dynamics.config.sections``) read them. No JAX."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -12,6 +15,7 @@ from typing import Any
 
 from dynamics import parts
 from dynamics.errors import ConfigError
+from dynamics.parts.knobs import UNSET, knob_of
 
 # Part of every config hash (results caches, --resume checkpoints): bump it when the same
 # config starts giving other numbers, so that old results are recomputed, never mixed in.
@@ -64,7 +68,7 @@ def file_digest(path: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _cached_digest(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
-    from datamodels.npz import content_digest
+    from datamodels.npz import content_digest  # lazy: numpy: data from a file only
 
     try:
         return content_digest(path)
@@ -77,3 +81,46 @@ def digest(doc: dict[str, Any]) -> str:
     result file (a sweep's ``Config.hash``, the bottleneck experiments' keys)."""
     text = json.dumps({"numerics": NUMERICS_VERSION, **doc}, sort_keys=True, default=list)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def declared_fields(cls) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if knob_of(f) is not None]
+
+
+def kept(f: dataclasses.Field, value: Any) -> bool:
+    """The one rule of the hashed document: a field is left out at its default (its ``baseline``,
+    the value every run had before it existed) or None, unless declared ``hashed="always"`` (the
+    fields of the first results files, written whatever their value)."""
+    spec = knob_of(f)
+    if spec is not None and spec.hashed == "always":
+        return True
+    baseline = spec.baseline if spec is not None and spec.baseline is not UNSET else f.default
+    return value not in (baseline, None)
+
+
+def hashed(section: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of ``section``'s fields without those ``kept`` leaves out."""
+    fields = {f.name: f for f in dataclasses.fields(section)}
+    return {k: v for k, v in values.items() if kept(fields[k], v)}
+
+
+def resolved_baselines(cls) -> dict[str, Any]:
+    """The fields of a section that resolution fills (default None, a declared ``baseline``): left
+    out of a written config, they were at that baseline (``optim.task``, ``sweep.x64``)."""
+    out = {}
+    for f in declared_fields(cls):
+        spec = knob_of(f)
+        if f.default is None and spec.baseline is not UNSET:
+            out[f.name] = spec.baseline
+    return out
+
+
+def added_fields(cls) -> dict[str, Any]:
+    """The fields of a section added after the first results files, with their baseline: what
+    the theory diagnostics' replay (the first model and step) needs them at."""
+    out = {}
+    for f in declared_fields(cls):
+        spec = knob_of(f)
+        if spec.hashed != "always":
+            out[f.name] = spec.baseline if spec.baseline is not UNSET else f.default
+    return out

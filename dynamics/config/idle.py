@@ -1,11 +1,12 @@
 """Why a knob given explicitly has no effect in a config: the ``idle`` of the knobs' declarations
 (``dynamics.config.sections``, ``dynamics.parts.data``). A value without effect is refused
-(``dynamics.config.checks``), so that it cannot look as if it did something."""
+(``dynamics.config.validation``), so that it cannot look as if it did something."""
 
 from __future__ import annotations
 
 from dynamics import parts
 from dynamics.parts import rules
+from dynamics.parts.metrics import head_metrics_on, head_view_on
 
 
 def from_file(cfg) -> str | None:
@@ -160,8 +161,6 @@ def normalised(cfg) -> str | None:
 
 
 def head_view(cfg) -> str | None:
-    from dynamics.parts.metrics import head_view_on
-
     if not head_view_on(cfg):
         off = LOG_DECIDES["losses"] if cfg.sweep.log == "losses" else "sweep.head_metrics is off"
         return f"no per-head view is logged ({off} and sweep.save_params is False)"
@@ -169,8 +168,6 @@ def head_view(cfg) -> str | None:
 
 
 def head_sims(cfg) -> str | None:
-    from dynamics.parts.metrics import head_metrics_on
-
     if cfg.sweep.log in ("losses", "all"):
         return LOG_DECIDES[cfg.sweep.log]
     if not head_metrics_on(cfg):

@@ -7,10 +7,11 @@ import dataclasses
 from typing import Any
 
 from dynamics import parts
-from dynamics.config.sections import SECTIONS, Config, _fields, declared, resolved_baselines
+from dynamics.config.identity import resolved_baselines
+from dynamics.config.sections import SECTIONS, Config, _fields, declared
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import suggest as _suggest
 from dynamics.parts.knobs import as_float
+from dynamics.parts.value_checks import suggest as _suggest
 
 
 def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str, *, explicit: bool = True) -> Config:

@@ -1,6 +1,6 @@
 """The named presets, each declared once (``Preset``): a one-line purpose (``python -m
 dynamics.run --list-presets``), the overrides on top of the defaults and its headline. The grid
-presets are in ``dynamics.config.grid``."""
+presets are in ``dynamics.config.grid_axes``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from dynamics.config.overrides import apply_overrides
 from dynamics.config.sections import DIAGNOSTICS, Config
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import suggest as _suggest
+from dynamics.parts.value_checks import suggest as _suggest
 
 PAPER_HEADS = (1, 2, 4, 8, 16, 32, 64)
 # (n_train, n_test) of the papers' runs per data model; the bottleneck uses them too.

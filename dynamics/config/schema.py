@@ -8,21 +8,11 @@ command-line flags (or keywords). Each job has its module:
 - ``dynamics.config.overrides``: ``apply_overrides`` and the parsers of values given as text;
 - ``dynamics.config.presets``: the named presets;
 - ``dynamics.config.tomlfile``: config files;
-- ``dynamics.config.checks``: ``validate``, ``resolve`` (an ``Experiment``) and ``log_schedule``.
+- ``dynamics.config.validation``: ``validate``, ``resolve`` (an ``Experiment``) and ``log_schedule``.
 """
 
 from __future__ import annotations
 
-from dynamics.config.checks import (  # noqa: F401
-    Experiment,
-    IdenticalTrialsWarning,
-    identical_trials,
-    log_schedule,
-    no_effect,
-    resolve,
-    user_set,
-    validate,
-)
 from dynamics.config.overrides import apply_overrides, config_from_dict  # noqa: F401
 from dynamics.config.presets import (  # noqa: F401
     ICL_STEPS,
@@ -49,5 +39,15 @@ from dynamics.config.sections import (  # noqa: F401
     user_sources,
 )
 from dynamics.config.tomlfile import MAX_TOML_BYTES, load_toml, read_toml  # noqa: F401
+from dynamics.config.validation import (  # noqa: F401
+    Experiment,
+    IdenticalTrialsWarning,
+    identical_trials,
+    log_schedule,
+    no_effect,
+    resolve,
+    user_set,
+    validate,
+)
 from dynamics.errors import ConfigError  # noqa: F401
 from dynamics.parts.values import parse_diagnostics, parse_heads, parse_steps  # noqa: F401

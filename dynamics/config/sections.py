@@ -1,5 +1,6 @@
 """A sweep's config: one frozen dataclass per section (data, model, optim, sweep), ``Config``
-and its hash.
+and its hash. The data section, ``DataConfig``, is in ``dynamics.config.data_section``; which
+fields the hashed document keeps, in ``dynamics.config.identity``.
 
 Every knob is a field of its section, declared once with ``knob`` (``dynamics.parts.knobs``);
 a data model's own parameters are the fields of its part's ``schema``. ``Config.hash`` is the
@@ -11,24 +12,23 @@ any document with ``NUMERICS_VERSION``. The parts' names come from their registr
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dynamics import parts
 from dynamics.config import idle
+from dynamics.config.data_section import DataConfig
 from dynamics.config.identity import (  # noqa: F401  (NUMERICS_VERSION, part_fields: read from here too)
     NUMERICS_VERSION,
+    declared_fields,
     digest,
     file_digest,
+    hashed,
     part_fields,
     user_sources,
 )
-from dynamics.errors import ConfigError
 from dynamics.parts import values
-from dynamics.parts.checks import suggest as _suggest
-from dynamics.parts.knobs import UNSET, Declared, Knob, knob, knob_of
+from dynamics.parts.knobs import Declared, Knob, knob, knob_of
 from dynamics.parts.metrics import LOGS  # what a run logs (sweep.log): losses, default, all
 from dynamics.parts.values import head_size_arg, int_arg, parse_diagnostics, parse_heads, parse_steps
 
@@ -36,183 +36,6 @@ DIAGNOSTICS = values.DIAGNOSTICS  # theory diagnostics along training (dynamics.
 MAXMARGIN_NORMS = ("fro", "nuc")  # the norm W^mm minimises (dynamics.theory.svm.NORMS)
 HEAD_METRICS = ("auto", "on", "off")  # the per-head metrics: on up to 16 heads (auto), on, off
 OUTPUTS = ("pooled", "sequence")  # the model's output: Φ through U, or every token's own (value identity)
-
-# The data models whose parameters the first results files listed for every model (None where
-# not its own): their data section keeps listing them, so every old run's hash is unchanged.
-FIRST_DATA_MODELS = ("dm1", "planted")
-_N = "[1, 10000000]"  # examples per trial (the upper bounds catch a typo: an extra zero or three)
-
-
-@dataclass(frozen=True, init=False)
-class DataConfig:
-    """The data: which data model, its sizes, and its own parameters (``params``).
-
-    The data model's parameters are its own section, declared by its part's ``schema``
-    (``dynamics.parts.DATA_MODELS``): ``DataConfig(model="planted", params={"teacher_heads": 2})``.
-    For brevity they may also be named directly — ``DataConfig(model="mixture", zeta=0.3)``,
-    ``data.zeta``, ``--zeta``, ``zeta = 0.3`` in a TOML file's ``[data]`` (or ``[data.params]``) —
-    and a parameter not set takes the model's default (``resolved``).
-    """
-
-    model: str = knob(
-        "dm1",
-        "the data model, a name or your own package.module:name (setup and sample)",
-        flag="--data-model",
-        choices=parts.DATA_MODELS,
-        grid=str,
-        hashed="always",
-    )
-    path: str | None = knob(
-        None,
-        "an .npz file of X_train, y_train, X_test, y_test (model npz; the flag --data)",
-        flag="",
-        hashed="always",
-    )
-    n_train: int = knob(
-        100, "training examples per trial", grid=int, unit="n", idle=idle.n_train, hashed="always", within=_N
-    )
-    n_test: int = knob(
-        300,
-        "test examples per trial (more: a less noisy test loss)",
-        grid=int,
-        idle=idle.from_file,
-        hashed="always",
-        within=_N,
-    )
-    T: int | None = knob(
-        None,
-        "tokens per example T (default: the data model's)",
-        flag="--tokens",
-        grid=int,
-        unit="T",
-        idle=idle.from_file,
-        hashed="always",
-        within="[1, 4096]",
-    )
-    d: int | None = knob(
-        None,
-        "token width d (default: the data model's)",
-        flag="--width",
-        grid=int,
-        unit="d",
-        idle=idle.from_file,
-        hashed="always",
-        within="[1, 4096]",
-    )
-    params: tuple[tuple[str, Any], ...] = ()  # the model's own parameters set, (name, value) sorted
-
-    def __init__(self, params: Any = (), **named: Any):
-        """The declared fields by keyword (each at its declared default when left out), ``params``,
-        and the data model's own parameters by name."""
-        fields = {f.name: named.pop(f.name, f.default) for f in _declared_fields(DataConfig)}
-        known = parts.data.parameter_names()
-        unknown = [k for k in named if k not in known]
-        if unknown:
-            allowed = ", ".join([*_data_field_names(), "params", *known])
-            raise ConfigError(
-                f"unknown field data.{unknown[0]}{_suggest(unknown[0], [*_data_field_names(), *known])}; "
-                f"allowed: {allowed}"
-            )
-        try:
-            merged = dict(params.items() if isinstance(params, Mapping) else params)
-        except (TypeError, ValueError):
-            raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
-        merged.update(named)
-        merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
-        if isinstance(fields["path"], os.PathLike):
-            fields["path"] = os.fspath(fields["path"])  # a pathlib.Path is its string (the hash sees that)
-        values = dict(fields)
-        values["params"] = tuple(sorted((str(k), v) for k, v in merged.items() if v is not None))
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    def __getattr__(self, name: str) -> Any:
-        """A data model's parameter by name (None when it is not set)."""
-        if name in parts.data.parameter_names():
-            return dict(self.__dict__.get("params", ())).get(name)
-        raise AttributeError(f"'DataConfig' object has no attribute {name!r}")
-
-    def resolved(self) -> DataConfig:
-        """Fill T, d and every parameter of the data model not set with its default (npz: none)."""
-        model = parts.DATA_MODELS[self.model] if self.model in parts.DATA_MODELS else None
-        if model is None:
-            return self
-        defaults = model.defaults_for(self)  # a user's model without sizes: one traced sample's
-        T = defaults.get("T") if self.T is None else self.T
-        d = defaults.get("d") if self.d is None else self.d
-        own = {k: v for k, v in defaults.items() if k not in ("T", "d")}
-        return dataclasses.replace(self, T=T, d=d, params={**own, **dict(self.params)})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The section as results.json writes it (and the config hash reads it): flat, the first
-        data models' parameters listed whatever the model (None where unset), then the model's own
-        others, each left out at its default unless declared ``hashed="always"`` (``hashed``)."""
-        doc = hashed(self, {f.name: getattr(self, f.name) for f in _declared_fields(DataConfig)})
-        own = dict(self.params)
-        doc.update({k: own.pop(k, None) for k in first_data_parameters()})
-        schema = parts.DATA_MODELS[self.model].schema if self.model in parts.DATA_MODELS else None
-        fields = {f.name: f for f in dataclasses.fields(schema)} if schema else {}
-        doc.update({k: v for k, v in own.items() if k not in fields or _kept(fields[k], v)})
-        return doc
-
-
-def _data_field_names() -> list[str]:  # noqa: N802
-    return [f.name for f in _declared_fields(DataConfig)]
-
-
-def first_data_parameters() -> tuple[str, ...]:
-    """The parameters of ``FIRST_DATA_MODELS`` declared ``hashed="always"`` (those of the first
-    results files), in their order: one added to these models later follows the rule."""
-    names = []
-    for model in FIRST_DATA_MODELS:
-        schema = parts.DATA_MODELS[model].schema
-        names += [
-            f.name for f in dataclasses.fields(schema) if getattr(knob_of(f), "hashed", None) == "always"
-        ]
-    return tuple(dict.fromkeys(names))
-
-
-def _declared_fields(cls) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if knob_of(f) is not None]
-
-
-def _kept(f: dataclasses.Field, value: Any) -> bool:
-    """The one rule of the hashed document: a field is left out at its default (its ``baseline``,
-    the value every run had before it existed) or None, unless declared ``hashed="always"`` (the
-    fields of the first results files, written whatever their value)."""
-    spec = knob_of(f)
-    if spec is not None and spec.hashed == "always":
-        return True
-    baseline = spec.baseline if spec is not None and spec.baseline is not UNSET else f.default
-    return value not in (baseline, None)
-
-
-def hashed(section: Any, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of ``section``'s fields without those ``_kept`` leaves out."""
-    fields = {f.name: f for f in dataclasses.fields(section)}
-    return {k: v for k, v in values.items() if _kept(fields[k], v)}
-
-
-def resolved_baselines(cls) -> dict[str, Any]:
-    """The fields of a section that resolution fills (default None, a declared ``baseline``): left
-    out of a written config, they were at that baseline (``optim.task``, ``sweep.x64``)."""
-    out = {}
-    for f in _declared_fields(cls):
-        spec = knob_of(f)
-        if f.default is None and spec.baseline is not UNSET:
-            out[f.name] = spec.baseline
-    return out
-
-
-def added_fields(cls) -> dict[str, Any]:
-    """The fields of a section added after the first results files, with their baseline: what
-    the theory diagnostics' replay (the first model and step) needs them at."""
-    out = {}
-    for f in _declared_fields(cls):
-        spec = knob_of(f)
-        if spec.hashed != "always":
-            out[f.name] = spec.baseline if spec.baseline is not UNSET else f.default
-    return out
 
 
 @dataclass(frozen=True)
@@ -575,7 +398,7 @@ def declared() -> list[Declared]:
     per name, with the declarations of each model that has it)."""
     out = []
     for section, cls in SECTIONS.items():
-        for f in _declared_fields(cls):
+        for f in declared_fields(cls):
             out.append(Declared(section, f.name, knob_of(f), default=f.default))
     variants: dict[str, dict[int, tuple[list[str], Any, Any]]] = {}
     for model in parts.DATA_MODELS.values():

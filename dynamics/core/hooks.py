@@ -18,8 +18,8 @@ per run, with
 ``fn`` must be traceable by JAX (``jax.numpy``, no Python branches on values) and return an array
 of a fixed shape; the result is logged as the curve ``name`` with shape (n_heads, trials, L, …),
 NaN after a run's divergence, exactly like the built-in metrics. ``name`` may not be one the
-results already use (``dynamics.sweeps.checks.metric_refs``): a built-in curve, or a column of the
-results' frames or a grid knob (``dynamics.sweeps.result.reserved_columns``, derived from the frames).
+results already use (``dynamics.sweeps.arguments.metric_refs``): a built-in curve, or a column of the
+results' frames or a grid knob (``dynamics.sweeps.sweep_result.reserved_columns``, derived from the frames).
 
 A metric function is a static argument of the compiled program by identity (``MetricRef``): a
 notebook cell run again defines a new function and gets a new program, never the old one's.

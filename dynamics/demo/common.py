@@ -28,6 +28,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.animation import PillowWriter
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from tqdm.auto import tqdm
 
 from dynamics.config.schema import DataConfig, log_schedule
@@ -197,8 +198,6 @@ SLIDE_FONT_SCALE = 1.6  # every text of the figure, so it reads from the back of
 def to_slide(fig: Figure, title: str) -> Figure:
     """Turn a demo figure into a 16:9 slide: the slide size, every text enlarged by
     ``SLIDE_FONT_SCALE``, and ``title`` (plain words) instead of the symbol-laden heading."""
-    from matplotlib.text import Text
-
     fig.set_size_inches(*SLIDE_SIZE)
     for text in fig.findobj(Text):
         text.set_fontsize(text.get_fontsize() * SLIDE_FONT_SCALE)

@@ -119,7 +119,7 @@ def _fit_texts(fig: Figure) -> None:
 
 def heads_select(options: Sequence[int], value: Sequence[int], description: str = "H"):
     """A multi-select list of H that shows every option (no hidden rows, no scrolling)."""
-    import ipywidgets as widgets
+    import ipywidgets as widgets  # lazy: the notebook extra's: the demos run without it
 
     options = sorted({*options, *value})
     return widgets.SelectMultiple(
@@ -129,7 +129,7 @@ def heads_select(options: Sequence[int], value: Sequence[int], description: str 
 
 def lr_slider(value: float, choices: Sequence[float] = LR_CHOICES, description: str = "η"):
     """A slider over exact step sizes (a log slider cannot land on 2, 3 or 5): reads what runs."""
-    import ipywidgets as widgets
+    import ipywidgets as widgets  # lazy: the notebook extra's: the demos run without it
 
     options = sorted({*choices, float(value)})
     return widgets.SelectionSlider(
@@ -138,7 +138,7 @@ def lr_slider(value: float, choices: Sequence[float] = LR_CHOICES, description: 
 
 
 def steps_slider(value: int, max_steps: int = 5000, description: str = "steps"):
-    import ipywidgets as widgets
+    import ipywidgets as widgets  # lazy: the notebook extra's: the demos run without it
 
     return widgets.IntSlider(value=value, min=10, max=max(max_steps, value), step=10, description=description)
 
@@ -158,7 +158,7 @@ def run_controls(fn: Callable[..., Any], *, how_to: str = HOW_TO, **controls):
     table shown before the figure makes the frontend send that other message). A figure made
     out of interactive mode is not the flush's to show.
     """
-    import ipywidgets as widgets
+    import ipywidgets as widgets  # lazy: the notebook extra's: the demos run without it
 
     def quiet(**kwargs) -> None:
         before = set(plt.get_fignums())

@@ -48,7 +48,7 @@ from dynamics.experiments.expressivity import (
     row_kl,
     run_expressivity,
 )
-from dynamics.sweeps.results import write_experiment as write
+from dynamics.sweeps.result_files import write_experiment as write
 
 NAMES = (EXPRESSIVITY, HEADS)
 

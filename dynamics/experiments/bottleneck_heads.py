@@ -29,9 +29,9 @@ from dynamics.config.schema import (
 from dynamics.core import inits
 from dynamics.core import model as mdl
 from dynamics.sweeps.headline import entry
-from dynamics.sweeps.result import HEAD_COUNT
-from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
+from dynamics.sweeps.result_files import SCHEMA_VERSION, write_experiment
 from dynamics.sweeps.sweep import run_sweep
+from dynamics.sweeps.sweep_result import HEAD_COUNT
 
 HEADS = "bottleneck-heads"
 

@@ -1,7 +1,7 @@
 """The ``emergence`` preset at the settings a notebook's controls pick (notebooks/emergence.ipynb).
 
 Each of the data knobs T, d, copies (B) and repetition (p) takes one value or several; the one
-given several is the sweep's axis (a grid over it, ``dynamics.sweeps.grid``), at most one such.
+given several is the sweep's axis (a grid over it, ``dynamics.sweeps.grid_runner``), at most one such.
 The optimiser is online SGD at the preset's step (lr 0.25, the paper's η = 0.5 on its ½ loss) or
 Adam at the ``-adam`` grid presets' lr 0.01 (docs/frontier.md). The emergence steps and their
 power-law fits are ``dynamics.sweeps.emergence``'s; ``figures.emergence`` draws the result.
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dynamics.config.grid_axes import grid_preset, resolve_grid
+from dynamics.config.schema import apply_overrides, preset
 from dynamics.errors import ConfigError
 
 NAME = "emergence"
@@ -21,8 +23,6 @@ OPTIMIZERS = {"sgd": "online SGD", "adam": "Adam"}
 
 def step_size(optimizer: str) -> float:
     """The preset's lr for online SGD, the ``-adam`` grid presets' for Adam."""
-    from dynamics.config.grid import grid_preset
-
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer={optimizer!r} is not one of {', '.join(map(repr, OPTIMIZERS))}")
     name = "emergence-T-adam" if optimizer == "adam" else NAME
@@ -55,8 +55,6 @@ def config(
     fixed: dict[str, Any], *, copy_logits: str, optimizer: str, trials: int, steps: int, log_every: int = 2
 ):
     """The preset with the fixed data knobs, the optimiser at its step size, trials and steps."""
-    from dynamics.config.schema import apply_overrides, preset
-
     data = {**fixed, "copy_logits": copy_logits}
     optim = {"optimizer": optimizer, "lr": step_size(optimizer), "steps": _count("steps", steps)}
     sweep = {"trials": _count("trials", trials), "log_every": _count("log_every", log_every)}
@@ -66,7 +64,7 @@ def config(
 def _count(name: str, value: Any) -> int:
     """An integer setting as the Python int it is (a numpy integer too); a float, even 2.0, or a
     bool is refused in one line, as the config refuses it, never truncated (2.7 is not 2 steps)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy: the module loads none at import
 
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
         raise ConfigError(f"{name}={value!r} must be an integer")
@@ -95,10 +93,9 @@ def run(
         fixed, copy_logits=copy_logits, optimizer=optimizer, trials=trials, steps=steps, log_every=every
     )
     if axis is None:
-        from dynamics.api import run_sweep
+        from dynamics.api import run_sweep  # lazy: JAX, the engine: on a run
 
         return run_sweep(cfg, progress=progress)
-    from dynamics.config.grid import resolve_grid
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: JAX, the engine: on a run
 
     return run_grid_experiment(resolve_grid(cfg, {axis: values}), progress=progress)

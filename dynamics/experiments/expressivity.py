@@ -32,7 +32,7 @@ from dynamics.core import model as mdl
 from dynamics.core import update as upd
 from dynamics.infra.executables import exact_matmuls
 from dynamics.sweeps.headline import entry
-from dynamics.sweeps.results import SCHEMA_VERSION, write_experiment
+from dynamics.sweeps.result_files import SCHEMA_VERSION, write_experiment
 
 EXPRESSIVITY = "bottleneck-expressivity"
 

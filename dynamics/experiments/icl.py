@@ -95,8 +95,8 @@ def key() -> str:
 def produce(results_dir: Path, progress: bool) -> None:
     """Run the full key-query version into ``results_dir/full`` and then the preset's sweep into
     ``results_dir`` (its results.json, written last, marks both complete)."""
-    from dynamics.sweeps.results import write_results
-    from dynamics.sweeps.sweep import run_sweep
+    from dynamics.sweeps.result_files import write_results  # lazy: JAX, the engine: on a run
+    from dynamics.sweeps.sweep import run_sweep  # lazy: JAX, the engine: on a run
 
     results_dir = Path(results_dir)
     (results_dir / FULL).mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """Positional versus semantic attention (Cui, Behrens, Krzakala, Zdeborová, NeurIPS 2024): the
-grid preset ``positional-semantic`` (``dynamics.config.grid``: the ``positional-semantic`` data
+grid preset ``positional-semantic`` (``dynamics.config.grid_axes``: the ``positional-semantic`` data
 model, a tied rank-1 key-query Q with sequence outputs, GD on the summed objective with coupled
 decay, at several α = n/d from the semantic start Q(0) = q* and the positional start 1_d/√d) and
 what a plain grid does not log, the paper's overlaps, from the snapshots of Q and each trial's q*:
@@ -27,6 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.config.grid_axes import grid_preset, resolve_grid
+from dynamics.config.schema import apply_overrides
+
 NAME = "positional-semantic"
 M_POSITIONAL, THETA_SEMANTIC = "m_positional", "theta_semantic"
 OBJECTIVE = "objective"
@@ -36,8 +39,6 @@ STARTS = ("semantic", "positional")
 
 def key() -> str:
     """The results' cache key of ``python -m figures positional-semantic``: the grid's hash."""
-    from dynamics.config.grid import grid_preset, resolve_grid
-
     return resolve_grid(*grid_preset(NAME)).hash()
 
 
@@ -54,7 +55,7 @@ def overlaps(Q: np.ndarray, teacher: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def teachers(cfg) -> np.ndarray:
     """(trials, d): each trial's q*, as the sweep of ``cfg`` draws it (from the trial's setup key
     alone, so drawn with n_train = n_test = 1: the same q*, no large data draw)."""
-    from dynamics.sweeps.execute import prepare_data
+    from dynamics.sweeps.execute import prepare_data  # lazy: JAX, the engine: on a run
 
     small = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, n_train=1, n_test=1))
     return np.asarray(prepare_data(small).data.world.latents["teacher"])
@@ -113,7 +114,7 @@ def add_baseline(result) -> np.ndarray:
     B(0) from the sweep's seed and the trial) trained on its training set's semantic parts and
     tested as the runs are, ‖y − B Z‖²/(T·d) averaged over the test set; the same at both starts
     (they share the data), repeated over H."""
-    from dynamics.sweeps.trials import every_trial  # data drawn again: only for the baseline
+    from dynamics.sweeps.trials import every_trial  # lazy: JAX: data drawn again only for the baseline
 
     H = result.curves["test_loss"].shape[0]
     out = np.full((H, *result.grid.shape, result.grid.points[0].sweep.trials), np.nan)
@@ -140,7 +141,7 @@ def add_baseline(result) -> np.ndarray:
 def produce(results_dir: Path, progress: bool) -> None:
     """``python -m figures``' producer: the preset's grid with the overlaps and the objective,
     written as a grid (their curves in its curves.npz)."""
-    from dynamics.sweeps.grid import write_grid
+    from dynamics.sweeps.grid_runner import write_grid  # lazy: JAX, the engine: on a run
 
     result = run(progress=progress)
     result.extra.update(complete=True)
@@ -215,9 +216,7 @@ def run(progress: bool = True, axes=None, **overrides):
     """The preset's grid (``overrides``: {section: {field: value}} on its base config, e.g. a
     smaller d for a test; ``axes``: {knob: values} replacing the preset's), run, with the overlaps
     added to its curves."""
-    from dynamics.config.grid import grid_preset, resolve_grid
-    from dynamics.config.schema import apply_overrides
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: JAX, the engine: on a run
 
     cfg, preset_axes = grid_preset(NAME)
     if overrides:

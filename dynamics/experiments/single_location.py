@@ -85,7 +85,7 @@ def floor(beta, d: int, T: int, gamma: float, nodes: int = 80) -> np.ndarray:
     the relevant token's missed share of its target (g ~ N(0, 1), ``nodes``-point Gauss–Hermite)
     plus the T − 1 other tokens' erf(β z)·w, z, w ~ N(0, 1) independent. It vanishes only when
     β → 0 and β√d → ∞ together."""
-    from scipy.special import erf
+    from scipy.special import erf  # lazy: scipy: only for the closed form
 
     beta = np.asarray(beta, dtype=float)
     x, w = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ f(x) e^{−x²/2} dx

@@ -6,7 +6,7 @@ the mean logistic loss, full-batch GD of step η from θ(0) = 0 on the ``sparse-
 (``datamodels.sparse_token``). At θ = 0 the attention is uniform and ∂Φ/∂q = 0 (it is linear in
 w), so the first step moves only (w, b); the second moves q for the first time. The grid presets
 ``sparse-token`` (α₀ = n/d over n_train) and ``sparse-token-theta`` (α₀ × the signal θ) in
-``dynamics.config.grid`` are the experiment; this module adds what a plain grid does not log, the
+``dynamics.config.grid_axes`` are the experiment; this module adds what a plain grid does not log, the
 *signed* cosines of the paper, cos(w⁽ᵗ⁾, ξ) and cos(q⁽ᵗ⁾, ξ), as two more curves (``COS_W``,
 ``COS_Q``: (H, *grid shape, trials, L), the first head, NaN at a zero vector), computed from the
 parameter snapshots and each trial's ξ. The per-head curves ``head_u_cos`` and ``head_key_cos``
@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.config.grid_axes import grid_preset, resolve_grid
+from dynamics.config.schema import apply_overrides
+
 NAME = "sparse-token"
 THETA = "sparse-token-theta"
 NAMES = (NAME, THETA)
@@ -31,8 +34,6 @@ COS_W, COS_Q = "cos_w_xi", "cos_q_xi"
 
 def grid(name: str = NAME):
     """The grid experiment of preset ``name`` (validated; no JAX)."""
-    from dynamics.config.grid import grid_preset, resolve_grid
-
     return resolve_grid(*grid_preset(name))
 
 
@@ -44,7 +45,7 @@ def key(name: str = NAME) -> str:
 def signal_directions(cfg) -> np.ndarray:
     """(trials, d): each trial's ξ, as the sweep of ``cfg`` draws it. ξ comes from the trial's
     setup key alone, so it is drawn with n_train = n_test = 1 (the same ξ, no large data draw)."""
-    from dynamics.sweeps.execute import planted_directions, prepare_data
+    from dynamics.sweeps.execute import planted_directions, prepare_data  # lazy: JAX, the engine: on a run
 
     small = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, n_train=1, n_test=1))
     return planted_directions(prepare_data(small))["xi"]
@@ -83,9 +84,7 @@ def run(name: str = NAME, progress: bool = True, axes=None, **overrides):
     """The grid of preset ``name`` (``overrides``: {section: {field: value}} on its base config,
     e.g. smaller d for a test; ``axes``: {knob: values} replacing the preset's), run, with the
     signed cosines added to its curves."""
-    from dynamics.config.grid import grid_preset, resolve_grid
-    from dynamics.config.schema import apply_overrides
-    from dynamics.sweeps.grid import run_grid_experiment
+    from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: JAX, the engine: on a run
 
     cfg, preset_axes = grid_preset(name)
     if overrides:
@@ -97,7 +96,7 @@ def run(name: str = NAME, progress: bool = True, axes=None, **overrides):
 
 def produce(name: str, results_dir: Path, progress: bool) -> None:
     """``python -m figures``' producer: the preset's grid with the signed cosines, written as a grid."""
-    from dynamics.sweeps.grid import write_grid
+    from dynamics.sweeps.grid_runner import write_grid  # lazy: JAX, the engine: on a run
 
     result = run(name, progress=progress)
     result.extra.update(complete=True)

@@ -17,7 +17,7 @@ which logged step on, and what the heads that hold none do.
   parameters on fresh examples in numpy, their total attention weight Σ_t σ_t and the spread of
   their output (the noise they add), with the same for the holding heads beside them.
 
-The grid ``specialisation-grid`` (``dynamics.config.grid``) runs H × activation; ``held_fraction``
+The grid ``specialisation-grid`` (``dynamics.config.grid_axes``) runs H × activation; ``held_fraction``
 reads its curves.
 """
 
@@ -69,8 +69,8 @@ def key() -> str:
 
 def produce(results_dir: Path, progress: bool = True) -> None:
     """One sweep per activation into ``results_dir/<activation>/``, then ``results.json`` (last)."""
-    from dynamics.sweeps.results import write_files, write_results
-    from dynamics.sweeps.sweep import run_sweep
+    from dynamics.sweeps.result_files import write_files, write_results  # lazy: JAX, the engine: on a run
+    from dynamics.sweeps.sweep import run_sweep  # lazy: JAX, the engine: on a run
 
     results_dir = Path(results_dir)
     summary, wall = {}, 0.0
@@ -253,7 +253,7 @@ def held_fraction(meta: dict, curves: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def load(results_dir: Path) -> tuple[dict, dict[str, tuple[dict, dict]]]:
     """The figure's results: (its results.json, {activation: (meta, arrays) of its sweep})."""
-    from dynamics.sweeps.results import load_results
+    from dynamics.sweeps.result_files import load_results  # lazy: JAX, the engine: on a run
 
     results_dir = Path(results_dir)
     meta = json.loads((results_dir / "results.json").read_text())

@@ -46,14 +46,15 @@ def enable(path: str | Path | None) -> Path | None:
     Takes effect for the programs compiled afterwards, also in a process that has compiled
     before (JAX decides once per process whether to use its cache: this makes it decide again).
     """
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache as cc
+    import jax  # lazy: JAX: the command line sets the cache before it loads JAX
+    from jax.experimental.compilation_cache import compilation_cache as cc  # lazy: JAX, as above
 
     cc.reset_cache()
     jax.config.update("jax_enable_compilation_cache", path is not None)
     if path is None:
         return None
     try:
+        # lazy: JAX locks the entries with it when eviction is on
         import filelock  # noqa: F401  (JAX locks the entries with it when eviction is on)
 
         max_bytes = MAX_BYTES

@@ -43,6 +43,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+from jax.experimental.compilation_cache import compilation_cache as cc
 
 from dynamics.infra import fingerprints
 from dynamics.infra.files import atomic_write_bytes
@@ -101,8 +105,6 @@ def _without_jax_cache():
     """JAX's persistent cache off for one compile: this cache keeps the fresh executable. (One
     that JAX loaded from its own cache cannot be serialised again: it loads, then fails when
     run, "Function wrapped_iota not found", jaxlib 0.10.2 on the CPU.)"""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
     cc.reset_cache()  # JAX decides once per process whether to use its cache: decide again
     jax.config.update("jax_enable_compilation_cache", False)
     try:
@@ -129,9 +131,7 @@ def program_key(name: str, static: dict[str, Any], arrays: dict[str, Any]) -> st
 
 def fingerprint() -> str:
     """What else a traced program depends on: code, versions, JAX's configuration, devices."""
-    import jaxlib
-    import numpy as np
-    import optax
+    import optax  # lazy: optax: only when a program is kept or loaded
 
     devices = jax.devices()
     config = sorted((k, repr(v)) for k, v in jax.config.values.items())
@@ -208,6 +208,7 @@ def _load(path: Path):
         blob = path.read_bytes()
     except OSError:
         return None
+    # lazy: only when a program is kept or loaded
     from jax.experimental.serialize_executable import deserialize_and_load
 
     try:
@@ -237,20 +238,17 @@ def bind_lapack() -> None:
     SVD); a program loaded here was never lowered in this process, and its LAPACK calls would jump
     to unbound functions: a segfault (a second run on single-location data, jaxlib 0.10.2)."""
     try:
-        import numpy as np
-        from jaxlib import lapack
+        import jaxlib.lapack as lapack  # lazy: not in every jaxlib (the except below lowers a QR instead)
 
         lapack.prepare_lapack_call("geqrf_ffi", np.dtype(np.float32))  # binds every LAPACK function
     except Exception:  # another jaxlib: lower a QR, which binds them the same way
-        import jax.numpy as jnp
-
         jax.jit(jnp.linalg.qr).lower(jax.ShapeDtypeStruct((2, 2), jnp.float32))
 
 
 def _store(path: Path, compiled) -> None:
     """Keep ``compiled`` in ``path``; a program that cannot be kept (full disk, read-only folder,
     an executable JAX cannot serialise) is only not kept."""
-    from jax.experimental.serialize_executable import serialize
+    from jax.experimental.serialize_executable import serialize  # lazy: only when a program is kept or loaded
 
     try:
         payload = pickle.dumps((*serialize(compiled), _device_ids(compiled)))

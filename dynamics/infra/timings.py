@@ -75,7 +75,7 @@ class Timings:
         if self in _active:
             _active.remove(self)
         if self._listening:
-            import jax.monitoring as mon
+            import jax.monitoring as mon  # lazy: JAX: only when a run listens to its events
 
             mon.unregister_event_time_span_listener(self._on_span)
             mon.unregister_event_listener(self._on_event)
@@ -85,7 +85,7 @@ class Timings:
         """Record JAX's compile events from now on (call once JAX is imported)."""
         if self._listening:
             return
-        import jax.monitoring as mon
+        import jax.monitoring as mon  # lazy: JAX: only when a run listens to its events
 
         mon.register_event_time_span_listener(self._on_span)
         mon.register_event_listener(self._on_event)

@@ -1,7 +1,7 @@
 """The open boundary: what a user's part hands mhsim, checked against what mhsim can simulate.
 
 One module for every check of a part's *output* (the parts' own parameters are checked by
-``dynamics.parts.checks``). Each refusal is one ``ConfigError`` line naming the part, the value and
+``dynamics.parts.value_checks``). Each refusal is one ``ConfigError`` line naming the part, the value and
 what is allowed; a value that passes is used exactly as it came (no check changes a number).
 
 A data model's ``sample(world, key, n) -> (X, y, mask)`` (``datamodels.protocol``):
@@ -58,7 +58,7 @@ class _Dtype:
     'u', 'b', else 'V')."""
 
     def __init__(self, a: Any):
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # lazy: the parts load no JAX at import
 
         self.dtype = a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype
         kinds = ((jnp.bool_, "b"), (jnp.complexfloating, "c"), (jnp.floating, "f"))
@@ -146,7 +146,7 @@ def sample(
             "targets need task = 'regression' (a classification label is one ±1 per example)"
         )
     if _dtype(y).kind in "iu":
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # lazy: the parts load no JAX at import
 
         y = jnp.asarray(y, jnp.float32)
     return X, y, mask
@@ -180,7 +180,7 @@ def check_values(name: str, task: str, arrays: dict[str, Any]) -> None:
 def infer_sizes(model: Any, name: str, cfg: Any) -> dict[str, int]:
     """T and d of a data model that declares none, from one traced sample (``jax.eval_shape`` of
     ``setup`` and ``sample`` with the config's n_train; T and d not given are None in ``cfg``)."""
-    import jax
+    import jax  # lazy: the parts load no JAX at import
 
     def one(key):
         world = model.setup(key, cfg)
@@ -260,7 +260,7 @@ def check_metric(name: str, value: Any) -> None:
     """A user metric's value (a traced array): numeric and real (a complex value is refused, never
     cast to its real part); None, a string or any other object is refused before JAX reads it."""
     if not hasattr(value, "dtype"):
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # lazy: the parts load no JAX at import
 
         try:
             array = None if value is None or isinstance(value, str | bytes) else jnp.asarray(value)

@@ -5,30 +5,44 @@ Metadata and checks import no JAX.
 
 A new data model is one module (its object, its parameters' defaults and check) and one line in
 ``DATA_MODELS``; a user's object is found by its ``"module:attribute"`` name (``Registry.get``).
+The built-in models' parameters and checks are in ``dynamics.parts.data_params`` (the in-context
+and positional-semantic models': ``dynamics.parts.icl``, ``dynamics.parts.positional``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from datamodels.defaults import DM1_DEFAULTS, GEOMETRIES, MAX_MARGIN_SETTINGS
+from datamodels.defaults import DM1_DEFAULTS
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import choice, finite
+from dynamics.parts.data_params import (
+    EmergenceParams,
+    LocationParams,
+    MaxMarginParams,
+    MixtureParams,
+    MultiLocationParams,
+    PlantedParams,
+    SparseTokenParams,
+    check_emergence,
+    check_location,
+    check_max_margin,
+    check_mixture,
+    check_multi_location,
+    check_sparse_token,
+    emergence_outputs,
+)
 from dynamics.parts.icl import IclParams, check_icl
-from dynamics.parts.knobs import knob
 from dynamics.parts.positional import (
     PositionalSemanticParams,
     check_positional_semantic,
     positional_semantic_outputs,
 )
 from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
-from dynamics.parts.values import floats_arg
 
 TASKS = ("classification", "regression")
 
@@ -68,7 +82,7 @@ class DataModel(Part):
         task = getattr(obj, "task", "classification")
         if task not in TASKS:
             raise ConfigError(f"data.model={name!r} has task={task!r}; allowed: {', '.join(TASKS)}")
-        from dynamics.parts.boundary import check_noise_floor
+        from dynamics.parts.boundary import check_noise_floor  # lazy: numpy: only for a user's data model
 
         check_noise_floor(name, getattr(obj, "noise_floor", None))
         declared = getattr(obj, "sizes", None)
@@ -111,222 +125,6 @@ class DataModel(Part):
         return {**_inferred(self.load(), self.name, data), **defaults}
 
 
-@dataclasses.dataclass(frozen=True)
-class MixtureParams:
-    """The tokenized mixture's own parameters (DM1's values by default)."""
-
-    zeta: float = knob(
-        DM1_DEFAULTS["zeta"],
-        "sparsity ζ: r = max(1, round(ζT)) relevant tokens",
-        grid=float,
-        unit="ζ",
-        hashed="always",
-        within="[0.0, 1.0]",
-    )
-    r: int | None = knob(
-        DM1_DEFAULTS["r"],
-        "number of relevant tokens r (overrides ζ)",
-        flag="--relevant",
-        grid=int,
-        unit="r",
-        hashed="always",
-        within="[1, inf)",
-    )
-    signal: float = knob(
-        DM1_DEFAULTS["signal"],
-        "norm S of the means",
-        grid=float,
-        unit="S",
-        hashed="always",
-        within="[0.0, inf)",
-        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
-    )
-    noise: float = knob(
-        DM1_DEFAULTS["noise"],
-        "noise level σ, g ~ N(0, I/d)",
-        grid=float,
-        unit="σ",
-        hashed="always",
-        within="[0.0, inf)",
-        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
-    )
-    n_irrelevant: int = knob(
-        DM1_DEFAULTS["n_irrelevant"],
-        "number M of irrelevant means (0: pure noise)",
-        flag="--irrelevant-means",
-        grid=int,
-        unit="M",
-        hashed="always",
-        within="[0, inf)",
-    )
-    geometry: str = knob(
-        DM1_DEFAULTS["geometry"],
-        "class means antipodal (μ₋ = −μ₊) or orthogonal",
-        choices=GEOMETRIES,
-        hashed="always",
-    )
-    first_relevant: bool = knob(DM1_DEFAULTS["first_relevant"], "position 1 always relevant", hashed="always")
-
-
-@dataclasses.dataclass(frozen=True)
-class PlantedParams:
-    """The planted teacher's own parameters."""
-
-    teacher_heads: int = knob(
-        1,
-        "teacher heads H* (1 is realisable by a zero-init student)",
-        grid=int,
-        unit="H*",
-        hashed="always",
-        within="[1, 4096]",
-    )
-    teacher_scale: float = knob(
-        1.0,
-        "teacher scale β, the std of its scores",
-        grid=float,
-        unit="β",
-        hashed="always",
-        within="[0.0, inf)",
-        power=1,  # β·s of the teacher, whose labels are signs: as it is
-    )
-    label_noise: float = knob(
-        0.0, "label flip probability p", grid=float, unit="p", hashed="always", within="[0.0, 0.5]"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class SparseTokenParams:
-    """The sparse-token model's own parameters (Barnfield, Cui, Lu 2025)."""
-
-    r: int = knob(
-        3,
-        "R marked positions of a positive example",
-        flag="--relevant",
-        grid=int,
-        unit="R",
-        hashed="always",
-        within="[1, inf)",
-    )
-    positive_rate: float = knob(
-        0.2, "probability π of a positive", grid=float, unit="π", hashed="always", within="[0.0, 1.0]"
-    )
-    signal: float = knob(
-        6.0,
-        "strength θ of the signal on a marked token",
-        grid=float,
-        unit="θ",
-        hashed="always",
-        within="[0.0, inf)",
-        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class LocationParams:
-    """Single-location regression's own parameters (Marion, Berthier, Biau, Boyer 2025)."""
-
-    gamma: float = knob(
-        math.sqrt(0.5),
-        "spread γ of the relevant token around √(d/2)·k*",
-        grid=float,
-        unit="γ",
-        hashed="always",
-        within="[0.0, inf)",
-        power=4,  # a token scale: ∂L/∂W of the squared loss ∝ (Φ − y)·U·X³ ∝ X⁴
-    )
-    epsilon: float = knob(  # a target scale: the squared loss and the noise floor ∝ ε²
-        0.1,
-        "target noise ε (noise floor ε²)",
-        grid=float,
-        unit="ε",
-        hashed="always",
-        within="[0.0, inf)",
-        power=2,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class MultiLocationParams(LocationParams):
-    """Multi-location regression's own parameters: F = len(strengths) features."""
-
-    strengths: tuple[float, ...] = knob(
-        (1.0, 0.7, 0.5),
-        "strengths c_f, one per feature, e.g. 1,0.7,0.5",
-        parse=floats_arg,
-        hashed="always",
-        power=2,  # a target scale: the squared loss ∝ y² ∝ c_f²
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class MaxMarginParams:
-    """Max-margin token selection's own parameters (Tarzanagh, Li, Thrampoulidis, Oymak 2023)."""
-
-    setting: str = knob(
-        "local",
-        "local: unit-norm Gaussian tokens, ±1 labels (local convergence); prompt: the learned-prompt data",
-        choices=MAX_MARGIN_SETTINGS,
-        hashed="always",
-    )
-    start_range: float = knob(
-        1.0,
-        "W(0) and k(0) entries uniform in ±a/√d",
-        grid=float,
-        unit="a",
-        hashed="always",
-        within="[0.0, inf)",
-        power=2,  # a scale of θ(0), as σ₀: squared
-    )
-
-
-COPY_LOGITS = ("free", "tied")
-
-
-@dataclasses.dataclass(frozen=True)
-class EmergenceParams:
-    """The emergence task's own parameters (Zucchet, d'Angelo, Lampinen, Chan 2025)."""
-
-    copies: int = knob(
-        1,
-        "B in-context copies of the relevant token (the last B positions)",
-        grid=int,
-        unit="B",
-        hashed="always",
-        within="[1, inf)",
-    )
-    copy_logits: str = knob(
-        "free",
-        "positional attention: each copy its own logit (free), or one shared by the B (tied)",
-        choices=COPY_LOGITS,
-        hashed="always",
-    )
-    repetition: float = knob(
-        0.0,
-        "cross-sample repetition p: the relevant token is a fixed x̄ with probability p",
-        grid=float,
-        unit="p",
-        hashed="always",
-        within="[0.0, 1.0]",
-    )
-    test_repetition: float = knob(
-        0.0,
-        "the test set's repetition probability (0: tested without repetition)",
-        grid=float,
-        unit="p_test",
-        hashed="always",
-        within="[0.0, 1.0]",
-    )
-    target_noise: float = knob(
-        0.0,
-        "target noise σ: y = W*x + σg (noise floor σ²)",
-        grid=float,
-        unit="σ",
-        hashed="always",
-        within="[0.0, inf)",
-        power=2,  # a target scale: the squared loss ∝ y²
-    )
-
-
 _INFERRED: dict[tuple[int, Any], tuple[Any, dict[str, int]]] = {}
 
 
@@ -338,7 +136,7 @@ def _inferred(obj: Any, name: str, data) -> dict[str, int]:
     except TypeError:  # a parameter value that cannot be hashed: no cache
         key, cached = None, None
     if cached is None or cached[0] is not obj:
-        from dynamics.parts.boundary import infer_sizes
+        from dynamics.parts.boundary import infer_sizes  # lazy: numpy: only for a user's data model
 
         cached = (obj, infer_sizes(obj, name, data))
         if key is not None:
@@ -356,66 +154,9 @@ def _declared_outputs(value: Any) -> Callable[[Any], int] | None:
     return None
 
 
-def emergence_outputs(data) -> int:
-    """The emergence model's targets y = W*x ∈ R^d: o = d."""
-    return int(data.d)
-
-
 def parameter_names() -> tuple[str, ...]:
     """Every registered data model's own parameter names, each once, in registration order."""
     return tuple(dict.fromkeys(n for m in DATA_MODELS.values() for n in m.parameters))
-
-
-def check_mixture(data) -> None:
-    if data.r is not None and data.r > data.T:
-        raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-    choice("data.geometry", data.geometry, GEOMETRIES)
-    if data.d < data.n_irrelevant + 2:
-        raise ConfigError(
-            f"data.d={data.d} is too small for data.n_irrelevant={data.n_irrelevant}: "
-            f"the mixture needs d >= M + 2 = {data.n_irrelevant + 2} orthogonal means"
-        )
-
-
-def check_sparse_token(data) -> None:
-    if data.r > data.T:
-        raise ConfigError(f"data.r={data.r} must be <= data.T={data.T}")
-
-
-def check_location(data) -> None:
-    if data.d < 2:
-        raise ConfigError(f"data.d={data.d} must be >= 2: k* and v* are orthonormal")
-
-
-def check_multi_location(data) -> None:
-    F = len(data.strengths)
-    if F == 0:
-        raise ConfigError("data.strengths=() is empty: give one strength c_f per feature, e.g. 1,0.7,0.5")
-    for c in data.strengths:
-        finite("data.strengths", c)
-    if F > data.T:
-        raise ConfigError(f"data.strengths has F={F} features but data.T={data.T}: F <= T distinct positions")
-    if data.d < 2 * F:
-        raise ConfigError(f"data.d={data.d} must be >= 2F = {2 * F}: the F keys and F values are orthonormal")
-
-
-def check_max_margin(data) -> None:
-    choice("data.setting", data.setting, MAX_MARGIN_SETTINGS)
-    if data.T < 2:
-        raise ConfigError(f"data.T={data.T}: max-margin token selection needs T >= 2 tokens")
-    if data.setting == "prompt" and (data.d < 3 or data.T < 3):
-        raise ConfigError(
-            f"data.setting='prompt' needs d >= 3 (two shift coordinates and a score) and T >= 3; "
-            f"got d={data.d}, T={data.T}"
-        )
-
-
-def check_emergence(data) -> None:
-    if data.copies > data.T:
-        raise ConfigError(
-            f"data.copies={data.copies} must be <= data.T={data.T} (the copies fill the last B positions)"
-        )
-    choice("data.copy_logits", data.copy_logits, COPY_LOGITS)
 
 
 MIXTURE_SIZES = types.MappingProxyType({"T": DM1_DEFAULTS["T"], "d": DM1_DEFAULTS["d"]})
@@ -569,7 +310,7 @@ def data_task(data) -> str | None:
 
 @functools.lru_cache(maxsize=32)
 def _cached_task(path: str, size: int, mtime_ns: int) -> str | None:  # size and mtime key the cache
-    from datamodels.npz import DataError, infer_task
+    from datamodels.npz import DataError, infer_task  # lazy: numpy: only for data from a file
 
     try:
         return infer_task(path)

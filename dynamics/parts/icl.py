@@ -7,8 +7,8 @@ import dataclasses
 
 from datamodels.defaults import ICL_BASES, ICL_COVARIANCES
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import choice
 from dynamics.parts.knobs import knob
+from dynamics.parts.value_checks import choice
 
 
 @dataclasses.dataclass(frozen=True)

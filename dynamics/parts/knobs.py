@@ -3,7 +3,7 @@
 A knob is a field of a config section (``dynamics.config.sections``) or of a data model's
 parameter schema (``dynamics.parts.data``) declared with ``knob(default, help, ...)``. From
 these declarations come the command line's flags (``dynamics.cli.knobs``), the API's keywords
-(``dynamics.api``), the grid axes (``dynamics.config.grid.GRID_KNOBS``), the TOML keys (the
+(``dynamics.api``), the grid axes (``dynamics.config.grid_axes.GRID_KNOBS``), the TOML keys (the
 field names) and the grid-knob list of docs/grids.md (``grid_knob_list``). A value given as text (a
 flag, a keyword string) is read by the knob's ``parse``; every value given (flags, TOML,
 keywords) goes through its ``coerce``, which refuses a wrong type in one line; ``idle`` says why
@@ -51,7 +51,7 @@ class Knob:
     default, so every hash from before the rule is kept), else 'changed' (left out at
     ``baseline``, by default the field's default, or None); ``switch``: a bool knob. ``lo``,
     ``hi``: the range of a number (each value of a tuple; None and text pass), ``lo`` itself
-    refused with ``lo_open``; int bounds make it an integer knob (``dynamics.parts.checks.within``);
+    refused with ``lo_open``; int bounds make it an integer knob (``dynamics.parts.value_checks.within``);
     ``power``: the power at which a real value enters the run's float arithmetic, which bounds |value|
     by what the run's precision holds (``dynamics.parts.floats.held``; ``upper``)."""
 

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dynamics.parts.data import DATA_MODELS
+from dynamics.parts.training import LOSSES
+
 TASKS = ("classification", "regression")
 # The head count's column in every frame and its key in every summary row; results.json files of
 # older versions call it "heads" in their summary rows (``OLD_HEAD_COUNT``, read as ``HEAD_COUNT``).
@@ -239,9 +242,6 @@ def metric_names(task: str, noise_floor: bool = True) -> tuple[str, ...]:
 def metrics_of(cfg) -> tuple[str, ...]:
     """The metrics a run of the (validated) config ``cfg`` logs: its loss's task, and whether its data
     model knows its noise floor (data from a file do not)."""
-    from dynamics.parts.data import DATA_MODELS
-    from dynamics.parts.training import LOSSES
-
     if logs_losses_only(cfg):
         return LOSS_METRICS
     model = DATA_MODELS[cfg.data.model]

@@ -9,8 +9,8 @@ import math
 
 from datamodels.defaults import POSITIONAL_STARTS
 from dynamics.errors import ConfigError
-from dynamics.parts.checks import choice, finite
 from dynamics.parts.knobs import knob
+from dynamics.parts.value_checks import choice, finite
 from dynamics.parts.values import floats_arg
 
 

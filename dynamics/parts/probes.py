@@ -31,7 +31,7 @@ N, H, T, D = 2, 3, 4, 5  # examples, heads, tokens, width of the probes' inputs
 def _jax() -> Any:
     """JAX, imported when a probe first runs: the parts' metadata (which names these checks by
     their dotted path) loads without it."""
-    import jax  # not at the top: see the docstring
+    import jax  # lazy: the parts load no JAX at import (see the docstring)
 
     return jax
 

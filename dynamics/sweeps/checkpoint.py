@@ -17,12 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.config.schema import ConfigError, resolve
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
+from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes, head_schedule
 from dynamics.sweeps.folders import DAMAGED, LOCK, POINTS
 from dynamics.sweeps.midrun import PREFIX, MidRun
-from dynamics.sweeps.result import HeadResult, SweepResult
+from dynamics.sweeps.sweep_result import HeadResult, SweepResult
 
 
 def point_file(out: Path, heads) -> Path:
@@ -86,8 +88,6 @@ def load_points(out: Path, config_hash: str, shape: tuple[int, ...] | None = Non
 
 
 def _read_point(z, shape: tuple[int, int] | None) -> dict[int, HeadResult]:
-    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes
-
     heads, diverged_at = z["heads"], z["diverged_at"]
     names = METRICS if "curve_margin" in z.files else REGRESSION_METRICS  # a classification run's has margins
     names = [k for k in names if k != "excess_risk" or "curve_excess_risk" in z.files]
@@ -109,8 +109,7 @@ def finished_heads(
 ) -> dict[int, HeadResult]:
     """Every H already finished in ``out`` for this config: a complete run's curves, or saved
     points. A damaged or missing curves.npz beside a complete results.json is recomputed (warned)."""
-    from dynamics.parts.metrics import METRICS, REGRESSION_METRICS, has_head_axes
-    from dynamics.sweeps.results import complete_results_hash, load_results
+    from dynamics.sweeps.result_files import complete_results_hash, load_results  # lazy: JAX: not at import
 
     logged = set(METRICS + REGRESSION_METRICS)
     if complete_results_hash(out) == config_hash:
@@ -135,9 +134,7 @@ def finished_heads(
 def locked(out: Path):
     """Hold ``out``'s lock file (a second run on the same --out is refused with a ConfigError),
     and remove the temporary files a killed run left behind (no one else writes there now)."""
-    import filelock
-
-    from dynamics.config.schema import ConfigError
+    import filelock  # lazy: only when a folder is locked
 
     out = Path(out)
     try:
@@ -176,10 +173,9 @@ def run_checkpointed(
     command line's): what ``out`` holds is checked under its lock before anything is read (another
     config's results refused), and a replaced run's files are removed once this run's are written.
     """
-    import jax
+    import jax  # lazy: JAX: not at import
 
-    from dynamics.config.schema import resolve
-    from dynamics.sweeps.devices import device_name
+    from dynamics.sweeps.devices import device_name  # lazy: JAX: not at import
 
     exp, out = resolve(cfg), Path(out)
     writer = jax.process_index() == 0  # with jax.distributed, process 0 alone writes
@@ -199,9 +195,9 @@ def run_checkpointed(
 def _run_locked(
     exp, out: Path, resume: bool, progress: bool, writer: bool, device: str, sweep_kwargs, finish
 ):
-    from dynamics.parts.metrics import head_schedule
-    from dynamics.sweeps.results import complete_results_hash, provenance, write_results
-    from dynamics.sweeps.sweep import run_sweep
+    # lazy: JAX: the checkpoints load none at import
+    from dynamics.sweeps.result_files import complete_results_hash, provenance, write_results
+    from dynamics.sweeps.sweep import run_sweep  # lazy: JAX: not at import
 
     provenance()  # looked up now, not between a point's file and its results.json
 

@@ -118,7 +118,7 @@ class BatchPlacer:
     def fetch(self, tree):
         """Device arrays -> numpy on this process (all-gathered when several processes share them)."""
         if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
+            from jax.experimental import multihost_utils  # lazy: only with several processes
 
             tree = multihost_utils.process_allgather(tree, tiled=True)
         return jax.tree_util.tree_map(np.asarray, tree)

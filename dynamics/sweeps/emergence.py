@@ -144,7 +144,7 @@ def fit_power_law(x, t, level: float = 0.95) -> PowerLaw:
     """Least squares of log t on log x over the finite, positive pairs (``x``, ``t`` broadcast to
     one shape; at least 3 points and 2 distinct x); the exponent's ``level`` interval from
     Student's t with n − 2 degrees of freedom."""
-    from scipy import stats
+    from scipy import stats  # lazy: scipy: only for a fit's interval
 
     if not _real(level) or not 0 < level < 1:
         raise ValueError(f"level={level!r} must be in (0, 1): the confidence of the exponent's interval")

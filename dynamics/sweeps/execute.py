@@ -18,6 +18,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dynamics import parts
+from dynamics.config.diagnostics_checks import from_snapshots
 from dynamics.config.schema import Config, Experiment
 from dynamics.core import rng
 from dynamics.core.data import (
@@ -37,7 +38,7 @@ from dynamics.infra.executables import exact_matmuls
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, head_schedule, is_snapshot, metrics_of
 from dynamics.parts.registry import is_user_name
-from dynamics.sweeps.checks import metric_record
+from dynamics.sweeps.arguments import metric_record
 from dynamics.sweeps.devices import BatchPlacer
 from dynamics.sweeps.longrun import run_point
 from dynamics.sweeps.midrun import CALL_SECONDS, MidRun, check_seconds
@@ -49,7 +50,7 @@ from dynamics.sweeps.plan import (
     trial_keys,
     uses_fast_path,
 )
-from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult, mask_diverged
+from dynamics.sweeps.sweep_result import HeadResult, PointCallback, SweepResult, mask_diverged
 
 
 class Drawn(NamedTuple):
@@ -439,12 +440,11 @@ def add_diagnostics(exp: Experiment, result: SweepResult, progress: bool, drawn:
     """The theory diagnostics (``dynamics.theory.replay``) into ``result.curves`` and ``result.extra``,
     on ``drawn`` (``prepare_data(exp.config)``, the sweep's one draw; None only for the max-margin
     view of saved snapshots, which then draws the data once itself)."""
-    from dynamics.config.checks import from_snapshots
-    from dynamics.theory import replay as theory
+    from dynamics.theory import replay as theory  # lazy: the theory layer: diagnostics only
 
     cfg = exp.config
     if from_snapshots(cfg.sweep):  # the max-margin view of the engine's own θ, every logged step
-        from dynamics.theory.maxmargin import diagnostic_curves
+        from dynamics.theory.maxmargin import diagnostic_curves  # lazy: the theory layer: diagnostics only
 
         with phase("diagnostics"):
             own = {} if drawn is None else {"data": drawn.data, "shared": drawn.shared}  # not drawn again

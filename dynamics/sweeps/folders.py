@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.config.checks import validate
 from dynamics.config.overrides import config_from_dict
+from dynamics.config.validation import validate
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 

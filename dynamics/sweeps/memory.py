@@ -186,7 +186,7 @@ def check_memory(cfgs: Sequence, n_logged: int, x64: bool | None = None) -> dict
     points — whose largest estimate exceeds the limit; return that estimate. ``x64`` None: JAX's
     setting (float64 when on)."""
     if x64 is None:
-        import jax
+        import jax  # lazy: JAX: the estimate runs before it is loaded
 
         x64 = bool(jax.config.jax_enable_x64)
     parts = max((config_bytes(cfg, n_logged, x64) for cfg in cfgs), key=lambda p: sum(p.values()))
@@ -207,7 +207,7 @@ def config_bytes(cfg, n_logged: int, x64: bool) -> dict[str, int]:
     """``sweep_bytes`` of a resolved config, a data file's arrays counted."""
     extra, outputs = 0, None
     if registries.DATA_MODELS[cfg.data.model].from_file:
-        from datamodels.npz import read_header
+        from datamodels.npz import read_header  # lazy: only for data from a file
 
         header = read_header(cfg.data.path)
         extra, outputs = header.nbytes, header.outputs

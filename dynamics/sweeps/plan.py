@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynamics import parts
+from dynamics.config import initfile
 from dynamics.config.schema import Config
 from dynamics.core import rng
 from dynamics.core.data import ModelRef, data_model, tied_positions
@@ -316,8 +317,6 @@ def start_params(cfg: Config, batch: Batch, elements, packs, dtype) -> dict[str,
     """θ(0) of every batch element from ``model.init_from``: slot s of a run is the file's head
     ``slot_head[s]`` (of the element's trial when the file has a trial axis), empty slots 0; the
     bias, one per run."""
-    from dynamics.config import initfile
-
     arrays = initfile.read(cfg.model.init_from)
     per_trial = arrays["U"].ndim == 3
     S, R = batch.slot_run.shape[1], batch.key.shape[1]

@@ -1,10 +1,10 @@
 """Run a sweep over the number of heads (``run_sweep``), or the same sweep at several base step
 sizes and init scales in the same compiled calls (``run_grid``).
 
-The jobs behind them live apart: the result and its frames (``dynamics.sweeps.result``), the
+The jobs behind them live apart: the result and its frames (``dynamics.sweeps.sweep_result``), the
 planning and packing of runs into compiled calls (``dynamics.sweeps.plan``), running the points
 on data drawn once (``dynamics.sweeps.execute``), the arguments' checks
-(``dynamics.sweeps.checks``) and the memory estimate (``dynamics.sweeps.memory``).
+(``dynamics.sweeps.arguments``) and the memory estimate (``dynamics.sweeps.memory``).
 
 Hooks for checkpointing (``run_sweep``): ``on_point(heads, metrics_by_head, diverged_at)``
 is called after each point with the H values it finished (ascending) and their results, and
@@ -24,7 +24,7 @@ import numpy as np
 
 from dynamics.config.schema import Config, Experiment, resolve
 from dynamics.parts.metrics import metrics_of
-from dynamics.sweeps.checks import (
+from dynamics.sweeps.arguments import (
     as_config,
     check_layout,
     check_skipped,
@@ -49,7 +49,7 @@ from dynamics.sweeps.execute import (
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.midrun import MidRun, check_seconds
 from dynamics.sweeps.plan import pack_runs, plan_points, program_for, step_size, trial_keys
-from dynamics.sweeps.result import HeadResult, PointCallback, SweepResult
+from dynamics.sweeps.sweep_result import HeadResult, PointCallback, SweepResult
 
 __all__ = [
     "HeadResult",
@@ -173,7 +173,7 @@ def run_grid(
     ``run_sweep`` of the config with that ``optim.lr`` and ``model.init_scale``: its metrics, its
     per-head curves and snapshots, its planted directions and its theory diagnostics
     (``sweep.diagnostics``). A grid over any other knob is ``dynamics.run_grid`` with the knobs as
-    keywords (``optimizer=["gd", "adam"]``), or ``dynamics.sweeps.grid.run_grid_experiment``.
+    keywords (``optimizer=["gd", "adam"]``), or ``dynamics.sweeps.grid_runner.run_grid_experiment``.
     """
     check_layout(packs_per_call=packs_per_call, chunk=chunk, slots=slots, progress=progress, devices=devices)
     if call_seconds is not None:

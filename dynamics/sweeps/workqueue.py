@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.config.grid import GridExperiment
+from dynamics.config.grid_axes import GridExperiment
 from dynamics.errors import ConfigError
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.execute import precision
 from dynamics.sweeps.folders import DAMAGED, QUEUE
-from dynamics.sweeps.grid import (
+from dynamics.sweeps.grid_runner import (
     GridResult,
     grid_result,
     group_calls,
@@ -56,7 +56,7 @@ from dynamics.sweeps.grid import (
     write_grid,
 )
 from dynamics.sweeps.memory import check_memory
-from dynamics.sweeps.results import complete_results_hash
+from dynamics.sweeps.result_files import complete_results_hash
 
 HOST = socket.gethostname()
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dynamics import parts
 from dynamics.core.activations import beta_at
 from dynamics.core.data import tied_positions
 from dynamics.errors import ConfigError
+from dynamics.parts.metrics import head_schedule
 from dynamics.sweeps.trials import every_trial
 from dynamics.theory import svm
 from dynamics.theory.replay import SNAPSHOT_CURVES, over_logged_steps
@@ -69,9 +72,6 @@ def _attention(scores: np.ndarray, beta: np.ndarray, activation: str) -> np.ndar
     scaled = beta[:, None, None] * scores
     if activation == "softmax":
         return _softmax(scaled)
-    import jax  # only here: the softmax view above is numpy alone
-    import jax.numpy as jnp
-
     sigma = parts.ACTIVATIONS.get(activation, "attention").load()
     with jax.enable_x64(True):
         return np.asarray(sigma(jnp.asarray(scaled, jnp.float64)), np.float64)
@@ -179,8 +179,6 @@ def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Align
 def snapshot_steps(result) -> np.ndarray:
     """The steps at which ``result`` holds parameter snapshots: the per-head view's schedule among
     its logged steps (all of them for a run that logs at most ``HEAD_POINTS``)."""
-    from dynamics.parts.metrics import head_schedule
-
     return np.array(head_schedule(result.steps, result.config), dtype=np.asarray(result.steps).dtype)
 
 

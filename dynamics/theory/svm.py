@@ -238,7 +238,7 @@ def _svm_problem(A: np.ndarray, B: np.ndarray, formulation: str):
     """(cvxpy problem, status map, recover () -> (W (d, e), α (C,))) of the SVM with constraints
     a_cᵀ W b_c ≥ 1, A (C, d), B (C, e) (``max_margin_direction`` describes the formulations; "nuclear"
     minimises ‖W‖_*)."""
-    import cvxpy as cp  # a heavy import, needed only here
+    import cvxpy as cp  # lazy: cvxpy: a heavy import, needed only here
 
     C, d = A.shape
     if formulation == "nuclear":
@@ -283,7 +283,7 @@ def _svm_problem(A: np.ndarray, B: np.ndarray, formulation: str):
 def _solve_svm(A: np.ndarray, B: np.ndarray, formulation: str, solver: str, options: dict):
     """(status, solver's raw status, detail, W or None, α or None): the solve, its status mapped
     to ours, and the margins of an "optimal" W checked (min_c a_cᵀ W b_c ≥ 1 − 1e-6)."""
-    import cvxpy as cp
+    import cvxpy as cp  # lazy: cvxpy: a heavy import, needed only here
 
     problem, statuses, recover = _svm_problem(A, B, formulation)
     detail = ""

@@ -1,4 +1,4 @@
-"""Run a grid (``dynamics.config.grid``) and write its result files.
+"""Run a grid (``dynamics.config.grid_axes``) and write its result files.
 
 The grid's points are grouped by every setting but the knobs declared ``traced`` (a part such
 as the optimiser or the loss, the data model, a model knob such as the temperature are static
@@ -46,13 +46,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from dynamics.config.grid import GRID_KNOBS, TRACED, GridExperiment
+from dynamics.config.grid_axes import GRID_KNOBS, TRACED, GridExperiment
 from dynamics.config.schema import SECTIONS, Config, Experiment
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS, is_per_head, is_snapshot, metrics_of
 from dynamics.sweeps import checkpoint
 from dynamics.sweeps.checkpoint import locked
+from dynamics.sweeps.devices import device_name
 from dynamics.sweeps.execute import (
     Drawn,
     add_diagnostics,
@@ -66,14 +67,14 @@ from dynamics.sweeps.execute import (
 from dynamics.sweeps.headline import grid_headline, kept
 from dynamics.sweeps.memory import check_memory
 from dynamics.sweeps.midrun import PREFIX, MidRun, check_seconds
-from dynamics.sweeps.result import HEAD_COUNT, STEPLESS, SweepResult
-from dynamics.sweeps.results import (
+from dynamics.sweeps.result_files import (
     complete_results_hash,
     load_results,
     results_dict,
     write_files,
     write_params,
 )
+from dynamics.sweeps.sweep_result import HEAD_COUNT, STEPLESS, SweepResult
 
 POINTS = "points"
 # A finished grid point: curve -> (H, trials, L[, H_max, …]) (the metrics, the per-head curves and
@@ -123,7 +124,7 @@ class GridResult:
         """``frame_of(grid point k's SweepResult)`` for every k, each with a column per grid axis
         after ``H``, concatenated in grid point order (C order over the axes, the first outermost).
         The axes are read from the grid's record: any knob a grid runs over becomes a column."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         frames = []
         for k, combo in enumerate(itertools.product(*(v for _, v in self.grid.axes))):
@@ -505,8 +506,6 @@ def run_grid_checkpointed(
     as ``checkpoint.run_checkpointed``'s (checked under the lock; a replaced run's files removed
     once this grid's are written). A long compiled call keeps its state every ``checkpoint_every``
     seconds, as a sweep's (``checkpoint.run_checkpointed``), and with ``resume`` continues from it."""
-
-    from dynamics.sweeps.devices import device_name
 
     out = Path(out)
     writer = jax.process_index() == 0

@@ -1,6 +1,7 @@
 """Validation: every value and combination of a config checked before anything is compiled,
 one check per section, each error one line naming the field, the bad value and what is allowed;
-``resolve`` validates and plans the logged steps once (an ``Experiment``)."""
+``resolve`` validates and plans the logged steps once (an ``Experiment``). What the theory
+diagnostics need of a config is checked in ``dynamics.config.diagnostics_checks``."""
 
 from __future__ import annotations
 
@@ -13,20 +14,26 @@ from dataclasses import dataclass
 
 from dynamics import parts
 from dynamics.config import sections as sec
-from dynamics.config.sections import _FIELD_TYPES, added_fields, declaration
+from dynamics.config.diagnostics_checks import (
+    check_diagnostics,
+    check_replay,
+    check_snapshot_maxmargin,
+    from_snapshots,
+)
+from dynamics.config.sections import _FIELD_TYPES, declaration
 from dynamics.errors import ConfigError
 from dynamics.parts import floats
-from dynamics.parts.checks import MAX_LOGGED_STEPS, within
-from dynamics.parts.checks import choice as _choice
-from dynamics.parts.checks import positive_int as _positive_int
 from dynamics.parts.knobs import knob_of
+from dynamics.parts.value_checks import MAX_LOGGED_STEPS, within
+from dynamics.parts.value_checks import choice as _choice
+from dynamics.parts.value_checks import positive_int as _positive_int
 
 
 @functools.cache
 def _adapter(cls):
     """pydantic's validator of a section's field types (strict: no coercion, so "3" is not 3 and
     True is not 1; every instance re-validated). Imported on first use: ``--help`` never needs it."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     cls.__pydantic_config__ = pydantic.ConfigDict(strict=True, revalidate_instances="always")
     return pydantic.TypeAdapter(cls)
@@ -34,7 +41,7 @@ def _adapter(cls):
 
 def _check_params(model, data: sec.DataConfig) -> None:
     """The data model's own parameters against its schema's field types (pydantic, strict)."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     if model.schema is None:
         return
@@ -52,7 +59,7 @@ def _check_params(model, data: sec.DataConfig) -> None:
 def _check_types(section: str, value) -> None:
     """The section's field types, checked by pydantic against the dataclass annotations; the
     first wrong field in one line."""
-    import pydantic
+    import pydantic  # lazy: pydantic: not for --help
 
     cls = sec.SECTIONS[section]
     if not isinstance(value, cls):
@@ -93,12 +100,7 @@ def validate(cfg: sec.Config) -> sec.Config:
     if cfg.model.init_from is not None:
         _check_init_from(cfg)
     _check_sweep(cfg.sweep, cfg.model, cfg.data)
-    if cfg.sweep.diagnostics and cfg.optim.task == "regression":
-        raise ConfigError(
-            "sweep.diagnostics are posed for classification (margins, the attention SVM); "
-            "the task is regression"
-        )
-    _check_replay(cfg)
+    check_replay(cfg)
     _check_logged(cfg.sweep, cfg.optim)
     return cfg
 
@@ -200,7 +202,7 @@ def _check_data(data: sec.DataConfig, x64: bool = False) -> None:
 def _npz_sizes(data: sec.DataConfig) -> sec.DataConfig:
     """``data`` (model npz) with n_train, n_test, T, d read from the file's headers; a value
     set in the config must be the file's own (n_train/n_test at their defaults count as unset)."""
-    from datamodels.npz import read_header
+    from datamodels.npz import read_header  # lazy: numpy: data from a file only
 
     header = read_header(data.path)
     unset = {"n_train": sec.DataConfig.n_train, "n_test": sec.DataConfig.n_test, "T": None, "d": None}
@@ -378,37 +380,9 @@ def _check_batch(optim: sec.OptimConfig, data: sec.DataConfig) -> None:
         )
 
 
-SNAPSHOT_HINT = " ('maxmargin' alone with sweep.save_params reads the run's own θ, without this limit)"
-
-
-def from_snapshots(sweep: sec.SweepConfig) -> bool:
-    """The ``maxmargin`` diagnostic alone with ``sweep.save_params``: read from the engine's own θ at
-    every logged step (``dynamics.theory.maxmargin``), no replay, so no replay's restrictions."""
-    return sweep.diagnostics == ("maxmargin",) and bool(sweep.save_params)
-
-
-def _check_replay(cfg: sec.Config) -> None:
-    """The theory diagnostics replay full-batch GD or Adam with the plain step: refused otherwise."""
-    if not cfg.sweep.diagnostics or from_snapshots(cfg.sweep):
-        return
-    optim = cfg.optim
-    rules = parts.OPTIMIZERS.get(optim.optimizer)
-    if rules.minibatch or rules.normalise_per_run:  # the replay takes the full-batch direction as it is
-        raise ConfigError(
-            f"sweep.diagnostics replays full-batch GD or Adam; got optim.optimizer={optim.optimizer!r}"
-            f"{SNAPSHOT_HINT}"
-        )
-    changed = [k for k, v in added_fields(sec.OptimConfig).items() if getattr(optim, k) != v]
-    if changed:
-        raise ConfigError(
-            f"sweep.diagnostics replays the plain step (no group rules or constraint); "
-            f"got optim.{changed[0]}={getattr(optim, changed[0])!r}{SNAPSHOT_HINT}"
-        )
-
-
 def _check_init_from(cfg: sec.Config) -> None:
     """The file's parameters are this model's (layout, d, d_h, bias), for the sweep's H and trials."""
-    from dynamics.config import initfile
+    from dynamics.config import initfile  # lazy: numpy: only with model.init_from
 
     model = cfg.model
     if not isinstance(model.init_from, str) or not model.init_from.strip():
@@ -460,22 +434,9 @@ def _check_sweep(sweep: sec.SweepConfig, model: sec.ModelConfig, data: sec.DataC
     if sweep.log_every is not None and sweep.log_points is not None:
         raise ConfigError("give sweep.log_every or sweep.log_points, not both")
     if from_snapshots(sweep):  # any query with one query token, any optimiser, rule or θ(0)
-        _check_snapshot_maxmargin(model)
+        check_snapshot_maxmargin(model)
     else:
-        _check_diagnostics(sweep.diagnostics, model, data)
-
-
-def _check_snapshot_maxmargin(model: sec.ModelConfig) -> None:
-    query = parts.QUERIES[model.query]
-    if parts.READOUTS[model.readout].factored:
-        raise ConfigError("sweep.diagnostics 'maxmargin' reads U_h: model.readout='factored' has V_h and O_h")
-    if query.all_tokens or query.outside or not parts.ACTIVATIONS[model.attention].normalises:
-        raise ConfigError(
-            f"sweep.diagnostics 'maxmargin' needs one query per example among the keys (first, last or "
-            f"learned) and an "
-            f"attention that normalises (softmax); got model.query={model.query!r}, "
-            f"model.attention={model.attention!r}"
-        )
+        check_diagnostics(sweep.diagnostics, model, data)
 
 
 def _check_logged(sweep: sec.SweepConfig, optim: sec.OptimConfig) -> None:
@@ -491,39 +452,6 @@ def _check_logged(sweep: sec.SweepConfig, optim: sec.OptimConfig) -> None:
         )
 
 
-def _check_diagnostics(names: tuple[str, ...], model: sec.ModelConfig, data: sec.DataConfig) -> None:
-    if not isinstance(names, tuple):
-        raise ConfigError(f"sweep.diagnostics={names!r} must be a tuple of names from {sec.DIAGNOSTICS}")
-    for name in names:
-        _choice("sweep.diagnostics", name, sec.DIAGNOSTICS)
-    if len(set(names)) != len(names):
-        raise ConfigError(f"sweep.diagnostics={list(names)} has repeated values")
-    changed = {
-        k: getattr(model, k) for k, v in added_fields(sec.ModelConfig).items() if getattr(model, k) != v
-    }
-    if names and not parts.QUERIES[model.query].matrix:
-        changed = {"query": model.query}
-    if names and changed:  # the replay re-trains the papers' model: softmax at β = 1
-        name, value = next(iter(changed.items()))
-        raise ConfigError(
-            f"sweep.diagnostics needs the papers' model (a key-query matrix, softmax attention at "
-            f"temperature 1, no bias: the replay's model); "
-            f"got model.{name}={value!r}{SNAPSHOT_HINT}"
-        )
-    if "maxmargin" in names:
-        if not parts.DATA_MODELS[data.model].relevant_tokens:
-            known = ", ".join(n for n, m in parts.DATA_MODELS.items() if m.relevant_tokens)
-            raise ConfigError(
-                f"sweep.diagnostics 'maxmargin' needs data whose relevant tokens are known ({known}); "
-                f"data.model={data.model!r} has none"
-            )
-        if not parts.QUERIES[model.query].first_token:
-            raise ConfigError(
-                f"sweep.diagnostics 'maxmargin' needs model.query='first' (the attention SVM is "
-                f"posed for the first token as query); got model.query={model.query!r}"
-            )
-
-
 class IdenticalTrialsWarning(UserWarning):
     """Every trial of the sweep is the same run (``identical_trials``)."""
 
@@ -536,7 +464,7 @@ def identical_trials(cfg: sec.Config) -> str | None:
     if parts.OPTIMIZERS.get(cfg.optim.optimizer).minibatch:
         return None  # each trial draws its own SGD batches
     if cfg.model.init_from is not None:
-        from dynamics.config import initfile
+        from dynamics.config import initfile  # lazy: numpy: only with model.init_from
 
         if initfile.read(cfg.model.init_from)["U"].ndim == 3:
             return None  # a trial axis: each trial starts from its own θ(0)

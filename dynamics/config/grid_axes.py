@@ -20,7 +20,7 @@ A data-model axis takes only the data parameters every one of its models has (se
 an axis); another is refused in one line.
 
 This module imports no JAX (the command line parses and validates with it before any
-heavy import); ``dynamics.sweeps.grid`` runs a grid and writes its files.
+heavy import); ``dynamics.sweeps.grid_runner`` runs a grid and writes its files.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ _ALIASES = {
     alias: axis_name(k) for k in declared() if k.spec.grid is not None for alias in (k.key, k.keyword)
 }
 # Knobs the engine takes per run in the batch (declared ``traced``): points that differ only in
-# them share one batch and program (``dynamics.sweeps.grid``).
+# them share one batch and program (``dynamics.sweeps.grid_runner``).
 TRACED = tuple(axis_name(k) for k in declared() if k.spec.grid is not None and k.spec.traced)
 
 # Limits of a grid on this machine (refused before any compile, one line saying why).

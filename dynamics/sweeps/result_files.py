@@ -20,29 +20,31 @@ import sys
 import warnings
 import zipfile
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import jax
+import jaxlib
 import numpy as np
 import optax
 
-from dynamics.config.grid import GridExperiment, grid_config, resolve_grid
+from dynamics import parts
+from dynamics.config.grid_axes import GridExperiment, grid_config, resolve_grid
 from dynamics.config.schema import config_from_dict, log_schedule, validate
+from dynamics.core.data import planted_names
 from dynamics.errors import ConfigError
 from dynamics.infra import interrupts
 from dynamics.infra.files import atomic_write_bytes
 from dynamics.infra.timings import phase
 from dynamics.parts.metrics import REGISTRY, has_head_axes, is_snapshot, metrics_of
 from dynamics.sweeps.devices import device_name
-from dynamics.sweeps.result import STEPLESS, SweepResult
+from dynamics.sweeps.sweep_result import STEPLESS, SweepResult
 
 SCHEMA_VERSION = 1
 
 
 def versions() -> dict[str, str]:
-    import jaxlib
-
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
@@ -69,8 +71,6 @@ def run_record(argv: list[str] | None = None) -> dict[str, Any]:
 def provenance() -> tuple[str | None, str | None]:
     """(mhsim's installed version, the checkout's git commit), looked up once per process: a sweep
     calls it before its first point, so writing a point's files stays as quick as before."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         mhsim = version("mhsim")
     except PackageNotFoundError:  # run from a checkout that was never pip-installed
@@ -196,7 +196,7 @@ def load_results(out: Path, npz_name: str = "curves.npz") -> tuple[dict[str, Any
     """(results.json as a dict, ``npz_name`` as a dict of arrays) from the folder ``out``.
 
     Warns when the results were made with another jax, jaxlib or optax than this one. A grid's
-    pair is checked against its own records (``dynamics.sweeps.results.check_grid_files``); a file
+    pair is checked against its own records (``dynamics.sweeps.result_files.check_grid_files``); a file
     that cannot be read is a one-line ConfigError naming it.
     """
     out = Path(out)
@@ -272,8 +272,6 @@ def check_record(meta: dict[str, Any], config, bad):
 def check_hash(meta: dict[str, Any], cfg, config_hash: str, bad) -> None:
     """results.json's ``config_hash`` is ``config_hash`` (recomputed from its config; a sweep's or
     a grid's): data from a file are exempt, their content may have moved."""
-    from dynamics import parts
-
     if not parts.DATA_MODELS.get(cfg.data.model).from_file and meta.get("config_hash") != config_hash:
         recorded = meta.get("config_hash")
         raise bad(f"results.json's config_hash {recorded!r:.40} is not its config's ({config_hash})")
@@ -286,7 +284,7 @@ def check_sweep_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], confi
     (heads, trials, L), each per-head curve (heads, trials, L, …) with the trailing axes its kind
     declares, diverged_at (heads, trials), ``complete`` a bool. A damaged or edited
     pair is refused rather than summarised into a wrong number. A grid's files are checked
-    with the same parts, point by point (``dynamics.sweeps.results.check_grid_files``)."""
+    with the same parts, point by point (``dynamics.sweeps.result_files.check_grid_files``)."""
     bad = refuser(where)
     cfg = check_record(meta, config, bad)
     check_hash(meta, cfg, cfg.hash(), bad)
@@ -321,8 +319,6 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
         raise bad(f"curves.npz's diverged_at has shape {div.shape}, expected {shape[:2]}")
     if "directions" in meta:  # the per-head |cos| columns' names: reordered, they would name the wrong ones
-        from dynamics.core.data import planted_names
-
         if meta["directions"] != planted_names(cfg.data):
             raise bad(f"directions {meta['directions']!r:.160} are not its data model's, in their order")
     if "heads" in meta and meta["heads"] != heads.tolist():
@@ -410,7 +406,7 @@ BOTTLENECK_NPZ = {"bottleneck-expressivity": "expressivity.npz", "bottleneck-hea
 def check_grid_files(meta: dict[str, Any], arrays: dict[str, np.ndarray], where: Path) -> GridExperiment:
     """A grid's results.json and curves.npz (and params.npz) describe the same grid, or a one-line
     ConfigError naming the folder, the file and what is wrong; the grid they describe. The sweep's
-    checks (``dynamics.sweeps.results``) on the record: the base config valid, ``schema_version``,
+    checks (``dynamics.sweeps.result_files``) on the record: the base config valid, ``schema_version``,
     ``complete``; then the grid's ``axes`` and ``values`` a valid grid over it whose hash
     (``GridExperiment.hash``: the base config and the axes) is the recorded ``config_hash``; its
     ``shape`` theirs; curves.npz's ``grid_axes`` and per-knob arrays those values; every curve

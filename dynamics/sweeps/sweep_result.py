@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.config.grid import GRID_KNOBS
+from dynamics.config.grid_axes import GRID_KNOBS
 from dynamics.config.schema import Config
 from dynamics.parts.metrics import (  # noqa: F401  (HEAD_COUNT, OLD_HEAD_COUNT: the frames' names)
     HEAD_COUNT,
@@ -123,7 +123,7 @@ class SweepResult:
         Theory diagnostics are columns too (NaN at the steps they were not computed); their step
         list ``diagnostic_steps`` is not. The per-head curves are in ``head_frame()``, the
         parameter snapshots in ``params``."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         n_h, trials, L = self.diverged_at.shape + (len(self.steps),)
         per_step = {k: v for k, v in self.curves.items() if np.shape(v) == (n_h, trials, L)}
@@ -143,7 +143,7 @@ class SweepResult:
         per H × trial × step of the per-head view (``head_steps``) × head h < H, columns ``H``,
         ``lr``, ``init_scale``, ``trial``, ``step``, ``head`` and one per metric (the name without
         ``head_``). Empty when none were logged."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         per_head = {k.removeprefix("head_"): np.asarray(v) for k, v in self.curves.items() if is_per_head(k)}
         if not per_head:
@@ -171,7 +171,7 @@ class SweepResult:
         """Each run's emergence steps (``dynamics.sweeps.emergence``) as a tidy pandas DataFrame:
         one row per H × trial, ``t_att`` (attention on the relevant tokens >= ``threshold``) and
         ``t_loss`` (test loss <= ``fraction`` of its initial value), NaN where never reached."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         found = emergence.times(self.steps, self.curves, threshold, fraction)  # each (n_heads, trials)
         h, t = np.meshgrid(np.arange(len(self.heads)), np.arange(self.diverged_at.shape[1]), indexing="ij")
@@ -193,7 +193,7 @@ class SweepResult:
         that got there (``t_att_*``, ``t_loss_*``); ``drops`` (the mean number of drops of the
         training loss per trial that did not diverge, NaN if all did) and ``plateaus`` (each
         trial's plateaus and drops as a JSON string, ``dynamics.sweeps.plateaus``)."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas: only where frames are built
 
         rows = []
         for row in self.summary():
@@ -224,7 +224,7 @@ def frame_columns() -> frozenset[str]:
     ``H``, ``lr``, ``trial``, ``step``, …; ``head_frame``, ``emergence_frame``, ``summary_frame``
     and its index ``H``): taken from those very frames, built for ``column_probe()``, so a
     column added to a frame is reserved with it. A user metric may not take one of these names
-    (``dynamics.sweeps.checks.metric_refs``): it would overwrite the column."""
+    (``dynamics.sweeps.arguments.metric_refs``): it would overwrite the column."""
     probe = column_probe()
     frames = [
         probe.to_dataframe(),

@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from dynamics import parts
+from dynamics.config.grid_axes import parse_values
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -29,7 +30,7 @@ from dynamics.config.schema import (
 from dynamics.core.hooks import MetricRef
 from dynamics.parts.metrics import REGISTRY, metrics_of
 from dynamics.parts.registry import source_record
-from dynamics.sweeps.result import HeadResult, reserved_columns
+from dynamics.sweeps.sweep_result import HeadResult, reserved_columns
 
 # Keys of a run's files that are not curves: a user metric may not take one (``load_results``
 # reads the planted directions back as ``planted_<name>``, a grid's axes as their knobs' names).
@@ -50,7 +51,8 @@ def metric_refs(cfg: Config, metrics: Mapping[str, Callable] | None) -> tuple[Me
         return ()
     if not isinstance(metrics, Mapping):
         raise TypeError(f"metrics={metrics!r:.80} must be a dict {{name: fn(params, data) -> array}} or None")
-    from dynamics.theory.replay import CURVES, SNAPSHOT_CURVES  # the diagnostics' curves
+    # lazy: the theory layer, only when user metrics are named (their names may not be the diagnostics')
+    from dynamics.theory.replay import CURVES, SNAPSHOT_CURVES
 
     taken = {*REGISTRY, *FILE_KEYS}  # every declared metric, per-head curve and snapshot
     taken |= {name for names in CURVES.values() for name in names} | set(SNAPSHOT_CURVES)
@@ -169,8 +171,6 @@ def init_scale_values(cfg: Config, init_scales) -> list[float]:
 def grid_values(name: str, values, default: float) -> list[float]:
     """run_grid's lrs or init_scales: None (the config's value), a number, a list of numbers or
     a string as on the command line ('0.1,1' or 'a:b:k'); checked per value by ``validate``."""
-    from dynamics.config.grid import parse_values
-
     if values is None:
         return [default]
     if isinstance(values, str):
