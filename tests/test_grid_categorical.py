@@ -52,6 +52,18 @@ CASES = {
         ["semantic", "positional"],
     ),
     "readout": ({"model": {"init": "normal"}}, ["direct", "factored"]),
+    "output": (
+        {
+            "data": {"model": "positional-semantic", "T": 2},
+            "model": {"query": "all"},
+            "optim": {"loss": "mse"},
+        },
+        ["sequence", "pooled"],
+    ),
+    "geometry": ({}, ["antipodal", "orthogonal"]),
+    "basis": ({"data": {"model": "icl-linreg"}, "optim": {"loss": "mse"}}, ["random", "identity"]),
+    "covariance": ({"data": {"model": "icl-linreg"}, "optim": {"loss": "mse"}}, ["spectrum", "identity"]),
+    "copy_logits": ({"data": {"model": "emergence", "T": 8}, "model": {"query": "position"}}, ["free", "tied"]),
 }
 
 

@@ -58,6 +58,27 @@ def test_first_relevant_has_a_flag_and_a_keyword():
     assert with_overrides(None, first_relevant=True).data.first_relevant is True
 
 
+def test_every_knob_of_a_run_is_a_grid_axis_or_says_why_not():
+    """A knob of the data, the model or the optimiser that takes one value is a grid axis
+    (``grid=``), or its declaration says why it is not (``single=``); a switch is on or off. The
+    sweep section's knobs describe the set of runs itself (H, trials, logging), none an axis."""
+    undeclared = [
+        k.key
+        for k in declared()
+        if k.flag and k.section != "sweep" and k.spec.grid is None and not k.spec.single and not k.spec.switch
+    ]
+    assert undeclared == []
+    both = [k.key for k in declared() if k.spec.grid is not None and k.spec.single]
+    assert both == []
+
+
+def test_a_knob_that_takes_one_value_says_why_when_given_several(capsys, tmp_path):
+    from helpers import cli_error
+
+    says = cli_error(["--steps", "100,200"], capsys, tmp_path)
+    assert "--steps takes one value (every grid point logs the same steps)" in says
+
+
 def test_grid_knobs_are_the_declared_ones_and_the_docs_list_them():
     expected = {axis_name(k) for k in declared() if k.spec.grid is not None}
     assert set(GRID_KNOBS) == expected and "temperature" in GRID_KNOBS

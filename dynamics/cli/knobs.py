@@ -52,6 +52,8 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
             typ = _part_arg(choices, k.key)
         elif k.spec.parse is not None:
             typ = _parsed_arg(typ)
+        if k.spec.single:
+            typ = _one_value_arg(typ, k.flag, k.spec.single)
         if k.spec.switch:  # present sets True
             groups[k.section].add_argument(k.flag, dest=k.key, action="store_const", const=True, help=help_)
             continue
@@ -94,6 +96,22 @@ def _part_arg(registry: parts.Registry, field: str):
         return text
 
     return part
+
+
+def _one_value_arg(parse, flag: str, why: str):
+    """A knob that is no grid axis: text it cannot read that looks like several values is refused
+    saying the knob takes one value, and why (its declared ``single``)."""
+
+    def arg(text: str):
+        try:
+            return parse(text)
+        except (argparse.ArgumentTypeError, ValueError) as err:
+            if "," not in text:
+                raise
+            raise argparse.ArgumentTypeError(f"{err}; {flag} takes one value ({why})") from None
+
+    arg.__name__ = getattr(parse, "__name__", "value")
+    return arg
 
 
 def _parsed_arg(parse):

@@ -56,6 +56,7 @@ class ModelConfig:
         idle=idle.head_size,
         hashed="always",
         within="[1, inf)",
+        single="'split' or a number, one per run",
     )
     init: str = knob("zero", "", choices=parts.INITS, grid=str, idle=idle.init, hashed="always")
     attention: str = knob("softmax", "", choices=parts.ACTIVATIONS, grid=str)
@@ -92,6 +93,7 @@ class ModelConfig:
         "θ(0) from FILE.npz: the parameters by name (U with W, Q and K, or k; b with --bias), each "
         "(H, …) for every trial or (trials, H, …); a run of H heads starts from the first H",
         idle=idle.world_init,
+        single="a file of parameters, one per run",
     )
     output: str = knob(
         "pooled",
@@ -99,6 +101,7 @@ class ModelConfig:
         "queries and has its own output, value identity, f(X) = c_H Σ_h σ(β X W_h Xᵀ) X (no U; targets "
         "(T, d) per example, flattened; needs model.query='all' and a regression loss)",
         choices=OUTPUTS,
+        grid=str,
     )
     # added after results existed: left out of the config hash at its default
     readout: str = knob("direct", "", choices=parts.READOUTS, grid=str)
@@ -112,6 +115,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"the {group} parameters {names} step with η(H)·FACTOR (default 1; 0 never moves them)",
             within="[0.0, 1e30]",
             power=1,  # one update's step η·FACTOR·g: as it is
+            grid=float,
         ),
         f"{group}_steps": knob(
             None,
@@ -119,6 +123,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"< STOP, else stay exactly (e.g. 0:2 moves them in the first two updates, 100: from update "
             f"100 on; default all). Adam's moments see a zero gradient while frozen",
             coerce=lambda name, value: parse_steps(value, name),
+            single="a window START:STOP, one per run",
         ),
         f"{group}_weight_decay": knob(
             0.0,
@@ -127,6 +132,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             idle=idle.decay(group),
             within="[0.0, 1e30]",
             power=1,  # λ·θ: as it is
+            grid=float,
         ),
     }
 
@@ -170,7 +176,11 @@ class OptimConfig:
         hashed="always",
     )
     steps: int = knob(
-        500, "number of updates (full-batch, or SGD's mini-batches)", hashed="always", within="[1, 100000000]"
+        500,
+        "number of updates (full-batch, or SGD's mini-batches)",
+        hashed="always",
+        within="[1, 100000000]",
+        single="every grid point logs the same steps",
     )
     # None: the data's (its data model's, or a file's targets). Resolved by ``Config.resolved``.
     task: str | None = knob(
@@ -179,6 +189,7 @@ class OptimConfig:
         "own; a file's targets other than ±1 or 0/1 are regression); one contradicting the data is refused",
         choices=parts.training.TASKS,
         baseline="classification",
+        single="the data's targets decide it",
     )
     batch_size: int | None = knob(
         None,
@@ -188,6 +199,7 @@ class OptimConfig:
         parse=int_arg,
         idle=idle.minibatch,
         within="[1, inf)",
+        grid=int,
     )
     sampling: str = knob(
         "epoch",
@@ -214,6 +226,7 @@ class OptimConfig:
         "(0: η·g/‖g‖, a step of length exactly η)",
         idle=idle.normalised,
         within="[0.0, 1.0]",
+        grid=float,
     )
     ngd_per_group: bool = knob(
         False,
@@ -228,6 +241,7 @@ class OptimConfig:
         idle=idle.weight_decay,
         within="[0.0, 1e30]",
         power=1,  # λ·θ: as it is
+        grid=float,
     )
     reduction: str = knob(
         "mean",

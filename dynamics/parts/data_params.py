@@ -68,6 +68,7 @@ class MixtureParams:
         "class means antipodal (μ₋ = −μ₊) or orthogonal",
         choices=GEOMETRIES,
         hashed="always",
+        grid=str,
     )
     first_relevant: bool = knob(DM1_DEFAULTS["first_relevant"], "position 1 always relevant", hashed="always")
 
@@ -159,6 +160,7 @@ class MultiLocationParams(LocationParams):
         parse=floats_arg,
         hashed="always",
         power=2,  # a target scale: the squared loss ∝ y² ∝ c_f²
+        single="already a list, one number per feature",
     )
 
 
@@ -171,6 +173,7 @@ class MaxMarginParams:
         "local: unit-norm Gaussian tokens, ±1 labels (local convergence); prompt: the learned-prompt data",
         choices=MAX_MARGIN_SETTINGS,
         hashed="always",
+        single="each setting has its own query (first, or a learned prompt)",
     )
     start_range: float = knob(
         1.0,
@@ -203,6 +206,7 @@ class EmergenceParams:
         "positional attention: each copy its own logit (free), or one shared by the B (tied)",
         choices=COPY_LOGITS,
         hashed="always",
+        grid=str,
     )
     repetition: float = knob(
         0.0,

@@ -20,6 +20,7 @@ class IclParams:
         "Λ's eigenvectors: a random orthonormal basis per trial, or identity",
         choices=ICL_BASES,
         hashed="always",
+        grid=str,
     )
     # added after results existed, each left out of the config hash at its default
     whiten: bool = knob(
@@ -27,7 +28,9 @@ class IclParams:
         "whiten each drawn set's task vectors (mean 0, covariance I) and centre its inputs over the set "
         "(the authors' data); default: every sequence an independent draw",
     )
-    covariance: str = knob("spectrum", "x's covariance Λ: ∝ 1..D as above, or I_D", choices=ICL_COVARIANCES)
+    covariance: str = knob(
+        "spectrum", "x's covariance Λ: ∝ 1..D as above, or I_D", choices=ICL_COVARIANCES, grid=str
+    )
     task_variance: float = knob(  # v and ε: a target variance and scale, the loss ∝ v, ∝ ε²
         1.0, "task variance v: w ~ N(0, v·I_D)", grid=float, within="(0.0, 1e6]", power=1
     )

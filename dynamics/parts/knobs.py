@@ -40,7 +40,9 @@ class Knob:
     """What a field is as a knob. ``flag``: its command-line flag (default ``--field-name``);
     ``parse``: text -> value (flags; keywords given as text), None for a switch (a bool knob) or
     text; ``choices``: a registry or a tuple of names; ``grid``: float, int or str when the knob
-    takes several values (a grid axis; str: a categorical knob, a list of names); ``traced``: the
+    takes several values (a grid axis; str: a categorical knob, a list of names); ``single``: why a
+    knob of the data, model or optim section is not one (every other is: tests/test_knobs.py);
+    ``traced``: the
     engine takes it per run, as a number of the batch (η₀, σ₀), so grid points that differ only
     in traced knobs share one program and one batch (a categorical knob never is: its points are
     planned as their configurations alone, bit for bit); ``unit``: its symbol in
@@ -60,6 +62,7 @@ class Knob:
     parse: Callable[[str], Any] | None = None
     choices: Any = None
     grid: type | None = None
+    single: str = ""
     traced: bool = False
     unit: str | None = None
     coerce: Callable[[str, Any], Any] | None = None

@@ -34,6 +34,7 @@ class PositionalSemanticParams:
         "the T×T mixing matrix A, row-major (T² numbers)",
         parse=floats_arg,
         power=2,  # a target scale: the squared loss ∝ y² ∝ A²
+        single="already a list, the matrix's T² numbers",
     )
     start: str = knob(
         "semantic",
