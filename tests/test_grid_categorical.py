@@ -63,7 +63,10 @@ CASES = {
     "geometry": ({}, ["antipodal", "orthogonal"]),
     "basis": ({"data": {"model": "icl-linreg"}, "optim": {"loss": "mse"}}, ["random", "identity"]),
     "covariance": ({"data": {"model": "icl-linreg"}, "optim": {"loss": "mse"}}, ["spectrum", "identity"]),
-    "copy_logits": ({"data": {"model": "emergence", "T": 8}, "model": {"query": "position"}}, ["free", "tied"]),
+    "copy_logits": (
+        {"data": {"model": "emergence", "T": 8}, "model": {"query": "position"}},
+        ["free", "tied"],
+    ),
 }
 
 
