@@ -61,6 +61,7 @@ from dynamics.config.schema import (
 from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.cache import apply as apply_cache
+from dynamics.infra.startup import narrowed_plugin_scan
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps import midrun
@@ -307,7 +308,7 @@ def _print_headline(result) -> None:
 
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
     """Import JAX and the engine, and set up the compilation cache, before any compile."""
-    with timings.phase("imports"):
+    with timings.phase("imports"), narrowed_plugin_scan():
         import dynamics.sweeps.checkpoint  # noqa: F401  (jax, optax and the engine)
 
         apply_cache(args)
