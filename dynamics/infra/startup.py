@@ -13,14 +13,17 @@ found as before, the other files are not parsed (0.04–0.06 s of CPU per proces
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.metadata import Distribution
 
 ROCM_PREFIX = "jax_rocm"  # jax's own test: Name starts with "jax-rocm" and ends with "-plugin"
 
 
-def maybe_rocm(dist: importlib.metadata.Distribution) -> bool:
+def maybe_rocm(dist: Distribution) -> bool:
     """Whether ``dist`` may be a ROCm plugin of JAX: its normalised name from its folder starts with
     ``jax_rocm``, or its name cannot be told without reading its metadata."""
     name = getattr(dist, "_normalized_name", None)
@@ -34,9 +37,13 @@ def narrowed_plugin_scan() -> Iterator[None]:
     if "jax" in sys.modules:
         yield
         return
+    # here, not at the top: importing importlib.metadata (and the email package it reads metadata
+    # with) costs ~0.05 s, which `--help` and the other commands that never start JAX do not pay
+    import importlib.metadata
+
     everything = importlib.metadata.distributions
 
-    def distributions(**kwargs) -> Iterator[importlib.metadata.Distribution]:
+    def distributions(**kwargs) -> Iterator[Distribution]:
         return (dist for dist in everything(**kwargs) if maybe_rocm(dist))
 
     importlib.metadata.distributions = distributions
