@@ -4,8 +4,11 @@ and nothing is left patched after the block."""
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
 import sys
 from types import SimpleNamespace
+
+from helpers import child_env
 
 from dynamics.infra.startup import maybe_rocm, narrowed_plugin_scan
 
@@ -47,3 +50,21 @@ def test_every_installed_rocm_plugin_passes_the_filter():
             assert maybe_rocm(dist), name
     assert any(n == "jax" for n in names)  # the scan read this environment
     assert not maybe_rocm(fake("jax_cuda12_plugin", "jax-cuda12-plugin"))
+
+
+def test_import_jax_starts_no_backend_inside_the_narrowed_block():
+    """JAX's backends look for plugins by entry point when they start, through ``distributions()``:
+    that must not happen while it is narrowed. In a fresh process: import_jax imports JAX, starts
+    no backend, and leaves ``distributions`` as it was."""
+    code = (
+        "import importlib.metadata, sys\n"
+        "before = importlib.metadata.distributions\n"
+        "from dynamics.infra.startup import import_jax\n"
+        "import_jax()\n"
+        "from jax._src import xla_bridge\n"
+        "assert 'jax' in sys.modules and not xla_bridge._backends, xla_bridge._backends\n"
+        "assert importlib.metadata.distributions is before\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -7,7 +7,9 @@ parses the metadata file of every installed distribution (``importlib.metadata.d
 folder's name without opening a file, starts with ``jax_rocm`` (names normalised: ``-`` and ``.``
 as ``_``, lower case), and every distribution whose name cannot be told that way: a ROCm plugin is
 found as before, the other files are not parsed (0.04–0.06 s of CPU per process, measured with
-``benchmarks/README.md``'s ratio runs). It changes nothing once JAX is imported.
+``benchmarks/README.md``'s ratio runs). It changes nothing once JAX is imported. Only ``import jax``
+runs under it (``import_jax``): JAX starts no backend on import, so its look for plugins by entry
+point, at a backend's start, sees every distribution.
 """
 
 from __future__ import annotations
@@ -30,10 +32,19 @@ def maybe_rocm(dist: Distribution) -> bool:
     return not isinstance(name, str) or name.startswith(ROCM_PREFIX)
 
 
+def import_jax() -> None:
+    """Import JAX with its look for a ROCm plugin narrowed (``narrowed_plugin_scan``), and nothing
+    else: the block holds no backend's start, whose look for plugins by entry point
+    (``importlib.metadata.entry_points``, which reads ``distributions()`` too) must see them all."""
+    with narrowed_plugin_scan():
+        import jax  # noqa: F401  (the import is the point: later imports find it in sys.modules)
+
+
 @contextlib.contextmanager
 def narrowed_plugin_scan() -> Iterator[None]:
-    """Import JAX inside this block: its look for a ROCm plugin skips the distributions that cannot
-    be one (``maybe_rocm``). Without effect when JAX is already imported."""
+    """Import JAX inside this block, and nothing more (``import_jax``): its look for a ROCm plugin
+    skips the distributions that cannot be one (``maybe_rocm``). Without effect when JAX is
+    already imported."""
     if "jax" in sys.modules:
         yield
         return
