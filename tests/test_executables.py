@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dynamics.config.sections import DataConfig
+from dynamics.core import data as core_data
 from dynamics.infra import cache, executables
 from dynamics.infra.timings import Timings
 
@@ -120,3 +122,29 @@ def test_eviction_removes_least_recently_used_and_stale_temporaries(folder):
     executables._evict(folder, max_bytes=sum(p.stat().st_size for p in entries) - size)
     assert not entries[0].exists() and entries[1].exists() and entries[2].exists()
     assert not stale.exists() and fresh.exists()
+
+
+def test_is_kept_says_whether_call_would_trace(folder):
+    assert not executables.is_kept("test.poly", {"power": 3}, {"x": jnp.arange(5.0)})
+    _call()
+    assert executables.is_kept("test.poly", {"power": 3}, {"x": jnp.arange(5.0)})
+    executables._loaded.clear()  # as a new process: on disk
+    assert executables.is_kept("test.poly", {"power": 3}, {"x": jnp.arange(5.0)})
+    assert not executables.is_kept("test.poly", {"power": 2}, {"x": jnp.arange(5.0)})
+
+
+def test_a_kept_data_draw_is_not_traced_again(folder, monkeypatch):
+    """make_data checks one trial's shapes by tracing it before a compile; a kept program is not
+    traced, so neither is its check (it passed when the program was made)."""
+    cfg, key = DataConfig(model="dm1", n_train=8, n_test=8), np.array([0, 7], np.uint32)
+    first, _ = core_data.make_data(cfg, key, 2)
+    executables._loaded.clear()
+    traced = []
+    monkeypatch.setattr(core_data, "draw_trial", lambda *a, **k: traced.append(a) or 1 / 0)
+    again, _ = core_data.make_data(cfg, key, 2)
+    assert traced == []
+    np.testing.assert_array_equal(np.asarray(again.X_test), np.asarray(first.X_test))
+    executables._loaded.clear()
+    other = DataConfig(model="dm1", n_train=8, n_test=9)  # not kept: traced (the patched draw fails)
+    with pytest.raises(ZeroDivisionError):
+        core_data.make_data(other, key, 2)

@@ -64,6 +64,7 @@ from dynamics.config.schema import (
 from dynamics.infra import interrupts
 from dynamics.infra.cache import add_flag as add_cache_flag
 from dynamics.infra.cache import apply as apply_cache
+from dynamics.infra.startup import import_jax
 from dynamics.infra.timings import Timings
 from dynamics.parts.metrics import COLUMN_TITLES, SUMMARY_METRICS
 from dynamics.sweeps import midrun
@@ -311,6 +312,7 @@ def _print_headline(result) -> None:
 def _imports(args: argparse.Namespace, timings: Timings) -> None:
     """Import JAX and the engine, and set up the compilation cache, before any compile."""
     with timings.phase("imports"):
+        import_jax()  # first, alone: its look for a ROCm plugin narrowed (dynamics.infra.startup)
         # lazy: the sweep layer: on a run
         import dynamics.sweeps.checkpoint  # noqa: F401  (jax, optax and the engine)
 

@@ -127,9 +127,10 @@ def make_data(
     key = np.asarray(key, np.uint32)
     raw = np.stack([rng.fold_in(key, i) for i in range(trials)])  # (trials, 2), no compile
     model = data_model(cfg)
-    with jax.enable_x64(False):  # shapes and dtypes of one trial, before any compile
-        jax.eval_shape(lambda k: draw_trial(model, cfg, k, train), rng.wrap(raw[0]))
     static = _static(cfg) | ({} if train == TRAINING_SET else {"train": train})  # the same key as ever
+    if not executables.is_kept("data.synthetic_trials", static, {"raw": raw}):
+        with jax.enable_x64(False):  # shapes and dtypes of one trial, before any compile
+            jax.eval_shape(lambda k: draw_trial(model, cfg, k, train), rng.wrap(raw[0]))
     data = executables.call(_synthetic_trials, "data.synthetic_trials", static, {"raw": raw})
     check_data(cfg, data, parts.DATA_MODELS[cfg.model].task)
     return data, False

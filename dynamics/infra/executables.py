@@ -72,6 +72,15 @@ def call(fn, name: str, static: dict[str, Any], arrays: dict[str, Any]):
         return _call(fn, name, static, arrays)
 
 
+def is_kept(name: str, static: dict[str, Any], arrays: dict[str, Any]) -> bool:
+    """Whether ``call`` with these arguments finds its executable in this process or on disk, so
+    runs it without tracing it (a kept program was traced, its checks passed, when it was made)."""
+    folder = _folder()
+    with exact_matmuls():  # as ``call`` keys it: the precision is part of the fingerprint
+        key = None if folder is None else program_key(name, static, arrays)
+    return key is not None and (key in _loaded or (folder / f"{key}{SUFFIX}").is_file())
+
+
 def exact_matmuls():
     """``jax.default_matmul_precision("highest")``: every program mhsim traces multiplies float32
     in full float32 on every backend (JAX's GPU default is TF32), so a GPU's numbers agree with
