@@ -40,7 +40,17 @@ RUN_BUTTON = "Run Interact"
 # The notebooks with a widget, the ones tests/test_browser.py runs in the browser. It starts
 # JupyterLab under MPLBACKEND=Agg (a cluster's environment; CI's too): those notebooks' run under
 # that backend is the browser's (tests/test_notebooks.py runs them headless under the inline one).
-NOTEBOOKS = ("attention", "symmetry", "lazy_rich", "step_size", "quickstart", "emergence", "specialisation")
+NOTEBOOKS = (
+    "attention",
+    "symmetry",
+    "lazy_rich",
+    "step_size",
+    "quickstart",
+    "emergence",
+    "specialisation",
+    "positional_semantic",
+    "icl_heads",
+)
 
 # JupyterLab's user settings for the test: no news or update pop-ups over the notebook, and every
 # cell kept in the page (no windowing), so the test sees every output.
