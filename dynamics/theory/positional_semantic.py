@@ -59,6 +59,7 @@ E‖y − f(X)‖²_F/(2d) (half the theory's E‖T − S‖²σ²); objective =
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -475,3 +476,38 @@ def crossing(
             return mid
         lo, g_lo, hi, g_hi = (mid, g_mid, hi, g_hi) if g_mid * g_lo > 0 else (lo, g_lo, mid, g_mid)
     return float(lo - g_lo * (hi - lo) / (g_hi - g_lo))
+
+
+CURVE = Path(__file__).with_name("positional_semantic_curve.csv")  # the stored curves at ω = 0.3
+CURVE_COLUMNS = ("branch", "alpha", "q", "m", "V", "theta", "mse", "Phi", "iterations")
+
+
+def write_curve(path, points: list[ReplicaPoint], settings: str) -> None:
+    """Solved points as a curve file: a first line ``# settings`` (the problem and the rule they
+    were solved with), then one row per point in the theory's units (``CURVE_COLUMNS``)."""
+    lines = [f"# {settings}", ",".join(CURVE_COLUMNS)]
+    for p in points:
+        values = [p.raw[k] for k in CURVE_COLUMNS[2:-1]]
+        lines.append(",".join([p.branch, repr(p.alpha), *map(repr, map(float, values)), str(p.iterations)]))
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def stored_curve(path=CURVE, sigma: float = 0.5) -> dict:
+    """A curve file in the simulation's units (module docstring): {"settings": its first line,
+    branch: {"alpha", "m", "theta", "test_error", "objective"} (arrays, α increasing)}, θ =
+    Q*ᵀQ/d the theory's θ/σ², the test error half its mse, the objective over d −Φ."""
+    text = Path(path).read_text().splitlines()
+    header, rows = text[1].split(","), [line.split(",") for line in text[2:] if line]
+    out: dict = {"settings": text[0].lstrip("# ")}
+    for branch in sorted({row[0] for row in rows}):
+        table = np.array([[float(v) for v in row[1:]] for row in rows if row[0] == branch])
+        table = table[np.argsort(table[:, 0])]
+        col = {name: table[:, k] for k, name in enumerate(header[1:])}
+        out[branch] = {
+            "alpha": col["alpha"],
+            "m": np.abs(col["m"]),
+            "theta": np.abs(col["theta"]) / sigma**2,
+            "test_error": col["mse"] / 2,
+            "objective": -col["Phi"],
+        }
+    return out
