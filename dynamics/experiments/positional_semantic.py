@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.theory import positional_semantic as replica
+
 NAME = "positional-semantic"
 M_POSITIONAL, THETA_SEMANTIC = "m_positional", "theta_semantic"
 OBJECTIVE = "objective"
@@ -205,6 +207,26 @@ def compare(result) -> dict:
     out["better"] = np.where(diff < 0, STARTS[0], STARTS[1])
     for k, start in enumerate(STARTS):
         out[start] = {key: v[:, k] for key, v in means.items()}
+    return out
+
+
+def theory(d: int, path=None) -> dict:
+    """The replica theory's curves (``dynamics.theory.positional_semantic.stored_curve``, the
+    package's file unless ``path``) in the simulation's units at width ``d``: ``alpha``, per start
+    ``test_loss``, ``m``, ``theta`` and ``objective`` (d × the theory's objective over d: the
+    simulation sums the loss over n = αd samples), ``difference`` (semantic − positional) and
+    ``crossing`` (where it changes sign, interpolated), ``settings`` (how it was solved)."""
+    curve = replica.stored_curve() if path is None else replica.stored_curve(path)
+    alpha = curve["semantic"]["alpha"]
+    if not np.array_equal(alpha, curve["positional"]["alpha"]):
+        raise ValueError("the stored branches are not solved at the same alphas")
+    out = {"alpha": alpha, "settings": curve["settings"]}
+    for start in STARTS:
+        c = curve[start]
+        out[start] = {"test_loss": c["test_error"], "m": c["m"], "theta": c["theta"]}
+        out[start]["objective"] = d * c["objective"]
+    out["difference"] = out["semantic"]["objective"] - out["positional"]["objective"]
+    out["crossing"] = crossing(alpha, out["difference"])
     return out
 
 
