@@ -2,7 +2,7 @@
 
 Cui, Behrens, Krzakala, Zdeborová, *A phase transition between positional and semantic learning in
 a solvable model of dot-product attention* (NeurIPS 2024, arXiv 2402.03902). This module is the
-project's own derivation and solver of the saddle point (numpy, scipy's root finder for α_c).
+project's own derivation and solver of the saddle point (numpy; scipy for the logistic).
 
 **Model.** L = 2 tokens x_ℓ = s_ℓ p + z_ℓ with s = (+1, −1), p = 1_d/√d and z_ℓ ~ N(0, σ² I_d);
 student f(X) = softmax_row(h hᵀ) X with the fields h_ℓ = x_ℓ·Q/√d (Q ∈ R^d, rank r = 1);
@@ -49,7 +49,13 @@ objectives' difference over α. The test error is E ℓ(ω; h*) on the same rule
 symmetric subspace, m = 0 held exactly on the semantic branch and θ = 0 on the positional one (the
 loss is not convex in Q: both fixed points coexist, and at small α the semantic one is unstable in
 m, so an iteration free in m would leave it for the positional one); and the lowest of the
-envelope's minima found from the five starts is its minimum.
+envelope's minima found from the five starts is its minimum (or, with ``envelope="origin"``, the
+one that descent from the origin reaches).
+
+**Stored curves.** ``positional_semantic_curve.csv`` beside this module holds both branches at
+ω = 0.3 at every α of the authors' theory CSV, solved as its first line says (``write_curve``;
+``stored_curve`` reads it in the simulation's units); ``benchmarks/replica_theory.py`` with
+``--write`` regenerates it.
 
 **Correspondence with the simulation's conventions** (``m``, ``theta``, ``test_error`` and
 ``objective`` of ``ReplicaPoint``): m as is; θ_code = Q*ᵀQ/d = θ/σ²; test error = E ℓ =
