@@ -104,6 +104,22 @@ def test_crossing_bisects_the_objectives_difference(monkeypatch):
         ps.crossing(0.3, 1.5, 2.0)
 
 
+def test_a_curve_starts_each_alpha_from_its_neighbour(monkeypatch):
+    """``curve`` solves the α in the order given, the first from the branch's start and each next
+    one from the previous fixed point's overlaps."""
+    calls = []
+
+    def fake(pb, branch, init=None, **solver):
+        calls.append((pb.alpha, init))
+        raw = {"q": pb.alpha, "m": 0.2, "V": 10.0, "theta": 0.0}
+        return ps.ReplicaPoint(pb.alpha, branch, 0.2, 0.0, 0.0, 0.0, 1, raw)
+
+    monkeypatch.setattr(ps, "solve", fake)
+    points = ps.curve(0.3, [2.0, 1.5, 1.0], "positional", nodes=6)
+    assert [p.alpha for p in points] == [2.0, 1.5, 1.0]
+    assert calls[0][1] is None and [c[1].q for c in calls[1:]] == [2.0, 1.5]
+
+
 def _stored_rows() -> list[dict]:
     lines = ps.CURVE.read_text().splitlines()
     return list(csv.DictReader(lines[1:]))
