@@ -95,7 +95,7 @@ def _draw_theory(th: dict, ax_err, ax_ov, ax_obj) -> None:
         ax_err.plot(alpha, th[start]["test_loss"], "-.", lw=1, color=color, label=f"theory, {start}")
     ax_ov.plot(alpha, th["semantic"]["theta"], "-.", lw=1, color=_STYLE["semantic"][0], label="θ, theory")
     ax_ov.plot(alpha, th["positional"]["m"], "-.", lw=1, color=_STYLE["positional"][0], label="m, theory")
-    ax_obj.plot(alpha, th["difference"], "-.", lw=1, color="C2", label="theory, d × (its objective / d)")
+    ax_obj.plot(alpha, th["difference"], "-.", lw=1, color="C2", label="theory, semantic − positional")
     if np.isfinite(th["crossing"]):
         label = f"theory's α_c = {th['crossing']:.3g}"
         ax_obj.axvline(th["crossing"], color="C2", ls="-.", lw=0.8, label=label)

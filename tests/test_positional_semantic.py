@@ -144,7 +144,7 @@ def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_d
     th = ps.theory(int(r.grid.points[0].data.d))
     (line,) = [ln for ln in err.lines if ln.get_label() == "theory, semantic"]
     np.testing.assert_allclose(line.get_ydata(), th["semantic"]["test_loss"])
-    (line,) = [ln for ln in diff_ax.lines if ln.get_label().startswith("theory, d ×")]
+    (line,) = [ln for ln in diff_ax.lines if ln.get_label() == "theory, semantic − positional"]
     np.testing.assert_allclose(line.get_ydata(), th["difference"])
 
 
