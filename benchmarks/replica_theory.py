@@ -65,7 +65,7 @@ def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=Non
             rows = [row for row in rows if any(abs(row["alpha"] - a) < 1e-9 for a in alphas)]
         previous = None
         for row in rows:
-            init = None if previous is None else ps._overlaps_of(previous)
+            init = None if previous is None else ps.overlaps_of(previous)
             try:
                 point = ps.solve(ps.problem(row["alpha"], omega), branch, init=init, **solver)
             except ConfigError as err:  # no fixed point reached: said, and the next α goes on

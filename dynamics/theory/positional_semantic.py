@@ -438,12 +438,12 @@ def curve(
     from its neighbour's fixed point (the first from the branch's start)."""
     points: list[ReplicaPoint] = []
     for alpha in alphas:
-        init = None if not points else _overlaps_of(points[-1])
+        init = None if not points else overlaps_of(points[-1])
         points.append(solve(problem(float(alpha), omega, sigma, lam, A), branch, init=init, **solver))
     return points
 
 
-def _overlaps_of(point: ReplicaPoint) -> Overlaps:
+def overlaps_of(point: ReplicaPoint) -> Overlaps:
     """A solved point's overlaps in theory units, to start another α from."""
     return Overlaps(*(point.raw[k] for k in ("q", "m", "V", "theta")))
 
@@ -468,7 +468,7 @@ def crossing(
         pb = problem(alpha, omega, sigma, lam, A)
         for branch, done in solved.items():
             near = min(done, key=lambda a: abs(a - alpha), default=None)
-            init = None if near is None else _overlaps_of(done[near])
+            init = None if near is None else overlaps_of(done[near])
             done[alpha] = solve(pb, branch, init=init, **solver)
         return solved["semantic"][alpha].objective - solved["positional"][alpha].objective
 
