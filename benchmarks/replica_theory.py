@@ -144,7 +144,8 @@ def main() -> None:
         print(f"{their_crossing(root, args.omega):.4f}")
     print(f"{time.perf_counter() - t0:.0f} s")
     if args.write:
-        settings = f"omega={args.omega:g} sigma=0.5 lam=0.01 nodes={args.nodes} inner={args.inner}"
+        A = ",".join(f"{a:g}" for a in np.ravel(ps.STANDARD_A))
+        settings = f"omega={args.omega:g} sigma=0.5 lam=0.01 A={A} nodes={args.nodes} inner={args.inner}"
         ps.write_curve(args.write, points, f"{settings} envelope={args.envelope} tol=1e-07")
     if args.csv:
         with open(args.csv, "w", newline="") as f:

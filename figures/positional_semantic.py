@@ -3,7 +3,8 @@ starts: the test error (the start with the lower final objective, the global min
 the linear mixing baseline ŷ = B Z where the folder holds it),
 the overlaps m and θ, and the paired difference of the objectives (semantic − positional, mean ±
 std over trials) with the α where it crosses zero; beside each, the replica theory's curves of both
-branches (``dynamics.experiments.positional_semantic.theory``, in the simulation's units). Drawn
+branches where the grid's problem is the stored curve's (``theory_for`` of
+``dynamics.experiments.positional_semantic``, in the simulation's units). Drawn
 from a grid folder of the preset
 (``python -m figures positional-semantic``), whose curves hold the overlaps and the objective
 (``dynamics.experiments.positional_semantic``).
@@ -16,7 +17,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dynamics.experiments.positional_semantic import STARTS, compare, theory
+from dynamics.experiments.positional_semantic import STARTS, compare, theory, theory_for
 from figures.sweep import save_figure
 from figures.theme import set_theme
 
@@ -70,7 +71,13 @@ def positional_semantic_figure(result):
         ax_obj.text(0.5, 0.95, "no crossing in this range", transform=ax_obj.transAxes, ha="center", va="top")
     ax_obj.set_title("Σ‖y − f‖²/(2d) + λ/2‖Q‖², paired per trial")
     ax_obj.set_ylabel("objective: semantic − positional")
-    _draw_theory(theory(int(cfg.data.d)), ax_err, ax_ov, ax_obj)
+    th = theory_for(cfg)
+    if th is not None:
+        _draw_theory(th, ax_err, ax_ov, ax_obj)
+    else:  # a problem the stored curve was not solved for: no theory drawn rather than a wrong one
+        st = theory(int(cfg.data.d))["settings"]
+        note = f"replica theory stored for ω = {st['omega']:g}, σ = {st['sigma']:g}, λ = {st['lam']:g} only"
+        ax_err.text(0.5, 0.02, note, transform=ax_err.transAxes, ha="center", va="bottom", fontsize=7)
     for ax in (ax_err, ax_ov, ax_obj):
         ax.set_xlabel("α = n / d")
         ax.legend(fontsize=8)

@@ -5,13 +5,15 @@ CSV when a checkout of theirs is named by $MHSIM_PSA_CHECKOUT (slow, skipped oth
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import numpy as np
 import pytest
 
 from benchmarks import replica_theory
+from dynamics.config.grid import grid_preset
 from dynamics.errors import ConfigError
-from dynamics.experiments.positional_semantic import theory
+from dynamics.experiments.positional_semantic import NAME, theory, theory_for
 from dynamics.theory import positional_semantic as ps
 
 # A generic point (every overlap non-zero, so no symmetry makes a hat vanish), small rule.
@@ -156,6 +158,20 @@ def test_the_stored_curve_in_the_simulations_units():
     assert gap[0] > 0 > gap[-1]  # positional lower at small α, semantic at large
     below, above = th["alpha"][gap > 0].max(), th["alpha"][gap < 0].min()
     assert below < th["crossing"] < above
+
+
+def test_the_theory_is_given_only_for_the_stored_problem():
+    """The preset's config gets the stored curve; another ω, σ, λ or temperature gets none."""
+    cfg = grid_preset(NAME)[0].resolved()
+    assert theory_for(cfg)["settings"]["omega"] == cfg.data.omega
+    for section, change in (
+        ("data", {"omega": 0.5}),
+        ("data", {"semantic_noise": 0.4}),
+        ("optim", {"weight_decay": 0.02}),
+        ("model", {"temperature": 0.02}),
+    ):
+        part = dataclasses.replace(getattr(cfg, section), **change)
+        assert theory_for(dataclasses.replace(cfg, **{section: part})) is None, change
 
 
 @pytest.mark.parametrize(

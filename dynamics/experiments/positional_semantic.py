@@ -230,6 +230,23 @@ def theory(d: int, path=None) -> dict:
     return out
 
 
+def theory_for(cfg) -> dict | None:
+    """``theory`` at the resolved config's d when its problem is the stored curve's (T = 2, ω, σ,
+    λ as the coupled weight decay, the mixing A, temperature 1/d); None otherwise, for no curve
+    is stored for another problem."""
+    th = theory(int(cfg.data.d))
+    s = th["settings"]
+    same = cfg.data.T == 2 and np.allclose(cfg.data.mixing, s["A"])
+    for value, stored in (
+        (cfg.data.omega, s["omega"]),
+        (cfg.data.semantic_noise, s["sigma"]),
+        (cfg.optim.weight_decay, s["lam"]),
+        (cfg.model.temperature, 1 / cfg.data.d),
+    ):
+        same = same and bool(np.isclose(value, stored, rtol=1e-9, atol=0))
+    return th if same else None
+
+
 _COMPARED = {"objective": OBJECTIVE, "test_loss": "test_loss", "m": M_POSITIONAL, "theta": THETA_SEMANTIC}
 
 

@@ -498,13 +498,20 @@ def write_curve(path, points: list[ReplicaPoint], settings: str) -> None:
     Path(path).write_text("\n".join(lines) + "\n")
 
 
-def stored_curve(path=CURVE, sigma: float = 0.5) -> dict:
-    """A curve file in the simulation's units (module docstring): {"settings": its first line,
-    branch: {"alpha", "m", "theta", "test_error", "objective"} (arrays, α increasing)}, θ =
-    Q*ᵀQ/d the theory's θ/σ², the test error half its mse, the objective over d −Φ."""
+def stored_curve(path=CURVE) -> dict:
+    """A curve file in the simulation's units (module docstring): {"settings": its first line as
+    {name: value} (numbers as floats, A as a tuple of four), branch: {"alpha", "m", "theta",
+    "test_error", "objective"} (arrays, α increasing)}, θ = Q*ᵀQ/d the theory's θ/σ², the test
+    error half its mse, the objective over d −Φ."""
     text = Path(path).read_text().splitlines()
     header, rows = text[1].split(","), [line.split(",") for line in text[2:] if line]
-    out: dict = {"settings": text[0].lstrip("# ")}
+    settings: dict = dict(item.split("=", 1) for item in text[0].lstrip("# ").split())
+    for name, value in settings.items():
+        if name == "A":
+            settings[name] = tuple(float(v) for v in value.split(","))
+        elif name != "envelope":
+            settings[name] = float(value)
+    out: dict = {"settings": settings}
     for branch in sorted({row[0] for row in rows}):
         table = np.array([[float(v) for v in row[1:]] for row in rows if row[0] == branch])
         table = table[np.argsort(table[:, 0])]
@@ -512,7 +519,7 @@ def stored_curve(path=CURVE, sigma: float = 0.5) -> dict:
         out[branch] = {
             "alpha": col["alpha"],
             "m": np.abs(col["m"]),
-            "theta": np.abs(col["theta"]) / sigma**2,
+            "theta": np.abs(col["theta"]) / settings["sigma"] ** 2,
             "test_error": col["mse"] / 2,
             "objective": -col["Phi"],
         }
