@@ -6,11 +6,14 @@ github.com/SPOC-group/positional-and-semantic-attention keeps the solved saddle 
 ``..._para.csv`` (the positional one), in the theory's units: θ = σ²·Q*ᵀQ/d, mse = 2·test error,
 Phi = −objective/d. Their data are not part of mhsim: point this script at a checkout of theirs
 (an argument, or the environment variable ``MHSIM_PSA_CHECKOUT``). At every α of theirs it solves
-both branches and prints m, θ, mse and Phi beside theirs, each within 1 % or 2·10⁻⁴ absolute or
-not, then the crossing α_c of the two objectives (ours by Brent's method between the grid points
-where our gap changes sign; theirs by linear interpolation of their Phi):
+both branches (each from the largest α down, every α started from its neighbour's fixed point) and
+prints m, θ, mse and Phi beside theirs, each within 1 % or 2·10⁻⁴ absolute or not, then the
+crossing α_c of the two objectives (ours by bisection between the grid points where our gap
+changes sign with ``--bisect``, else interpolated; theirs by linear interpolation of their Phi);
+``--write`` stores our curves (the package's ``positional_semantic_curve.csv`` is written so):
 
-    PYTHONPATH=. python benchmarks/replica_theory.py /path/to/checkout --omega 0.3 [--csv out.csv]
+    PYTHONPATH=. python benchmarks/replica_theory.py /path/to/checkout --omega 0.3 --nodes 12 \
+        --inner 6 --bisect [--envelope origin] [--csv out.csv] [--write curve.csv]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.errors import ConfigError
 from dynamics.theory import positional_semantic as ps
 
 ENV = "MHSIM_PSA_CHECKOUT"
@@ -51,14 +55,24 @@ def agrees(ours: float, ref: float) -> bool:
 
 
 def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=None, **solver):
-    """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi; ``show``
-    is called with each row as it is solved."""
-    out = []
+    """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi; each branch
+    solved from the largest α down, each α started from the previous one's fixed point
+    (``ps.curve``); ``show`` is called with each row as it is solved. Returns (rows, points)."""
+    out, points = [], []
     for branch in branches or ("semantic", "positional"):
-        for row in theirs(root, omega, branch):
-            if alphas is not None and not any(abs(row["alpha"] - a) < 1e-9 for a in alphas):
+        rows = theirs(root, omega, branch)[::-1]
+        if alphas is not None:
+            rows = [row for row in rows if any(abs(row["alpha"] - a) < 1e-9 for a in alphas)]
+        previous = None
+        for row in rows:
+            init = None if previous is None else ps.overlaps_of(previous)
+            try:
+                point = ps.solve(ps.problem(row["alpha"], omega), branch, init=init, **solver)
+            except ConfigError as err:  # no fixed point reached: said, and the next α goes on
+                print(f"{branch:10s} alpha {row['alpha']:.4f}  {err}", flush=True)
                 continue
-            point = ps.solve(ps.problem(row["alpha"], omega), branch, **solver)
+            points.append(point)
+            previous = point
             line = {"branch": branch, "alpha": row["alpha"], "iterations": point.iterations}
             for col in COLUMNS:
                 mine = abs(point.raw[col]) if col in ("m", "theta") else point.raw[col]
@@ -67,26 +81,29 @@ def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=Non
             out.append(line)
             if show is not None:
                 show(line)
-    return out
+    return out, points
 
 
 def their_crossing(root: Path, omega: float) -> float:
-    """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid."""
+    """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid, at its last
+    change of sign (at α = 0.01 both branches are near Q = 0 and theirs differ by 4·10⁻⁹ in Phi,
+    the semantic one higher: a change of sign there is no crossing of the two minima)."""
     sem, pos = theirs(root, omega, "semantic"), theirs(root, omega, "positional")
     a = np.array([r["alpha"] for r in sem])
     gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
+    i = int(np.nonzero(np.diff(np.sign(gap)))[0][-1])
     return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
 
 
 def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float:
-    """Our α_c: where Phi_semantic − Phi_positional changes sign between two solved α, linearly
-    interpolated, or with ``--brent`` solved there by Brent's method."""
+    """Our α_c: where Phi_semantic − Phi_positional last changes sign between two solved α, linearly
+    interpolated, or with ``--bisect`` solved there by bisection (``ps.crossing``)."""
+    sem, pos = (sorted(rows, key=lambda r: r["alpha"]) for rows in (sem, pos))
     a = np.array([r["alpha"] for r in sem])
     gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    i = int(np.nonzero(np.diff(np.sign(gap)))[0][0])
-    if args.brent:
-        return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-3, **solver)
+    i = int(np.nonzero(np.diff(np.sign(gap)))[0][-1])
+    if args.bisect:
+        return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-4, **solver)
     return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
 
 
@@ -99,7 +116,9 @@ def main() -> None:
     parser.add_argument("--csv", default=None, help="write the comparison here")
     parser.add_argument("--alphas", default=None, help="a comma-separated subset of their alphas")
     parser.add_argument("--branch", choices=("semantic", "positional"), default=None)
-    parser.add_argument("--brent", action="store_true", help="alpha_c by Brent's method, not interpolated")
+    parser.add_argument("--bisect", action="store_true", help="alpha_c by bisection, not interpolated")
+    parser.add_argument("--envelope", choices=ps.ENVELOPES, default="lowest", help="the envelope's minimum")
+    parser.add_argument("--write", default=None, help="write our solved curves here (ps.write_curve)")
     args = parser.parse_args()
     root = checkout(args.checkout)
     if root is None:
@@ -114,16 +133,20 @@ def main() -> None:
 
     alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
     branches = None if args.branch is None else (args.branch,)
-    solver = {"nodes": args.nodes, "inner": args.inner}
-    rows = compare(root, args.omega, alphas, branches, show=show, **solver)
+    solver = {"nodes": args.nodes, "inner": args.inner, "envelope": args.envelope}
+    rows, points = compare(root, args.omega, alphas, branches, show=show, **solver)
     bad = sum(not r[c + "_ok"] for r in rows for c in COLUMNS)
     print(f"{bad} of {len(rows) * len(COLUMNS)} numbers outside 1 % / 2e-4 (marked *)")
     sem = [r for r in rows if r["branch"] == "semantic"]
     pos = [r for r in rows if r["branch"] == "positional"]
-    if sem and len(sem) == len(pos):
+    if sem and [r["alpha"] for r in sem] == [r["alpha"] for r in pos]:
         print(f"alpha_c: mhsim {our_crossing(sem, pos, args, solver):.4f}, theirs ", end="")
         print(f"{their_crossing(root, args.omega):.4f}")
     print(f"{time.perf_counter() - t0:.0f} s")
+    if args.write:
+        A = ",".join(f"{a:g}" for a in np.ravel(ps.STANDARD_A))
+        settings = f"omega={args.omega:g} sigma=0.5 lam=0.01 A={A} nodes={args.nodes} inner={args.inner}"
+        ps.write_curve(args.write, points, f"{settings} envelope={args.envelope} tol=1e-07")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -2,7 +2,10 @@
 starts: the test error (the start with the lower final objective, the global minimiser, filled;
 the linear mixing baseline ŷ = B Z where the folder holds it),
 the overlaps m and θ, and the paired difference of the objectives (semantic − positional, mean ±
-std over trials) with the α where it crosses zero. Drawn from a grid folder of the preset
+std over trials) with the α where it crosses zero; beside each, the replica theory's curves of both
+branches where the grid's problem is the stored curve's (``theory_for`` of
+``dynamics.experiments.positional_semantic``, in the simulation's units). Drawn
+from a grid folder of the preset
 (``python -m figures positional-semantic``), whose curves hold the overlaps and the objective
 (``dynamics.experiments.positional_semantic``).
 """
@@ -14,7 +17,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dynamics.experiments.positional_semantic import STARTS, compare
+from dynamics.experiments.positional_semantic import STARTS, compare, theory, theory_for
 from figures.sweep import save_figure
 from figures.theme import set_theme
 
@@ -68,6 +71,13 @@ def positional_semantic_figure(result):
         ax_obj.text(0.5, 0.95, "no crossing in this range", transform=ax_obj.transAxes, ha="center", va="top")
     ax_obj.set_title("Σ‖y − f‖²/(2d) + λ/2‖Q‖², paired per trial")
     ax_obj.set_ylabel("objective: semantic − positional")
+    th = theory_for(cfg)
+    if th is not None:
+        _draw_theory(th, ax_err, ax_ov, ax_obj)
+    else:  # a problem the stored curve was not solved for: no theory drawn rather than a wrong one
+        st = theory(int(cfg.data.d))["settings"]
+        note = f"replica theory stored for ω = {st['omega']:g}, σ = {st['sigma']:g}, λ = {st['lam']:g} only"
+        ax_err.text(0.5, 0.02, note, transform=ax_err.transAxes, ha="center", va="bottom", fontsize=7)
     for ax in (ax_err, ax_ov, ax_obj):
         ax.set_xlabel("α = n / d")
         ax.legend(fontsize=8)
@@ -80,3 +90,19 @@ def positional_semantic_figure(result):
     )
     fig.tight_layout()
     return fig
+
+
+def _draw_theory(th: dict, ax_err, ax_ov, ax_obj) -> None:
+    """The replica theory's curves (``theory``, the simulation's units) as thin lines: each branch's
+    test error, the semantic branch's θ and the positional one's m (the other overlap is zero on
+    each), and d × the objectives' difference with its crossing."""
+    alpha = th["alpha"]
+    for start in STARTS:
+        color = _STYLE[start][0]
+        ax_err.plot(alpha, th[start]["test_loss"], "-.", lw=1, color=color, label=f"theory, {start}")
+    ax_ov.plot(alpha, th["semantic"]["theta"], "-.", lw=1, color=_STYLE["semantic"][0], label="θ, theory")
+    ax_ov.plot(alpha, th["positional"]["m"], "-.", lw=1, color=_STYLE["positional"][0], label="m, theory")
+    ax_obj.plot(alpha, th["difference"], "-.", lw=1, color="C2", label="theory, semantic − positional")
+    if np.isfinite(th["crossing"]):
+        label = f"theory's α_c = {th['crossing']:.3g}"
+        ax_obj.axvline(th["crossing"], color="C2", ls="-.", lw=0.8, label=label)

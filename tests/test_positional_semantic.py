@@ -140,6 +140,12 @@ def test_the_objective_is_the_papers_at_the_final_q_and_the_starts_share_their_d
     np.testing.assert_allclose(line.get_ydata(), out["baseline"])
     filled = [c for c in err.collections if len(c.get_offsets())]  # each start's better points filled
     assert sum(len(c.get_offsets()) for c in filled) == 2 * len(out["alpha"])
+    # the replica theory beside it, in the simulation's units at the grid's d
+    th = ps.theory(int(r.grid.points[0].data.d))
+    (line,) = [ln for ln in err.lines if ln.get_label() == "theory, semantic"]
+    np.testing.assert_allclose(line.get_ydata(), th["semantic"]["test_loss"])
+    (line,) = [ln for ln in diff_ax.lines if ln.get_label() == "theory, semantic − positional"]
+    np.testing.assert_allclose(line.get_ydata(), th["difference"])
 
 
 def test_the_figure_is_registered_with_the_presets_grid():

@@ -4,11 +4,16 @@ CSV when a checkout of theirs is named by $MHSIM_PSA_CHECKOUT (slow, skipped oth
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+
 import numpy as np
 import pytest
 
 from benchmarks import replica_theory
+from dynamics.config.grid_axes import grid_preset
 from dynamics.errors import ConfigError
+from dynamics.experiments.positional_semantic import NAME, theory, theory_for
 from dynamics.theory import positional_semantic as ps
 
 # A generic point (every overlap non-zero, so no symmetry makes a hat vanish), small rule.
@@ -69,6 +74,106 @@ def test_proximal_fields_minimise_the_envelope():
         assert np.all(other >= env - 1e-15)
 
 
+def test_the_origin_envelope_is_a_minimum_no_lower_than_the_lowest():
+    """The "origin" envelope is a stationary point of each node's envelope, and its E M is at least
+    the lowest-of-five-starts one (which includes the start 0); the warm start from the lowest
+    fields gives back the same hats."""
+    hats, env, x = ps._channel(PB, OV, RULE, "lowest", None)
+    o_hats, o_env, o_x = ps._channel(PB, OV, RULE, "origin", None)
+    assert o_env >= env - 1e-15 and np.all(np.isfinite(o_x))
+    warm_hats, warm_env, _ = ps._channel(PB, OV, RULE, "lowest", x)
+    assert warm_env == pytest.approx(env, abs=1e-15)
+    np.testing.assert_allclose(warm_hats, hats, rtol=1e-9)
+
+
+def test_crossing_bisects_the_objectives_difference(monkeypatch):
+    """With a stand-in solver whose objectives differ by α − 1.2345 (semantic − positional),
+    ``crossing`` finds 1.2345 to its tolerance, and every α after the first two starts from the
+    nearest solved one."""
+    inits = []
+
+    def fake(pb, branch, init=None, **solver):
+        inits.append(init)
+        obj = (pb.alpha - 1.2345) if branch == "semantic" else 0.0
+        raw = {"q": 0.1, "m": 0.0, "V": pb.alpha, "theta": 0.1}
+        return ps.ReplicaPoint(pb.alpha, branch, 0.0, 0.4, 0.0, obj, 1, raw)
+
+    monkeypatch.setattr(ps, "solve", fake)
+    assert ps.crossing(0.3, 1.0, 2.0, xtol=1e-6) == pytest.approx(1.2345, abs=1e-9)
+    assert inits[0] is None and all(init is not None for init in inits[2:])
+    assert inits[4].V in (1.0, 2.0)  # α = 1.5 started from a bracket's end
+    with pytest.raises(ConfigError, match="no crossing"):
+        ps.crossing(0.3, 1.5, 2.0)
+
+
+def test_a_curve_starts_each_alpha_from_its_neighbour(monkeypatch):
+    """``curve`` solves the α in the order given, the first from the branch's start and each next
+    one from the previous fixed point's overlaps."""
+    calls = []
+
+    def fake(pb, branch, init=None, **solver):
+        calls.append((pb.alpha, init))
+        raw = {"q": pb.alpha, "m": 0.2, "V": 10.0, "theta": 0.0}
+        return ps.ReplicaPoint(pb.alpha, branch, 0.2, 0.0, 0.0, 0.0, 1, raw)
+
+    monkeypatch.setattr(ps, "solve", fake)
+    points = ps.curve(0.3, [2.0, 1.5, 1.0], "positional", nodes=6)
+    assert [p.alpha for p in points] == [2.0, 1.5, 1.0]
+    assert calls[0][1] is None and [c[1].q for c in calls[1:]] == [2.0, 1.5]
+
+
+def _stored_rows() -> list[dict]:
+    lines = ps.CURVE.read_text().splitlines()
+    return list(csv.DictReader(lines[1:]))
+
+
+def test_the_stored_curve_is_a_fixed_point_at_one_alpha():
+    """The package's curve file at α = 2, positional branch: started from its stored overlaps on its
+    stored rule, the solver stops at once there (the update moves nothing beyond its tolerance)
+    and gives back its Φ and mse."""
+    settings = dict(kv.split("=") for kv in ps.CURVE.read_text().splitlines()[0].lstrip("# ").split())
+    row = next(r for r in _stored_rows() if r["branch"] == "positional" and float(r["alpha"]) == 2.0)
+    init = ps.Overlaps(*(float(row[k]) for k in ("q", "m", "V", "theta")))
+    pb = ps.problem(2.0, float(settings["omega"]))
+    rule = {"nodes": int(settings["nodes"]), "inner": int(settings["inner"])}
+    point = ps.solve(pb, "positional", init=init, envelope=settings["envelope"], **rule)
+    assert point.iterations == 1
+    assert point.raw["Phi"] == pytest.approx(float(row["Phi"]), rel=1e-9)
+    assert point.raw["mse"] == pytest.approx(float(row["mse"]), rel=1e-9)
+
+
+def test_the_stored_curve_in_the_simulations_units():
+    """``stored_curve`` and the experiment's ``theory``: θ/σ², mse/2, −Φ, and d × the objectives'
+    difference, crossing where it changes sign."""
+    rows = _stored_rows()
+    th, d = theory(100), 100
+    for branch in ps.BRANCHES:
+        mine = sorted((r for r in rows if r["branch"] == branch), key=lambda r: float(r["alpha"]))
+        raw = {k: np.array([float(r[k]) for r in mine]) for k in ("alpha", "theta", "mse", "Phi", "m")}
+        np.testing.assert_array_equal(th["alpha"], raw["alpha"])
+        np.testing.assert_allclose(th[branch]["theta"], np.abs(raw["theta"]) / 0.25)
+        np.testing.assert_allclose(th[branch]["test_loss"], raw["mse"] / 2)
+        np.testing.assert_allclose(th[branch]["objective"], -d * raw["Phi"])
+    gap = th["difference"]
+    assert gap[0] > 0 > gap[-1]  # positional lower at small α, semantic at large
+    below, above = th["alpha"][gap > 0].max(), th["alpha"][gap < 0].min()
+    assert below < th["crossing"] < above
+
+
+def test_the_theory_is_given_only_for_the_stored_problem():
+    """The preset's config gets the stored curve; another ω, σ, λ or temperature gets none."""
+    cfg = grid_preset(NAME)[0].resolved()
+    assert theory_for(cfg)["settings"]["omega"] == cfg.data.omega
+    for section, change in (
+        ("data", {"omega": 0.5}),
+        ("data", {"semantic_noise": 0.4}),
+        ("optim", {"weight_decay": 0.02}),
+        ("model", {"temperature": 0.02}),
+    ):
+        part = dataclasses.replace(getattr(cfg, section), **change)
+        assert theory_for(dataclasses.replace(cfg, **{section: part})) is None, change
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [
@@ -79,6 +184,7 @@ def test_proximal_fields_minimise_the_envelope():
         (lambda: ps.start(PB, "mixed"), "branch='mixed'"),
         (lambda: ps.rule(1), "nodes=1"),
         (lambda: ps.solve(PB, "semantic", damping=1.0), "damping=1.0"),
+        (lambda: ps.solve(PB, "semantic", envelope="global"), "envelope='global'"),
     ],
 )
 def test_bad_settings_are_one_line_errors(call, named):

@@ -29,6 +29,7 @@ import numpy as np
 
 from dynamics.config.grid_axes import grid_preset, resolve_grid
 from dynamics.config.schema import apply_overrides
+from dynamics.theory import positional_semantic as replica
 
 NAME = "positional-semantic"
 M_POSITIONAL, THETA_SEMANTIC = "m_positional", "theta_semantic"
@@ -207,6 +208,43 @@ def compare(result) -> dict:
     for k, start in enumerate(STARTS):
         out[start] = {key: v[:, k] for key, v in means.items()}
     return out
+
+
+def theory(d: int, path=None) -> dict:
+    """The replica theory's curves (``dynamics.theory.positional_semantic.stored_curve``, the
+    package's file unless ``path``) in the simulation's units at width ``d``: ``alpha``, per start
+    ``test_loss``, ``m``, ``theta`` and ``objective`` (d × the theory's objective over d: the
+    simulation sums the loss over n = αd samples), ``difference`` (semantic − positional) and
+    ``crossing`` (where it changes sign, interpolated), ``settings`` (how it was solved)."""
+    curve = replica.stored_curve() if path is None else replica.stored_curve(path)
+    alpha = curve["semantic"]["alpha"]
+    if not np.array_equal(alpha, curve["positional"]["alpha"]):
+        raise ValueError("the stored branches are not solved at the same alphas")
+    out = {"alpha": alpha, "settings": curve["settings"]}
+    for start in STARTS:
+        c = curve[start]
+        out[start] = {"test_loss": c["test_error"], "m": c["m"], "theta": c["theta"]}
+        out[start]["objective"] = d * c["objective"]
+    out["difference"] = out["semantic"]["objective"] - out["positional"]["objective"]
+    out["crossing"] = crossing(alpha, out["difference"])
+    return out
+
+
+def theory_for(cfg) -> dict | None:
+    """``theory`` at the resolved config's d when its problem is the stored curve's (T = 2, ω, σ,
+    λ as the coupled weight decay, the mixing A, temperature 1/d); None otherwise, for no curve
+    is stored for another problem."""
+    th = theory(int(cfg.data.d))
+    s = th["settings"]
+    same = cfg.data.T == 2 and np.allclose(cfg.data.mixing, s["A"])
+    for value, stored in (
+        (cfg.data.omega, s["omega"]),
+        (cfg.data.semantic_noise, s["sigma"]),
+        (cfg.optim.weight_decay, s["lam"]),
+        (cfg.model.temperature, 1 / cfg.data.d),
+    ):
+        same = same and bool(np.isclose(value, stored, rtol=1e-9, atol=0))
+    return th if same else None
 
 
 _COMPARED = {"objective": OBJECTIVE, "test_loss": "test_loss", "m": M_POSITIONAL, "theta": THETA_SEMANTIC}

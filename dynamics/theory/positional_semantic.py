@@ -2,7 +2,7 @@
 
 Cui, Behrens, Krzakala, Zdeborová, *A phase transition between positional and semantic learning in
 a solvable model of dot-product attention* (NeurIPS 2024, arXiv 2402.03902). This module is the
-project's own derivation and solver of the saddle point (numpy, scipy's root finder for α_c).
+project's own derivation and solver of the saddle point (numpy; scipy for the logistic).
 
 **Model.** L = 2 tokens x_ℓ = s_ℓ p + z_ℓ with s = (+1, −1), p = 1_d/√d and z_ℓ ~ N(0, σ² I_d);
 student f(X) = softmax_row(h hᵀ) X with the fields h_ℓ = x_ℓ·Q/√d (Q ∈ R^d, rank r = 1);
@@ -34,18 +34,28 @@ rotation of (ξ, w) that moves the θ-dependence from h* into ω):
     m̂ = α E[g₁ − g₂],  q̂ = α E[|g|²],  θ̂ = α E[g·w] / V*,  V̂ = −α E[g·ξ] / √q + θ θ̂ / q.
 
 **Solver.** E over (ξ, w) is a product Gauss–Hermite rule (``nodes`` points per axis of ξ,
-``inner`` per axis of w); the envelope's 2-d minimisation is a batched Newton iteration on the
-Hessian with its eigenvalues made positive, with backtracking, started from ω, ±h*, 0 and ω with
-its tokens swapped, keeping the lowest minimum. The fixed point is found by damped iteration
-(new = (1 − damping)·update + damping·old; first on an 8 × 6 rule, then on the asked one) until
-the largest change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``. The
-test error is E ℓ(ω; h*) on the same rule.
+``inner`` per axis of w), every node at once; the envelope's 2-d minimisation is a batched Newton
+iteration on the Hessian with its eigenvalues made positive (in closed form for 2 × 2), with
+backtracking, started from ω, ±h*, 0 and ω with its tokens swapped, keeping the lowest minimum
+(``envelope="lowest"``), or from 0 alone (``"origin"``: the local minimum that descent from the
+origin reaches). The fixed point is found by damped iteration (new = (1 − damping)·update +
+damping·old; first on an 8 × 6 rule, then on the asked one, or from ``init``) until the largest
+change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``; between updates the
+proximal fields start from the previous update's, the full search every few updates and at
+convergence. ``curve`` starts each α from its neighbour's fixed point; ``crossing`` bisects the
+objectives' difference over α. The test error is E ℓ(ω; h*) on the same rule.
 
 **Assumptions.** d → ∞ at fixed α, replica symmetry; each branch is the fixed point in its
 symmetric subspace, m = 0 held exactly on the semantic branch and θ = 0 on the positional one (the
 loss is not convex in Q: both fixed points coexist, and at small α the semantic one is unstable in
 m, so an iteration free in m would leave it for the positional one); and the lowest of the
-envelope's minima found from the five starts is its minimum.
+envelope's minima found from the five starts is its minimum (or, with ``envelope="origin"``, the
+one that descent from the origin reaches).
+
+**Stored curves.** ``positional_semantic_curve.csv`` beside this module holds both branches at
+ω = 0.3 at every α of the authors' theory CSV, solved as its first line says (``write_curve``;
+``stored_curve`` reads it in the simulation's units); ``benchmarks/replica_theory.py`` with
+``--write`` regenerates it.
 
 **Correspondence with the simulation's conventions** (``m``, ``theta``, ``test_error`` and
 ``objective`` of ``ReplicaPoint``): m as is; θ_code = Q*ᵀQ/d = θ/σ²; test error = E ℓ =
@@ -55,10 +65,10 @@ E‖y − f(X)‖²_F/(2d) (half the theory's E‖T − S‖²σ²); objective =
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import expit
 
 from dynamics.errors import ConfigError
@@ -171,32 +181,53 @@ def teacher_matrix(pb: Problem, hstar: np.ndarray) -> np.ndarray:
 
 def sample_loss(pb: Problem, h: np.ndarray, T: np.ndarray) -> np.ndarray:
     """ℓ(h; h*) = (σ²/2) ‖T − S(h)‖²_F for fields h (..., 2) and teacher matrices T (..., 2, 2)."""
-    return _loss_parts(pb, h, T)[0]
+    return _loss(pb, h[..., 0], h[..., 1], _entries(T))
 
 
-def _loss_parts(pb: Problem, h: np.ndarray, T: np.ndarray):
-    """ℓ, its gradient (..., 2) and Hessian (..., 2, 2) in the fields h."""
+def _entries(T: np.ndarray) -> tuple:
+    """T's four entries T₁₁, T₁₂, T₂₁, T₂₂, each (...)."""
+    return T[..., 0, 0], T[..., 0, 1], T[..., 1, 0], T[..., 1, 1]
+
+
+def _loss(pb: Problem, h1, h2, T) -> np.ndarray:
+    """ℓ at the fields (h1, h2), T its four entries (``_entries``)."""
+    a, b = expit(h1 * (h1 - h2)), expit(h2 * (h2 - h1))
+    T11, T12, T21, T22 = T
+    return 0.5 * pb.sigma**2 * ((a - T11) ** 2 + (1 - a - T12) ** 2 + (1 - b - T21) ** 2 + (b - T22) ** 2)
+
+
+def _loss_terms(pb: Problem, h1, h2, T):
+    """ℓ, its gradient (g₁, g₂) and Hessian (H₁₁, H₁₂, H₂₂) in the fields, entry by entry (arrays
+    of h1's shape: no 2×2 arrays, so a batch of fields costs a few elementwise passes)."""
     s2 = pb.sigma**2
-    h1, h2 = h[..., 0], h[..., 1]
+    T11, T12, T21, T22 = T
     u, v = h1 * (h1 - h2), h2 * (h2 - h1)
     a, b = expit(u), expit(v)
-    T11, T12, T21, T22 = T[..., 0, 0], T[..., 0, 1], T[..., 1, 0], T[..., 1, 1]
     loss = 0.5 * s2 * ((a - T11) ** 2 + (1 - a - T12) ** 2 + (1 - b - T21) ** 2 + (b - T22) ** 2)
-    la = s2 * (2 * a - 1 - T11 + T12)  # ∂ℓ/∂a; ∂²ℓ/∂a² = 2σ²
-    lb = s2 * (2 * b - 1 - T22 + T21)
     da, db = a * (1 - a), b * (1 - b)  # logistic'
-    dda, ddb = da * (1 - 2 * a), db * (1 - 2 * b)
-    gu = np.stack([2 * h1 - h2, -h1], -1)  # ∇u
-    gv = np.stack([-h2, 2 * h2 - h1], -1)  # ∇v
-    grad = (la * da)[..., None] * gu + (lb * db)[..., None] * gv
-    hu = np.array([[2.0, -1.0], [-1.0, 0.0]])  # ∇²u
-    hv = np.array([[0.0, -1.0], [-1.0, 2.0]])  # ∇²v
-    cu = 2 * s2 * da**2 + la * dda
-    cv = 2 * s2 * db**2 + lb * ddb
-    hess = cu[..., None, None] * gu[..., :, None] * gu[..., None, :] + (la * da)[..., None, None] * hu
-    hess = hess + cv[..., None, None] * gv[..., :, None] * gv[..., None, :]
-    hess = hess + (lb * db)[..., None, None] * hv
-    return loss, grad, hess
+    la, lb = s2 * (2 * a - 1 - T11 + T12) * da, s2 * (2 * b - 1 - T22 + T21) * db  # ∂ℓ/∂u, ∂ℓ/∂v
+    cu = 2 * s2 * da**2 + s2 * (2 * a - 1 - T11 + T12) * da * (1 - 2 * a)  # ∂²ℓ/∂u²
+    cv = 2 * s2 * db**2 + s2 * (2 * b - 1 - T22 + T21) * db * (1 - 2 * b)
+    u1, u2, v1, v2 = 2 * h1 - h2, -h1, -h2, 2 * h2 - h1  # ∇u, ∇v; ∇²u = [[2, −1], [−1, 0]], ∇²v mirrored
+    g1, g2 = la * u1 + lb * v1, la * u2 + lb * v2
+    H11 = cu * u1 * u1 + cv * v1 * v1 + 2 * la
+    H12 = cu * u1 * u2 + cv * v1 * v2 - la - lb
+    H22 = cu * u2 * u2 + cv * v2 * v2 + 2 * lb
+    return loss, (g1, g2), (H11, H12, H22)
+
+
+def _descent(H11, H12, H22, g1, g2):
+    """−|H|⁻¹g for symmetric 2×2 H, in closed form: |H| has H's eigenvectors and the absolute
+    values of its eigenvalues (at least 10⁻⁸), |H|⁻¹ = P/|λ₁| + (I − P)/|λ₂| with P = (H − λ₂I) /
+    (λ₁ − λ₂) the projector on the first eigenvector (P = I/2 where the eigenvalues coincide)."""
+    mean, rad = 0.5 * (H11 + H22), np.hypot(0.5 * (H11 - H22), H12)
+    inv1 = 1 / np.maximum(np.abs(mean + rad), 1e-8)
+    inv2 = 1 / np.maximum(np.abs(mean - rad), 1e-8)
+    split = rad > 1e-12 * (1 + np.abs(mean))
+    r2 = np.where(split, 2 * rad, 1.0)
+    p1 = np.where(split, ((H11 - mean + rad) * g1 + H12 * g2) / r2, 0.5 * g1)  # P g
+    p2 = np.where(split, (H12 * g1 + (H22 - mean + rad) * g2) / r2, 0.5 * g2)
+    return -(inv1 * p1 + inv2 * (g1 - p1)), -(inv1 * p2 + inv2 * (g2 - p2))
 
 
 def proximal(pb: Problem, omega: np.ndarray, T: np.ndarray, V: float, start=None, tol=1e-9):
@@ -206,40 +237,47 @@ def proximal(pb: Problem, omega: np.ndarray, T: np.ndarray, V: float, start=None
     is at rounding level; returns (x, M)."""
     shape = T.shape[:-2]
     om = np.broadcast_to(omega, shape + (2,)).reshape(-1, 2)  # (N, 2)
-    Tf = T.reshape(-1, 2, 2)
+    Tf = tuple(np.ascontiguousarray(t).reshape(-1) for t in _entries(np.broadcast_to(T, shape + (2, 2))))
     x = np.array(np.broadcast_to(omega if start is None else start, shape + (2,))).reshape(-1, 2)
 
+    def value(z1, z2, idx):  # the envelope's objective at (z1, z2) for the points idx
+        T_ = tuple(t[idx] for t in Tf)
+        return _loss(pb, z1, z2, T_) + ((z1 - om[idx, 0]) ** 2 + (z2 - om[idx, 1]) ** 2) / (2 * V)
+
     def parts(z, idx):
-        loss, grad, hess = _loss_parts(pb, z, Tf[idx])
-        f = loss + np.sum((z - om[idx]) ** 2, -1) / (2 * V)
-        return f, grad + (z - om[idx]) / V, hess + np.eye(2) / V
+        T_ = tuple(t[idx] for t in Tf)
+        loss, (g1, g2), (H11, H12, H22) = _loss_terms(pb, z[:, 0], z[:, 1], T_)
+        r1, r2 = z[:, 0] - om[idx, 0], z[:, 1] - om[idx, 1]
+        f = loss + (r1**2 + r2**2) / (2 * V)
+        return f, (g1 + r1 / V, g2 + r2 / V), (H11 + 1 / V, H12, H22 + 1 / V)
 
     idx = np.arange(len(x))
     f, g, H = parts(x, idx)
     for _ in range(200):
-        lam, vec = np.linalg.eigh(H)  # (N, 2), (N, 2, 2)
-        lam = np.maximum(np.abs(lam), 1e-8)
-        step = -np.einsum("nij,nj,nkj,nk->ni", vec, 1 / lam, vec, g)
+        s1, s2 = _descent(*H, *g)
         # done: a small gradient, or a Newton step at f's rounding (|gradient| ~ 1e-9 at most)
-        live = (np.max(np.abs(g), -1) >= tol) & (np.max(np.abs(step), -1) > 1e-12 * (1 + V))
+        live = (np.maximum(np.abs(g[0]), np.abs(g[1])) >= tol) & (
+            np.maximum(np.abs(s1), np.abs(s2)) > 1e-12 * (1 + V)
+        )
         if not np.any(live):
             break
-        idx, xa, fa, ga, step = idx[live], x[idx[live]], f[live], g[live], step[live]
-        slope = np.sum(ga * step, -1)
+        idx, fa = idx[live], f[live]
+        xa, s1, s2 = x[idx], s1[live], s2[live]
+        slope = g[0][live] * s1 + g[1][live] * s2
         slack = 1e-14 * (1 + np.abs(fa))  # f's rounding: a step below it counts as a descent
         t = np.ones(len(idx))
         for _ in range(30):  # backtracking (Armijo), each point its own step length
-            bad = parts(xa + t[:, None] * step, idx)[0] > fa + 1e-4 * t * slope + slack
+            bad = value(xa[:, 0] + t * s1, xa[:, 1] + t * s2, idx) > fa + 1e-4 * t * slope + slack
             if not np.any(bad):
                 break
             t = np.where(bad, 0.5 * t, t)
-        x[idx] = xa + t[:, None] * step
+        x[idx, 0], x[idx, 1] = xa[:, 0] + t * s1, xa[:, 1] + t * s2
         f, g, H = parts(x[idx], idx)
     else:
-        raise ConfigError(f"the proximal fields did not converge (|gradient| {np.max(np.abs(g)):.2e})")
+        grad = max(np.max(np.abs(g[0])), np.max(np.abs(g[1])))
+        raise ConfigError(f"the proximal fields did not converge (|gradient| {grad:.2e})")
     xf = x.reshape(shape + (2,))
-    loss = _loss_parts(pb, xf, T)[0]
-    return xf, loss + np.sum((xf - omega) ** 2, -1) / (2 * V)
+    return xf, sample_loss(pb, xf, T) + np.sum((xf - omega) ** 2, -1) / (2 * V)
 
 
 def _fields(pb: Problem, ov: Overlaps, r: Rule):
@@ -251,24 +289,40 @@ def _fields(pb: Problem, ov: Overlaps, r: Rule):
     return omega, hstar, vstar
 
 
-def channel(pb: Problem, ov: Overlaps, r: Rule):
+ENVELOPES = ("lowest", "origin")  # which of the envelope's minima the channel takes
+
+
+def channel(pb: Problem, ov: Overlaps, r: Rule, envelope: str = "lowest", previous=None):
     """The hats of the data term at the overlaps and E M: (q̂, m̂, V̂, θ̂), E M."""
+    return _channel(pb, ov, r, envelope, previous)[:2]
+
+
+def _channel(pb: Problem, ov: Overlaps, r: Rule, envelope: str, previous):
+    """``channel`` and the proximal fields x (P, R, 2). The loss is not convex in the fields; its
+    envelope is taken at ``envelope``'s minimum: "lowest", the lowest of the minima reached from
+    ω, ±h*, 0 and ω with the tokens swapped (on a rule, as low as 80 further starts found, to
+    1e-14 in E M), or, from ``previous`` fields, the minimum reached from them alone (the
+    damped iteration's warm start: its overlaps move little from one update to the next);
+    "origin", the local minimum reached by descent from x = 0."""
     omega, hstar, vstar = _fields(pb, ov, r)
     T = teacher_matrix(pb, hstar)
-    # the loss is not convex in the fields: the lowest of the minima reached from ω, ±h*, 0 and
-    # ω with the tokens swapped (on a rule, as low as 80 further starts found, to 1e-14 in E M)
-    x, env = proximal(pb, omega, T, ov.V)
-    for begin in (hstar, -hstar, np.zeros(2), omega[..., ::-1]):
-        other, other_env = proximal(pb, omega, T, ov.V, start=begin)
-        lower = other_env < env
-        x, env = np.where(lower[..., None], other, x), np.where(lower, other_env, env)
-    g = (x - omega) / ov.V  # (P, P, 2)
+    if envelope == "origin":
+        x, env = proximal(pb, omega, T, ov.V, start=np.zeros(2))
+    elif previous is not None:
+        x, env = proximal(pb, omega, T, ov.V, start=previous)
+    else:
+        x, env = proximal(pb, omega, T, ov.V)
+        for begin in (hstar, -hstar, np.zeros(2), omega[..., ::-1]):
+            other, other_env = proximal(pb, omega, T, ov.V, start=begin)
+            lower = other_env < env
+            x, env = np.where(lower[..., None], other, x), np.where(lower, other_env, env)
+    g = (x - omega) / ov.V  # (P, R, 2)
     a = pb.alpha
     mhat = a * _expect(r, g @ _SIGNS)
     qhat = a * _expect(r, np.sum(g * g, -1))
     thetahat = a * _expect(r, np.sum(g * r.w, -1)) / vstar if vstar > 0 else 0.0
     vhat = -a * _expect(r, np.sum(g * r.xi, -1)) / np.sqrt(ov.q) + ov.theta * thetahat / ov.q
-    return Hats(qhat, mhat, vhat, thetahat), _expect(r, env)
+    return Hats(qhat, mhat, vhat, thetahat), _expect(r, env), x
 
 
 def overlaps_from(pb: Problem, hats: Hats) -> Overlaps:
@@ -316,18 +370,23 @@ def solve(
     damping: float = 0.8,
     max_iter: int = 2000,
     init: Overlaps | None = None,
+    envelope: str = "lowest",
 ) -> ReplicaPoint:
-    """The fixed point of the saddle-point equations from a branch's start (or ``init``) on the
-    rule ``rule(nodes, inner)``; without ``init`` and on a rule finer than 8 × 6 nodes it first
-    solves on that coarse rule and starts from its fixed point (the same fixed point, fewer of the
-    fine rule's iterations)."""
+    """The fixed point of the saddle-point equations from a branch's start (or ``init``, e.g. the
+    fixed point at a neighbouring α) on the rule ``rule(nodes, inner)``, the envelope at
+    ``envelope``'s minimum (``_channel``); without ``init`` and on a rule finer than 8 × 6 nodes
+    it first solves on that coarse rule and starts from its fixed point (the same fixed point,
+    fewer of the fine rule's iterations)."""
     if not (0.0 <= damping < 1.0):
         raise ConfigError(f"damping={damping!r}; allowed: a number in [0, 1)")
+    if envelope not in ENVELOPES:
+        raise ConfigError(f"envelope={envelope!r}; allowed: {', '.join(ENVELOPES)}")
     r = rule(nodes, inner)
     ov = start(pb, branch) if init is None else init
+    settings = (tol, damping, max_iter, envelope)
     if init is None and (nodes, inner) != (8, 6) and nodes >= 8 and inner >= 6:
-        ov = _fixed_point(pb, branch, rule(8, 6), ov, tol, damping, max_iter)[0]
-    ov, hats, mean_env, iterations = _fixed_point(pb, branch, r, ov, tol, damping, max_iter)
+        ov = _fixed_point(pb, branch, rule(8, 6), ov, *settings)[0]
+    ov, hats, mean_env, iterations = _fixed_point(pb, branch, r, ov, *settings)
     phi = free_energy(pb, ov, hats, mean_env)
     err = test_error(pb, ov, r)
     s2 = pb.sigma**2
@@ -343,18 +402,50 @@ def _pinned(ov: Overlaps, branch: str) -> Overlaps:
     return ov._replace(m=0.0) if branch == "semantic" else ov._replace(theta=0.0)
 
 
-def _fixed_point(pb: Problem, branch: str, r: Rule, ov: Overlaps, tol, damping, max_iter):
-    """Damped iteration from ``ov``: (overlaps, hats, E M, iterations) at convergence."""
-    ov = _pinned(ov, branch)
-    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is reported)
-        hats, mean_env = channel(pb, ov, r)
+REFRESH = 25  # the "lowest" envelope's full search of minima every REFRESH updates, warm between
+
+
+def _fixed_point(pb: Problem, branch: str, r: Rule, ov: Overlaps, tol, damping, max_iter, envelope):
+    """Damped iteration from ``ov``: (overlaps, hats, E M, iterations) at convergence. With the
+    "lowest" envelope, the proximal fields of one update start the next (a few Newton steps
+    instead of five searches), the full search runs every ``REFRESH`` updates, and a point
+    that converged warm counts only once the full search at it converges too: the fixed point
+    is the one of the full search at every update."""
+    ov, x = _pinned(ov, branch), None
+    for iterations in range(1, max_iter + 1):
+        warm = envelope == "lowest" and x is not None and iterations % REFRESH
+        hats, mean_env, x = _channel(pb, ov, r, envelope, x if warm else None)
         new = _pinned(overlaps_from(pb, hats), branch)
-        change = max(abs(new.q - ov.q), abs(new.m - ov.m), abs(new.theta - ov.theta))
-        if max(change, abs(new.V - ov.V) / ov.V) < tol:
+        if _change(ov, new) < tol and warm:  # confirm with the full search
+            hats, mean_env, x = _channel(pb, ov, r, envelope, None)
+            new = _pinned(overlaps_from(pb, hats), branch)
+        if _change(ov, new) < tol:
             return ov, hats, mean_env, iterations
         ov = Overlaps(*(damping * o + (1 - damping) * n for o, n in zip(ov, new, strict=True)))
         ov = _pinned(ov, branch)
     raise ConfigError(f"the {branch} fixed point at alpha={pb.alpha} did not converge")
+
+
+def _change(ov: Overlaps, new: Overlaps) -> float:
+    """The largest change of an update: |Δq|, |Δm|, |Δθ| and |ΔV|/V."""
+    return max(abs(new.q - ov.q), abs(new.m - ov.m), abs(new.theta - ov.theta), abs(new.V - ov.V) / ov.V)
+
+
+def curve(
+    omega: float, alphas, branch: str, sigma=0.5, lam=0.01, A=STANDARD_A, **solver
+) -> list[ReplicaPoint]:
+    """A branch's fixed points at each of ``alphas`` in their order, each α's iteration started
+    from its neighbour's fixed point (the first from the branch's start)."""
+    points: list[ReplicaPoint] = []
+    for alpha in alphas:
+        init = None if not points else overlaps_of(points[-1])
+        points.append(solve(problem(float(alpha), omega, sigma, lam, A), branch, init=init, **solver))
+    return points
+
+
+def overlaps_of(point: ReplicaPoint) -> Overlaps:
+    """A solved point's overlaps in theory units, to start another α from."""
+    return Overlaps(*(point.raw[k] for k in ("q", "m", "V", "theta")))
 
 
 def crossing(
@@ -367,15 +458,69 @@ def crossing(
     xtol: float = 1e-4,
     **solver,
 ) -> float:
-    """α_c in [lo, hi] where the two branches' objectives are equal (Brent's method on their
-    difference; ``xtol`` its tolerance in α); a bracket without a sign change is a ConfigError."""
+    """α_c in [lo, hi] where the two branches' objectives are equal: bisection on their difference
+    (semantic − positional) until the bracket is narrower than ``xtol``, its zero then linearly
+    interpolated; each α's branches start from the solved α nearest to it. A bracket without a
+    change of sign is a ConfigError."""
+    solved: dict[str, dict[float, ReplicaPoint]] = {b: {} for b in BRANCHES}
 
     def gap(alpha: float) -> float:
         pb = problem(alpha, omega, sigma, lam, A)
-        pos = solve(pb, "positional", **solver).objective
-        return solve(pb, "semantic", **solver).objective - pos
+        for branch, done in solved.items():
+            near = min(done, key=lambda a: abs(a - alpha), default=None)
+            init = None if near is None else overlaps_of(done[near])
+            done[alpha] = solve(pb, branch, init=init, **solver)
+        return solved["semantic"][alpha].objective - solved["positional"][alpha].objective
 
     g_lo, g_hi = gap(lo), gap(hi)
-    if np.sign(g_lo) == np.sign(g_hi):
+    if not g_lo * g_hi < 0:
         raise ConfigError(f"no crossing of the branches' objectives in alpha [{lo}, {hi}]")
-    return float(brentq(gap, lo, hi, xtol=xtol))
+    while hi - lo > xtol:
+        mid = 0.5 * (lo + hi)
+        g_mid = gap(mid)
+        if g_mid == 0:
+            return mid
+        lo, g_lo, hi, g_hi = (mid, g_mid, hi, g_hi) if g_mid * g_lo > 0 else (lo, g_lo, mid, g_mid)
+    return float(lo - g_lo * (hi - lo) / (g_hi - g_lo))
+
+
+CURVE = Path(__file__).with_name("positional_semantic_curve.csv")  # the stored curves at ω = 0.3
+CURVE_COLUMNS = ("branch", "alpha", "q", "m", "V", "theta", "mse", "Phi", "iterations")
+
+
+def write_curve(path, points: list[ReplicaPoint], settings: str) -> None:
+    """Solved points as a curve file: a first line ``# settings`` (the problem and the rule they
+    were solved with), then one row per point in the theory's units (``CURVE_COLUMNS``)."""
+    lines = [f"# {settings}", ",".join(CURVE_COLUMNS)]
+    for p in points:
+        values = [p.raw[k] for k in CURVE_COLUMNS[2:-1]]
+        lines.append(",".join([p.branch, repr(p.alpha), *map(repr, map(float, values)), str(p.iterations)]))
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def stored_curve(path=CURVE) -> dict:
+    """A curve file in the simulation's units (module docstring): {"settings": its first line as
+    {name: value} (numbers as floats, A as a tuple of four), branch: {"alpha", "m", "theta",
+    "test_error", "objective"} (arrays, α increasing)}, θ = Q*ᵀQ/d the theory's θ/σ², the test
+    error half its mse, the objective over d −Φ."""
+    text = Path(path).read_text().splitlines()
+    header, rows = text[1].split(","), [line.split(",") for line in text[2:] if line]
+    settings: dict = dict(item.split("=", 1) for item in text[0].lstrip("# ").split())
+    for name, value in settings.items():
+        if name == "A":
+            settings[name] = tuple(float(v) for v in value.split(","))
+        elif name != "envelope":
+            settings[name] = float(value)
+    out: dict = {"settings": settings}
+    for branch in sorted({row[0] for row in rows}):
+        table = np.array([[float(v) for v in row[1:]] for row in rows if row[0] == branch])
+        table = table[np.argsort(table[:, 0])]
+        col = {name: table[:, k] for k, name in enumerate(header[1:])}
+        out[branch] = {
+            "alpha": col["alpha"],
+            "m": np.abs(col["m"]),
+            "theta": np.abs(col["theta"]) / settings["sigma"] ** 2,
+            "test_error": col["mse"] / 2,
+            "objective": -col["Phi"],
+        }
+    return out
