@@ -25,6 +25,7 @@ estimators (``utils/funcs.py``'s ``TFEst``, Monte Carlo as their ``plots.ipynb``
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib.util
 import math
 import os
@@ -43,11 +44,19 @@ THEIR_OMEGA, THEIR_MU = 0.13, 3.45  # the paired heads' ω, μ their plots.ipynb
 THEIR_FILES = ("src/models.py", "utils/data_utils.py", "utils/funcs.py")
 
 
-def positive_int(text: str) -> int:
+def whole(text: str, least: int = 1) -> int:
     value = int(text) if text.strip().lstrip("-").isdigit() else None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    if value is None or value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= {least}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return whole(text, 1)
+
+
+def seed_int(text: str) -> int:
+    return whole(text, 0)
 
 
 def heads_list(text: str) -> tuple[int, ...]:
@@ -63,10 +72,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, default=5000, help="Adam steps of every run")
     p.add_argument("--heads", type=heads_list, default=(1, 2), help="H values, comma-separated")
     p.add_argument("--seeds", type=positive_int, default=3, help="their seeds and mhsim's trials")
+    p.add_argument("--first-seed", type=seed_int, default=0, help="their first torch seed (then +1 …)")
     p.add_argument("--log-points", type=positive_int, default=30, help="mhsim's logged steps (about)")
     p.add_argument("--test", type=positive_int, default=10_000, help="their test sequences")
     p.add_argument("--mc", type=positive_int, default=20_000, help="their estimators' Monte Carlo draws")
     p.add_argument("--mhsim", default=None, help="an icl-heads run folder to read instead of running")
+    p.add_argument("--csv", default=None, help="write every run's curve here: side, H, seed, step, mse")
     return p
 
 
@@ -100,8 +111,9 @@ def their_structure(state: dict, H: int) -> dict[str, np.ndarray]:
     return {"diag": diag, "yshare": yshare, "omega": omega, "mu": U[:, D]}
 
 
-def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print) -> dict:
-    """H -> {"mse" (seeds, len(log_steps)), "structure": per seed ``their_structure``}."""
+def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print, first: int = 0) -> dict:
+    """H -> {"mse" (seeds, len(log_steps)), "structure": per seed ``their_structure``}; torch seeds
+    ``first`` … ``first + seeds − 1``."""
     import torch
 
     torch.set_num_threads(1)  # one core, as one mhsim trial-step loop: a small model gains nothing from more
@@ -120,7 +132,7 @@ def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print
         structure = []
         for seed in range(seeds):
             t0 = time.perf_counter()
-            torch.manual_seed(seed)
+            torch.manual_seed(first + seed)
             model = models.MultiHeadAttentionStack(1, D + 1, H, 1, False)
             opt = torch.optim.Adam(model.parameters(), lr=LR)
             loss_fn = torch.nn.MSELoss()
@@ -136,7 +148,7 @@ def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print
                 opt.step()
             state = {k: v.detach().numpy() for k, v in model.attention_layer.state_dict().items()}
             structure.append(their_structure(state, H))
-            show(f"theirs H={H} seed {seed}: {max(marks)} steps in {time.perf_counter() - t0:.0f} s")
+            show(f"theirs H={H} seed {first + seed}: {max(marks)} steps in {time.perf_counter() - t0:.0f} s")
         out[H] = {"mse": mse, "structure": structure}
     return out
 
@@ -202,7 +214,23 @@ def print_curves(steps, theirs: dict, result, heads) -> None:
         print(f"{int(s):<7d} {cells}")
 
 
-def print_structure(theirs: dict, result, heads) -> None:
+def write_csv(path: str, steps, theirs: dict, result, heads, first: int) -> None:
+    """One row per run and logged step: side (theirs, mhsim), H, seed (their torch seed, mhsim's trial)."""
+    mh = np.asarray(result.curves["test_loss"])  # (H values, trials, L)
+    row_of = {int(h): i for i, h in enumerate(np.asarray(result.heads))}
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["side", "H", "seed", "step", "test_mse"])
+        for h in heads:
+            for side, runs, offset in (("theirs", theirs[h]["mse"], first), ("mhsim", mh[row_of[h]], 0)):
+                for seed, curve in enumerate(runs):
+                    out.writerows(
+                        [side, h, offset + seed, int(s), f"{m:.6g}"]
+                        for s, m in zip(steps, curve, strict=True)
+                    )
+
+
+def print_structure(theirs: dict, result, heads, first: int = 0) -> None:
     print("\nstructure at the last step, per seed and head: KQ diagonal share, OV y-share, ω_h, μ_h")
     row_of = {int(h): i for i, h in enumerate(np.asarray(result.heads))}
     for h in heads:
@@ -214,7 +242,7 @@ def print_structure(theirs: dict, result, heads) -> None:
             ],
         }
         for side, runs in sides.items():
-            for seed, s in enumerate(runs):
+            for seed, s in enumerate(runs, start=first if side == "theirs" else 0):
                 heads_text = "; ".join(
                     f"{s['diag'][k]:.4f} {s['yshare'][k]:.4f} ω {s['omega'][k]:+.4f} μ {s['mu'][k]:+.3f}"
                     for k in range(h)
@@ -254,9 +282,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     print(f"mhsim: {time.perf_counter() - t0:.0f} s", flush=True)
     steps = np.asarray(result.steps)
-    theirs = run_theirs(root, args.heads, args.seeds, steps, args.test, show=lambda s: print(s, flush=True))
+    show = lambda s: print(s, flush=True)  # noqa: E731
+    theirs = run_theirs(root, args.heads, args.seeds, steps, args.test, show, args.first_seed)
     print_curves(steps, theirs, result, args.heads)
-    print_structure(theirs, result, args.heads)
+    print_structure(theirs, result, args.heads, args.first_seed)
+    if args.csv:
+        write_csv(args.csv, steps, theirs, result, args.heads, args.first_seed)
     print_references(root, args.mc)
     print(f"\n{time.perf_counter() - t0:.0f} s in all")
 

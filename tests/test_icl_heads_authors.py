@@ -89,6 +89,7 @@ def test_mhsim_layout_gives_the_same_numbers():
         (["x", "--steps", "0"], "'0' is not a whole number >= 1"),
         (["x", "--seeds", "two"], "'two' is not a whole number >= 1"),
         (["x", "--heads", "1,-2"], "'1,-2': need whole numbers >= 1"),
+        (["x", "--first-seed", "-1"], "'-1' is not a whole number >= 0"),
     ],
 )
 def test_bad_arguments_are_refused_in_one_line(argv, named, capsys):
