@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dynamics.errors import ConfigError
 from dynamics.experiments import icl_heads
 
 ENV = "MHSIM_ICL_HEADS_CHECKOUT"
@@ -273,7 +274,10 @@ def main(argv: list[str] | None = None) -> None:
     if root is None:
         p.error(f"no checkout with {', '.join(THEIR_FILES)}: pass its path or set ${ENV}")
     t0 = time.perf_counter()
-    result = run_mhsim(args.heads, args.seeds, args.steps, args.log_points, args.mhsim)
+    try:
+        result = run_mhsim(args.heads, args.seeds, args.steps, args.log_points, args.mhsim)
+    except ConfigError as err:  # a folder that is not a run, a setting mhsim refuses: one line
+        p.error(str(err))
     missing = sorted(set(args.heads) - set(np.asarray(result.heads).tolist()))
     if missing or int(result.steps[-1]) != args.steps:
         p.error(

@@ -109,3 +109,14 @@ def test_a_folder_without_their_code_is_refused(tmp_path, monkeypatch, capsys):
         bench.main([str(tmp_path), "--steps", "3"])
     assert err.value.code == 2
     assert "no checkout with src/models.py" in capsys.readouterr().err
+
+
+def test_a_missing_mhsim_folder_is_refused_in_one_line(tmp_path, capsys):
+    for rel in bench.THEIR_FILES:  # a stand-in checkout: only the files' presence is checked first
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    with pytest.raises(SystemExit) as err:
+        bench.main([str(tmp_path), "--mhsim", str(tmp_path / "no-run")])
+    assert err.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "no-run" in last and "does not exist" in last
