@@ -33,8 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
+from dynamics.core import model as mdl
 from dynamics.errors import ConfigError
 from dynamics.experiments import icl_heads
 
@@ -96,20 +98,53 @@ def load(root: Path, rel: str):
     return module
 
 
-def their_structure(state: dict, H: int) -> dict[str, np.ndarray]:
-    """Each head's KQ diagonal share, OV y-share, ω_h, μ_h from their state dict as arrays
-    (``q_proj.weight``, …: q, k, v (H(D+1), D+1), o (1, H(D+1))): W_h = W_{K,h}ᵀ W_{Q,h} scores z_ℓ
-    (rows) against z_q,
-    U_h = (W_{O,h} W_{V,h})ᵀ is what the head reads of the attended token."""
+def _their_heads(state: dict, H: int) -> tuple[np.ndarray, ...]:
+    """Their per-head q, k, v (h, a, input) and o (h, a), float64, from the state dict's arrays."""
     e = D + 1
     w = {k.split(".")[-2][0]: np.asarray(v, np.float64) for k, v in state.items()}
-    q, k, v = (w[name].reshape(H, e, e) for name in "qkv")  # (h, a, input)
-    o = w["o"].reshape(H, e)  # (h, a)
-    W = np.einsum("hal,haq->hlq", k, q)  # (h, e, e)
-    U = np.einsum("ha,hai->hi", o, v)  # (h, e)
+    return (*(w[name].reshape(H, e, e) for name in "qkv"), w["o"].reshape(H, e))
+
+
+def as_mhsim(state: dict, H: int) -> dict[str, np.ndarray]:
+    """Their heads in mhsim's layout: score (K_h z_q)·(Q_h z_ℓ), so K_h = W_{Q,h}ᵀ and Q_h = W_{K,h}ᵀ
+    (d, d_h); V_h = W_{V,h} and O_h = W_{O,h}, so that U_h = V_hᵀ O_h."""
+    q, k, v, o = _their_heads(state, H)
+    return {"Q": np.swapaxes(k, 1, 2), "K": np.swapaxes(q, 1, 2), "V": v, "O": o}
+
+
+def same_forward(model, test, H: int) -> float:
+    """max |Φ_mhsim − theirs| / max |theirs| of their ``model`` on ``test`` (z_q, z, y_q), mhsim's
+    Φ (``query="outside"``, summed heads, temperature 1/√(D+1)) on the same weights, float32."""
+    import torch
+
+    with torch.no_grad():
+        theirs = model(test[0], test[1]).numpy().reshape(-1)
+    state = {k: v.detach().numpy() for k, v in model.attention_layer.state_dict().items()}
+    X = np.concatenate([test[1].numpy(), test[0].numpy()], axis=1)  # (n, L + 1, D + 1): the query last
+    params = {name: jnp.asarray(a, jnp.float32) for name, a in as_mhsim(state, H).items()}
+    phi = mdl.logits(params, jnp.asarray(X), query="outside", norm="sum", beta=(D + 1) ** -0.5)
+    return float(np.max(np.abs(np.asarray(phi) - theirs)) / np.max(np.abs(theirs)))
+
+
+def structure(params: dict, beta: float) -> dict[str, np.ndarray]:
+    """Each head's KQ diagonal share, OV y-share, ω_h, μ_h from mhsim-layout ``params`` (Q, K
+    (h, d, d_h), V (h, d, d), O (h, d)): W_h = Q_h K_hᵀ, U_h = V_hᵀ O_h; ω_h = β tr(W_xx)/D (the
+    head's kernel softmax_ℓ(ω_h x_ℓᵀx_q)), μ_h = U_y."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    W = np.einsum("hda,hea->hde", p["Q"], p["K"])  # (h, d, d)
+    U = np.einsum("he,hed->hd", p["O"], p["V"])  # (h, d)
     diag, yshare = icl_heads.head_structure({"W": W, "U": U}, D)
-    omega = np.einsum("hii->h", W[:, :D, :D]) / D / math.sqrt(e)
-    return {"diag": diag, "yshare": yshare, "omega": omega, "mu": U[:, D]}
+    return {
+        "diag": diag,
+        "yshare": yshare,
+        "omega": beta * np.einsum("hii->h", W[:, :D, :D]) / D,
+        "mu": U[:, D],
+    }
+
+
+def their_structure(state: dict, H: int) -> dict[str, np.ndarray]:
+    """``structure`` of their heads (state dict arrays ``q_proj.weight``, …), temperature 1/√(D+1)."""
+    return structure(as_mhsim(state, H), (D + 1) ** -0.5)
 
 
 def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print, first: int = 0) -> dict:
@@ -149,7 +184,11 @@ def run_theirs(root: Path, heads, seeds: int, log_steps, n_test: int, show=print
                 opt.step()
             state = {k: v.detach().numpy() for k, v in model.attention_layer.state_dict().items()}
             structure.append(their_structure(state, H))
-            show(f"theirs H={H} seed {first + seed}: {max(marks)} steps in {time.perf_counter() - t0:.0f} s")
+            structure[-1]["forward"] = same_forward(model, test, H)
+            show(
+                f"theirs H={H} seed {first + seed}: {max(marks)} steps in {time.perf_counter() - t0:.0f} s; "
+                f"mhsim's Φ on their weights and test set within {structure[-1]['forward']:.1e} of theirs"
+            )
         out[H] = {"mse": mse, "structure": structure}
     return out
 
@@ -165,18 +204,8 @@ def run_mhsim(heads, seeds: int, steps: int, log_points: int, folder: str | None
 
 
 def mhsim_structure(result, i: int, trial: int) -> dict[str, np.ndarray]:
-    """Each head's KQ diagonal share, OV y-share, ω_h, μ_h of one mhsim run (``their_structure``'s)."""
-    p = {k: np.asarray(v, np.float64) for k, v in icl_heads.final_params(result, i, trial).items()}
-    W = np.einsum("hda,hea->hde", p["Q"], p["K"])  # (h, d, d)
-    U = np.einsum("he,hed->hd", p["O"], p["V"])  # (h, d)
-    diag, yshare = icl_heads.head_structure({"W": W, "U": U}, D)
-    beta = float(result.config.model.temperature)
-    return {
-        "diag": diag,
-        "yshare": yshare,
-        "omega": np.einsum("hii->h", W[:, :D, :D]) / D * beta,
-        "mu": U[:, D],
-    }
+    """``structure`` of one mhsim run's heads at its last snapshot (H index ``i``, ``trial``)."""
+    return structure(icl_heads.final_params(result, i, trial), float(result.config.model.temperature))
 
 
 def their_estimators(root: Path, n: int, seed: int = 0) -> dict[str, tuple[float, float]]:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from benchmarks import icl_heads_authors as bench
+from dynamics.core import model as mdl
 from dynamics.experiments import icl_heads
 
 D, L, S2, V = 5, 40, 0.1, 0.2  # the preset's setting: x ∈ R^5, 40 context tokens, σ² = 0.1, v = 1/D
@@ -120,3 +122,28 @@ def test_a_missing_mhsim_folder_is_refused_in_one_line(tmp_path, capsys):
     assert err.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "no-run" in last and "does not exist" in last
+
+
+def test_their_weights_in_mhsim_layout_give_their_forward():
+    """as_mhsim's Q, K, V, O under mhsim's Φ (query outside, summed heads, temperature 1/√6) equal
+    the forward of their layer written out with its nn.Linear weights: per head q = W_Q z_q,
+    k_ℓ = W_K z_ℓ, v_ℓ = W_V z_ℓ, out = W_O [Σ_ℓ softmax_ℓ(q·k_ℓ/√6) v_ℓ]_heads."""
+    rng = np.random.default_rng(2)
+    H, n = 2, 16
+    state = {f"{a}_proj.weight": rng.standard_normal((H * E, E)) for a in "qkv"}
+    state["o_proj.weight"] = rng.standard_normal((1, H * E))
+    z = rng.standard_normal((n, L, E))
+    zq = np.concatenate([rng.standard_normal((n, 1, D)), np.zeros((n, 1, 1))], axis=2)
+    w = {a: state[f"{a}_proj.weight"].reshape(H, E, E) for a in "qkv"}
+    q = np.einsum("hai,ni->nha", w["q"], zq[:, 0])  # (n, h, a)
+    k = np.einsum("hai,nli->nhla", w["k"], z)  # (n, h, l, a)
+    v = np.einsum("hai,nli->nhla", w["v"], z)
+    s = np.einsum("nha,nhla->nhl", q, k) / math.sqrt(E)
+    att = np.exp(s - s.max(-1, keepdims=True))
+    att /= att.sum(-1, keepdims=True)
+    heads = np.einsum("nhl,nhla->nha", att, v).reshape(n, H * E)
+    theirs = heads @ state["o_proj.weight"][0]
+    X = np.concatenate([z, zq], axis=1)  # (n, L + 1, E): the query last
+    params = {k: jnp.asarray(a, jnp.float32) for k, a in bench.as_mhsim(state, H).items()}
+    phi = mdl.logits(params, jnp.asarray(X, jnp.float32), query="outside", norm="sum", beta=E**-0.5)
+    np.testing.assert_allclose(np.asarray(phi), theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
