@@ -13,7 +13,8 @@ the runs, all in float64 numpy:
 
     - ``gd_step``: one step of GD from 0 on the context's least squares, ŷ = η (1/L) Σ_ℓ y_ℓ x_ℓᵀ x_q
       at the best η, in closed form: with g = (1/L) Σ_ℓ y_ℓ x_ℓ, E‖β‖² = vD, E gᵀβ = vD and
-      E‖g‖² = vD + ((D + 1) vD + σ² D)/L (Isserlis), the mse is vD − (vD)²/E‖g‖² + σ².
+      E‖g‖² = vD + ((D + 1) vD + σ² D)/L (Isserlis), the mse at η is vD − 2η vD + η² E‖g‖² + σ²,
+      least at η* = vD/E‖g‖² (``best_gd_step``): vD − (vD)²/E‖g‖² + σ².
     - ``ridge``: the Bayes predictor, ridge regression with λ = σ²/v (σ²D for v = 1/D); exact Monte
       Carlo (``MC_SEQUENCES`` sequences) with its standard error.
     - ``single_kernel``: the best one-head predictor of the form the trained head takes (a
@@ -69,11 +70,25 @@ def _draw(rng: np.random.Generator, n: int, D: int, L: int, sigma2: float, v: fl
     return x, y, xq, yq
 
 
-def gd_step_mse(D: int, L: int, sigma2: float, v: float) -> float:
-    """The best one-step-GD predictor's test mse (closed form, module docstring)."""
+def _gd_moments(D: int, L: int, sigma2: float, v: float) -> tuple[float, float]:
+    """(E‖β‖², E‖g‖²) of the one-step-GD predictor (module docstring)."""
     b2 = v * D  # E‖β‖²
-    g2 = b2 + ((D + 1) * b2 + sigma2 * D) / L  # E‖g‖²
-    return b2 - b2 * b2 / g2 + sigma2
+    return b2, b2 + ((D + 1) * b2 + sigma2 * D) / L
+
+
+def best_gd_step(D: int, L: int, sigma2: float, v: float) -> float:
+    """The step η* = E gᵀβ / E‖g‖² that minimises the one-step-GD predictor's test mse."""
+    b2, g2 = _gd_moments(D, L, sigma2, v)
+    return b2 / g2
+
+
+def gd_step_mse(D: int, L: int, sigma2: float, v: float, eta: float | None = None) -> float:
+    """The one-step-GD predictor's test mse (closed form, module docstring): at the best step by
+    default, else at ``eta``, E‖β − ηg‖² + σ² = vD − 2η vD + η² E‖g‖² + σ²."""
+    b2, g2 = _gd_moments(D, L, sigma2, v)
+    if eta is None:
+        return b2 - b2 * b2 / g2 + sigma2
+    return b2 - 2 * eta * b2 + eta * eta * g2 + sigma2
 
 
 def _ridge(x, y, xq, lam: float) -> np.ndarray:
