@@ -126,6 +126,10 @@ def test_the_engine_trains_the_papers_objective_as_a_float64_gd_loop():
         (dict(width=6, tokens=3), r"data.T=3: positional-semantic has T = 2"),
         (dict(mixing=(1.0, 0.0)), r"data.mixing has 2 numbers; the mixing matrix A is T×T = 4"),
         (dict(start="random"), r"data.start='random'"),
+        # no readout parameters (value identity): a readout group's knob would change nothing
+        (dict(readout_lr_factor=0.0), r"readout_lr_factor=0.0 was given but has no effect: .* no readout"),
+        (dict(readout_weight_decay=0.1), r"readout_weight_decay=0.1 was given but has no effect"),
+        (dict(readout_steps="0:2"), r"readout_steps=\(0, 2\) was given but has no effect"),
     ],
 )
 def test_a_sequence_setting_that_cannot_run_is_refused_in_one_line(given, message):

@@ -106,6 +106,8 @@ def _arrays(cfg, group: str) -> set[str]:
     """The arrays of a parameter group in ``cfg``'s model, as the sphere constraint sees them."""
     model = cfg.model
     if group == "readout":
+        if model.output == "sequence":  # value identity: no readout parameters
+            return set()
         return {"U", "b"} if model.bias else {"U"}
     return {"k"} if parts.QUERIES.get(model.query).learned else {"W"}
 
@@ -122,14 +124,30 @@ def _radial(cfg, present: set[str]) -> str | None:
     )
 
 
-def decay(group: str):
-    """A group's weight decay under a constraint that holds every parameter of the group on a
-    sphere, with the decay in the gradient (not Adam's decoupled one)."""
+def group(name: str):
+    """A parameter group's knob (its step factor, window or decay) where the model has no
+    parameter of the group: sequence outputs have no readout (value identity)."""
 
     def idle(cfg) -> str | None:
+        if _arrays(cfg, name):
+            return None
+        return f"model.output={cfg.model.output!r} has no {name} parameters (value identity, no U or b)"
+
+    return idle
+
+
+def decay(group_name: str):
+    """A group's weight decay where the model has none of the group's parameters, or under a
+    constraint that holds every parameter of the group on a sphere, with the decay in the
+    gradient (not Adam's decoupled one)."""
+
+    def idle(cfg) -> str | None:
+        absent = group(group_name)(cfg)
+        if absent:
+            return absent
         if parts.OPTIMIZERS.get(cfg.optim.optimizer).decoupled_weight_decay:
             return None
-        return _radial(cfg, _arrays(cfg, group))
+        return _radial(cfg, _arrays(cfg, group_name))
 
     return idle
 

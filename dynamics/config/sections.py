@@ -116,6 +116,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             within="[0.0, 1e30]",
             power=1,  # one update's step η·FACTOR·g: as it is
             grid=float,
+            idle=idle.group(group),
         ),
         f"{group}_steps": knob(
             None,
@@ -124,6 +125,7 @@ def _group_knobs(group: str, names: str) -> dict[str, Any]:
             f"100 on; default all). Adam's moments see a zero gradient while frozen",
             coerce=lambda name, value: parse_steps(value, name),
             single="a window START:STOP, one per run",
+            idle=idle.group(group),
         ),
         f"{group}_weight_decay": knob(
             0.0,
