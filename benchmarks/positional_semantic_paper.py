@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dynamics.errors import ConfigError
 from dynamics.experiments import positional_semantic as ps
 from dynamics.experiments import positional_semantic_paper as pp
 
@@ -131,7 +132,11 @@ def main(argv=None) -> int:
     p.add_argument("--chunk", type=int, default=2000, help="test examples evaluated at once")
     args = p.parse_args(argv)
     alphas = sorted(args.alphas)
-    ours = [load_or_run(a, args) for a in alphas]
+    try:
+        ours = [load_or_run(a, args) for a in alphas]
+    except ConfigError as e:  # e.g. the grid's time limit: one line, no traceback
+        print(f"error: {e}")
+        return 2
     lines, ok = table(alphas, ours, authors(args.checkout))
     print(f"d = {args.d}, {args.steps} steps, n_test = {args.n_test}, k = {args.trials}")
     print("\n".join(lines))

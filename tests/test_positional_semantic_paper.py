@@ -13,9 +13,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import positional_semantic_paper as bench
-from dynamics.config.grid import CPU_FLOPS, grid_preset, resolve_grid
-from dynamics.config.grid import estimate as grid_estimate
-from dynamics.config.schema import apply_overrides
+from dynamics.config.grid import grid_preset, resolve_grid
 from dynamics.experiments import positional_semantic as ps
 from dynamics.experiments import positional_semantic_paper as pp
 from dynamics.sweeps.trials import every_trial
@@ -130,12 +128,3 @@ def test_the_chunked_error_on_the_engines_test_set_is_its_test_loss_and_simulate
         out["semantic"]["objective"][0], r.curves[ps.OBJECTIVE][0, 0, 0, :, -1], rtol=1e-6
     )
     assert np.all(np.isfinite(out["semantic"]["test_loss"])) and np.all(out["semantic"]["test_loss"] > 0)
-
-
-def test_the_grids_time_estimate_counts_a_tied_rank_one_head_not_a_d_by_d_matrix():
-    cfg, _ = grid_preset(ps.NAME)
-    cfg = apply_overrides(cfg, {"data": {"d": 1000}, "model": {"temperature": 1e-3}}, "test")
-    cfg = apply_overrides(cfg, {"optim": {"steps": 5000}, "sweep": {"trials": 24}}, "test")
-    grid = resolve_grid(cfg, {"n_train": (2000,), "start": ps.STARTS})  # refused before: ~400 h
-    per_run = 6.0 * 2000 * (1000 * 2 * 2 * 1 + 3 * 2 * 1000) * 5000 * 24  # w = 2·T·d_h, d_h = 1
-    assert grid_estimate(grid)[1] == pytest.approx(2 * per_run / CPU_FLOPS / 3600)

@@ -294,9 +294,8 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     (``sweep.head_metrics``) the numbers each logs per step of the per-head view × 4 bytes
     (``Metric.numbers``, as ``dynamics.sweeps.memory`` counts them, P planted directions and F
     features bounded by d). Time:
-    ~6·n·(d·w + 3·T·d) flop per head and step (forward and backward of one head's attention over
-    n examples; w = d for a free W, 2·T·d_h for a factored or tied head of size d_h), one head per
-    run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
+    ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
+    n examples), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
     per_step = float(len(metrics_of(grid.base.config))) * L * 8
@@ -309,13 +308,9 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     for cfg in grid.points:
         data, heads = cfg.data, cfg.sweep.heads
         n, T, d = data.n_train or 100, data.T or 10, data.d or 32
+        per_head = 6.0 * n * (d * d + 3 * T * d) * cfg.optim.steps * cfg.sweep.trials
         fast = parts.uses_fast_path(cfg)
-        for H in heads:  # a factored head of size d_h (tied or not) costs ~2·T·d·d_h, not d²
-            d_h = parts.KEY_QUERIES[cfg.model.key_query].head_size(cfg.model.head_size, d, H)
-            width = d if d_h is None else min(d, 2 * T * d_h)
-            flop += (
-                6.0 * n * (d * width + 3 * T * d) * cfg.optim.steps * cfg.sweep.trials * (1 if fast else H)
-            )
+        flop += per_head * (len(heads) if fast else sum(heads))
     return gib, flop / CPU_FLOPS / 3600
 
 
