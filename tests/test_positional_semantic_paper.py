@@ -33,6 +33,7 @@ def test_the_tied_outputs_are_the_per_example_softmax_attention():
     assert n == 3 and total == pytest.approx(np.sum((y - f.reshape(3, 10)) ** 2) / 10, rel=1e-13)
 
 
+@pytest.mark.slow  # compiles the data draw: 28 s on 2 shared cores
 def test_the_chunked_test_error_is_the_mean_over_its_chunks_draws():
     cfg = resolve_grid(*grid_preset(ps.NAME)).points[0]
     cfg = replace(cfg, data=replace(cfg.data, d=6), sweep=replace(cfg.sweep, trials=2))
