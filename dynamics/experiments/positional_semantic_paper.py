@@ -4,14 +4,16 @@ n = round(α·d) training examples, a test set of 50 000 examples (their sizes),
 trial on the same data and teacher (``positional_semantic``).
 
 The test set is drawn and evaluated here in chunks, not by the engine: at d = 1000 one test set of
-50 000 examples is 2·10⁸ floats per trial for the tokens and as many for the targets, more than a
-sweep of several trials can hold at once. The engine trains on the trial's own training set (its
-test set cut to ``ENGINE_N_TEST`` examples, unused); each trial's test error is
+50 000 examples is 10⁸ floats per trial for the tokens and as many for the targets (0.8 GB in
+float32), more than a sweep of several trials can hold at once. The engine trains on the trial's
+own training set (its test set cut to ``ENGINE_N_TEST`` examples, unused); each trial's test error
+is
 
     E = (1/n_test) Σ_i ‖y_i − f(X_i)‖² / (T·d),   f(X) = softmax((XQ)(XQ)ᵀ/d) X,
 
 at the final Q, in float64, over ``n_test`` examples drawn by the data model's own ``sample`` from
-the trial's world, ``chunk`` at a time (``test_error``), each chunk from its own key.
+the trial's world, ``chunk`` at a time (``test_error``), each chunk from its own key: a chunk of
+2000 at d = 1000 holds 32 MB per float64 array (tokens, targets, outputs, residual: ~130 MB).
 """
 
 from __future__ import annotations
@@ -149,8 +151,3 @@ def paired_crossing(alphas, difference, resamples: int = 2000, seed: int = 0) ->
         "sd": float(np.std(found)) if len(found) else float("nan"),
         "none": 1.0 - len(found) / resamples,
     }
-
-
-def chunk_bytes(chunk: int, T: int, d: int) -> int:
-    """The float64 arrays of one chunk of ``test_error`` (tokens, targets, outputs, residual)."""
-    return 4 * chunk * T * d * 8 + 2 * chunk * T * d * 4  # and the float32 draw
