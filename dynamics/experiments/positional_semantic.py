@@ -250,16 +250,21 @@ def theory_for(cfg) -> dict | None:
 _COMPARED = {"objective": OBJECTIVE, "test_loss": "test_loss", "m": M_POSITIONAL, "theta": THETA_SEMANTIC}
 
 
-def run(progress: bool = True, axes=None, **overrides):
+def run(progress: bool = True, axes=None, d: int | None = None, baseline: bool = True, **overrides):
     """The preset's grid (``overrides``: {section: {field: value}} on its base config, e.g. a
     smaller d for a test; ``axes``: {knob: values} replacing the preset's), run, with the overlaps
-    added to its curves."""
+    added to its curves. ``d``: the width, with the scores' temperature 1/d that goes with it (the
+    paper's 1000); ``baseline`` False leaves out the linear baseline (it draws the data again)."""
     from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: JAX, the engine: on a run
 
     cfg, preset_axes = grid_preset(NAME)
+    if d is not None:
+        sized = {"data": {"d": d}, "model": {"temperature": 1.0 / d}}
+        overrides = {k: {**sized.get(k, {}), **overrides.get(k, {})} for k in {*sized, *overrides}}
     if overrides:
         cfg = apply_overrides(cfg, overrides, f"{NAME} overrides")
     result = run_grid_experiment(resolve_grid(cfg, preset_axes if axes is None else axes), progress=progress)
     add_overlaps(result)
-    add_baseline(result)
+    if baseline:
+        add_baseline(result)
     return result
