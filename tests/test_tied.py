@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import fd_grad, logits_and_mse_grad
 
-from dynamics import with_overrides
+from dynamics import parts, with_overrides
 from dynamics.config.schema import (
     Config,
     ConfigError,
@@ -86,6 +86,22 @@ def test_phi_and_its_gradient_match_float64_numpy(query):
     assert set(grads) == {"U", "Q"}
     for k in want:
         np.testing.assert_allclose(np.asarray(grads[k]), want[k], rtol=1e-6, atol=1e-8, err_msg=k)
+
+
+@pytest.mark.parametrize("query", ["first", "last", "all", "outside"])
+def test_tied_scores_through_the_factor_are_the_queries_own_scores_on_w(query):
+    """Tied heads score through Q_h alone, (x_t Q_h)·(x_q Q_h); each query part's own scores on the
+    formed W_h = Q_h Q_hᵀ are the same numbers (float64), and its gradient in Q the same."""
+    p, X, _ = _random(H=3, d=7, r=2, n=5, T=4)
+    part = parts.QUERIES.get(query)
+    with jax.enable_x64(True):
+        via_w = lambda q: part.load()(mdl.key_query_matrix({"Q": q}), X)  # noqa: E731
+        tied = mdl.attention_scores({"U": p["U"], "Q": p["Q"]}, X, query)
+        np.testing.assert_allclose(np.asarray(tied), np.asarray(via_w(p["Q"])), rtol=1e-12, atol=1e-13)
+        weights = np.random.default_rng(1).normal(size=tied.shape)
+        g_tied = jax.grad(lambda q: jax.numpy.sum(weights * mdl.scores_tied(q, X, part)))(p["Q"])
+        g_w = jax.grad(lambda q: jax.numpy.sum(weights * via_w(q)))(p["Q"])
+        np.testing.assert_allclose(np.asarray(g_tied), np.asarray(g_w), rtol=1e-11, atol=1e-12)
 
 
 def test_the_hand_gradient_is_the_finite_differences_one():

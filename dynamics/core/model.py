@@ -109,6 +109,18 @@ def scores_all(W: jax.Array, X: jax.Array) -> jax.Array:
     return jnp.einsum("nhte,nse->nhst", XW, X)  # (n, h, s, t): x_tᵀ W_h x_s
 
 
+def scores_tied(Q: jax.Array, X: jax.Array, part) -> jax.Array:
+    """x_tᵀ Q_h Q_hᵀ x_q through the factor, (x_t Q_h)·(x_q Q_h), for the query ``part`` (its
+    ``token``, ``all_tokens`` or ``outside``): the scores of ``part.impl`` on W_h = Q_h Q_hᵀ without
+    forming the d×d matrix."""
+    P = jnp.einsum("ntd,hda->nhta", X, Q)  # (n, h, t, r): x_tᵀ Q_h
+    if part.all_tokens:
+        return jnp.einsum("nhta,nhsa->nhst", P, P)  # (n, h, s, t)
+    q = P[:, :, -1] if part.outside else P[:, :, part.token]  # (n, h, r): the query's x_qᵀ Q_h
+    keys = P[:, :, :-1] if part.outside else P  # the query outside the keys: tokens 1..T-1
+    return jnp.einsum("nhta,nha->nht", keys, q)
+
+
 def scores_learned(k: jax.Array, X: jax.Array) -> jax.Array:
     """x_tᵀ k_h for a learned query vector k_h per head: (n, h, t)."""
     return jnp.einsum("ntd,hd->nht", X, k)
@@ -314,6 +326,8 @@ def attention_scores(params: Params, X: jax.Array, query: Query | str = Query.FI
         return part.load()(params["a"], X)
     if part.learned:
         return part.load()(params["k"], X)
+    if part.tied_scores and "Q" in params and "K" not in params:  # tied: the rank-r factor alone
+        return scores_tied(params["Q"], X, part)
     return part.load()(key_query_matrix(params), X)
 
 

@@ -42,6 +42,10 @@ class Query(Part):
     # context tokens 1..T-1 only, so the attention has T - 1 weights (``impl`` maps (W, X) to (n, h, T-1))
     outside: bool = False
     fast_path: bool = True
+    # a tied key-query Q_h Q_hᵀ scores through its factor, (x_t Q_h)·(x_q Q_h), as ``token``,
+    # ``all_tokens`` and ``outside`` say (``dynamics.core.model.scores_tied``): T·d·r per token, not
+    # the T·d² of forming W_h. False: ``impl`` on W_h (a user's query part)
+    tied_scores: bool = False
 
     @property
     def matrix(self) -> bool:
@@ -135,15 +139,27 @@ QUERIES: Registry[Query] = Registry(
     "model.query",
     (
         Query(
-            "first", "x_1 queries (the papers' model)", f"{_MODEL}:scores_first", first_token=True, token=0
+            "first",
+            "x_1 queries (the papers' model)",
+            f"{_MODEL}:scores_first",
+            first_token=True,
+            token=0,
+            tied_scores=True,
         ),
         Query(
             "last",
             "x_T queries (the last token, as in-context learning reads a query)",
             f"{_MODEL}:scores_last",
             token=-1,
+            tied_scores=True,
         ),
-        Query("all", "every token queries; outputs mean-pooled", f"{_MODEL}:scores_all", all_tokens=True),
+        Query(
+            "all",
+            "every token queries; outputs mean-pooled",
+            f"{_MODEL}:scores_all",
+            all_tokens=True,
+            tied_scores=True,
+        ),
         Query(
             "learned",
             "a learned vector k_h per head queries: s_h = X k_h (a learned query or prompt token)",
@@ -162,6 +178,7 @@ QUERIES: Registry[Query] = Registry(
             "values are tokens 1..T-1",
             f"{_MODEL}:scores_outside",
             outside=True,
+            tied_scores=True,
         ),
     ),
     probe=Probe(
