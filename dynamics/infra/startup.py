@@ -37,7 +37,8 @@ def import_jax() -> None:
     else: the block holds no backend's start, whose look for plugins by entry point
     (``importlib.metadata.entry_points``, which reads ``distributions()`` too) must see them all."""
     with narrowed_plugin_scan():
-        import jax  # noqa: F401  (the import is the point: later imports find it in sys.modules)
+        # lazy: JAX itself, inside the narrowed scan (the import is the point: later imports find it)
+        import jax  # noqa: F401
 
 
 @contextlib.contextmanager
@@ -48,9 +49,9 @@ def narrowed_plugin_scan() -> Iterator[None]:
     if "jax" in sys.modules:
         yield
         return
-    # here, not at the top: importing importlib.metadata (and the email package it reads metadata
-    # with) costs ~0.05 s, which `--help` and the other commands that never start JAX do not pay
-    import importlib.metadata
+    # importing importlib.metadata (and the email package it reads metadata with) costs ~0.05 s,
+    # which `--help` and the other commands that never start JAX do not pay
+    import importlib.metadata  # lazy: a start-up cost (~0.05 s)
 
     everything = importlib.metadata.distributions
 
