@@ -251,8 +251,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
         parts.check_icl_init(model.query, model.init, model.key_query)
     parts.check_sphere(model.query, model.init)
     vector = data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].outputs is not None
-    parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
     parts.check_readout_output(model.readout, model.output)
+    parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
     if model.init_from is None:
         parts.check_factors_init(model.init, model.query, model.key_query, model.readout)
 

@@ -12,7 +12,8 @@ attention (scores s_h,t = a_h,t, a learned logit per position); any of them may 
 ``"b"``, one learned scalar of the model (shape (); (R,) for the R runs of an engine pack),
 added to Φ and never divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout
 U_h ∈ R^{d×o} (``"U"`` of shape (H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ
-(the arrays, and so the numbers, of the scalar model). Dimension letters:
+(the arrays, and so the numbers, of the scalar model). Sequence outputs have no U: value identity,
+or a learned value ``"V"`` (H, d, d) (``dynamics.core.sequence``). Dimension letters:
 ``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size, ``o`` outputs.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
