@@ -290,7 +290,7 @@ READOUTS: Registry[Readout] = Registry(
     "readout",
     "model.readout",
     (
-        Readout("direct", "U_h ∈ R^d learned directly"),
+        Readout("direct", "U_h ∈ R^d learned directly (sequence outputs: value identity, no U)"),
         Readout(
             "factored",
             "U_h = V_hᵀ O_h: a value matrix V_h (d×d) and an output row O_h (d) trained as factors",
