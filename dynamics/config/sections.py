@@ -99,7 +99,8 @@ class ModelConfig:
         "pooled",
         "pooled: one output per example through the readout U (the papers' Φ); sequence: every token "
         "queries and has its own output, value identity, f(X) = c_H Σ_h σ(β X W_h Xᵀ) X (no U; targets "
-        "(T, d) per example, flattened; needs model.query='all' and a regression loss)",
+        "(T, d) per example, flattened; needs model.query='all' and a regression loss), or X V_h with "
+        "a learned value (model.readout='value')",
         choices=OUTPUTS,
         grid=str,
     )

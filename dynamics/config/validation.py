@@ -242,18 +242,17 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
             "model.init_from needs a key-query matrix or a learned query: model.query='position' "
             "has per-position logits (draw θ(0) with model.init)"
         )
-    world_start = parts.rules.world_sets_start(types.SimpleNamespace(model=model, data=data))
-    if model.init_from is None and world_start is None:  # a file's or a world's θ(0) is not the init's
+    cfg_ns = types.SimpleNamespace(model=model, data=data)
+    world_start = parts.rules.world_sets_start(cfg_ns)
+    # a file's or a world's θ(0) is not the init's; nor is θ = 0 a saddle where the world sets the
+    # attention (a learned value V = 0 then gets a gradient: σ_st V_hᵀ x_t is linear in V)
+    if model.init_from is None and world_start is None and not parts.rules.world_sets_attention(cfg_ns):
         parts.check_init(model.key_query, model.init, model.attention)
         parts.check_icl_init(model.query, model.init, model.key_query)
     parts.check_sphere(model.query, model.init)
     vector = data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].outputs is not None
+    parts.check_readout_output(model.readout, model.output)
     parts.check_readout(model.readout, model.init, model.init_from is not None, vector)
-    if parts.READOUTS[model.readout].factored and model.output == "sequence":
-        raise ConfigError(
-            "model.readout='factored' reads the attended token through V_h and O_h; model.output='sequence' "
-            "has no readout (value identity): use model.readout='direct'"
-        )
     if model.init_from is None:
         parts.check_factors_init(model.init, model.query, model.key_query, model.readout)
 

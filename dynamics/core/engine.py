@@ -131,10 +131,10 @@ def evaluate(
 def run_norms(pack: Pack, params: mdl.Params) -> dict[str, jax.Array]:
     """‖U‖ (of U_h = V_hᵀ O_h for a factored readout) and the key-query norm of every run of the pack
     ((R,) each; a stored head of weight w counted w times), without a square's overflow where the
-    parameters are finite (``held_norm``). Sequence outputs have no readout U (value identity): ‖U‖
-    is NaN."""
+    parameters are finite (``held_norm``). Sequence outputs have no readout U (value identity, or a
+    learned value V_h): ‖U‖ is NaN."""
     keys = mdl.key_part(params)  # (S, P)
-    U = mdl.readout_vector(params) if ("U" in params or "V" in params) else None  # None: sequence outputs
+    U = mdl.readout_vector(params) if ("U" in params or "O" in params) else None  # None: sequence outputs
     axes = tuple(range(1, U.ndim)) if U is not None else ()
 
     def run_top(per_slot):  # (S,) -> (R,): the largest |x| over each run's slots

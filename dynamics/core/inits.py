@@ -67,7 +67,8 @@ def init_params(
     Factored and tied heads cannot start at zero: θ = 0 is a saddle where Q and K get no gradient.
     ``outputs`` o > 1: a matrix readout U_h (d, o) (``check_outputs``); ``query="position"``
     needs ``tokens`` T, its logits a_h (T,) drawn as k_h is. ``readout="factored"``: V_h (d, d) and
-    O_h (d,) in place of U_h (``dynamics.parts.READOUTS``), drawn as the other arrays.
+    O_h (d,) in place of U_h (``dynamics.parts.READOUTS``), drawn as the other arrays;
+    ``readout="value"``: V_h (d, d) alone, drawn as the factored V_h, for sequence outputs.
     """
     init = parts.INITS.get(init, "init")
     layout = parts.KEY_QUERIES.get(key_query, "key_query")
@@ -84,7 +85,10 @@ def init_params(
     n_heads = _positive_int("n_heads", n_heads)
     d = _positive_int("d", d)
     outputs = check_outputs(outputs, init=init.name, bias=bias)
-    factored = parts.READOUTS.get(readout, "readout").factored
+    values = parts.READOUTS.get(readout, "readout").values  # a sequence output's V_h: a factored V_h, no O_h
+    factored = parts.READOUTS.get(readout, "readout").factored or values
+    if values and (outputs > 1 or bias):
+        raise ValueError(f"readout={readout!r} (sequence outputs) has no matrix readout U and no bias b")
     try:
         parts.check_readout(readout, init.name, vector_targets=outputs > 1)
         parts.check_factors_init(init.name, parts.QUERIES.get(query).name, layout.name, readout)
@@ -111,6 +115,8 @@ def init_params(
         keys = jnp.broadcast_to(key, (n_heads, *jnp.shape(key)))
         extra = _draw_options(n_heads if init.per_layer else None, outputs, positions, layout.tied, factored)
         params = drawn(init, shapes, keys, jnp.arange(n_heads), d, scale, a, learned, **extra)
+    if values:  # f(X)_s = c_H Σ_h Σ_t σ_st V_hᵀ x_t (``dynamics.core.sequence``): no output row
+        del params["O"]
     if bias:
         params["b"] = jnp.zeros((), params["U"].dtype)
     return params

@@ -12,7 +12,8 @@ attention (scores s_h,t = a_h,t, a learned logit per position); any of them may 
 ``"b"``, one learned scalar of the model (shape (); (R,) for the R runs of an engine pack),
 added to Φ and never divided by H. Vector targets y ∈ R^o (o > 1) take a matrix readout
 U_h ∈ R^{d×o} (``"U"`` of shape (H, d, o)) and Φ ∈ R^o; o = 1 keeps U_h ∈ R^d and a scalar Φ
-(the arrays, and so the numbers, of the scalar model). Dimension letters:
+(the arrays, and so the numbers, of the scalar model). Sequence outputs have no U: value identity,
+or a learned value ``"V"`` (H, d, d) (``dynamics.core.sequence``). Dimension letters:
 ``n`` examples, ``t``/``s`` tokens, ``h`` heads, ``d``/``e`` width, ``a`` head size, ``o`` outputs.
 
 The one home of the model's math: Φ for any set of heads with per-head weights (``logits``;
@@ -181,8 +182,9 @@ def outputs_of(params: Params) -> int:
 
 
 _KEY_PARTS = ({"W"}, {"Q", "K"}, {"k"}, {"a"}, {"Q"})  # the attention's arrays ({"Q"}: the tied Q_h Q_hᵀ)
-# a head's arrays: a readout (U, or its factors V and O) with a key part; "b" may be added to any
-_LAYOUTS = tuple({*r, *k} for r in ({"U"}, {"V", "O"}) for k in _KEY_PARTS)
+# a head's arrays: a readout (U, its factors V and O, or a sequence output's value V) with a key
+# part; "b" may be added to any
+_LAYOUTS = tuple({*r, *k} for r in ({"U"}, {"V", "O"}, {"V"}) for k in _KEY_PARTS)
 
 
 def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
@@ -205,8 +207,13 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
             raise TypeError(f"params[{name!r}] must be a floating JAX or numpy array, got {value!r:.80}")
         shapes[name] = tuple(value.shape)
-    if "V" in shapes:  # a factored readout: V (H, d, d) and O (H, d) stand for U_h = V_hᵀ O_h (H, d)
+    if "O" in shapes:  # a factored readout: V (H, d, d) and O (H, d) stand for U_h = V_hᵀ O_h (H, d)
         shapes["U"] = _factored_readout_shape(shapes["V"], shapes["O"])
+    elif "V" in shapes:  # a sequence output's learned value V (H, d, d): checked as W is, below
+        if "b" in shapes:
+            raise ValueError(
+                "params has a value V (sequence outputs) and a bias b: sequence outputs have no bias"
+            )
     if "b" in shapes and len(shapes["b"]) > 1:
         raise ValueError(f"params['b'] has shape {shapes['b']}; expected () (one bias) or (R,) (one per run)")
     if "a" in shapes:  # position logits (H, T): d is U's
@@ -224,8 +231,9 @@ def check_params(params: Params, *, readout: bool = True) -> tuple[int, int]:
         if len(kq) != 3 or 0 in kq:
             raise ValueError(f"key-query arrays have shape {kq}; expected (H, d, d) or (H, d, a), sizes >= 1")
     H, d = kq[:2]
-    if "W" in shapes and shapes["W"] != (H, d, d):
-        raise ValueError(f"params['W'] has shape {shapes['W']}; expected (H, d, d)")
+    for name in ("W", "V") if "O" not in shapes else ("W",):  # (a factored readout's V: checked above)
+        if name in shapes and shapes[name] != (H, d, d):
+            raise ValueError(f"params[{name!r}] has shape {shapes[name]}; expected (H, d, d) = {(H, d, d)}")
     if "K" in shapes and shapes["K"] != shapes["Q"]:
         raise ValueError(f"params['Q'] {shapes['Q']} and params['K'] {shapes['K']} must have the same shape")
     if "U" in shapes and len(shapes["U"]) == 3 and shapes["U"][:2] == (H, d) and shapes["U"][2] >= 2:
@@ -365,9 +373,14 @@ def head_outputs(
 def readout(params: Params, X: jax.Array, A: jax.Array) -> jax.Array:
     """Head outputs from attention weights A ((n, H, T) or (n, H, T, T), as ``attention``): (n, H),
     or (n, H, o) for a matrix readout U (H, d, o); params without a readout: value identity, each query
-    its own output (``dynamics.core.sequence``), (n, H, d) or (n, H, T·d)."""
-    if "U" not in params and "V" not in params:
-        return sequence.identity_values(A, X)
+    its own output (``dynamics.core.sequence``), (n, H, d) or (n, H, T·d), through a learned value V
+    (H, d, d) where params has one without O."""
+    if "U" not in params and "O" not in params:  # no readout: each query its own output
+        return (
+            sequence.identity_values(A, X)
+            if "V" not in params
+            else sequence.learned_values(A, X, params["V"])
+        )
     U = readout_vector(params)  # (h, d) or (h, d, o)
     if U.ndim == 3:  # the attended token first: T times fewer products than U_hᵀ x_t for all t
         X = keys_of(X, A)

@@ -27,9 +27,12 @@ def init_slots(prog: Program, b: Batch, outputs: int = 1, tokens: int | None = N
     logits a (S, T) of positional attention."""
     if prog.init_from:  # given per slot (and per run for b) by the sweep, empty slots 0
         return dict(b.start)
-    if prog.output == "sequence":  # no readout: the attention's arrays drawn as for o = 1, U dropped
-        params = init_slots(dataclasses.replace(prog, output="pooled"), b, 1, tokens)
-        return {k: v for k, v in params.items() if k != "U"}
+    if prog.output == "sequence":  # no readout: the attention's arrays drawn as for o = 1, U dropped;
+        # a learned value V_h drawn as a factored readout's V_h, its output row O_h dropped
+        values = parts.READOUTS[prog.readout].values
+        pooled = dataclasses.replace(prog, output="pooled", readout="factored" if values else prog.readout)
+        params = init_slots(pooled, b, 1, tokens)
+        return {k: v for k, v in params.items() if k not in ("U", "O")}
     head_size = _head_size(prog)
     init = parts.INITS[prog.init]
     learned = parts.QUERIES[prog.query].learned

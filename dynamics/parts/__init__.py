@@ -19,6 +19,7 @@ from dynamics.parts.model import (
     check_icl_init,
     check_init,
     check_readout,
+    check_readout_output,
     check_sphere,
 )
 from dynamics.parts.registry import Part, Probe, Registry
@@ -76,6 +77,7 @@ __all__ = [
     "check_factors_init",
     "check_icl_init",
     "check_readout",
+    "check_readout_output",
     "check_init",
     "uses_fast_path",
     "Probe",

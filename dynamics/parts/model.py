@@ -118,6 +118,12 @@ class Readout(Part):
 
     factored: bool = False
     params: tuple[str, ...] = ("U",)  # the head's readout arrays
+    # the model outputs (model.output) that take it, and why another is refused (one line)
+    outputs: tuple[str, ...] = ("pooled", "sequence")
+    refused: str = ""
+    # sequence outputs read each token's value through ``params`` (V_hᵀ x_t); False: value identity
+    # there (no readout arrays under sequence outputs)
+    values: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,19 +307,43 @@ READOUTS: Registry[Readout] = Registry(
     "readout",
     "model.readout",
     (
-        Readout("direct", "U_h ∈ R^d learned directly"),
+        Readout("direct", "U_h ∈ R^d learned directly (sequence outputs: value identity, no U)"),
         Readout(
             "factored",
             "U_h = V_hᵀ O_h: a value matrix V_h (d×d) and an output row O_h (d) trained as factors",
             factored=True,
             params=("V", "O"),
+            outputs=("pooled",),
+            refused="reads the attended token through V_h and O_h; sequence outputs have no output row "
+            "(use 'value' for learned values, 'direct' for value identity)",
+        ),
+        Readout(
+            "value",
+            "sequence outputs only: a learned value V_h (d×d) per head, f(X)_s = c_H Σ_h Σ_t σ_st V_hᵀ x_t",
+            params=("V",),
+            outputs=("sequence",),
+            refused="gives each token its own output through V_h; the pooled Φ reads one through U "
+            "(use 'factored' for V_h and O_h)",
+            values=True,
         ),
     ),
     probe=Probe(
-        refuse="the readout is the model's own layout (U_h, or its factors V_h and O_h), built by the "
-        "engine, which calls no function of a readout; use model.readout='direct' or 'factored'"
+        refuse="the readout is the model's own layout (U_h, its factors V_h and O_h, or a value V_h), "
+        "built by the engine, which calls no function of a readout; use model.readout='direct', "
+        "'factored' or 'value'"
     ),
 )
+
+
+def check_readout_output(readout: str, output: str) -> None:
+    """A readout takes only the model outputs its declaration lists (``Readout.outputs``)."""
+    part = READOUTS.get(readout)
+    if output not in part.outputs:
+        raise ConfigError(
+            f"model.readout={readout!r} {part.refused}: model.output={output!r} does not take it"
+        )
+
+
 # The inits that draw a factored readout's V_h and O_h (the others read U_h as one vector, or
 # start at θ = 0, a saddle of V_hᵀ O_h where neither factor gets a gradient).
 FACTORED_READOUT_INITS = ("normal", "torch")

@@ -42,9 +42,10 @@ def head_arrays(model) -> frozenset[str]:
         attention = {"k"}
     else:
         attention = ({"Q"} if layout.tied else {"Q", "K"}) if layout.factored else {"W"}
-    if getattr(model, "output", "pooled") == "sequence":  # value identity: no readout U
-        return frozenset(attention)
-    return frozenset({*READOUTS[getattr(model, "readout", "direct")].params, *attention})
+    readout = READOUTS[getattr(model, "readout", "direct")]
+    if getattr(model, "output", "pooled") == "sequence":  # value identity (no readout U) or a value V
+        return frozenset({*(readout.params if readout.values else ()), *attention})
+    return frozenset({*readout.params, *attention})
 
 
 def world_sets_start(cfg) -> frozenset[str] | None:
@@ -53,6 +54,17 @@ def world_sets_start(cfg) -> frozenset[str] | None:
     model = DATA_MODELS.get(cfg.data.model)
     drawn = drawn_params(cfg)
     return drawn if model.sets_init and drawn <= set(model.world_params) else None
+
+
+def world_sets_attention(cfg) -> bool:
+    """The data model's worlds set the attention's arrays of θ(0) but not every array the init
+    draws (a learned value V beside a world's Q): θ(0) is then no zero of the attention."""
+    model = DATA_MODELS.get(cfg.data.model)
+    if not model.sets_init:
+        return False
+    readout = set(READOUTS[getattr(cfg.model, "readout", "direct")].params)
+    attention = head_arrays(cfg.model) - readout
+    return bool(attention) and attention <= set(model.world_params)
 
 
 def can_pack_heads(cfg) -> bool:

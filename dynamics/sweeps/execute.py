@@ -112,6 +112,9 @@ def initial_shapes(cfg: Config, d: int, data: Data | None = None) -> dict[str, t
             tied = tied_positions(cfg)
             positions = max(tied) + 1 if tied else int(data.X_train.shape[-2])
     factored = parts.READOUTS[m.readout].factored
+    if parts.READOUTS[m.readout].values:  # a sequence output's value V_h (d, d), drawn as a factored one's
+        shapes = head_shapes(d, head_size, parts.QUERIES[m.query].learned, 1, positions, layout.tied, True)
+        return {k: v for k, v in shapes.items() if k != "O"}
     if factored and outputs > 1:
         raise ConfigError(
             f"data.model={cfg.data.model!r} has vector targets (o={outputs} outputs); "

@@ -66,8 +66,8 @@ def slot_numbers(cfg, outputs: int = 1) -> int:
     else:
         d_h = cfg.model.head_size if cfg.model.head_size != "split" else max(1, d // min(cfg.sweep.heads))
         key = (1 if registries.KEY_QUERIES[cfg.model.key_query].tied else 2) * d * d_h
-    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U
-        return key
+    if getattr(cfg.model, "output", "pooled") == "sequence":  # no readout U; a learned value V_h d²
+        return key + (d * d if registries.READOUTS[cfg.model.readout].values else 0)
     readout = d * d + d if registries.READOUTS[cfg.model.readout].factored else d * outputs  # V, O or U
     return readout + key
 
