@@ -106,8 +106,8 @@ def _arrays(cfg, group: str) -> set[str]:
     """The arrays of a parameter group in ``cfg``'s model, as the sphere constraint sees them."""
     model = cfg.model
     if group == "readout":
-        if model.output == "sequence":  # value identity: no readout parameters
-            return set()
+        if model.output == "sequence":  # value identity (no readout parameters) or learned values V
+            return {"V"} if parts.READOUTS.get(model.readout).values else set()
         return {"U", "b"} if model.bias else {"U"}
     return {"k"} if parts.QUERIES.get(model.query).learned else {"W"}
 
@@ -131,7 +131,10 @@ def group(name: str):
     def idle(cfg) -> str | None:
         if _arrays(cfg, name):
             return None
-        return f"model.output={cfg.model.output!r} has no {name} parameters (value identity, no U or b)"
+        return (
+            f"model.output={cfg.model.output!r} with model.readout={cfg.model.readout!r} has no {name} "
+            f"parameters (value identity, no U or b)"
+        )
 
     return idle
 
