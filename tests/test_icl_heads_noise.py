@@ -3,9 +3,13 @@ final test mse per H) and puts the reference predictors at each σ beside it."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
+from dynamics.config.schema import preset
+from dynamics.errors import ConfigError
 from dynamics.experiments import icl_heads
 
 
@@ -35,6 +39,9 @@ def test_noise_table_reads_each_point_and_its_own_references():
     assert table[0].startswith("| σ² | v | H = 1 | H = 2 | one GD step") and len(table) == 4
 
 
-def test_noise_table_refuses_a_plain_sweep():
-    with pytest.raises(ValueError, match="reads a grid"):
+def test_noise_table_refuses_a_plain_sweep_and_other_data():
+    with pytest.raises(ConfigError, match="reads a grid"):
         icl_heads.noise_table(object())
+    other = types.SimpleNamespace(grid=None, config=preset("max-margin"))
+    with pytest.raises(ConfigError, match="reads an icl-linreg grid; got data.model='max-margin'"):
+        icl_heads.noise_table(other)

@@ -50,6 +50,7 @@ from scipy.optimize import minimize_scalar
 
 from dynamics.core import model as mdl
 from dynamics.core.data import data_model
+from dynamics.errors import ConfigError
 from dynamics.sweeps.headline import entry
 
 PRESET = "icl-heads"
@@ -281,7 +282,9 @@ def noise_table(result, sequences: int = MC_SEQUENCES, fit_sequences: int = FIT_
     trial's) and the reference predictors' test mse at that σ² and v (``ref_{name}``, with
     ``se_{name}`` the Monte Carlo standard error, None for the closed form), each σ² included."""
     if not hasattr(result, "grid"):
-        raise ValueError("noise_table reads a grid (run with --epsilon or --task-variance as a list)")
+        raise ConfigError("noise_table reads a grid (run with --epsilon or --task-variance as a list)")
+    if (model := result.config.data.model) != "icl-linreg":
+        raise ConfigError(f"noise_table reads an icl-linreg grid; got data.model={model!r}")
     rows = []
     for k in range(len(result.grid.points)):
         point = result.point(k)
