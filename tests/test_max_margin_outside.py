@@ -91,3 +91,7 @@ def test_a_small_outside_run_follows_the_float64_reference_and_its_view_is_the_s
         sel = np.argmax(np.einsum("ntd,de,ne->nt", X[:, :-1], W[t, -1], X[:, -1]), axis=1)
         assert np.array_equal(view.selected[t], sel) and sel.max() < 4
         assert np.allclose(view.corr[t], corr(W[t], svm.max_margin_W(X, sel, "outside").W))
+    from figures.max_margin import max_margin_figure
+
+    fig = max_margin_figure(res)  # the preset's figure draws the outside query's run and says so
+    assert "the query x_T outside the keys x_1…x_4" in fig._suptitle.get_text()
