@@ -22,13 +22,24 @@ def _sigmoid_neg(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, z))
 
 
+def _keys_query(X: np.ndarray, query: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the keys (n, T_k, d), the query token x_q (n, d), None for a learned query): x_1 or x_T
+    among all T keys, or x_T outside the keys x_1…x_{T−1} (query "outside")."""
+    if query == "learned":
+        return X, None
+    if query == "outside":
+        return X[:, :-1], X[:, -1]
+    return X, X[:, 0] if query == "first" else X[:, -1]
+
+
 def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, v: np.ndarray, query: str) -> np.ndarray:
     """∇ of the mean logistic loss of f(X) = vᵀXᵀ softmax(s) in θ (W (d, d) with s_t = x_tᵀ W x_q,
-    or p (d,) with s_t = x_tᵀ p), float64, cancellation-free (module docstring)."""
+    or p (d,) with s_t = x_tᵀ p), float64, cancellation-free (module docstring); for the query
+    "outside", X the keys x_1…x_{T−1} and x_q = x_T."""
+    X, x_q = _keys_query(X, query)
     if query == "learned":
         s = X @ theta  # (n, T)
     else:
-        x_q = X[:, 0] if query == "first" else X[:, -1]
         s = np.einsum("ntd,de,ne->nt", X, theta, x_q)
     a = np.exp(s - s.max(axis=1, keepdims=True))
     a /= a.sum(axis=1, keepdims=True)  # (n, T)
@@ -68,10 +79,16 @@ def corr(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return A @ b / (np.linalg.norm(A, axis=1) * np.linalg.norm(b))
 
 
-def preset_against_reference(name: str = "max-margin", trials: int | None = None, x64: bool = False) -> dict:
-    """Run preset ``name`` (``trials`` data sets, default the preset's) and the reference on every
-    trial's data and θ(0): both curves' corr(θ, θ^mm) (θ^mm for the reference's final selection),
-    ‖θ‖, and the run times."""
+def preset_against_reference(
+    name: str = "max-margin",
+    trials: int | None = None,
+    x64: bool = False,
+    query: str | None = None,
+    tokens: int | None = None,
+) -> dict:
+    """Run preset ``name`` (``trials`` data sets, default the preset's; ``query``, ``tokens`` T in
+    place of the preset's) and the reference on every trial's data and θ(0): both curves'
+    corr(θ, θ^mm) (θ^mm for the reference's final selection), ‖θ‖, and the run times."""
     import dataclasses
 
     import jax
@@ -82,6 +99,10 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
     from dynamics.theory import svm
 
     cfg = preset(name)
+    if query is not None:
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, query=query))
+    if tokens is not None:
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, T=tokens))
     # θ at every logged step (the per-head view, which carries the saved θ, thins itself by default)
     cfg = dataclasses.replace(cfg, sweep=dataclasses.replace(cfg.sweep, head_every=1, x64=x64))
     if trials is not None:
@@ -128,9 +149,9 @@ def preset_against_reference(name: str = "max-margin", trials: int | None = None
 
 
 def _scores_ref(theta, X, query):
+    X, x_q = _keys_query(X, query)
     if query == "learned":
         return X @ theta
-    x_q = X[:, 0] if query == "first" else X[:, -1]
     return np.einsum("ntd,de,ne->nt", X, theta, x_q)
 
 
@@ -370,6 +391,8 @@ def main(argv=None) -> None:
     parser.add_argument("--preset", default="max-margin", choices=("max-margin", "max-margin-prompt"))
     parser.add_argument("--trials", type=int, default=None)
     parser.add_argument("--x64", action="store_true")
+    parser.add_argument("--query", choices=("first", "last", "outside"), help="the query (else the preset's)")
+    parser.add_argument("--tokens", type=int, metavar="T", help="tokens T (else the preset's)")
     parser.add_argument("--authors", metavar="CHECKOUT", help="compare with the authors' code there instead")
     parser.add_argument("--gd-lrs", metavar="ETAS", help="plain GD at these η (comma-separated) instead")
     parser.add_argument("--widths", metavar="DS", help="normalised GD at these widths d (comma-separated)")
@@ -388,9 +411,10 @@ def main(argv=None) -> None:
         for x64 in (False, True):
             print("prompt", "x64" if x64 else "float32", prompt_comparison(x64=x64))
         return
-    r = preset_against_reference(args.preset, args.trials, args.x64)
+    r = preset_against_reference(args.preset, args.trials, args.x64, args.query, args.tokens)
     print(
-        f"{args.preset} ({'x64' if args.x64 else 'float32'}), {r['corr_ref'].shape[0]} data sets, "
+        f"{args.preset} ({'x64' if args.x64 else 'float32'}, query {args.query or 'as the preset'}, "
+        f"T = {args.tokens or 'as the preset'}), {r['corr_ref'].shape[0]} data sets, "
         f"mhsim {r['seconds_mhsim']:.1f} s, reference {r['seconds_ref']:.1f} s"
     )
     print(

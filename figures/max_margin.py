@@ -43,10 +43,12 @@ def max_margin_figure(source) -> Figure:
         ax.set_xlabel("step t")
     trials = a.corr.shape[0]
     corr = _headline(result).get("maxmargin_corr", {}).get("value")
+    # the query outside the keys: T − 1 keys, x_T the query (the title says so; the default's is as before)
+    where = f"\nthe query x_T outside the keys x_1…x_{cfg.data.T - 1}" if cfg.model.query == "outside" else ""
     fig.suptitle(
         f"{cfg.name or 'max-margin'}: n = {cfg.data.n_train}, T = {cfg.data.T}, d = {cfg.data.d}, "
         f"{cfg.optim.optimizer} η = {cfg.optim.lr:g}, {trials} data sets; mean corr at t = {steps[-1]}: "
-        f"{'n/a' if corr is None else f'{corr:.4f}'} (selection: the model's final argmax)"
+        f"{'n/a' if corr is None else f'{corr:.4f}'} (selection: the model's final argmax){where}"
     )
     return fig
 

@@ -3,6 +3,8 @@ against float64 references computed from the same draws."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -124,7 +126,7 @@ def test_outside_query_in_the_engine_matches_the_reference_test_loss():
         assert result.curves["test_loss"][0, 0, i] == pytest.approx(ref, rel=1e-5)
 
 
-def test_outside_query_is_refused_with_one_token_and_by_the_max_margin_view():
+def test_outside_query_is_refused_with_one_token_and_read_by_the_max_margin_view():
     from dynamics.config.schema import ModelConfig, SweepConfig
 
     with pytest.raises(ConfigError, match=r"needs data.T >= 2"):
@@ -134,8 +136,10 @@ def test_outside_query_is_refused_with_one_token_and_by_the_max_margin_view():
         model=ModelConfig(query="outside"),
         sweep=SweepConfig(diagnostics=("maxmargin",), save_params=True),
     )
-    with pytest.raises(ConfigError, match="among the keys"):
-        validate(cfg)
+    validate(cfg)  # x_T queries the keys x_1…x_{T−1}: the view poses W^mm on those (test_max_margin_outside)
+    every = dataclasses.replace(cfg, model=ModelConfig(query="all"))
+    with pytest.raises(ConfigError, match="one query per example"):
+        validate(every)
 
 
 # --------------------------------------------------------------------------- the factored readout

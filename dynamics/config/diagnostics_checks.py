@@ -1,7 +1,8 @@
 """What the theory diagnostics (``sweep.diagnostics``, ``dynamics.theory``) need of a config: the
 replay re-trains the papers' model with full-batch GD or Adam and the plain step
 (``check_replay``, ``check_diagnostics``); the max-margin view of a run's own snapshots
-(``from_snapshots``) needs only one query token among the keys (``check_snapshot_maxmargin``).
+(``from_snapshots``) needs only one query token, among the keys or outside them
+(``check_snapshot_maxmargin``).
 Called by ``dynamics.config.validation.validate`` in its order of checks; each refusal one line. No JAX."""
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def check_snapshot_maxmargin(model: sec.ModelConfig) -> None:
     query = parts.QUERIES[model.query]
     if parts.READOUTS[model.readout].factored:
         raise ConfigError("sweep.diagnostics 'maxmargin' reads U_h: model.readout='factored' has V_h and O_h")
-    if query.all_tokens or query.outside or not parts.ACTIVATIONS[model.attention].normalises:
+    if query.all_tokens or not parts.ACTIVATIONS[model.attention].normalises:
         raise ConfigError(
-            f"sweep.diagnostics 'maxmargin' needs one query per example among the keys (first, last or "
+            f"sweep.diagnostics 'maxmargin' needs one query per example (first, last, outside or "
             f"learned) and an "
             f"attention that normalises (softmax); got model.query={model.query!r}, "
             f"model.attention={model.attention!r}"

@@ -50,6 +50,7 @@ from scipy.optimize import minimize_scalar
 
 from dynamics.core import model as mdl
 from dynamics.core.data import data_model
+from dynamics.errors import ConfigError
 from dynamics.sweeps.headline import entry
 
 PRESET = "icl-heads"
@@ -130,13 +131,22 @@ def _measured(err: np.ndarray) -> tuple[float, float]:
 
 
 @functools.lru_cache(maxsize=8)
-def reference_predictors(D: int, L: int, sigma2: float, v: float, seed: int = 0) -> dict[str, dict]:
-    """name -> {"mse", "se" (None for a closed form), "how", and the fitted "omega", "c"}."""
+def reference_predictors(
+    D: int,
+    L: int,
+    sigma2: float,
+    v: float,
+    seed: int = 0,
+    sequences: int = MC_SEQUENCES,
+    fit_sequences: int = FIT_SEQUENCES,
+) -> dict[str, dict]:
+    """name -> {"mse", "se" (None for a closed form), "how", and the fitted "omega", "c"}; the Monte
+    Carlo on ``sequences`` sequences, ω fitted on ``fit_sequences`` others."""
     if D < 1 or L < 1 or sigma2 < 0 or v <= 0:
         raise ValueError(f"D={D}, L={L}, sigma2={sigma2}, v={v}: need D, L >= 1, σ² >= 0, v > 0")
     rng = np.random.default_rng(seed)
-    fit = _draw(rng, FIT_SEQUENCES, D, L, sigma2, v)
-    x, y, xq, yq = _draw(rng, MC_SEQUENCES, D, L, sigma2, v)
+    fit = _draw(rng, fit_sequences, D, L, sigma2, v)
+    x, y, xq, yq = _draw(rng, sequences, D, L, sigma2, v)
     out = {"gd_step": {"mse": gd_step_mse(D, L, sigma2, v), "se": None, "how": "closed form"}}
     lam = sigma2 / v
     mse, se = _measured(_ridge(x, y, xq, lam) - yq)
@@ -263,3 +273,47 @@ def headline(result) -> dict[str, dict]:
     if not has_params:
         out["note"] = entry("note", None, about="no saved parameters: no head structure or other lengths")
     return out
+
+
+def noise_table(result, sequences: int = MC_SEQUENCES, fit_sequences: int = FIT_SEQUENCES) -> list[dict]:
+    """One row per point of a grid over the data (``--epsilon``, ``--task-variance``; a
+    ``GridResult``, e.g. ``dynamics.load_results(folder)``): the point's σ² and v, per H its final
+    test mse (``mse_H{h}``, mean over trials; ``std_H{h}`` over trials, ``trials_H{h}`` every
+    trial's) and the reference predictors' test mse at that σ² and v (``ref_{name}``, with
+    ``se_{name}`` the Monte Carlo standard error, None for the closed form), each σ² included."""
+    if not hasattr(result, "grid"):
+        raise ConfigError("noise_table reads a grid (run with --epsilon or --task-variance as a list)")
+    if (model := result.config.data.model) != "icl-linreg":
+        raise ConfigError(f"noise_table reads an icl-linreg grid; got data.model={model!r}")
+    rows = []
+    for k in range(len(result.grid.points)):
+        point = result.point(k)
+        D, L, sigma2, v = setting(point.config)
+        row = {"sigma2": sigma2, "v": v, "L": L}
+        final = np.asarray(point.curves["test_loss"], np.float64)[:, :, -1]  # (H values, trials)
+        for i, h in enumerate(np.asarray(point.heads).tolist()):
+            ok = final[i][np.isfinite(final[i])]
+            row[f"mse_H{h}"] = float(np.mean(ok)) if ok.size else None
+            row[f"std_H{h}"] = float(np.std(ok)) if ok.size > 1 else None
+            row[f"trials_H{h}"] = final[i].tolist()
+        refs = reference_predictors(D, L, sigma2, v, sequences=sequences, fit_sequences=fit_sequences)
+        for name, ref in refs.items():
+            row[f"ref_{name}"], row[f"se_{name}"] = ref["mse"], ref["se"]
+        rows.append(row)
+    return rows
+
+
+def noise_markdown(rows: list[dict]) -> str:
+    """``noise_table``'s rows as a markdown table: σ², v, each H's test mse (± std over trials)
+    and the four references."""
+    heads = [key[len("mse_H") :] for key in rows[0] if key.startswith("mse_H")] if rows else []
+    head = ["σ²", "v", *(f"H = {h}" for h in heads), *REFERENCE_LABELS.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"{row['sigma2']:.4g}", f"{row['v']:.4g}"]
+        for h in heads:
+            mean, std = row[f"mse_H{h}"], row[f"std_H{h}"]
+            cells.append("—" if mean is None else f"{mean:.3f}" + ("" if std is None else f" ± {std:.3f}"))
+        cells += [f"{row[f'ref_{name}']:.4f}" for name in REFERENCE_LABELS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

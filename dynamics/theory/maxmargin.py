@@ -1,8 +1,9 @@
 """The max-margin view of a run along training, from its saved parameters (``sweep.save_params``).
 
-For each trial of a one-head sweep with the query ``first``, ``last``, ``learned`` or ``position``:
-the tokens the model selects (the argmax of its attention in each training example) at the final
-logged step, or the data's own relevant tokens (``selection="mask"``); the max-margin solution for
+For each trial of a one-head sweep with the query ``first``, ``last``, ``outside`` (x_T queries the
+keys x_1…x_{T−1}), ``learned`` or ``position``: the tokens the model selects (the argmax of its
+attention in each training example) at the final logged step, or the data's own relevant tokens
+(``selection="mask"``; for the query outside, among the keys); the max-margin solution for
 that selection (W^mm, ``svm.max_margin_W``; p^mm for a learned query,
 ``svm.max_margin_p``; for the position logits a^mm, the p^mm of one-hot position tokens,
 feasible only where every example selects the same position, else NaN), of least Frobenius norm
@@ -53,10 +54,13 @@ class Alignment(NamedTuple):
 
 def _scores(theta: np.ndarray, X: np.ndarray, query: str) -> np.ndarray:
     """Scores (L, n, T) of θ at each logged step: x_tᵀ W x_q, or x_tᵀ k for a learned query (and
-    for the position logits, X the one-hot positions: ``_positions``)."""
+    for the position logits, X the one-hot positions: ``_positions``); (L, n, T − 1) for the query
+    outside the keys: x_tᵀ W x_T, t < T."""
     part = parts.QUERIES.get(query)
     if part.learned or part.positional:
         return np.einsum("ntd,ld->lnt", X, theta)
+    if part.outside:
+        return np.einsum("ntd,lde,ne->lnt", X[:, :-1], theta, X[:, -1])
     x_q = X[:, part.token]
     return np.einsum("ntd,lde,ne->lnt", X, theta, x_q)
 
@@ -128,9 +132,9 @@ def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Align
     if norm not in svm.NORMS:
         raise ConfigError(f"norm={norm!r}; allowed: {', '.join(svm.NORMS)}")
     query = cfg.model.query
-    if parts.QUERIES.get(query).all_tokens or parts.QUERIES.get(query).outside:
+    if parts.QUERIES.get(query).all_tokens:
         raise ConfigError(
-            "the max-margin view needs one query per example among its keys: query first, last, learned "
+            "the max-margin view needs one query per example: query first, last, outside, learned "
             f"or position, not {query!r}"
         )
     H = int(cfg.sweep.heads[i])
@@ -150,7 +154,7 @@ def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Align
         if selection == "mask":
             if data.mask_train is None:
                 raise ConfigError("selection='mask' needs data whose relevant tokens are known")
-            sel = np.argmax(np.asarray(data.mask_train), axis=1)
+            sel = _mask_selection(np.asarray(data.mask_train), A.shape[-1], query)
         else:
             last = np.flatnonzero(np.all(np.isfinite(theta.reshape(L, -1)), axis=1))
             sel = np.argmax(A[last[-1] if last.size else -1], axis=1)
@@ -174,6 +178,19 @@ def _view(result, i: int, selection: str, norm: str, trials_data: list) -> Align
         out["prob"][t] = np.take_along_axis(A, sel[None, :, None], axis=2)[..., 0].mean(axis=1)
     chosen = np.array(chosen)
     return Alignment(out["corr"], out["prob"], out["norm"], selection, chosen, name, out["head"], steps)
+
+
+def _mask_selection(mask: np.ndarray, keys: int, query: str) -> np.ndarray:
+    """Each example's relevant token (n,) among the ``keys`` tokens the model attends (the first
+    T − 1 for a query outside them); refuses an example whose relevant token is not among them."""
+    mask = mask[:, :keys]
+    missing = np.flatnonzero(~mask.any(axis=1))
+    if missing.size:
+        raise ConfigError(
+            f"selection='mask' with query={query!r}: the relevant token of example(s) "
+            f"{missing[:10].tolist()} is not among the {keys} keys (it is the query); use selection='final'"
+        )
+    return np.argmax(mask, axis=1)
 
 
 def snapshot_steps(result) -> np.ndarray:

@@ -1,8 +1,8 @@
 """The attention SVM W^mm of Tarzanagh, Li, Zhang, Oymak ("Max-Margin Token Selection in Attention
 Mechanism", NeurIPS 2023), solved with cvxpy and Clarabel, and the cosine of the key-query matrices
 to it (``cosine``, ``head_cosines``). ``max_margin_direction`` solves it for the data's relevant
-tokens; ``max_margin_W`` (query first or last) and ``max_margin_p`` (a learned query) for any
-selected tokens, e.g. ``selected_tokens``, the argmax of a model's attention at a step.
+tokens; ``max_margin_W`` (query first, last, or outside the keys) and ``max_margin_p`` (a learned
+query) for any selected tokens, e.g. ``selected_tokens``, the argmax of a model's attention at a step.
 
 The solves are convex, once per data set, in float64 numpy (they do not jit); ``cosine`` and
 ``head_cosines`` are pure functions that jit. Dimension letters: ``n`` examples, ``t`` tokens,
@@ -50,11 +50,12 @@ class MaxMargin(NamedTuple):
 
 
 def svm_constraints(
-    X: np.ndarray, relevant_mask: np.ndarray | None
+    X: np.ndarray, relevant_mask: np.ndarray | None, queries: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The SVM's constraints c = (i, r, t) over every example i, relevant token r and irrelevant
-    token t: (A (C, d) rows a_c = x_{i,r} − x_{i,t}, B (C, d) rows b_c = x_{i,1}, (i, r, t) each (C,)),
-    so that constraint c reads a_cᵀ W b_c = ⟨W, a_c b_cᵀ⟩_F ≥ 1. Refuses data it cannot use."""
+    token t: (A (C, d) rows a_c = x_{i,r} − x_{i,t}, B (C, e) rows b_c = z_i, (i, r, t) each (C,)),
+    so that constraint c reads a_cᵀ W b_c = ⟨W, a_c b_cᵀ⟩_F ≥ 1. z_i the query of example i:
+    ``queries`` (n, e), or x_{i,1} (None: the first key queries). Refuses data it cannot use."""
     if relevant_mask is None:
         raise ValueError(
             "max-margin needs the relevant-token mask: this data model does not know its relevant "
@@ -80,7 +81,12 @@ def svm_constraints(
             f"no relevant token: {some(none)}, no irrelevant token: {some(every)}"
         )
     i, r, t = np.nonzero(mask[:, :, None] & ~mask[:, None, :])  # (C,) each
-    return X[i, r] - X[i, t], X[i, 0], (i, r, t)
+    if queries is None:
+        return X[i, r] - X[i, t], X[i, 0], (i, r, t)
+    Z = np.asarray(queries, np.float64)
+    if Z.ndim != 2 or Z.shape[0] != X.shape[0]:
+        raise ValueError(f"expected queries (n, e) with n = {X.shape[0]} (one per example); got {Z.shape}")
+    return X[i, r] - X[i, t], Z[i], (i, r, t)
 
 
 def max_margin_direction(
@@ -92,10 +98,14 @@ def max_margin_direction(
     solver_options: dict | None = None,
     check: bool = True,
     norm: str = "fro",
+    queries: np.ndarray | jax.Array | None = None,
 ) -> MaxMargin:
     """The attention SVM (query = first token; Tarzanagh et al., NeurIPS 2023):
 
         W^mm = argmin ‖W‖_F  s.t.  (x_{i,r} − x_{i,t})ᵀ W x_{i,1} ≥ 1   for all i, r ∈ R_i, t ∉ R_i,
+
+    or, with ``queries`` z (n, e), their general form with a query that is not a key (cross-attention):
+    the same with z_i in place of x_{i,1}, W (d, e), the keys X alone.
 
     R_i the relevant tokens of example i (``relevant_mask`` (n, T)), X (n, T, d); in float64 with
     cvxpy and ``solver`` (Clarabel, with ``CLARABEL_OPTIONS``, by default). With a_c, b_c of
@@ -124,7 +134,7 @@ def max_margin_direction(
     formulation = _formulation(formulation, norm)
     X = np.asarray(X, np.float64)
     n, T, d = X.shape
-    A, B, (i, r, t) = svm_constraints(X, relevant_mask)  # (C, d), (C, d)
+    A, B, (i, r, t) = svm_constraints(X, relevant_mask, queries)  # (C, d), (C, e)
     options = dict(CLARABEL_OPTIONS) if solver_options is None and solver == SOLVER else solver_options or {}
     status, raw, detail, W, a = _solve_svm(A, B, formulation, solver, options)
     if status != "optimal":
@@ -139,7 +149,7 @@ def max_margin_direction(
         )
         if check:
             raise MaxMarginError(status, message)
-        return MaxMargin(np.full((d, d), np.nan), status, np.full((n, T, T), np.nan))
+        return MaxMargin(np.full((d, B.shape[1]), np.nan), status, np.full((n, T, T), np.nan))
     dual = np.zeros((n, T, T))
     dual[i, r, t] = a
     return MaxMargin(W, status, dual)
@@ -172,14 +182,25 @@ def _selection(X: np.ndarray, selected) -> tuple[np.ndarray, np.ndarray]:
 def max_margin_W(X, selected, query: str = "first", **options) -> MaxMargin:
     """W^mm = argmin ‖W‖ s.t. (x_{i,α_i} − x_{i,t})ᵀ W x_{i,q} ≥ 1 for every example i and token
     t ≠ α_i: the max-margin key-query matrix for the selected tokens α (n,) (``selected_tokens``
-    of one head, or the data's own), query x_q the first or the last token; ‖W‖ the Frobenius
+    of one head, or the data's own), query x_q the first or the last token; for the query
+    ``outside`` the keys, x_T queries the context: t and α_i range over 1…T−1 alone (the keys the
+    model attends), and the SVM is ``max_margin_direction``'s with queries x_{i,T}; ‖W‖ the Frobenius
     norm (``norm="fro"``, the default) or the nuclear norm ‖W‖_* (``norm="nuc"``: the sum of the
     singular values, a low-rank W^mm). ``options`` those of ``max_margin_direction`` (norm,
     formulation, solver, solver_options, check)."""
+    part = parts.QUERIES.get(query) if query in parts.QUERIES else None
+    if part is not None and part.outside:
+        X = np.asarray(X, np.float64)
+        if X.ndim == 3 and X.shape[1] < 2:
+            raise ValueError(f"query={query!r} needs T >= 2 tokens (one query, at least one key); X has T=1")
+        keys, mask = _selection(X[:, :-1] if X.ndim == 3 else X, selected)  # (n, T - 1, d), (n, T - 1)
+        return max_margin_direction(keys, mask, queries=X[:, -1], **options)
     X, mask = _selection(X, selected)
-    token = parts.QUERIES.get(query).token if query in parts.QUERIES else None
+    token = None if part is None else part.token
     if token is None:
-        raise ValueError(f"query={query!r}: W^mm is for the query 'first' or 'last' (learned: max_margin_p)")
+        raise ValueError(
+            f"query={query!r}: W^mm is for the query 'first', 'last' or 'outside' (learned: max_margin_p)"
+        )
     if token == 0:
         return max_margin_direction(X, mask, **options)
     # the constraints read x_{i,1}: put the last token first (the mask with it), the duals back
