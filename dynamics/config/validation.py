@@ -243,6 +243,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
             "has per-position logits (draw θ(0) with model.init)"
         )
     world_start = parts.rules.world_sets_start(types.SimpleNamespace(model=model, data=data))
+    if data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].check_model is not None:
+        parts.DATA_MODELS[data.model].check_model(model, data)
     if model.init_from is None and world_start is None:  # a file's or a world's θ(0) is not the init's
         parts.check_init(model.key_query, model.init, model.attention)
         parts.check_icl_init(model.query, model.init, model.key_query)
