@@ -11,12 +11,15 @@ import numpy as np
 import pytest
 
 from dynamics.api import run_sweep
-from dynamics.config.grid_axes import grid_preset
+from dynamics.config.grid_axes import grid_preset, resolve_grid
 from dynamics.config.schema import ConfigError, apply_overrides, resolve
 from dynamics.core import rng
 from dynamics.core.inits import init_params
 from dynamics.experiments import positional_extras as px
 from dynamics.experiments import positional_semantic as ps
+from dynamics.sweeps.grid_runner import write_grid
+from figures.positional_beyond import phase_figure, plot_phase, random_figure
+from figures.registry import FIGURES
 
 _TINY = {"d": 6, "n_train": 6, "n_test": 8, "temperature": 1 / 6, "steps": 3, "trials": 2, "log_every": 3}
 
@@ -109,8 +112,8 @@ def test_a_tiny_run_of_the_random_preset_starts_from_the_normal_init_and_reads_i
     assert out["rank"] == 2 and np.all(np.isfinite(out["objective"])) and out["alpha"].tolist() == [1.0]
 
 
-@pytest.mark.slow  # two compiled grid points (about 10 s on the shared 2-core machine)
-def test_a_tiny_run_of_the_phase_preset_has_a_paired_difference_per_cell():
+@pytest.mark.slow  # three compiled grid points (about 20 s on the shared 2-core machine)
+def test_tiny_runs_of_the_phase_preset_pair_the_starts_and_both_figures_draw(tmp_path):
     axes = {"n_train": (6,), "omega": (0.6,), "start": ("semantic", "positional")}
     r = _tiny_run(px.PHASE, axes)
     p = px.phase(r)
@@ -118,6 +121,21 @@ def test_a_tiny_run_of_the_phase_preset_has_a_paired_difference_per_cell():
     obj = r.curves[ps.OBJECTIVE][0, 0, 0, :, :, -1]  # (start, trials)
     assert p["difference"][0, 0] == pytest.approx((obj[0] - obj[1]).mean(), rel=1e-12)
     assert r.grid.points[0].data.omega == 0.6
+    write_grid(r, tmp_path / "phase")  # the figure reads the folder as python -m figures does
+    assert [path.suffix for path in plot_phase(tmp_path / "phase", tmp_path / "phase-fig")] == [
+        ".png",
+        ".pdf",
+    ]
+    letters = [t.get_text() for t in phase_figure(r).axes[0].texts]
+    assert letters == [p["better"][0, 0][0].upper()]  # S or P: the lower objective's start
+    random = _tiny_run(px.RANDOM, {"n_train": (6,)})
+    (ax_ov, _) = random_figure(random).axes[:2]
+    assert len(ax_ov.get_legend().get_texts()) == 2  # θ and m
+
+
+def test_the_new_figures_are_registered_with_their_grids():
+    for name in (px.PHASE, px.RANDOM):
+        assert FIGURES[name].key() == resolve_grid(*grid_preset(name)).hash()
 
 
 def test_the_m_and_theta_of_a_rotated_rank_2_q_are_its_own():
