@@ -138,6 +138,18 @@ def test_the_new_figures_are_registered_with_their_grids():
         assert FIGURES[name].key() == resolve_grid(*grid_preset(name)).hash()
 
 
+def test_the_singular_directions_of_a_split_q_point_at_q_star_and_at_one():
+    rs = np.random.default_rng(2)
+    teacher = rs.normal(size=(1, 8))
+    one = np.ones(8) / np.sqrt(8)
+    q = teacher[0] - (teacher[0] @ one) * one  # q* made orthogonal to 1: two clean directions
+    Q = np.stack([3 * q / np.linalg.norm(q), one], axis=-1)[None]  # (trials, d, r = 2)
+    c, s = np.cos(0.4), np.sin(0.4)
+    semantic, positional = px.singular_cosines(Q @ np.array([[c, -s], [s, c]]), q[None])
+    np.testing.assert_allclose(semantic, [[1.0, 0.0]], atol=1e-12)  # the larger direction: q*
+    np.testing.assert_allclose(positional, [[0.0, 1.0]], atol=1e-12)  # the smaller: 1_d
+
+
 def test_the_m_and_theta_of_a_rotated_rank_2_q_are_its_own():
     rs = np.random.default_rng(1)
     Q, teacher = rs.normal(size=(1, 1, 7, 2)), rs.normal(size=(1, 7))

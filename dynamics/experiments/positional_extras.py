@@ -109,10 +109,24 @@ def phase(result) -> dict:
     return out
 
 
+def singular_cosines(Q: np.ndarray, teacher: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the r directions of ``Q`` (..., trials, d, r) point: its left singular vectors u_k
+    (largest singular value first; functions of QQᵀ alone) against ``teacher`` q* (trials, d):
+    (|u_kᵀ q*|/‖q*‖, |u_kᵀ 1|/√d), each (..., trials, r), float64."""
+    Q = np.asarray(Q, np.float64)
+    u = np.linalg.svd(Q, full_matrices=False)[0]  # (..., trials, d, r)
+    unit = np.asarray(teacher, np.float64)
+    unit = unit / np.linalg.norm(unit, axis=-1, keepdims=True)
+    semantic = np.abs(np.einsum("...tdr,td->...tr", u, unit))
+    return semantic, np.abs(u.sum(axis=-2)) / np.sqrt(Q.shape[-2])
+
+
 def random_start(result) -> dict:
     """The random start's final state against α = n/d, from a grid over ``n_train`` alone with the
     overlaps in its curves: ``alpha`` (A,); ``test_loss``, ``m``, ``theta``, ``objective`` (A,)
-    means over trials and their stds (``<name>_std``); ``rank`` r of Q."""
+    means over trials and their stds (``<name>_std``); ``rank`` r of Q; ``cos_semantic``,
+    ``cos_positional`` (A, r): the mean over trials of each singular direction's |cos| with q* and
+    with 1_d at the last snapshot (``singular_cosines``)."""
     axes = dict(result.grid.axes)
     if list(axes) != ["n_train"]:
         raise ValueError(f"random_start needs a grid over n_train alone, not {list(axes)}")
@@ -126,4 +140,7 @@ def random_start(result) -> dict:
     ):
         values = final(result, curve, ("n_train",))  # (A, trials)
         out[name], out[f"{name}_std"] = np.nanmean(values, axis=-1), np.nanstd(values, axis=-1)
+    last = result.curves["param_Q"][0][..., -1, 0, :, :]  # (A, trials, d, r): the first head
+    cosines = singular_cosines(last, ps.teachers(result.grid.points[0]))
+    out["cos_semantic"], out["cos_positional"] = (np.nanmean(c, axis=-2) for c in cosines)
     return out
