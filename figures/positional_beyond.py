@@ -55,11 +55,15 @@ def phase_figure(result):
     fig.colorbar(mesh, ax=ax, label="objective: semantic − positional")
     for a in range(len(alpha)):
         for k in range(len(values)):
-            ax.text(a, k, "S" if p["better"][a, k] == "semantic" else "P", ha="center", va="center")
+            color = "white" if abs(diff[a, k]) > 0.6 * bound else "black"  # legible on dark cells
+            ax.text(
+                a, k, "S" if p["better"][a, k] == "semantic" else "P", ha="center", va="center", color=color
+            )
     for k, cross in enumerate(p["crossing"]):  # the crossing α in the cells' index units
         if np.isfinite(cross):
             x = np.interp(cross, alpha, np.arange(len(alpha)))
             ax.plot([x, x], [k - 0.5, k + 0.5], color="k", lw=2)
+    ax.grid(False)
     ax.set_xticks(range(len(alpha)), [f"{a:g}" for a in alpha])
     ax.set_yticks(range(len(values)), [f"{v:g}" for v in values])
     ax.set_xlabel("α = n / d")

@@ -478,14 +478,15 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
     # dynamics.experiments.positional_extras: the (α, ω) phase diagram of the two fixed starts (GD)
     "positional-semantic-phase": (
         "grid: positional vs semantic, d = 50: α ∈ {0.5, 1, 1.5, 2, 3} × ω ∈ {0, 0.2, 0.4, 0.6} × "
-        "the two starts, GD: which start is the global minimiser (40 points × 4 trials)",
+        "the two starts, GD: which start is the global minimiser (40 points × 4 trials; 10 min on 2 "
+        "loaded cores)",
         _POSITIONAL_SEMANTIC_50,
         {"n_train": "25,50,75,100,150", "omega": "0,0.2,0.4,0.6", "start": "semantic,positional"},
     ),
     # and a tied Q of rank 2 from a random start (the normal init, σ₀ = 1), trained by Adam
     "positional-semantic-random": (
         "grid: positional vs semantic, d = 50: a rank-2 tied Q from a random start N(0, 1/d), Adam "
-        "η = 0.01, α ∈ {0.5, 1, 1.5, 2, 3} (5 points × 4 trials)",
+        "η = 0.01, α ∈ {0.5, 1, 1.5, 2, 3} (5 points × 4 trials; 2.5 min on 2 loaded cores)",
         {
             **_POSITIONAL_SEMANTIC_50,
             "data": {**_POSITIONAL_SEMANTIC_50["data"], "start": "random"},
