@@ -5,8 +5,8 @@
   paired difference of the final objectives, semantic − positional (blue: the semantic start is
   the global minimiser, red: the positional), each cell lettered S or P, the crossing α of each
   row marked; beside it the crossing α against the knob.
-- ``positional-semantic-random``: the random start's overlaps m = ‖Qᵀ1‖/d and θ = ‖Qᵀq*‖/d and its
-  test error against α (mean ± std over trials).
+- ``positional-semantic-random``: the random start's overlaps m = ‖Qᵀ1‖/d and θ = ‖Qᵀq*‖/d, where
+  Q's singular directions point (|cos| with q* and with 1_d) and its test error against α.
 """
 
 from __future__ import annotations
@@ -86,18 +86,26 @@ def phase_figure(result):
 
 
 def random_figure(result):
-    """m, θ and the test error of a random-start grid result over α (``positional_extras.run``'s)."""
+    """m, θ, the singular directions' cosines and the test error of a random-start grid result over
+    α (``positional_extras.run``'s)."""
     r = random_start(result)
     alpha = r["alpha"]
     set_theme()
-    fig, (ax_ov, ax_err) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_ov, ax_dir, ax_err) = plt.subplots(1, 3, figsize=(14, 4))
     for name, color, text in (("theta", "C3", "θ = ‖Qᵀq*‖/d"), ("m", "C0", "m = ‖Qᵀ1‖/d")):
         ax_ov.errorbar(alpha, r[name], r[f"{name}_std"], fmt="-o", color=color, capsize=3, label=text)
+    for k in range(r["rank"]):  # each singular direction of Q, largest first
+        ax_dir.plot(alpha, r["cos_semantic"][:, k], "-o", color="C3", alpha=1 - 0.5 * k, label=f"u{k + 1}·q̂*")
+        ax_dir.plot(
+            alpha, r["cos_positional"][:, k], "--s", color="C0", alpha=1 - 0.5 * k, label=f"u{k + 1}·1̂"
+        )
+    ax_dir.set_title("|cos| of Q's singular directions")
+    ax_dir.legend(fontsize=8)
     ax_err.errorbar(alpha, r["test_loss"], r["test_loss_std"], fmt="-o", color="C2", capsize=3)
     ax_ov.set_title(f"overlaps of the rank-{r['rank']} Q")
     ax_ov.legend(fontsize=8)
     ax_err.set_title("test error  Σ‖y − f(X)‖² / (2d n_test)")
-    for ax in (ax_ov, ax_err):
+    for ax in (ax_ov, ax_dir, ax_err):
         ax.set_xlabel("α = n / d")
     cfg = result.config.resolved()
     trials = result.curves["test_loss"].shape[-2]
