@@ -33,5 +33,6 @@ ICL_COVARIANCES = ("spectrum", "identity")
 # max-margin: unit-norm Gaussian tokens (local convergence) or the learned-prompt experiment
 MAX_MARGIN_SETTINGS = ("local", "prompt")
 
-# positional-semantic: θ(0) Q = q* (the teacher), or Q = 1_d/√d (the positional direction)
-POSITIONAL_STARTS = ("semantic", "positional")
+# positional-semantic: θ(0) Q = q* (the teacher), Q = 1_d/√d (the positional direction), or the
+# model's own random init (any rank r = head size)
+POSITIONAL_STARTS = ("semantic", "positional", "random")

@@ -13,8 +13,9 @@ square loss's Bayes risk is 0.
 
 The world sets θ(0) of a tied key-query Q (d, 1) (``initial_params``): ``start="semantic"`` the
 teacher q*, ``"positional"`` the positional direction 1_d/√d, the two starts whose final
-objectives the paper compares. Its planted directions are the unit teacher and the positional
-direction; its latents the teacher q* itself and the codes P (T, d).
+objectives the paper compares; ``"random"`` sets nothing, so Q(0) (d, r) is the model's own init
+(entries N(0, σ₀²/d) from each run's init key, any rank r). Its planted directions are the unit
+teacher and the positional direction; its latents the teacher q* itself and the codes P (T, d).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 from datamodels.defaults import POSITIONAL_STARTS
 from datamodels.protocol import World, floor
 
-STARTS = POSITIONAL_STARTS  # Q(0) = q*, or Q(0) = 1_d/√d
+STARTS = POSITIONAL_STARTS  # Q(0) = q*, Q(0) = 1_d/√d, or the model's init
 
 
 def codes(T: int, d: int) -> jax.Array:
@@ -67,8 +68,11 @@ class PositionalSemanticModel:
         return X, y.reshape(n, p.T * p.d), None
 
     def initial_params(self, world: World, shapes: dict) -> dict:
-        """Q(0) (d, 1): the teacher q* (semantic) or 1_d/√d (positional)."""
+        """Q(0) (d, 1): the teacher q* (semantic) or 1_d/√d (positional); nothing for the random
+        start (the model's init draws Q(0))."""
         start = world.params.start
+        if start == "random":
+            return {}
         q = world.latents["teacher"] if start == "semantic" else world.latents["codes"][0]
         return {"Q": q[:, None]} if "Q" in shapes else {}
 

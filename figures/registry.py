@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynamics.config.schema import PRESETS, Config, preset, resolve
-from dynamics.experiments import bottleneck, icl, positional_semantic, sparse_token
+from dynamics.experiments import bottleneck, icl, positional_extras, positional_semantic, sparse_token
 from dynamics.sweeps.result_files import complete_results_hash, write_results
 from dynamics.sweeps.sweep import run_sweep
 
@@ -197,6 +197,13 @@ FIGURES[positional_semantic.NAME] = Entry(
     positional_semantic.produce,
     lazy_plot("figures.positional_semantic", "plot_positional_semantic"),
 )
+for _grid, _plot in ((positional_extras.PHASE, "plot_phase"), (positional_extras.RANDOM, "plot_random")):
+    FIGURES[_grid] = Entry(
+        grid_entry(_grid).description,
+        positional_extras.key(_grid),
+        positional_extras.producer(_grid),
+        lazy_plot("figures.positional_beyond", _plot),
+    )
 for _name in ("emergence-T", "emergence-d", "emergence-B", "emergence-B-tied", "emergence-p"):
     for _grid in (_name, f"{_name}-adam"):
         FIGURES[_grid] = dataclasses.replace(grid_entry(_grid), plot=plot_emergence)

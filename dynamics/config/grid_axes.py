@@ -394,6 +394,27 @@ _SPARSE_TOKEN = {
     "optim": {"optimizer": "gd", "lr": 0.5, "loss": "logistic", "steps": 2},
     "sweep": {"heads": (1,), "trials": 10, "log_every": 1, "save_params": True},
 }
+# The positional-semantic grids: tied attention on two tokens, sequence outputs, the summed mse
+# with coupled decay 0.01 (the paper's objective); temperature 1/d.
+_POSITIONAL_SEMANTIC = {
+    "data": {"model": "positional-semantic", "d": 100, "n_test": 1000},
+    "model": {
+        "key_query": "tied",
+        "head_size": 1,
+        "query": "all",
+        "output": "sequence",
+        "temperature": 0.01,  # 1/d: the scores (XQ)(XQ)ᵀ/d
+    },
+    "optim": {"loss": "mse", "lr": 0.15, "steps": 2000, "reduction": "sum", "weight_decay": 0.01},
+    "sweep": {"heads": (1,), "trials": 4, "log_points": 40, "save_params": True, "head_every": 1},
+}
+# at d = 50 (the paper's 1000), 500 test examples: the beyond-the-paper grids (positional_extras)
+_POSITIONAL_SEMANTIC_50 = {
+    **_POSITIONAL_SEMANTIC,
+    "data": {"model": "positional-semantic", "d": 50, "n_test": 500},
+    "model": {**_POSITIONAL_SEMANTIC["model"], "temperature": 0.02},
+    "sweep": {**_POSITIONAL_SEMANTIC["sweep"], "log_points": 20},
+}
 # name -> (one-line purpose, {section: {field: value}}, {knob: values})
 GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] = {
     "phase-gd": (
@@ -420,18 +441,7 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
     "positional-semantic": (
         "grid: positional vs semantic attention (Cui et al. 2024), d = 100: α = n/d ∈ {0.5, 1, 1.5, 2} "
         "× the semantic and positional starts, GD on the summed objective with decay 0.01",
-        {
-            "data": {"model": "positional-semantic", "d": 100, "n_test": 1000},
-            "model": {
-                "key_query": "tied",
-                "head_size": 1,
-                "query": "all",
-                "output": "sequence",
-                "temperature": 0.01,  # 1/d: the scores (XQ)(XQ)ᵀ/d
-            },
-            "optim": {"loss": "mse", "lr": 0.15, "steps": 2000, "reduction": "sum", "weight_decay": 0.01},
-            "sweep": {"heads": (1,), "trials": 4, "log_points": 40, "save_params": True, "head_every": 1},
-        },
+        _POSITIONAL_SEMANTIC,
         {"n_train": "50,100,150,200", "start": "semantic,positional"},
     ),
     # dynamics.experiments.specialisation: F = 3 features, H − F = −1 … 2, the activation (a
@@ -464,6 +474,26 @@ GRID_PRESETS: dict[str, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] =
         "grid: single-location (Marion et al.'s SGD setting), d ∈ {40, …, 320} × β₀ ∈ {1, 2, 4}, 2 trials",
         {"sweep": {"trials": 2}},
         {"d": "40,80,160,320", "temperature": "1,2,4"},
+    ),
+    # dynamics.experiments.positional_extras: the (α, ω) phase diagram of the two fixed starts (GD)
+    "positional-semantic-phase": (
+        "grid: positional vs semantic, d = 50: α ∈ {0.5, 1, 1.5, 2, 3} × ω ∈ {0, 0.2, 0.4, 0.6} × "
+        "the two starts, GD: which start is the global minimiser (40 points × 4 trials; 10 min on 2 "
+        "loaded cores)",
+        _POSITIONAL_SEMANTIC_50,
+        {"n_train": "25,50,75,100,150", "omega": "0,0.2,0.4,0.6", "start": "semantic,positional"},
+    ),
+    # and a tied Q of rank 2 from a random start (the normal init, σ₀ = 1), trained by Adam
+    "positional-semantic-random": (
+        "grid: positional vs semantic, d = 50: a rank-2 tied Q from a random start N(0, 1/d), Adam "
+        "η = 0.01, α ∈ {0.5, 1, 1.5, 2, 3} (5 points × 4 trials; 2.5 min on 2 loaded cores)",
+        {
+            **_POSITIONAL_SEMANTIC_50,
+            "data": {**_POSITIONAL_SEMANTIC_50["data"], "start": "random"},
+            "model": {**_POSITIONAL_SEMANTIC_50["model"], "head_size": 2, "init": "normal"},
+            "optim": {**_POSITIONAL_SEMANTIC["optim"], "optimizer": "adam", "lr": 0.01},
+        },
+        {"n_train": "25,50,75,100,150"},
     ),
 }
 

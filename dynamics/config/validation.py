@@ -244,6 +244,8 @@ def _check_model(model: sec.ModelConfig, data: sec.DataConfig, x64: bool = False
         )
     cfg_ns = types.SimpleNamespace(model=model, data=data)
     world_start = parts.rules.world_sets_start(cfg_ns)
+    if data.model in parts.DATA_MODELS and parts.DATA_MODELS[data.model].check_model is not None:
+        parts.DATA_MODELS[data.model].check_model(model, data)
     # a file's or a world's θ(0) is not the init's; nor is θ = 0 a saddle where the world sets the
     # attention (a learned value V = 0 then gets a gradient: σ_st V_hᵀ x_t is linear in V)
     if model.init_from is None and world_start is None and not parts.rules.world_sets_attention(cfg_ns):

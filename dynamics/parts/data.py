@@ -40,6 +40,8 @@ from dynamics.parts.icl import IclParams, check_icl
 from dynamics.parts.positional import (
     PositionalSemanticParams,
     check_positional_semantic,
+    check_positional_start,
+    positional_leaves_init,
     positional_semantic_outputs,
 )
 from dynamics.parts.registry import Part, Probe, Registry, first_line, is_user_name
@@ -69,6 +71,10 @@ class DataModel(Part):
     # the head arrays its worlds always set where the model has them (a user's model: not declared)
     world_params: tuple[str, ...] = ()
     outputs: Callable[[Any], int] | None = None
+    # True where a data config's worlds set no θ(0) (a start left to the model's init); None: never
+    leaves_init: Callable[[Any], bool] | None = None
+    # the model settings its data settings need: (ModelConfig, DataConfig) -> None, one-line errors
+    check_model: Callable[[Any, Any], None] | None = None
 
     @classmethod
     def from_object(cls, name: str, obj: Any) -> DataModel:  # type: ignore[override]
@@ -278,6 +284,8 @@ DATA_MODELS: Registry[DataModel] = Registry(
             sets_init=True,
             world_params=("Q",),
             outputs=positional_semantic_outputs,
+            leaves_init=positional_leaves_init,
+            check_model=check_positional_start,
         ),
     ),
     # A user's model is an object, not one function: its setup and sample are required by

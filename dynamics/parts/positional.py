@@ -10,6 +10,7 @@ import math
 from datamodels.defaults import POSITIONAL_STARTS
 from dynamics.errors import ConfigError
 from dynamics.parts.knobs import knob
+from dynamics.parts.model import INITS, KEY_QUERIES
 from dynamics.parts.value_checks import choice, finite
 from dynamics.parts.values import floats_arg
 
@@ -38,7 +39,8 @@ class PositionalSemanticParams:
     )
     start: str = knob(
         "semantic",
-        "θ(0) of the tied key-query Q (d, 1): semantic (Q = q*, the teacher) or positional (Q = 1_d/√d)",
+        "θ(0) of the tied key-query Q: semantic (Q = q*, the teacher) or positional (Q = 1_d/√d), "
+        "rank 1; random: the model's init (--init normal, N(0, σ₀²/d) entries, rank r = head size)",
         choices=POSITIONAL_STARTS,
         grid=str,
     )
@@ -56,6 +58,32 @@ def check_positional_semantic(data) -> None:
     choice("data.start", data.start, POSITIONAL_STARTS)
     if not math.isfinite(data.semantic_noise):
         raise ConfigError(f"data.semantic_noise={data.semantic_noise!r} must be finite")
+
+
+def positional_leaves_init(data) -> bool:
+    """The random start sets no θ(0): Q(0) is the model's own init."""
+    return data.start == "random"
+
+
+def check_positional_start(model, data) -> None:
+    """The start against the model (a ``ModelConfig``): q* and 1_d/√d are one column, so they set a
+    tied Q of rank 1 alone; the random start is the model's init, so that init must draw."""
+    if data.start == "random":
+        if model.init_from is not None:
+            raise ConfigError(
+                f"data.start='random' draws Q(0) with model.init; model.init_from={model.init_from!r} "
+                "sets θ(0) from a file: drop one"
+            )
+        if not INITS.get(model.init).random:
+            raise ConfigError(
+                f"data.start='random' draws Q(0) with model.init; model.init={model.init!r} draws "
+                "nothing (θ(0) = 0): use model.init='normal' (--init normal)"
+            )
+    elif KEY_QUERIES.get(model.key_query).tied and model.head_size != 1:
+        raise ConfigError(
+            f"data.start={data.start!r} sets Q(0) of rank 1 (one column); model.head_size="
+            f"{model.head_size!r} asks for rank r ≠ 1: use model.head_size=1 or data.start='random'"
+        )
 
 
 def positional_semantic_outputs(data) -> int:

@@ -52,6 +52,8 @@ def world_sets_start(cfg) -> frozenset[str] | None:
     """The arrays of θ(0) the data model's worlds set, where they are every array the init would
     draw (then the init, its scale and a file's θ(0) change nothing); None otherwise."""
     model = DATA_MODELS.get(cfg.data.model)
+    if model.leaves_init is not None and model.leaves_init(cfg.data):
+        return None
     drawn = drawn_params(cfg)
     return drawn if model.sets_init and drawn <= set(model.world_params) else None
 
