@@ -193,6 +193,9 @@ def final_params(result, i: int, trial: int) -> dict:
 def mse_at_length(result, params: dict, L: int, seed: int = 1) -> float:
     """The test mse of one run's ``params`` on ``LENGTH_SEQUENCES`` fresh sequences of its data
     model with L context tokens (T = L + 1), as the engine computes Φ (float32)."""
+    # Run op by op, not jitted: jitted, the draw and Φ fuse differently (the mse moves by about
+    # 4e-8 relative, the headline's numbers with it), and one program per (L, H) compiled at XLA's
+    # default level costs more CPU than the op-by-op run at these sizes.
     cfg = result.config
     data = dataclasses.replace(cfg.data, T=L + 1, n_test=LENGTH_SEQUENCES).resolved()
     obj = data_model(data)
