@@ -249,7 +249,7 @@ def plan_points(
     sweep runs every H in the pack of an uninterrupted one. A call's batch is its packs × trials
     padded with copies (``make_batch``) to a full call's size, or for a shorter last call to its
     own whole blocks of devices × chunk where the copies would cost more than a compile
-    (``SHRINK_STEPS``); a run's numbers do not depend on the batch size (``engine.train_batch``).
+    (``SHRINK_STEPS``); at a fixed chunk a run's numbers do not depend on the batch size.
     """
     groups = program_groups(cfg, d, schedule, variants, slots, metrics)
     wanted = set(todo)
@@ -274,7 +274,7 @@ def plan_points(
             here = tuple(run[start : start + per_call])
             own = -(-(len(here) * trials) // block) * block
             # a shorter last call: its own size where the copies it would discard cost more than
-            # the compile of that size (the same numbers either way, engine.train_batch)
+            # the compile of that size (the same numbers either way at a fixed chunk)
             b = own if (size - own) * schedule[-1] >= SHRINK_STEPS else size
             points.append(Point(prog, here, b, w))
     return points
