@@ -357,6 +357,33 @@ def test_reference_predictors_are_ordered_and_paired_heads_approach_one_gd_step(
         icl_heads.reference_predictors.__wrapped__(5, 40, 0.1, 0.0)
 
 
+def test_reference_predictors_size_argument_is_the_default_sample_at_the_default(monkeypatch):
+    """``sequences``/``fit_sequences`` given as the module's sizes draw the very same numbers as the
+    default call (so the preset's headline is unchanged); another size draws other numbers; a size
+    that cannot give a standard error is refused in one line."""
+    from dynamics.experiments import icl_heads
+
+    monkeypatch.setattr(icl_heads, "MC_SEQUENCES", 3000)
+    monkeypatch.setattr(icl_heads, "FIT_SEQUENCES", 1000)
+    refs = icl_heads.reference_predictors.__wrapped__
+    default = refs(4, 10, 0.1, 0.25)
+    assert refs(4, 10, 0.1, 0.25, sequences=3000, fit_sequences=1000) == default
+    smaller = refs(4, 10, 0.1, 0.25, sequences=2000, fit_sequences=1000)
+    assert smaller["gd_step"] == default["gd_step"]  # the closed form reads no sample
+    for name in ("ridge", "single_kernel", "paired_heads"):
+        assert smaller[name]["mse"] != default[name]["mse"]
+        assert smaller[name]["se"] > default[name]["se"]  # fewer sequences, a larger standard error
+    assert (
+        refs(4, 10, 0.1, 0.25, fit_sequences=500)["single_kernel"]["omega"]
+        != default["single_kernel"]["omega"]
+    )
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ConfigError, match=r"sequences=.*integer >= 2"):
+            refs(4, 10, 0.1, 0.25, sequences=bad)
+    with pytest.raises(ConfigError, match="fit_sequences=-3"):
+        refs(4, 10, 0.1, 0.25, fit_sequences=-3)
+
+
 def test_head_structure_of_built_heads():
     from dynamics.experiments import icl_heads
 

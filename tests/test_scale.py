@@ -23,6 +23,7 @@ from dynamics.config.schema import (
 from dynamics.core import engine, inits, losses, model, rng, update
 from dynamics.core.data import make_data
 from dynamics.sweeps import devices
+from dynamics.sweeps.plan import SHRINK_STEPS
 from dynamics.sweeps.sweep import pack_runs, plan_points, run_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +75,26 @@ def test_one_program_per_H_pads_no_batch_beyond_the_devices():
     plan = plan_points(validate(cfg), [0, 1, 2, 3], 8, log_schedule(12, 4), two_cpus)
     assert sorted(p.prog.slots for p in plan) == [1, 2, 4, 8]
     assert all(p.chunk == 1 and p.batch_size == 2 for p in plan)  # 1 pack × 2 trials on 2 devices
+
+
+def test_a_shorter_last_call_pads_to_its_own_runs_where_its_copies_cost_more_than_a_compile():
+    """Zero init, 3 runs × 3 trials on 2 CPU devices: calls of 2 packs (6 elements); the last call,
+    one pack of 3 trials, is padded to a full call's 6 (one compile) in a short run, and to its own
+    4 in a run whose 2 discarded copies would run at least ``SHRINK_STEPS`` element-steps; every
+    call's batch still splits over the devices."""
+    cfg = validate(tiny(init="zero", optimizer="gd", heads=(1, 2, 3), trials=3))
+    two_cpus = types.SimpleNamespace(platform="cpu", n_devices=2)
+    short = plan_points(cfg, [0, 1, 2], 8, log_schedule(12, 4), two_cpus)
+    assert [(len(p.packs), p.batch_size) for p in short] == [(2, 6), (1, 6)]
+    long_steps = SHRINK_STEPS // 2  # 2 copies × long_steps: just at the limit
+    long = plan_points(cfg, [0, 1, 2], 8, log_schedule(long_steps, long_steps), two_cpus)
+    assert [(len(p.packs), p.batch_size) for p in long] == [(2, 6), (1, 4)]
+    assert len({p.prog for p in long}) == 1
+    below = plan_points(cfg, [0, 1, 2], 8, log_schedule(long_steps - 1, long_steps - 1), two_cpus)
+    assert [p.batch_size for p in below] == [6, 6]
+    # an even number of trials pads nothing: one pack of 2 trials per call
+    even = validate(tiny(init="zero", optimizer="gd", heads=(1, 2, 3), trials=2))
+    assert [p.batch_size for p in plan_points(even, [0, 1, 2], 8, log_schedule(12, 4), two_cpus)] == [2] * 3
 
 
 @pytest.mark.slow

@@ -8,8 +8,10 @@ The preset trains H = 1, 2, 4, 8 heads ŷ = Σ_h O_h V_h Σ_ℓ softmax_ℓ(β (
 with Adam on a fresh batch each step. This module holds what its headline and figure put beside
 the runs, all in float64 numpy:
 
-``reference_predictors(D, L, sigma2, v)``
-    The test mse of four predictors that read the same context:
+``reference_predictors(D, L, sigma2, v, seed=0, sequences=None, fit_sequences=None)``
+    The test mse of four predictors that read the same context (the Monte Carlo ones measured on
+    ``sequences`` sequences, default ``MC_SEQUENCES``, after a fit on ``fit_sequences``, default
+    ``FIT_SEQUENCES``: a smaller sample is faster and its standard errors larger):
 
     - ``gd_step``: one step of GD from 0 on the context's least squares, ŷ = η (1/L) Σ_ℓ y_ℓ x_ℓᵀ x_q
       at the best η, in closed form: with g = (1/L) Σ_ℓ y_ℓ x_ℓ, E‖β‖² = vD, E gᵀβ = vD and
@@ -137,16 +139,22 @@ def reference_predictors(
     sigma2: float,
     v: float,
     seed: int = 0,
-    sequences: int = MC_SEQUENCES,
-    fit_sequences: int = FIT_SEQUENCES,
+    sequences: int | None = None,
+    fit_sequences: int | None = None,
 ) -> dict[str, dict]:
-    """name -> {"mse", "se" (None for a closed form), "how", and the fitted "omega", "c"}; the Monte
-    Carlo on ``sequences`` sequences, ω fitted on ``fit_sequences`` others."""
+    """name -> {"mse", "se" (None for a closed form), "how", and the fitted "omega", "c"}: the Monte
+    Carlo predictors measured on ``sequences`` sequences (default ``MC_SEQUENCES``) after ω's fit on
+    ``fit_sequences`` (default ``FIT_SEQUENCES``); at the defaults the preset's numbers."""
     if D < 1 or L < 1 or sigma2 < 0 or v <= 0:
         raise ValueError(f"D={D}, L={L}, sigma2={sigma2}, v={v}: need D, L >= 1, σ² >= 0, v > 0")
+    n_mc = MC_SEQUENCES if sequences is None else sequences
+    n_fit = FIT_SEQUENCES if fit_sequences is None else fit_sequences
+    for name, n in (("sequences", n_mc), ("fit_sequences", n_fit)):
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
+            raise ConfigError(f"{name}={n!r}: need an integer >= 2 (a standard error needs two sequences)")
     rng = np.random.default_rng(seed)
-    fit = _draw(rng, fit_sequences, D, L, sigma2, v)
-    x, y, xq, yq = _draw(rng, sequences, D, L, sigma2, v)
+    fit = _draw(rng, n_fit, D, L, sigma2, v)
+    x, y, xq, yq = _draw(rng, n_mc, D, L, sigma2, v)
     out = {"gd_step": {"mse": gd_step_mse(D, L, sigma2, v), "se": None, "how": "closed form"}}
     lam = sigma2 / v
     mse, se = _measured(_ridge(x, y, xq, lam) - yq)
@@ -185,6 +193,9 @@ def final_params(result, i: int, trial: int) -> dict:
 def mse_at_length(result, params: dict, L: int, seed: int = 1) -> float:
     """The test mse of one run's ``params`` on ``LENGTH_SEQUENCES`` fresh sequences of its data
     model with L context tokens (T = L + 1), as the engine computes Φ (float32)."""
+    # Run op by op, not jitted: jitted, the draw and Φ fuse differently (the mse moves by about
+    # 4e-8 relative, the headline's numbers with it), and one program per (L, H) compiled at XLA's
+    # default level costs more CPU than the op-by-op run at these sizes.
     cfg = result.config
     data = dataclasses.replace(cfg.data, T=L + 1, n_test=LENGTH_SEQUENCES).resolved()
     obj = data_model(data)

@@ -104,6 +104,12 @@ def group_rules(cfg: Config) -> tuple[tuple[str, GroupRule], ...]:
     return tuple(rules)
 
 
+# A call with fewer packs than the others is padded with copies to the others' batch size (one
+# compile for every call) unless those copies would run at least this many element-steps; then it
+# gets a batch of its own size (one more compile). A compile of the zero-init program costs about
+# 3 s of CPU, 10⁵ element-steps of fig2's DM1 (benchmarks/README.md).
+SHRINK_STEPS = 100_000
+
 # What one run of a sweep is: (index into cfg.sweep.heads, variant index of run_grid).
 Item = tuple[int, int]
 
@@ -114,7 +120,7 @@ class Point:
 
     prog: Program
     packs: tuple[tuple[Item, ...], ...]
-    batch_size: int  # B after padding; the same for every point of a program (one compile)
+    batch_size: int  # B after padding (a full call's, or a shorter call's own: SHRINK_STEPS)
     chunk: int  # packs vmapped together on a device (the numbers depend on it; see train_batch)
 
     @property
@@ -239,8 +245,11 @@ def plan_points(
     - factored split heads (d_h = d // H differs per H): one program per H, one run per pack;
     - with the user's ``metrics``: one program per H, one run per pack (a metric sees the run's
       H heads, so H is static), the fast path's one slot expanded to H heads for them.
-    Packs, programs and batch sizes follow from all of ``cfg.sweep.heads``, not from ``todo``,
-    so a resumed sweep runs every H in the pack of an uninterrupted one.
+    Packs and programs follow from all of ``cfg.sweep.heads``, not from ``todo``, so a resumed
+    sweep runs every H in the pack of an uninterrupted one. A call's batch is its packs × trials
+    padded with copies (``make_batch``) to a full call's size, or for a shorter last call to its
+    own whole blocks of devices × chunk where the copies would cost more than a compile
+    (``SHRINK_STEPS``); at a fixed chunk a run's numbers do not depend on the batch size.
     """
     groups = program_groups(cfg, d, schedule, variants, slots, metrics)
     wanted = set(todo)
@@ -262,7 +271,12 @@ def plan_points(
         size = -(-(per_call * trials) // block) * block
         run = [tuple(p) for p in packs if any(i in wanted for i, _ in p)]
         for start in range(0, len(run), per_call):
-            points.append(Point(prog, tuple(run[start : start + per_call]), size, w))
+            here = tuple(run[start : start + per_call])
+            own = -(-(len(here) * trials) // block) * block
+            # a shorter last call: its own size where the copies it would discard cost more than
+            # the compile of that size (the same numbers either way at a fixed chunk)
+            b = own if (size - own) * schedule[-1] >= SHRINK_STEPS else size
+            points.append(Point(prog, here, b, w))
     return points
 
 
