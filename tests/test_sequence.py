@@ -130,6 +130,11 @@ def test_the_engine_trains_the_papers_objective_as_a_float64_gd_loop():
         (dict(readout_lr_factor=0.0), r"readout_lr_factor=0.0 was given but has no effect: .* no readout"),
         (dict(readout_weight_decay=0.1), r"readout_weight_decay=0.1 was given but has no effect"),
         (dict(readout_steps="0:2"), r"readout_steps=\(0, 2\) was given but has no effect"),
+        # the start is a tied Q(0): a free W never read it (it ran as if the start had been set)
+        (
+            dict(key_query="full", head_size="split", start="positional"),
+            r"data.start='positional' was given but has no effect: .* has no tied Q",
+        ),
     ],
 )
 def test_a_sequence_setting_that_cannot_run_is_refused_in_one_line(given, message):
