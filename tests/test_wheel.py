@@ -4,6 +4,7 @@ build): in `make stress`, which CI runs."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -36,8 +37,15 @@ print(len(names))
 def test_the_wheel_installs_and_every_module_imports(tmp_path):
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    # from a copy without build outputs: setuptools reuses a checkout's build/lib, so a module
+    # renamed since the last build would ride along in the wheel from there
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns(
+        "build", "*.egg-info", ".venv", ".git", "runs", "__pycache__", "node_modules"
+    )
+    shutil.copytree(ROOT, source, ignore=skip)
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True, capture_output=True
+        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)], check=True, capture_output=True
     )
     (wheel,) = wheels.glob("mhsim-*.whl")
     in_wheel = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
@@ -48,6 +56,8 @@ def test_the_wheel_installs_and_every_module_imports(tmp_path):
         if "__pycache__" not in p.parts
     }
     assert in_checkout <= in_wheel, sorted(in_checkout - in_wheel)
+    stale = {n for n in in_wheel - in_checkout if n.split("/")[0] in PACKAGES}
+    assert not stale, sorted(stale)  # a module the checkout no longer has
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
     out = subprocess.run(
         [sys.executable, "-c", IMPORT_ALL, str(target)],
