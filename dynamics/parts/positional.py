@@ -15,6 +15,18 @@ from dynamics.parts.value_checks import choice, finite
 from dynamics.parts.values import floats_arg
 
 
+def start_idle(cfg) -> str | None:
+    """The start is Q(0) of a tied key-query: a model without one (a free W, factored Q and K, a
+    learned query or positions) never reads the world's Q."""
+    model = cfg.model
+    if QUERIES.get(model.query).matrix and KEY_QUERIES.get(model.key_query).tied:
+        return None
+    return (
+        f"data.start sets a tied key-query's Q(0); model.key_query={model.key_query!r} with "
+        f"model.query={model.query!r} has no tied Q (use --key-query tied)"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class PositionalSemanticParams:
     """x_ℓ = p_ℓ + z_ℓ, z_ℓ ~ N(0, σ²I); y = (1 − ω) softmax((Zq*)(Zq*)ᵀ/d) Z + ω A Z."""
@@ -43,19 +55,7 @@ class PositionalSemanticParams:
         "rank 1; random: the model's init (--init normal, N(0, σ₀²/d) entries, rank r = head size)",
         choices=POSITIONAL_STARTS,
         grid=str,
-        idle=lambda cfg: start_idle(cfg),
-    )
-
-
-def start_idle(cfg) -> str | None:
-    """The start is Q(0) of a tied key-query: a model without one (a free W, factored Q and K, a
-    learned query or positions) never reads the world's Q."""
-    model = cfg.model
-    if QUERIES.get(model.query).matrix and KEY_QUERIES.get(model.key_query).tied:
-        return None
-    return (
-        f"data.start sets a tied key-query's Q(0); model.key_query={model.key_query!r} with "
-        f"model.query={model.query!r} has no tied Q (use --key-query tied)"
+        idle=start_idle,
     )
 
 
