@@ -23,8 +23,10 @@ programs; then simulation and writing) and the loop's (import, load, loop), and 
 FLOPs per second of mhsim's simulation phase and of its whole process, counted as in
 benchmarks/README.md's FLOP table (every head of every run: S·F_step + (S + 1)·F_test + F_train,
 the training loss from the update's own forward). The two programs' train-loss curves are
-compared too (max relative difference). The machine is often shared: read the load with every
-number.
+compared too (max relative difference). Last, the machine's float32 matmul rate
+(``benchmarks.matmul_rate`` in its own process: a large square product on all cores, and the
+model's own product shapes) and the simulation's FLOP rate as a share of it. The machine is often
+shared: read the load with every number.
 """
 
 from __future__ import annotations
@@ -124,7 +126,17 @@ def measure(name: str, steps, trials, pairs: int, threads: int, tmp: Path) -> di
     return row
 
 
-def report(rows: list[dict]) -> None:
+def matmul_rates(tmp: Path) -> dict[str, float]:
+    """``benchmarks.matmul_rate`` in a child process: {shape: GFLOP/s}."""
+    out = tmp / "matmul.json"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.matmul_rate", "--json", str(out)],
+        cwd=ROOT, env=child_env(ROOT), check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return json.loads(out.read_text())
+
+
+def report(rows: list[dict], rates: dict[str, float]) -> None:
     print("\nwhole processes, medians; ratio = the loop / mhsim (mhsim --log losses, warm cache)")
     for r in rows:
         each = ", ".join(f"{x:.1f}" for x in r["pair wall ratios"])
@@ -137,6 +149,11 @@ def report(rows: list[dict]) -> None:
         print(f"  model {r['model GFLOP']:.1f} GFLOP: {r['simulation GFLOP/s']:.1f} GFLOP/s of simulation, "
               f"{r['process GFLOP/s']:.1f} GFLOP/s of mhsim's whole process; train loss max rel diff "
               f"{r['train_loss max rel diff']:.2g}; load {r['load']}")  # fmt: skip
+    large = next(v for k, v in rates.items() if k.startswith("large"))
+    print("float32 matmul rate (XLA, GFLOP/s): " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()))
+    for r in rows:
+        print(f"{r['sweep']}: simulation at {100 * r['simulation GFLOP/s'] / large:.0f} % of the large "
+              f"product's rate")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,12 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="mhsim-ratio-"))
     try:
         rows = [measure(name, args.steps, args.trials, args.pairs, args.threads, tmp) for name in args.sweeps]
+        rates = matmul_rates(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    report(rows)
+    report(rows, rates)
     print(f"load at the end {os.getloadavg()}")
     if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"sweeps": rows, "matmul GFLOP/s": rates}, indent=1))
     return 0
 
 
