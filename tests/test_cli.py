@@ -105,6 +105,9 @@ def test_cli_user_data_and_config_file(tmp_path, capsys):
         (["--width", "4"], "data.d=4"),
         (["--init", "zero", "--key-query", "factored"], "factored"),
         (["--config", "nope.toml"], "nope.toml"),
+        (["--lr", "0.1", "--lr", "0.2"], "--lr is given twice ('0.1', then --lr '0.2'): give it once"),
+        (["--heads=1,2", "--heads", "4"], "--heads is given twice ('1,2', then --heads '4')"),
+        (["--preset", "fig2", "--steps", "5", "--ste", "6"], "--steps is given twice ('5', then --ste '6')"),
     ],
 )
 def test_bad_input_is_one_line_error(tmp_path, capsys, args, needle):
@@ -206,3 +209,42 @@ def test_every_command_line_uses_the_shared_parser():
 
     for p in (cli.build_parser(), bottleneck_cli.build_parser(), demo_parser(), figures_parser([])):
         assert isinstance(p, OneLineParser)
+
+
+def test_a_flag_repeated_with_another_value_is_refused_by_every_command_line():
+    """argparse keeps the last of two values without a word; every command line refuses the pair
+    instead, and lets pass what is harmless: the same value twice, flags without a value, flags
+    that collect, and anything after ``--``."""
+    import argparse
+
+    from dynamics.cli import bottleneck as bottleneck_cli
+    from dynamics.cli.common import OneLineParser, repeated_flag
+    from dynamics.cli.figures import build_parser as figures_parser
+    from dynamics.demo.__main__ import build_parser as demo_parser
+
+    for p, flag in [
+        (cli.build_parser(), "--steps"),
+        (bottleneck_cli.build_parser(), "--steps"),
+        (demo_parser(), "--steps"),
+        (figures_parser([]), "--out"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            p.parse_args([flag, "7", flag, "8"])
+        assert exit_.value.code == 2
+        assert repeated_flag(p, [flag, "7", f"{flag}=7"]) is None  # the same value twice
+
+    p = OneLineParser(prog="t")
+    p.add_argument("--x")
+    p.add_argument("--tag", action="append")
+    p.add_argument("--names", nargs="+")
+    p.add_argument("--quiet", action="store_true")
+    assert repeated_flag(p, ["--quiet", "--quiet", "--tag", "a", "--tag", "b"]) is None
+    assert repeated_flag(p, ["--names", "a", "b", "--names", "a", "b"]) is None
+    assert "--names is given twice (('a', 'b'), then --names ('a',))" in repeated_flag(
+        p, ["--names", "a", "b", "--names", "a"]
+    )
+    assert repeated_flag(p, ["--x", "1", "--", "--x", "2"]) is None
+    assert repeated_flag(p, ["--x", "-1", "--x", "-1"]) is None  # a negative value is a value
+    assert "--x is given twice ('-1', then --x '2')" in repeated_flag(p, ["--x", "-1", "--x", "2"])
+    assert p.parse_args(["--x", "1", "--x=1"]).x == "1"
+    assert isinstance(p, argparse.ArgumentParser)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -23,10 +24,62 @@ from dynamics.sweeps.folders import Claim, new_run_folder
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with a one-line error (and exit code 2) instead of the usage dump."""
+    """argparse with a one-line error (and exit code 2) instead of the usage dump, and a flag that
+    takes a value refused when it is given twice with different values (argparse would keep the
+    last one without a word: ``--lr 0.1 … --lr 1`` is more often a slip than a choice)."""
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        repeated = repeated_flag(self, args)
+        if repeated is not None:
+            self.error(repeated)
+        return super().parse_known_args(args, namespace)
+
+
+def _action_of(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    """The action an option string selects: exact, or the one long option it abbreviates."""
+    action = parser._option_string_actions.get(name)
+    if action is None and parser.allow_abbrev and name.startswith("--"):
+        found = {a for s, a in parser._option_string_actions.items() if s.startswith(name)}
+        action = found.pop() if len(found) == 1 else None
+    return action
+
+
+def repeated_flag(parser: argparse.ArgumentParser, args: list[str]) -> str | None:
+    """The message for the first flag of ``args`` that takes a value and is given twice with two
+    different values (the same value twice, and flags without a value, are harmless), else None.
+    Flags that collect (``append``, ``extend``) may repeat; the scan stops at ``--``."""
+    seen: dict[str, tuple[str, object]] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        name, eq, value = token.partition("=")
+        action = _action_of(parser, name)
+        collects = isinstance(action, argparse._AppendAction | argparse._ExtendAction)
+        if action is None or action.nargs == 0 or collects:
+            continue
+        if eq:
+            given: object = value
+        elif action.nargs in (None, "?"):
+            given = args[i] if i < len(args) and not args[i].startswith("--") else None
+            i += given is not None
+        else:  # several values: those up to the next flag
+            j = i
+            while j < len(args) and not args[j].startswith("--"):
+                j += 1
+            given, i = tuple(args[i:j]), j
+        first = seen.setdefault(action.dest, (name, given))
+        if first[1] != given:
+            return f"{first[0]} is given twice ({first[1]!r}, then {name} {given!r}): give it once"
+    return None
 
 
 def int_list_arg(text: str) -> tuple[int, ...]:
