@@ -1,12 +1,14 @@
 """The positional-semantic preset at the paper's d = 1000 beside the authors' GD runs (their
 empirics CSVs: per-point means and per-run sds over 24 runs, ω = 0.3, σ = 0.5, λ = 0.01).
 
-    python benchmarks/positional_semantic_paper.py CHECKOUT --trials K --out DIR [--alphas ...]
+    python benchmarks/positional_semantic_paper.py CHECKOUT --trials K --out DIR [--alphas ...] [--seeds 0 1]
 
 CHECKOUT: the authors' repository (a working tree with ``empirics/``, or a bare git directory).
 Each α (n = round(α·d)) runs both starts with K paired trials
 (``dynamics.experiments.positional_semantic_paper.simulate``) and is kept in DIR as
-``alpha-<n>.npz``, so a rerun with the same sizes only adds the α not yet there. It prints, per α
+``alpha-<n>.npz`` (``alpha-<n>-seed<s>.npz`` for a seed s other than 0), so a rerun with the same
+sizes only adds the α not yet there; ``--seeds`` runs K trials per seed (each seed other trials)
+and compares all of them (k = K × seeds). It prints, per α
 and start, the test error, m, θ and the objective: ours (mean ± sd, k) beside theirs (mean, sd,
 runs), the tolerance 3·√(sd²/k + sd²/24) (sd theirs) and PASS/FAIL; then the paired crossing
 of the objectives with its bootstrap spread, PASS when it lies in [1.25, 1.42].
@@ -68,10 +70,11 @@ def authors(checkout: Path, omega=0.3, sigma=0.5, lam=0.01) -> dict:
     return out
 
 
-def load_or_run(alpha: float, args) -> dict:
-    """One α's {start: {quantity: (trials,)}}, from DIR when it holds this α at these sizes."""
+def load_or_run(alpha: float, args, seed: int = 0) -> dict:
+    """One α's {start: {quantity: (trials,)}} of one seed, from DIR when it holds this α at these
+    sizes."""
     n = int(round(alpha * args.d))
-    path = args.out / f"alpha-{n}.npz"
+    path = args.out / (f"alpha-{n}.npz" if seed == 0 else f"alpha-{n}-seed{seed}.npz")
     sizes = np.array([args.d, args.steps, args.n_test, args.trials])
     if path.exists():
         with np.load(path) as f:
@@ -79,9 +82,16 @@ def load_or_run(alpha: float, args) -> dict:
                 return {s: {q: f[f"{s}/{q}"] for q in pp.QUANTITIES} for s in ps.STARTS}
     t0 = time.perf_counter()
     got = pp.simulate(
-        [alpha], args.trials, d=args.d, steps=args.steps, n_test=args.n_test, chunk=args.chunk, progress=True
+        [alpha],
+        args.trials,
+        d=args.d,
+        steps=args.steps,
+        n_test=args.n_test,
+        chunk=args.chunk,
+        progress=True,
+        seed=seed,
     )
-    print(f"α = {alpha:.4f} (n = {n}): {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"α = {alpha:.4f} (n = {n}), seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
     one = {s: {q: got[s][q][0] for q in pp.QUANTITIES} for s in ps.STARTS}
     args.out.mkdir(parents=True, exist_ok=True)
     arrays = {f"{s}/{q}": v for s, qs in one.items() for q, v in qs.items()}
@@ -130,15 +140,23 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=pp.PAPER_STEPS)
     p.add_argument("--n-test", dest="n_test", type=int, default=pp.PAPER_N_TEST)
     p.add_argument("--chunk", type=int, default=2000, help="test examples evaluated at once")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="sweep seeds, K trials each (default 0)")
     args = p.parse_args(argv)
     alphas = sorted(args.alphas)
+    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        p.error(f"--seeds must be distinct and non-negative, got {args.seeds}")
     try:
-        ours = [load_or_run(a, args) for a in alphas]
+        by_seed = [[load_or_run(a, args, seed) for a in alphas] for seed in args.seeds]
     except ConfigError as e:  # e.g. the grid's time limit: one line, no traceback
         print(f"error: {e}")
         return 2
+    ours = [
+        {s: {q: np.concatenate([run[i][s][q] for run in by_seed]) for q in pp.QUANTITIES} for s in ps.STARTS}
+        for i in range(len(alphas))
+    ]
     lines, ok = table(alphas, ours, authors(args.checkout))
-    print(f"d = {args.d}, {args.steps} steps, n_test = {args.n_test}, k = {args.trials}")
+    k = args.trials * len(args.seeds)
+    print(f"d = {args.d}, {args.steps} steps, n_test = {args.n_test}, k = {k} (seeds {args.seeds})")
     print("\n".join(lines))
     diff = np.stack([one["semantic"]["objective"] - one["positional"]["objective"] for one in ours])
     cross = pp.paired_crossing(alphas, diff)

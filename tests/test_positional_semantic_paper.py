@@ -129,3 +129,25 @@ def test_the_chunked_error_on_the_engines_test_set_is_its_test_loss_and_simulate
         out["semantic"]["objective"][0], r.curves[ps.OBJECTIVE][0, 0, 0, :, -1], rtol=1e-6
     )
     assert np.all(np.isfinite(out["semantic"]["test_loss"])) and np.all(out["semantic"]["test_loss"] > 0)
+
+
+@pytest.mark.slow  # four compiled grid points
+def test_the_benchmark_runs_each_seed_once_keeps_it_and_compares_all_trials(tmp_path, monkeypatch, capsys):
+    """``--seeds 0 1``: seed 0 in alpha-<n>.npz, seed 1 in alpha-<n>-seed1.npz, other trials; a
+    rerun reads both files and simulates nothing; the table counts k = trials × seeds."""
+    checkout, out = _fake_checkout(tmp_path), tmp_path / "runs"
+    argv = [str(checkout), "--out", str(out), "--trials", "1", "--alphas", "1.5", "2", "--d", "6",
+            "--steps", "4", "--n-test", "10", "--chunk", "5", "--seeds", "0", "1"]  # fmt: skip
+    bench.main(argv)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "alpha-12-seed1.npz", "alpha-12.npz", "alpha-9-seed1.npz", "alpha-9.npz"
+    ]  # fmt: skip
+    with np.load(out / "alpha-9.npz") as a, np.load(out / "alpha-9-seed1.npz") as b:
+        assert not np.array_equal(a["semantic/theta"], b["semantic/theta"])  # other data, other teacher
+    first = capsys.readouterr().out
+    assert "k = 2 (seeds [0, 1])" in first and "± " in first  # two trials: a spread
+    monkeypatch.setattr(pp, "simulate", lambda *a, **k: pytest.fail("a kept seed was simulated again"))
+    bench.main(argv)
+    assert capsys.readouterr().out.split("d = 6")[1] == first.split("d = 6")[1]
+    with pytest.raises(SystemExit):
+        bench.main([*argv[:-2], "1", "1"])  # a seed twice

@@ -87,11 +87,13 @@ def simulate(
     n_test: int = PAPER_N_TEST,
     chunk: int = 2000,
     progress: bool = False,
+    seed: int = 0,
 ) -> dict:
     """Both starts at each α (n = round(α·d), as the authors round it) with ``trials`` paired
     trials: {"alpha": (A,), "n": (A,), start: {quantity: (A, trials)}} for ``QUANTITIES`` at the
     last step (the test error over ``n_test`` chunked examples, ``test_error``; m, θ and the
-    objective as ``positional_semantic.add_overlaps`` gives them)."""
+    objective as ``positional_semantic.add_overlaps`` gives them). ``seed``: the sweep's seed (its
+    trials' data, teachers and test sets; another seed, other trials)."""
     alphas = np.asarray(alphas, np.float64)
     ns = tuple(int(n) for n in np.round(alphas * d))
     result = ps.run(
@@ -101,7 +103,7 @@ def simulate(
         baseline=False,
         data={"n_test": ENGINE_N_TEST},
         optim={"steps": steps, "lr": PAPER_LR},
-        sweep={"trials": trials, "log_points": 2},
+        sweep={"trials": trials, "log_points": 2, "seed": seed},
     )
     names = [name for name, _ in result.grid.axes]
     out = {"alpha": alphas, "n": np.array(ns)}
