@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import child_env
+from dynamics.cli.common import with_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("fig2", "fig3-gd", "fig3-adam", "planted-gd", "planted-adam")
@@ -177,9 +178,9 @@ def sweep_args(name: str, steps: int | None, trials: int | None) -> list[str]:
     """The sweep's arguments, with the steps and trials overridden where given."""
     args = preset_args(name) if name in PRESETS else list(SWEEPS[name])
     if steps is not None:
-        args += ["--steps", str(steps)]
+        args = with_flags(args, "--steps", str(steps))
     if trials is not None:
-        args += ["--trials", str(trials)]
+        args = with_flags(args, "--trials", str(trials))
     return args
 
 

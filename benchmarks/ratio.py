@@ -44,6 +44,7 @@ from pathlib import Path
 
 from benchmarks import child_env
 from benchmarks.logging_cost import ROOT, ZERO_INIT, alternate, curve_difference, run_flops, run_process
+from dynamics.cli.common import with_flags
 
 RANDOM_INIT = (
     "--data-model dm1 --n-train 100 --n-test 300 --init normal --init-scale 1 --optimizer gd --lr 1 "
@@ -57,9 +58,9 @@ LOOP_PHASES = ("import", "load", "loop")
 def sweep_args(name: str, steps: int | None, trials: int | None) -> list[str]:
     args = [*SWEEPS[name], "--log-every", "1"]
     if steps is not None:
-        args += ["--steps", str(steps)]
+        args = with_flags(args, "--steps", str(steps))
     if trials is not None:
-        args += ["--trials", str(trials)]
+        args = with_flags(args, "--trials", str(trials))
     return args
 
 

@@ -136,7 +136,10 @@ def command_lines(draw, runnable: bool = False) -> list[str]:
     """An argv of dynamics.run; ``runnable``: small enough that a valid one runs in seconds."""
     argv = []
     for flag in draw(st.lists(st.sampled_from(sorted(FLAG_VALUES)), max_size=6, unique=True)):
-        if runnable and flag in ("--preset", "--steps", "--n-train", "--tokens", "--width", "--config"):
+        if runnable and flag in (
+            *("--preset", "--steps", "--n-train", "--tokens", "--width", "--config"),
+            *("--n-test", "--trials"),  # set below: a flag given twice with two values is refused
+        ):
             continue
         argv += [flag, draw(FLAG_VALUES[flag])]
     if runnable:

@@ -248,3 +248,15 @@ def test_a_flag_repeated_with_another_value_is_refused_by_every_command_line():
     assert "--x is given twice ('-1', then --x '2')" in repeated_flag(p, ["--x", "-1", "--x", "2"])
     assert p.parse_args(["--x", "1", "--x=1"]).x == "1"
     assert isinstance(p, argparse.ArgumentParser)
+
+
+def test_with_flags_sets_a_flag_of_a_base_command_line_once():
+    from dynamics.cli.common import repeated_flag, with_flags
+
+    base = ["--steps", "5", "--heads=1,2", "--quiet", "--lr", "1"]
+    argv = with_flags(base, "--heads", "4", "--trials", "2")
+    assert argv == ["--steps", "5", "--quiet", "--lr", "1", "--heads", "4", "--trials", "2"]
+    assert repeated_flag(cli.build_parser(), argv) is None
+    assert vars(cli.build_parser().parse_args(argv))["sweep.heads"] == (4,)
+    with pytest.raises(ValueError):
+        with_flags(base, "--heads")  # a flag without its value

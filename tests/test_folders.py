@@ -12,6 +12,7 @@ from fuzzing import snapshot
 from helpers import cli_run, fail_after_first_point
 
 from dynamics.cli import bottleneck as bottleneck_cli
+from dynamics.cli.common import with_flags
 from dynamics.cli.run import _interrupted
 from dynamics.errors import ConfigError
 from dynamics.experiments import bottleneck as bn
@@ -71,7 +72,7 @@ def test_a_run_into_another_configs_folder_is_refused_naming_the_settings_and_ch
     out = tmp_path / "x"
     run_ok([*TINY, "--out", str(out)], capsys, tmp_path)
     before = snapshot(out)
-    line = refused([*TINY, "--lr", "0.5", "--heads", "1,2", "--out", str(out)], capsys, tmp_path)
+    line = refused([*with_flags(TINY, "--lr", "0.5", "--heads", "1,2"), "--out", str(out)], capsys, tmp_path)
     assert line == (
         f"error: {out} holds another config (optim.lr 1 there, 0.5 here; sweep.heads 1 there, 1,2 here); "
         f"{USE_OVERWRITE}"
@@ -242,7 +243,7 @@ def test_the_same_config_finishes_its_own_unfinished_folder_to_the_same_numbers(
 ):
     import numpy as np
 
-    argv = [*TINY, "--heads", "1,2"]
+    argv = with_flags(TINY, "--heads", "1,2")
     with monkeypatch.context() as mp:
         fail_after_first_point(mp)
         assert refused([*argv, "--out", str(tmp_path / "cut")], capsys, tmp_path).endswith(

@@ -48,6 +48,25 @@ def _action_of(parser: argparse.ArgumentParser, name: str) -> argparse.Action | 
     return action
 
 
+def with_flags(argv: list[str], *pairs: str) -> list[str]:
+    """``argv`` with each flag of ``pairs`` (flag, value, flag, value, …) set to its value: the
+    flag's earlier occurrences (``--flag v`` or ``--flag=v``) dropped, the pair appended: how a
+    script overrides a flag of a base command line, which the parsers would refuse given twice
+    with two values (``repeated_flag``)."""
+    flags = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        elif a.partition("=")[0] not in flags:
+            out.append(a)
+    for flag, value in flags.items():
+        out += [flag, value]
+    return out
+
+
 def repeated_flag(parser: argparse.ArgumentParser, args: list[str]) -> str | None:
     """The message for the first flag of ``args`` that takes a value and is given twice with two
     different values (the same value twice, and flags without a value, are harmless), else None.

@@ -13,6 +13,7 @@ import math
 
 from dynamics import api
 from dynamics.cli import run as cli
+from dynamics.cli.common import with_flags
 from dynamics.config import schema, sections
 from dynamics.errors import ConfigError
 from dynamics.parts.knobs import text_type
@@ -132,7 +133,7 @@ def flags_of(doc: dict) -> list[str]:
 def command_line(k, text: str):
     """The experiment the flags make (parsed and validated, nothing run); argparse's own refusal
     comes back as a ValueError carrying its one line."""
-    argv = [*flags_of(base_doc(*home(k.key))), k.flag, text]
+    argv = with_flags(flags_of(base_doc(*home(k.key))), k.flag, text)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
