@@ -151,3 +151,29 @@ def test_the_benchmark_runs_each_seed_once_keeps_it_and_compares_all_trials(tmp_
     assert capsys.readouterr().out.split("d = 6")[1] == first.split("d = 6")[1]
     with pytest.raises(SystemExit):
         bench.main([*argv[:-2], "1", "1"])  # a seed twice
+
+
+def test_a_tied_head_is_estimated_through_its_factor_so_the_papers_size_is_not_refused():
+    """The grid's time check and the long-run estimate count a tied Q_h Q_hᵀ scored through its
+    factor (T·d·r per token), not d² per token: the paper's point at α = 2 with two trials (two
+    starts, 5000 steps) is minutes of CPU, not the 33 h a d² count gave (over the 24 h limit)."""
+    from dynamics import parts
+    from dynamics.config.grid_axes import MAX_HOURS, estimate, grid_preset, resolve_grid
+    from dynamics.config.schema import apply_overrides
+
+    assert parts.tied_head_flops("all", "full", 1, 1000, 2, 1) is None  # a free W: the d² count
+    assert parts.tied_head_flops("all", "factored", 1, 1000, 2, 1) is None
+    assert parts.tied_head_flops("learned", "tied", 1, 1000, 2, 1) is None  # not scored by Q
+    # rank 1, T = 2 tokens all querying: 4·(T·d·r + T²·r + T²·d)
+    assert parts.tied_head_flops("all", "tied", 1, 1000, 2, 1) == 4.0 * (2000 + 4 + 4000)
+    assert parts.tied_head_flops("first", "tied", 3, 10, 5, 1) == 4.0 * (5 * 10 * 3 + 5 * 3 + 5 * 10)
+
+    def hours(d):
+        cfg, _ = grid_preset(ps.NAME)
+        sizes = {"data": {"d": d, "n_test": 8}, "model": {"temperature": 1 / d}}
+        sizes |= {"optim": {"steps": 5000, "lr": 0.15}, "sweep": {"trials": 2, "log_points": 2}}
+        cfg = apply_overrides(cfg, sizes, "test")
+        return estimate(resolve_grid(cfg, {"n_train": (2000,), "start": ps.STARTS}))[1]
+
+    assert hours(1000) < 1 < MAX_HOURS
+    assert hours(2000) / hours(1000) < 2.1  # linear in d (a d² count: 4)

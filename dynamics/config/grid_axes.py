@@ -295,7 +295,8 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     (``Metric.numbers``, as ``dynamics.sweeps.memory`` counts them, P planted directions and F
     features bounded by d). Time:
     ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
-    n examples), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
+    n examples; a tied key-query scored through its factor, 1.5 × ``parts.tied_head_flops`` per
+    example), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
     per_step = float(len(metrics_of(grid.base.config))) * L * 8
@@ -308,7 +309,10 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     for cfg in grid.points:
         data, heads = cfg.data, cfg.sweep.heads
         n, T, d = data.n_train or 100, data.T or 10, data.d or 32
-        per_head = 6.0 * n * (d * d + 3 * T * d) * cfg.optim.steps * cfg.sweep.trials
+        m = cfg.model
+        tied = parts.tied_head_flops(m.query, m.key_query, m.head_size, d, T, max(heads))
+        per_example = 6.0 * (d * d + 3 * T * d) if tied is None else 1.5 * tied
+        per_head = n * per_example * cfg.optim.steps * cfg.sweep.trials
         fast = parts.uses_fast_path(cfg)
         flop += per_head * (len(heads) if fast else sum(heads))
     return gib, flop / CPU_FLOPS / 3600

@@ -21,6 +21,7 @@ from dynamics.parts.model import (
     check_readout,
     check_readout_output,
     check_sphere,
+    tied_head_flops,
 )
 from dynamics.parts.registry import Part, Probe, Registry
 from dynamics.parts.rules import REGISTRIES, can_pack_heads, uses_fast_path
@@ -52,6 +53,7 @@ __all__ = [
     "Constraint",
     "Sampling",
     "check_sphere",
+    "tied_head_flops",
     "DATA_MODELS",
     "INITS",
     "KEY_QUERIES",

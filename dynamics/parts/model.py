@@ -335,6 +335,20 @@ READOUTS: Registry[Readout] = Registry(
 )
 
 
+def tied_head_flops(query: str, key_query: str, head_size, d: int, T: int, n_heads: int) -> float | None:
+    """Forward and backward FLOPs of one head on one example where a tied Q_h Q_hᵀ of rank r is
+    scored through its factor (``Query.tied_scores``): x_t Q_h for every token (2·T·d·r), the
+    scores of its T_q queries (2·T_q·T·r) and their outputs (2·T_q·T·d), each once more backward;
+    None for any other key-query (scored through W_h: the callers' d² count). The time estimates
+    read it, so a part that scores through its factor is not estimated at d² per token."""
+    q, kq = QUERIES.get(query, "query"), KEY_QUERIES.get(key_query, "key_query")
+    if not (kq.tied and q.tied_scores):
+        return None
+    r = kq.head_size(head_size, d, n_heads) or d
+    T_q = T if q.all_tokens else 1
+    return 4.0 * (T * d * r + T_q * T * r + T_q * T * d)
+
+
 def check_readout_output(readout: str, output: str) -> None:
     """A readout takes only the model outputs its declaration lists (``Readout.outputs``)."""
     part = READOUTS.get(readout)

@@ -28,6 +28,8 @@ def estimated_seconds(prog, n_train: int, tokens: int, packs: int, platform: str
     per_example = 4 * d * d + 8 * T * d + 4 * T
     if parts.QUERIES[prog.query].all_tokens:
         per_example = 4 * T * d * d + 4 * T * T * d + 4 * T * d + 4 * T * T
+    tied = parts.tied_head_flops(prog.query, prog.key_query, prog.head_size, d, T, prog.slots)
+    per_example = per_example if tied is None else tied
     kind = "cpu" if platform == "cpu" else "other"
     flops = packs * prog.slots * n_train * per_example
     return sum(prog.segments) * (flops / _RATE[kind] + _FLOOR[kind])
