@@ -258,5 +258,9 @@ def test_with_flags_sets_a_flag_of_a_base_command_line_once():
     assert argv == ["--steps", "5", "--quiet", "--lr", "1", "--heads", "4", "--trials", "2"]
     assert repeated_flag(cli.build_parser(), argv) is None
     assert vars(cli.build_parser().parse_args(argv))["sweep.heads"] == (4,)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="pairs of strings"):
         with_flags(base, "--heads")  # a flag without its value
+    with pytest.raises(ValueError, match="pairs of strings"):
+        with_flags(base, "--heads", 4)  # a value that is not a string
+    with pytest.raises(ValueError, match="'heads' is not a long flag"):
+        with_flags(base, "heads", "4")

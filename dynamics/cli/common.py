@@ -53,6 +53,11 @@ def with_flags(argv: list[str], *pairs: str) -> list[str]:
     flag's earlier occurrences (``--flag v`` or ``--flag=v``) dropped, the pair appended: how a
     script overrides a flag of a base command line, which the parsers would refuse given twice
     with two values (``repeated_flag``)."""
+    if len(pairs) % 2 or not all(isinstance(a, str) for a in pairs):
+        raise ValueError(f"with_flags takes pairs of strings (flag, value, …), got {pairs!r}")
+    bad = [f for f in pairs[::2] if not f.startswith("--") or "=" in f]
+    if bad:
+        raise ValueError(f"with_flags: {bad[0]!r} is not a long flag such as '--lr'")
     flags = dict(zip(pairs[::2], pairs[1::2], strict=True))
     out, skip = [], False
     for a in argv:
