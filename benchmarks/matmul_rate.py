@@ -2,11 +2,12 @@
 
     python -m benchmarks.matmul_rate [--json FILE]
 
-Times ``a @ b`` jitted on JAX's default device, all cores (best of 3 timed blocks of about 2·10¹⁰
-FLOP each, after one untimed call), for a large square product (the machine's rate) and for the
+Times ``a @ b`` jitted on JAX's default device (best of 3 timed blocks of about 2·10¹⁰ FLOP each,
+after one untimed call), for a large square product (the machine's rate, on all cores) and for the
 products the DM1 sweeps of ``benchmarks.ratio`` are made of: W_h x_1 for a pack of 26 heads on
 the test set (300 × 32 by 32 × 832) and the training set (100 × 32 by 32 × 832), and the readout
-U_hᵀ x_t (3000 × 32 by 32 × 26). Prints GFLOP/s per shape (2mkn FLOP per product).
+U_hᵀ x_t (3000 × 32 by 32 × 26), which XLA runs on one core each. Prints GFLOP/s per shape (2mkn
+FLOP per product).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+LARGE = "large 2048 x 2048 x 2048"  # the machine's rate: the yardstick benchmarks.ratio divides by
 SHAPES = {
-    "large 2048 x 2048 x 2048": (2048, 2048, 2048),
+    LARGE: (2048, 2048, 2048),
     "test-set W x_1 (300x32)(32x832)": (300, 32, 832),
     "train-set W x_1 (100x32)(32x832)": (100, 32, 832),
     "readout (3000x32)(32x26)": (3000, 32, 26),

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from benchmarks import child_env
 from benchmarks.logging_cost import ROOT, ZERO_INIT, alternate, curve_difference, run_flops, run_process
+from benchmarks.matmul_rate import LARGE
 from dynamics.cli.common import with_flags
 
 RANDOM_INIT = (
@@ -150,7 +151,7 @@ def report(rows: list[dict], rates: dict[str, float]) -> None:
         print(f"  model {r['model GFLOP']:.1f} GFLOP: {r['simulation GFLOP/s']:.1f} GFLOP/s of simulation, "
               f"{r['process GFLOP/s']:.1f} GFLOP/s of mhsim's whole process; train loss max rel diff "
               f"{r['train_loss max rel diff']:.2g}; load {r['load']}")  # fmt: skip
-    large = next(v for k, v in rates.items() if k.startswith("large"))
+    large = rates[LARGE]
     print("float32 matmul rate (XLA, GFLOP/s): " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()))
     for r in rows:
         print(f"{r['sweep']}: simulation at {100 * r['simulation GFLOP/s'] / large:.0f} % of the large "
