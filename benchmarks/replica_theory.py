@@ -13,7 +13,10 @@ changes sign with ``--bisect``, else interpolated; theirs by linear interpolatio
 ``--write`` stores our curves (the package's ``positional_semantic_curve.csv`` is written so):
 
     PYTHONPATH=. python benchmarks/replica_theory.py /path/to/checkout --omega 0.3 --nodes 12 \
-        --inner 6 --bisect [--envelope origin] [--csv out.csv] [--write curve.csv]
+        --inner 6 --bisect [--envelope origin] [--saddle stroud-secrest] [--from-start] \
+        [--csv out.csv] [--write curve.csv]
+
+``--saddle stroud-secrest`` solves the fixed point on the authors' own degree-7 rule.
 """
 
 from __future__ import annotations
@@ -54,10 +57,13 @@ def agrees(ours: float, ref: float) -> bool:
     return abs(ours - ref) <= max(RTOL * abs(ref), ATOL)
 
 
-def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=None, **solver):
+def compare(
+    root: Path, omega: float = 0.3, alphas=None, branches=None, show=None, from_start=False, **solver
+):
     """Per α of theirs (or the given subset) and branch: our and their m, θ, mse, Phi; each branch
     solved from the largest α down, each α started from the previous one's fixed point
-    (``ps.curve``); ``show`` is called with each row as it is solved. Returns (rows, points)."""
+    (``ps.curve``), or with ``from_start`` from the branch's start (as the authors' notebook starts
+    every α); ``show`` is called with each row as it is solved. Returns (rows, points)."""
     out, points = [], []
     for branch in branches or ("semantic", "positional"):
         rows = theirs(root, omega, branch)[::-1]
@@ -65,7 +71,7 @@ def compare(root: Path, omega: float = 0.3, alphas=None, branches=None, show=Non
             rows = [row for row in rows if any(abs(row["alpha"] - a) < 1e-9 for a in alphas)]
         previous = None
         for row in rows:
-            init = None if previous is None else ps.overlaps_of(previous)
+            init = None if previous is None or from_start else ps.overlaps_of(previous)
             try:
                 point = ps.solve(ps.problem(row["alpha"], omega), branch, init=init, **solver)
             except ConfigError as err:  # no fixed point reached: said, and the next α goes on
@@ -118,6 +124,18 @@ def main() -> None:
     parser.add_argument("--branch", choices=("semantic", "positional"), default=None)
     parser.add_argument("--bisect", action="store_true", help="alpha_c by bisection, not interpolated")
     parser.add_argument("--envelope", choices=ps.ENVELOPES, default="lowest", help="the envelope's minimum")
+    parser.add_argument(
+        "--saddle",
+        choices=ps.SADDLE_RULES,
+        default="product",
+        help="the rule of the fixed point: the Gauss-Hermite product rule (default) or the authors' "
+        "degree-7 Stroud-Secrest rule (the test error and Phi stay on the product rule)",
+    )
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help="start every alpha from the branch's start (as the authors do), not from its neighbour",
+    )
     parser.add_argument("--write", default=None, help="write our solved curves here (ps.write_curve)")
     args = parser.parse_args()
     root = checkout(args.checkout)
@@ -133,8 +151,8 @@ def main() -> None:
 
     alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
     branches = None if args.branch is None else (args.branch,)
-    solver = {"nodes": args.nodes, "inner": args.inner, "envelope": args.envelope}
-    rows, points = compare(root, args.omega, alphas, branches, show=show, **solver)
+    solver = {"nodes": args.nodes, "inner": args.inner, "envelope": args.envelope, "saddle": args.saddle}
+    rows, points = compare(root, args.omega, alphas, branches, show, args.from_start, **solver)
     bad = sum(not r[c + "_ok"] for r in rows for c in COLUMNS)
     print(f"{bad} of {len(rows) * len(COLUMNS)} numbers outside 1 % / 2e-4 (marked *)")
     sem = [r for r in rows if r["branch"] == "semantic"]
@@ -146,7 +164,8 @@ def main() -> None:
     if args.write:
         A = ",".join(f"{a:g}" for a in np.ravel(ps.STANDARD_A))
         settings = f"omega={args.omega:g} sigma=0.5 lam=0.01 A={A} nodes={args.nodes} inner={args.inner}"
-        ps.write_curve(args.write, points, f"{settings} envelope={args.envelope} tol=1e-07")
+        saddle = "" if args.saddle == "product" else f" saddle={args.saddle}"
+        ps.write_curve(args.write, points, f"{settings} envelope={args.envelope}{saddle} tol=1e-07")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -122,6 +122,52 @@ def test_a_curve_starts_each_alpha_from_its_neighbour(monkeypatch):
     assert calls[0][1] is None and [c[1].q for c in calls[1:]] == [2.0, 1.5]
 
 
+def test_the_stroud_secrest_plane_is_exact_to_degree_seven():
+    """The 12-point rule integrates every monomial x^a y^b of degree ≤ 7 against N(0, I) exactly
+    (E x^a = (a − 1)!! for even a, 0 for odd), its weights sum to 1, and it is not exact at degree 8
+    (E x⁸ = 105): its degree is 7, not more."""
+    nodes, weights = ps.stroud_secrest_plane()
+    assert nodes.shape == (12, 2) and np.all(weights > 0)
+
+    def moment(a):
+        return 0.0 if a % 2 else float(np.prod(np.arange(a - 1, 0, -2)))
+
+    for a in range(8):
+        for b in range(8 - a):
+            got = np.sum(weights * nodes[:, 0] ** a * nodes[:, 1] ** b)
+            assert got == pytest.approx(moment(a) * moment(b), abs=1e-12), (a, b)
+    assert abs(np.sum(weights * nodes[:, 0] ** 8) - 105.0) > 1.0
+    rule = ps.stroud_secrest_rule()
+    assert rule.weight.shape == (12, 12) and rule.weight.sum() == pytest.approx(1.0, abs=1e-15)
+
+
+# Two of the authors' theory CSV values (ω = 0.3; their θ is σ²·Q*ᵀQ/d), quoted in docs/frontier.md.
+# Each is where the product rule's fixed point is far from theirs (θ 0.0166 on 12 × 6) or where
+# their positional branch has two fixed points on their rule.
+THEIRS = [
+    ("semantic", 0.5690909090909091, "theta", 0.0456718),
+    ("positional", 0.9045454545454545, "m", 0.248535),
+]
+
+
+@pytest.mark.parametrize(("branch", "alpha", "name", "value"), THEIRS)
+def test_the_authors_rule_gives_their_fixed_point(branch, alpha, name, value):
+    """With the fixed point on their degree-7 rule (``saddle="stroud-secrest"``) the solver lands
+    within 0.5 % of their stored overlap; the point is a fixed point of that rule, and its test
+    error and Φ are taken on the product rule at those overlaps."""
+    pb = ps.problem(alpha, 0.3)
+    point = ps.solve(pb, branch, nodes=6, inner=6, saddle="stroud-secrest")
+    assert abs(point.raw[name]) == pytest.approx(value, rel=5e-3)
+    ov = ps.overlaps_of(point)
+    hats, mean_env = ps.channel(pb, ov, ps.stroud_secrest_rule())
+    new = ps._pinned(ps.overlaps_from(pb, hats), branch)
+    assert ps._change(ov, new) < 1e-6  # |Δq|, |Δm|, |Δθ|, |ΔV|/V
+    assert point.raw["mse"] == 2 * ps.test_error(pb, ov, ps.rule(6, 6))
+    product_env = ps.channel(pb, ov, ps.rule(6, 6))[1]
+    assert point.raw["Phi"] == ps.free_energy(pb, ov, hats, product_env)
+    assert product_env != mean_env  # the two rules' envelopes differ: the test tells them apart
+
+
 def _stored_rows() -> list[dict]:
     lines = ps.CURVE.read_text().splitlines()
     return list(csv.DictReader(lines[1:]))
@@ -185,6 +231,7 @@ def test_the_theory_is_given_only_for_the_stored_problem():
         (lambda: ps.rule(1), "nodes=1"),
         (lambda: ps.solve(PB, "semantic", damping=1.0), "damping=1.0"),
         (lambda: ps.solve(PB, "semantic", envelope="global"), "envelope='global'"),
+        (lambda: ps.solve(PB, "semantic", saddle="quadpy"), "saddle='quadpy'"),
     ],
 )
 def test_bad_settings_are_one_line_errors(call, named):

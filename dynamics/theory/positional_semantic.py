@@ -42,7 +42,11 @@ origin reaches). The fixed point is found by damped iteration (new = (1 − damp
 damping·old; first on an 8 × 6 rule, then on the asked one, or from ``init``) until the largest
 change of the undamped update, |Δq|, |Δm|, |Δθ| and |ΔV|/V, is below ``tol``; between updates the
 proximal fields start from the previous update's, the full search every few updates and at
-convergence. ``curve`` starts each α from its neighbour's fixed point; ``crossing`` bisects the
+convergence. With ``saddle="stroud-secrest"`` the fixed point's expectations are taken on
+Stroud and Secrest's 12-point degree-7 rule in each of ξ and w instead (the rule the authors'
+notebook uses), the test error and Φ's envelope term still on the product rule: at small α the
+semantic θ depends on the rule by tens of per cent (docs/frontier.md), and this rule reproduces the
+authors' curves. ``curve`` starts each α from its neighbour's fixed point; ``crossing`` bisects the
 objectives' difference over α. The test error is E ℓ(ω; h*) on the same rule.
 
 **Assumptions.** d → ∞ at fixed α, replica symmetry; each branch is the fixed point in its
@@ -164,6 +168,31 @@ def rule(nodes: int, inner: int | None = None) -> Rule:
 
     (xi, wxi), (w, ww) = plane(nodes), plane(inner)
     return Rule(xi[:, None, :], w[None, :, :], np.outer(wxi, ww))
+
+
+SADDLE_RULES = ("product", "stroud-secrest")  # the rule the fixed point's expectations use
+
+
+def stroud_secrest_plane() -> tuple[np.ndarray, np.ndarray]:
+    """Stroud and Secrest's 12-point rule of degree 7 for a standard normal in R² (Math. Comp. 17,
+    1963, their E₂^{r²} formula VI): the 4 points (±√3, 0), (0, ±√3) of weight 1/36 and the 8
+    points (±r, ±r), r² = (9 ∓ 3√5)/8, of weight (5 ± 2√5)/45, for the weight exp(−|x|²), scaled
+    by √2 to N(0, I). Exact for every monomial of degree ≤ 7. Returns nodes (12, 2), weights (12,)."""
+    s5 = np.sqrt(5.0)
+    axis = np.sqrt(3.0) * np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    corners = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    inner, outer = np.sqrt((9 - 3 * s5) / 8), np.sqrt((9 + 3 * s5) / 8)
+    nodes = np.concatenate([axis, inner * corners, outer * corners])
+    weights = np.concatenate(
+        [np.full(4, 1 / 36), np.full(4, (5 + 2 * s5) / 45), np.full(4, (5 - 2 * s5) / 45)]
+    )
+    return np.sqrt(2.0) * nodes, weights
+
+
+def stroud_secrest_rule() -> Rule:
+    """``stroud_secrest_plane`` for ξ and for w: 144 pairs, the rule of the authors' saddle point."""
+    nodes, weights = stroud_secrest_plane()
+    return Rule(nodes[:, None, :], nodes[None, :, :], np.outer(weights, weights))
 
 
 def _expect(r: Rule, values: np.ndarray) -> float:
@@ -371,22 +400,32 @@ def solve(
     max_iter: int = 2000,
     init: Overlaps | None = None,
     envelope: str = "lowest",
+    saddle: str = "product",
 ) -> ReplicaPoint:
     """The fixed point of the saddle-point equations from a branch's start (or ``init``, e.g. the
     fixed point at a neighbouring α) on the rule ``rule(nodes, inner)``, the envelope at
     ``envelope``'s minimum (``_channel``); without ``init`` and on a rule finer than 8 × 6 nodes
     it first solves on that coarse rule and starts from its fixed point (the same fixed point,
-    fewer of the fine rule's iterations)."""
+    fewer of the fine rule's iterations). With ``saddle="stroud-secrest"`` the fixed point's
+    expectations are taken on ``stroud_secrest_rule`` (degree 7 in each of ξ and w, as the authors'
+    notebook takes them) and only the test error and the envelope's mean in Φ on
+    ``rule(nodes, inner)``, at that fixed point and with its hats."""
     if not (0.0 <= damping < 1.0):
         raise ConfigError(f"damping={damping!r}; allowed: a number in [0, 1)")
     if envelope not in ENVELOPES:
         raise ConfigError(f"envelope={envelope!r}; allowed: {', '.join(ENVELOPES)}")
+    if saddle not in SADDLE_RULES:
+        raise ConfigError(f"saddle={saddle!r}; allowed: {', '.join(SADDLE_RULES)}")
     r = rule(nodes, inner)
     ov = start(pb, branch) if init is None else init
     settings = (tol, damping, max_iter, envelope)
-    if init is None and (nodes, inner) != (8, 6) and nodes >= 8 and inner >= 6:
-        ov = _fixed_point(pb, branch, rule(8, 6), ov, *settings)[0]
-    ov, hats, mean_env, iterations = _fixed_point(pb, branch, r, ov, *settings)
+    if saddle == "stroud-secrest":
+        ov, hats, _, iterations = _fixed_point(pb, branch, stroud_secrest_rule(), ov, *settings)
+        mean_env = _channel(pb, ov, r, envelope, None)[1]
+    else:
+        if init is None and (nodes, inner) != (8, 6) and nodes >= 8 and inner >= 6:
+            ov = _fixed_point(pb, branch, rule(8, 6), ov, *settings)[0]
+        ov, hats, mean_env, iterations = _fixed_point(pb, branch, r, ov, *settings)
     phi = free_energy(pb, ov, hats, mean_env)
     err = test_error(pb, ov, r)
     s2 = pb.sigma**2
@@ -509,7 +548,7 @@ def stored_curve(path=CURVE) -> dict:
     for name, value in settings.items():
         if name == "A":
             settings[name] = tuple(float(v) for v in value.split(","))
-        elif name != "envelope":
+        elif name not in ("envelope", "saddle"):
             settings[name] = float(value)
     out: dict = {"settings": settings}
     for branch in sorted({row[0] for row in rows}):
