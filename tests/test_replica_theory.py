@@ -259,3 +259,17 @@ def test_one_alpha_is_a_fixed_point():
     row = next(r for r in replica_theory.theirs(root, 0.3, "semantic") if r["alpha"] == 2.0)
     for col in ("theta", "mse", "Phi"):
         assert replica_theory.agrees(raw[col], row[col]), (col, raw[col], row[col])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(replica_theory.checkout() is None, reason="no checkout of the authors' repository")
+def test_the_authors_rule_gives_every_number_of_their_curve():
+    """With $MHSIM_PSA_CHECKOUT: the benchmark's comparison on their degree-7 rule, every α from the
+    branch's start (``--saddle stroud-secrest --from-start``, a 6 × 6 product rule for the test
+    error and Phi): all of their 160 numbers within 1 % or 2e-4."""
+    rows, _ = replica_theory.compare(
+        replica_theory.checkout(), 0.3, from_start=True, nodes=6, inner=6, saddle="stroud-secrest"
+    )
+    assert len(rows) == 40
+    bad = [(r["branch"], r["alpha"], c) for r in rows for c in replica_theory.COLUMNS if not r[c + "_ok"]]
+    assert not bad
