@@ -44,9 +44,24 @@ def checkout(path: str | None = None) -> Path | None:
     return Path(path) if path and (Path(path) / "theory").is_dir() else None
 
 
+def their_omegas(root: Path) -> list[float]:
+    """The ω with both branches' theory CSVs in their checkout (standard A)."""
+    found = []
+    for path in (root / "theory").glob("repl_softmax_Mixed_sig0.5_lamb0.01_omega*.csv"):
+        value = path.stem.rsplit("omega", 1)[1]
+        if value.replace(".", "", 1).isdigit() and path.with_name(f"{path.stem}_para.csv").exists():
+            found.append(float(value))
+    return sorted(found)
+
+
 def theirs(root: Path, omega: float, branch: str) -> list[dict]:
-    """Their rows of a branch at ω, α increasing, each {alpha, q, m, V, theta, mse, Phi}."""
+    """Their rows of a branch at ω, α increasing, each {alpha, q, m, V, theta, mse, Phi}; a ω
+    without their CSVs is a ConfigError naming the ω they have."""
     name = f"repl_softmax_Mixed_sig0.5_lamb0.01_omega{omega:g}{FILES[branch]}.csv"
+    have = [f"{w:g}" for w in their_omegas(root)]
+    if f"{omega:g}" not in have:
+        have = ", ".join(have)
+        raise ConfigError(f"omega={omega:g}: no theory CSV of theirs; allowed: {have}")
     with open(root / "theory" / name, newline="") as f:
         rows = [{k: float(v) for k, v in row.items() if k} for row in csv.DictReader(f)]
     return sorted(rows, key=lambda row: row["alpha"])
@@ -90,27 +105,54 @@ def compare(
     return out, points
 
 
-def their_crossing(root: Path, omega: float) -> float:
+def their_crossing(root: Path, omega: float) -> float | None:
     """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid, at its last
     change of sign (at α = 0.01 both branches are near Q = 0 and theirs differ by 4·10⁻⁹ in Phi,
-    the semantic one higher: a change of sign there is no crossing of the two minima)."""
+    the semantic one higher: a change of sign there is no crossing of the two minima); None
+    without a change of sign."""
     sem, pos = theirs(root, omega, "semantic"), theirs(root, omega, "positional")
     a = np.array([r["alpha"] for r in sem])
     gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    i = int(np.nonzero(np.diff(np.sign(gap)))[0][-1])
+    changes = np.nonzero(np.diff(np.sign(gap)))[0]
+    if not changes.size:
+        return None
+    i = int(changes[-1])
     return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
 
 
-def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float:
+def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float | None:
     """Our α_c: where Phi_semantic − Phi_positional last changes sign between two solved α, linearly
-    interpolated, or with ``--bisect`` solved there by bisection (``ps.crossing``)."""
+    interpolated, or with ``--bisect`` solved there by bisection (``ps.crossing``); None without
+    a change of sign."""
     sem, pos = (sorted(rows, key=lambda r: r["alpha"]) for rows in (sem, pos))
     a = np.array([r["alpha"] for r in sem])
     gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    i = int(np.nonzero(np.diff(np.sign(gap)))[0][-1])
+    changes = np.nonzero(np.diff(np.sign(gap)))[0]
+    if not changes.size:
+        return None
+    i = int(changes[-1])
     if args.bisect:
         return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-4, **solver)
     return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+
+
+def chosen_alphas(root: Path, omega: float, text: str) -> list[float]:
+    """``--alphas``: comma-separated numbers, each one of their α at ω (to 10⁻⁶), as their CSV
+    spells it; anything else is a ConfigError naming it and theirs."""
+    have = [row["alpha"] for row in theirs(root, omega, "semantic")]
+    out = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            value = float("nan")
+        match = [a for a in have if abs(a - value) < 1e-6]
+        if not match:
+            allowed = ", ".join(f"{a:.6g}" for a in have)
+            where = f"is not one of their alphas at omega={omega:g}"
+            raise ConfigError(f"--alphas {item!r} {where}; allowed: {allowed}")
+        out.append(match[0])
+    return out
 
 
 def main() -> None:
@@ -141,6 +183,11 @@ def main() -> None:
     root = checkout(args.checkout)
     if root is None:
         raise SystemExit(f"no checkout with theory/: pass its path or set ${ENV}")
+    try:  # the rule and ω before any solving: one line each
+        ps.rule(args.nodes, args.inner)
+        theirs(root, args.omega, "semantic")
+    except ConfigError as err:
+        parser.error(str(err))
     t0 = time.perf_counter()
 
     def show(r):
@@ -149,7 +196,10 @@ def main() -> None:
         )
         print(f"{r['branch']:10s} alpha {r['alpha']:.4f}  {cells}", flush=True)
 
-    alphas = None if args.alphas is None else [float(a) for a in args.alphas.split(",")]
+    try:
+        alphas = None if args.alphas is None else chosen_alphas(root, args.omega, args.alphas)
+    except ConfigError as err:
+        parser.error(str(err))
     branches = None if args.branch is None else (args.branch,)
     solver = {"nodes": args.nodes, "inner": args.inner, "envelope": args.envelope, "saddle": args.saddle}
     rows, points = compare(root, args.omega, alphas, branches, show, args.from_start, **solver)
@@ -157,9 +207,10 @@ def main() -> None:
     print(f"{bad} of {len(rows) * len(COLUMNS)} numbers outside 1 % / 2e-4 (marked *)")
     sem = [r for r in rows if r["branch"] == "semantic"]
     pos = [r for r in rows if r["branch"] == "positional"]
-    if sem and [r["alpha"] for r in sem] == [r["alpha"] for r in pos]:
-        print(f"alpha_c: mhsim {our_crossing(sem, pos, args, solver):.4f}, theirs ", end="")
-        print(f"{their_crossing(root, args.omega):.4f}")
+    if alphas is None and sem and [r["alpha"] for r in sem] == [r["alpha"] for r in pos]:
+        ours, others = our_crossing(sem, pos, args, solver), their_crossing(root, args.omega)
+        text = ["no change of sign on the grid" if a is None else f"{a:.4f}" for a in (ours, others)]
+        print(f"alpha_c: mhsim {text[0]}, theirs {text[1]}")
     print(f"{time.perf_counter() - t0:.0f} s")
     if args.write:
         A = ",".join(f"{a:g}" for a in np.ravel(ps.STANDARD_A))

@@ -273,3 +273,31 @@ def test_the_authors_rule_gives_every_number_of_their_curve():
     assert len(rows) == 40
     bad = [(r["branch"], r["alpha"], c) for r in rows for c in replica_theory.COLUMNS if not r[c + "_ok"]]
     assert not bad
+
+
+def _fake_checkout(root, omegas=(0.3,), alphas=(0.5, 1.25, 2.0)):
+    """A stand-in for the authors' theory folder: both branches' CSVs at each ω, their columns."""
+    (root / "theory").mkdir()
+    for omega in omegas:
+        for suffix in ("", "_para"):
+            lines = [",alpha,q,m,V,theta,mse,Phi"]
+            lines += [f"{i},{a!r},0.1,0.2,10.0,0.05,0.006,-0.002" for i, a in enumerate(alphas)]
+            (root / "theory" / f"repl_softmax_Mixed_sig0.5_lamb0.01_omega{omega:g}{suffix}.csv").write_text(
+                "\n".join(lines) + "\n"
+            )
+    return root
+
+
+def test_the_benchmark_refuses_an_alpha_or_omega_of_no_csv_in_one_line(tmp_path):
+    """``--alphas`` takes only their α (to 1e-6, returned as they spell them) and ``--omega`` only
+    an ω with both branches' CSVs; anything else is one line naming it and what they have."""
+    root = _fake_checkout(tmp_path, omegas=(0.3, 0.5))
+    (root / "theory" / "repl_softmax_Mixed_sig0.5_lamb0.01_omega0.7.csv").write_text(",alpha\n")  # no _para
+    assert replica_theory.their_omegas(root) == [0.3, 0.5]
+    assert replica_theory.chosen_alphas(root, 0.3, "2,1.2500000001") == [2.0, 1.25]
+    for text in ("0.3", "x", "2,"):
+        with pytest.raises(ConfigError) as err:
+            replica_theory.chosen_alphas(root, 0.3, text)
+        assert "allowed: 0.5, 1.25, 2" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"omega=0.7: .*allowed: 0.3, 0.5$"):
+        replica_theory.theirs(root, 0.7, "semantic")
