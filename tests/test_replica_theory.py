@@ -232,6 +232,11 @@ def test_the_theory_is_given_only_for_the_stored_problem():
         (lambda: ps.solve(PB, "semantic", damping=1.0), "damping=1.0"),
         (lambda: ps.solve(PB, "semantic", envelope="global"), "envelope='global'"),
         (lambda: ps.solve(PB, "semantic", saddle="quadpy"), "saddle='quadpy'"),
+        (lambda: ps.solve(PB, "semantic", tol=-1.0), "tol=-1.0"),
+        (lambda: ps.solve(PB, "semantic", max_iter=0), "max_iter=0"),
+        (lambda: ps.solve(PB, "semantic", init=OV._replace(q=-0.1)), "init="),
+        (lambda: ps.solve(PB, "semantic", init=OV._replace(theta=0.2)), "init="),  # θ² > σ² q
+        (lambda: ps.crossing(0.3, 2.0, 1.0), "lo=2.0, hi=1.0"),
     ],
 )
 def test_bad_settings_are_one_line_errors(call, named):

@@ -416,6 +416,19 @@ def solve(
         raise ConfigError(f"envelope={envelope!r}; allowed: {', '.join(ENVELOPES)}")
     if saddle not in SADDLE_RULES:
         raise ConfigError(f"saddle={saddle!r}; allowed: {', '.join(SADDLE_RULES)}")
+    if not (isinstance(tol, int | float) and not isinstance(tol, bool) and 0 < tol < 1):
+        raise ConfigError(f"tol={tol!r}; allowed: a number in (0, 1)")
+    if not (isinstance(max_iter, int | np.integer) and not isinstance(max_iter, bool) and max_iter >= 1):
+        raise ConfigError(f"max_iter={max_iter!r}; allowed: a whole number >= 1")
+    if init is not None and not (
+        all(np.isfinite(v) for v in init)
+        and init.q > 0
+        and init.V > 0
+        and init.theta**2 <= pb.sigma**2 * init.q
+    ):
+        raise ConfigError(
+            f"init={init!r}; allowed: finite overlaps with q > 0, V > 0 and theta^2 <= sigma^2 q"
+        )
     r = rule(nodes, inner)
     ov = start(pb, branch) if init is None else init
     settings = (tol, damping, max_iter, envelope)
@@ -511,6 +524,8 @@ def crossing(
             done[alpha] = solve(pb, branch, init=init, **solver)
         return solved["semantic"][alpha].objective - solved["positional"][alpha].objective
 
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi):
+        raise ConfigError(f"lo={lo!r}, hi={hi!r}; allowed: numbers with 0 < lo < hi")
     g_lo, g_hi = gap(lo), gap(hi)
     if not g_lo * g_hi < 0:
         raise ConfigError(f"no crossing of the branches' objectives in alpha [{lo}, {hi}]")
