@@ -146,7 +146,8 @@ def problem(
 
 
 class Rule(NamedTuple):
-    """A product Gauss–Hermite rule for E over ξ ∈ R² (outer) and w ∈ R² (inner)."""
+    """A rule for E over ξ ∈ R² (outer) and w ∈ R² (inner): ``rule``'s product Gauss–Hermite rule
+    or ``stroud_secrest_rule``."""
 
     xi: np.ndarray  # (P, 1, 2) nodes of ξ
     w: np.ndarray  # (1, R, 2) nodes of w
