@@ -177,3 +177,18 @@ def test_a_tied_head_is_estimated_through_its_factor_so_the_papers_size_is_not_r
 
     assert hours(1000) < 1 < MAX_HOURS
     assert hours(2000) / hours(1000) < 2.1  # linear in d (a d² count: 4)
+
+
+def test_every_time_estimate_reads_one_head_count():
+    """``parts.head_flops`` is the one FLOP count: the long-run estimate is steps × (slots × n ×
+    head_flops / rate + floor), the grid's 1.5 × head_flops per example and head-step; where every
+    token queries a free W_h costs T·d² per example, not d² (an all-token grid was estimated T
+    times too fast), and a tied key-query its factor's count."""
+    from dynamics import parts
+
+    d, T = 32, 10
+    assert parts.head_flops("first", "full", None, d, T, 4) == 4.0 * (d * d + 2 * T * d + T)
+    assert parts.head_flops("all", "full", None, d, T, 4) == 4.0 * (T * d * d + T * T * d + T * d + T * T)
+    assert parts.head_flops("all", "tied", 1, d, T, 1) == parts.tied_head_flops("all", "tied", 1, d, T, 1)
+    for query in parts.QUERIES.names:
+        assert parts.head_flops(query, "full", None, d, T, 2) > 0

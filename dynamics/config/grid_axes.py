@@ -294,9 +294,9 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
     (``sweep.head_metrics``) the numbers each logs per step of the per-head view × 4 bytes
     (``Metric.numbers``, as ``dynamics.sweeps.memory`` counts them, P planted directions and F
     features bounded by d). Time:
-    ~6·n·(d² + 3·T·d) flop per head and step (forward and backward of one head's attention over
-    n examples; a tied key-query scored through its factor, 1.5 × ``parts.tied_head_flops`` per
-    example), one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
+    1.5 × ``parts.head_flops`` per example, head and step (forward and backward of one head over
+    n examples, with half again for the logged metrics: ~6·n·(d² + 2·T·d) where one token queries),
+    one head per run on the zero-init fast path, H heads otherwise, at ``CPU_FLOPS``.
     """
     L = len(grid.base.steps)
     per_step = float(len(metrics_of(grid.base.config))) * L * 8
@@ -310,8 +310,7 @@ def estimate(grid: GridExperiment) -> tuple[float, float]:
         data, heads = cfg.data, cfg.sweep.heads
         n, T, d = data.n_train or 100, data.T or 10, data.d or 32
         m = cfg.model
-        tied = parts.tied_head_flops(m.query, m.key_query, m.head_size, d, T, max(heads))
-        per_example = 6.0 * (d * d + 3 * T * d) if tied is None else 1.5 * tied
+        per_example = 1.5 * parts.head_flops(m.query, m.key_query, m.head_size, d, T, max(heads))
         per_head = n * per_example * cfg.optim.steps * cfg.sweep.trials
         fast = parts.uses_fast_path(cfg)
         flop += per_head * (len(heads) if fast else sum(heads))

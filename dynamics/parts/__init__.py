@@ -21,6 +21,7 @@ from dynamics.parts.model import (
     check_readout,
     check_readout_output,
     check_sphere,
+    head_flops,
     tied_head_flops,
 )
 from dynamics.parts.registry import Part, Probe, Registry
@@ -53,6 +54,7 @@ __all__ = [
     "Constraint",
     "Sampling",
     "check_sphere",
+    "head_flops",
     "tied_head_flops",
     "DATA_MODELS",
     "INITS",

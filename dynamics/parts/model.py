@@ -349,6 +349,20 @@ def tied_head_flops(query: str, key_query: str, head_size, d: int, T: int, n_hea
     return 4.0 * (T * d * r + T_q * T * r + T_q * T * d)
 
 
+def head_flops(query: str, key_query: str, head_size, d: int, T: int, n_heads: int) -> float:
+    """Forward and backward FLOPs of one head on one example, the count every time estimate reads
+    (the FLOP table of benchmarks/README.md): a tied key-query scored through its factor as
+    ``tied_head_flops``; any other through W_h, 4·d² + 8·T·d + 4·T where one token queries
+    (W_h x_q, the T scores and the readout, each once more backward), 4·T·d² + 4·T²·d + 4·T·d +
+    4·T² where every token queries (``Query.all_tokens``)."""
+    tied = tied_head_flops(query, key_query, head_size, d, T, n_heads)
+    if tied is not None:
+        return tied
+    if QUERIES.get(query, "query").all_tokens:
+        return 4.0 * (T * d * d + T * T * d + T * d + T * T)
+    return 4.0 * (d * d + 2 * T * d + T)
+
+
 def check_readout_output(readout: str, output: str) -> None:
     """A readout takes only the model outputs its declaration lists (``Readout.outputs``)."""
     part = READOUTS.get(readout)

@@ -23,13 +23,8 @@ _FLOOR = {"cpu": 5e-6, "other": 3e-5}
 
 def estimated_seconds(prog, n_train: int, tokens: int, packs: int, platform: str) -> float:
     """A rough time for ``packs`` packs (on one device) of ``prog``: steps × (FLOPs / rate + floor),
-    the FLOPs of a step's forward and backward (benchmarks/README.md's table)."""
-    d, T = prog.d, tokens
-    per_example = 4 * d * d + 8 * T * d + 4 * T
-    if parts.QUERIES[prog.query].all_tokens:
-        per_example = 4 * T * d * d + 4 * T * T * d + 4 * T * d + 4 * T * T
-    tied = parts.tied_head_flops(prog.query, prog.key_query, prog.head_size, d, T, prog.slots)
-    per_example = per_example if tied is None else tied
+    the FLOPs of a step's forward and backward (``parts.head_flops`` per slot and example)."""
+    per_example = parts.head_flops(prog.query, prog.key_query, prog.head_size, prog.d, tokens, prog.slots)
     kind = "cpu" if platform == "cpu" else "other"
     flops = packs * prog.slots * n_train * per_example
     return sum(prog.segments) * (flops / _RATE[kind] + _FLOOR[kind])
