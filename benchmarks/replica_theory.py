@@ -105,35 +105,36 @@ def compare(
     return out, points
 
 
-def their_crossing(root: Path, omega: float) -> float | None:
-    """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid, at its last
-    change of sign (at α = 0.01 both branches are near Q = 0 and theirs differ by 4·10⁻⁹ in Phi,
-    the semantic one higher: a change of sign there is no crossing of the two minima); None
-    without a change of sign."""
-    sem, pos = theirs(root, omega, "semantic"), theirs(root, omega, "positional")
+def _last_change(sem: list[dict], pos: list[dict]) -> tuple[tuple[float, float], float] | None:
+    """Where Phi_semantic − Phi_positional of rows at the same α (increasing) last changes sign:
+    ((α below, α above), the zero linearly interpolated between them), None if it never does."""
     a = np.array([r["alpha"] for r in sem])
     gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
     changes = np.nonzero(np.diff(np.sign(gap)))[0]
     if not changes.size:
         return None
     i = int(changes[-1])
-    return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+    return (a[i], a[i + 1]), float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+
+
+def their_crossing(root: Path, omega: float) -> float | None:
+    """Their α_c: linear interpolation of Phi_semantic − Phi_positional on their grid, at its last
+    change of sign (at α = 0.01 both branches are near Q = 0 and theirs differ by 4·10⁻⁹ in Phi,
+    the semantic one higher: a change of sign there is no crossing of the two minima); None
+    without a change of sign."""
+    found = _last_change(theirs(root, omega, "semantic"), theirs(root, omega, "positional"))
+    return None if found is None else found[1]
 
 
 def our_crossing(sem: list[dict], pos: list[dict], args, solver: dict) -> float | None:
     """Our α_c: where Phi_semantic − Phi_positional last changes sign between two solved α, linearly
     interpolated, or with ``--bisect`` solved there by bisection (``ps.crossing``); None without
     a change of sign."""
-    sem, pos = (sorted(rows, key=lambda r: r["alpha"]) for rows in (sem, pos))
-    a = np.array([r["alpha"] for r in sem])
-    gap = np.array([s["Phi"] - p["Phi"] for s, p in zip(sem, pos, strict=True)])
-    changes = np.nonzero(np.diff(np.sign(gap)))[0]
-    if not changes.size:
-        return None
-    i = int(changes[-1])
-    if args.bisect:
-        return ps.crossing(args.omega, a[i], a[i + 1], xtol=1e-4, **solver)
-    return float(a[i] - gap[i] * (a[i + 1] - a[i]) / (gap[i + 1] - gap[i]))
+    found = _last_change(*(sorted(rows, key=lambda r: r["alpha"]) for rows in (sem, pos)))
+    if found is None or not args.bisect:
+        return None if found is None else found[1]
+    lo, hi = found[0]
+    return ps.crossing(args.omega, lo, hi, xtol=1e-4, **solver)
 
 
 def chosen_alphas(root: Path, omega: float, text: str) -> list[float]:
