@@ -174,14 +174,15 @@ def preset_args(name: str) -> list[str]:
     return args
 
 
+def sized(args: list[str], steps: int | None, trials: int | None) -> list[str]:
+    """``args`` with ``--steps`` and ``--trials`` set where given (``with_flags``)."""
+    pairs = [(flag, str(v)) for flag, v in (("--steps", steps), ("--trials", trials)) if v is not None]
+    return with_flags(args, *(item for pair in pairs for item in pair))
+
+
 def sweep_args(name: str, steps: int | None, trials: int | None) -> list[str]:
     """The sweep's arguments, with the steps and trials overridden where given."""
-    args = preset_args(name) if name in PRESETS else list(SWEEPS[name])
-    if steps is not None:
-        args = with_flags(args, "--steps", str(steps))
-    if trials is not None:
-        args = with_flags(args, "--trials", str(trials))
-    return args
+    return sized(preset_args(name) if name in PRESETS else list(SWEEPS[name]), steps, trials)
 
 
 def sizes(args: list[str]) -> dict:

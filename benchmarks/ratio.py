@@ -43,9 +43,16 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks import child_env
-from benchmarks.logging_cost import ROOT, ZERO_INIT, alternate, curve_difference, run_flops, run_process
+from benchmarks.logging_cost import (
+    ROOT,
+    ZERO_INIT,
+    alternate,
+    curve_difference,
+    run_flops,
+    run_process,
+    sized,
+)
 from benchmarks.matmul_rate import LARGE
-from dynamics.cli.common import with_flags
 
 RANDOM_INIT = (
     "--data-model dm1 --n-train 100 --n-test 300 --init normal --init-scale 1 --optimizer gd --lr 1 "
@@ -57,12 +64,7 @@ LOOP_PHASES = ("import", "load", "loop")
 
 
 def sweep_args(name: str, steps: int | None, trials: int | None) -> list[str]:
-    args = [*SWEEPS[name], "--log-every", "1"]
-    if steps is not None:
-        args = with_flags(args, "--steps", str(steps))
-    if trials is not None:
-        args = with_flags(args, "--trials", str(trials))
-    return args
+    return sized([*SWEEPS[name], "--log-every", "1"], steps, trials)
 
 
 def model_flops(args: list[str]) -> float:
