@@ -160,17 +160,17 @@ def mhsim(args: list[str], out: Path, cache: Path) -> dict:
 def preset_args(name: str) -> list[str]:
     """A paper preset as flags, without its logging schedule: ``--preset`` with ``--log-every`` is
     refused (the preset's ``log_points`` and the flag's ``log_every`` would both be set)."""
-    from dynamics.cli.run import KNOBS
     from dynamics.config.schema import PRESETS as ALL
+    from dynamics.config.sections import flags as declared_flags
 
-    flags = {(section, field): flag for flag, section, field, *_ in KNOBS}
+    flags = declared_flags()  # "section.field" -> its flag, as the knobs declare them
     args = []
     for section, fields in ALL[name][1].items():
         for field, value in fields.items():
             if field in ("log_points", "log_every"):
                 continue
             text = ",".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
-            args += [flags[(section, field)], text]
+            args += [flags[f"{section}.{field}"], text]
     return args
 
 
