@@ -140,7 +140,9 @@ def run_process(cmd: list[str], cache: Path | None = None, phases_named: tuple[s
 
 def mhsim(args: list[str], out: Path, cache: Path) -> dict:
     """``python -m dynamics.run`` with ``args``, no figure, timed (``run_process``), plus the size of
-    the curves.npz it wrote (bytes)."""
+    the curves.npz it wrote (bytes). ``out`` is emptied first: a finished folder would be reused,
+    not run (``alternate`` calls each setting again after its untimed warm-up)."""
+    shutil.rmtree(out, ignore_errors=True)
     cmd = [
         sys.executable,
         "-m",

@@ -45,3 +45,23 @@ def test_a_preset_as_flags_is_the_preset(name):
     )
     assert (ours.data, ours.model, ours.optim) == (ref.data, ref.model, ref.optim)
     assert (ours.sweep.heads, ours.sweep.trials, ours.optim.steps) == (ref.sweep.heads, 2, 7)
+
+
+def test_every_timed_call_runs_into_an_empty_folder(tmp_path, monkeypatch):
+    """``mhsim`` empties its folder before each call: ``alternate`` calls a setting again after its
+    warm-up, and ``dynamics.run`` reuses a finished folder instead of running (no simulation phase,
+    a wall time of nothing); the stand-in run sees no earlier results and its own are read back."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text("{}")  # a finished earlier call
+    seen = []
+
+    def fake(cmd, cache=None):
+        seen.append(sorted(p.name for p in out.iterdir()) if out.exists() else None)
+        out.mkdir(exist_ok=True)
+        (out / "curves.npz").write_bytes(b"12345")
+        return {"phases": {"simulation": 1.0}}
+
+    monkeypatch.setattr(logging_cost, "run_process", fake)
+    r = logging_cost.mhsim(["--steps", "3"], out, tmp_path / "cache")
+    assert seen == [None] and r["npz"] == 5
