@@ -20,6 +20,15 @@ estimators (``utils/funcs.py``'s ``TFEst``, Monte Carlo as their ``plots.ipynb``
 ω, μ their plots use). Nothing of theirs is copied; torch (CPU) must be importable::
 
     PYTHONPATH=. python benchmarks/icl_heads_authors.py CHECKOUT --steps 5000 --heads 1,2 --seeds 3
+
+``--lengths`` compares instead the trained models of a full-length run folder (``--mhsim DIR``)
+with the test mse against the context length stored in their ``plots.ipynb`` (its outputs, less
+the σ² that notebook adds twice): at each of their lengths L = 10, 15, …, 100, mhsim's models on
+``--sets`` fresh test sets of their size (10⁵ sequences at H = 1, 2·10⁴ otherwise), and per H the
+mean and spread over the lengths of the relative difference, which one length's draw does not
+move much::
+
+    PYTHONPATH=. python benchmarks/icl_heads_authors.py CHECKOUT --lengths --mhsim RUN --sets 3
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ D, L, SIGMA2, BATCH, LR = 5, 40, 0.1, 256, 1e-3  # their notebook's setting, the
 TEST_SEED = 2**20  # their fixed test set's torch seed (apart from every training seed)
 THEIR_OMEGA, THEIR_MU = 0.13, 3.45  # the paired heads' ω, μ their plots.ipynb evaluates
 THEIR_FILES = ("src/models.py", "utils/data_utils.py", "utils/funcs.py")
+THEIR_LENGTHS = tuple(range(10, 101, 5))  # the context lengths of their plots.ipynb's curves
+THEIR_LENGTH_SETS = {1: 100_000}  # their test sequences per length at H (20 000 at other H)
 
 
 def whole(text: str, least: int = 1) -> int:
@@ -81,6 +92,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mc", type=positive_int, default=20_000, help="their estimators' Monte Carlo draws")
     p.add_argument("--mhsim", default=None, help="an icl-heads run folder to read instead of running")
     p.add_argument("--csv", default=None, help="write every run's curve here: side, H, seed, step, mse")
+    p.add_argument(
+        "--lengths",
+        action="store_true",
+        help="compare --mhsim's trained models with their stored test mse against L (no training)",
+    )
+    p.add_argument("--sets", type=positive_int, default=3, help="with --lengths: fresh test sets per L")
     return p
 
 
@@ -203,6 +220,16 @@ def run_mhsim(heads, seeds: int, steps: int, log_points: int, folder: str | None
     return run_sweep(cfg)
 
 
+def trained_run(folder: str):
+    """An icl-heads run folder with its trained parameters (``--save-params``, as the preset saves)."""
+    from dynamics.api import load_results
+
+    result = load_results(folder)
+    if result.config.data.model != "icl-linreg" or not result.params:
+        raise ConfigError(f"--mhsim {folder}: need an icl-linreg run with its parameters (--save-params)")
+    return result
+
+
 def mhsim_structure(result, i: int, trial: int) -> dict[str, np.ndarray]:
     """``structure`` of one mhsim run's heads at its last snapshot (H index ``i``, ``trial``)."""
     return structure(icl_heads.final_params(result, i, trial), float(result.config.model.temperature))
@@ -296,6 +323,71 @@ def print_references(root: Path, n: int) -> None:
     )
 
 
+def their_length_curves(root: Path) -> dict[int, np.ndarray]:
+    """{H: test mse at ``THEIR_LENGTHS``} as printed in their plots.ipynb's outputs, σ² taken off
+    (the notebook adds it to an mse whose targets already carry the noise)."""
+    import ast
+    import json
+    import re
+
+    path = root / "plots.ipynb"
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"{path}: not a notebook with stored outputs ({err})") from None
+    curves = {}
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            for line in "".join(out.get("text", "")).splitlines():
+                match = re.match(r"Errors for n_head=(\d+): (\[.*\])$", line.strip())
+                if match:
+                    values = np.asarray(ast.literal_eval(match.group(2)), np.float64) - SIGMA2
+                    if values.shape != (len(THEIR_LENGTHS),):
+                        raise ConfigError(f"{path}: H={match.group(1)} has {values.size} lengths, not 19")
+                    curves[int(match.group(1))] = values
+    if not curves:
+        raise ConfigError(f"{path}: no stored 'Errors for n_head=H' output")
+    return curves
+
+
+def print_lengths(result, theirs: dict[int, np.ndarray], sets: int) -> None:
+    """mhsim's trial-0 models at every length of theirs, on ``sets`` fresh test sets of their size."""
+    Ls = np.asarray(THEIR_LENGTHS)
+    print(f"test mse against L (σ² included): mhsim's models, {sets} fresh set(s) per L; theirs, one each")
+    for i, H in enumerate(int(h) for h in np.asarray(result.heads)):
+        if H not in theirs:
+            print(f"H = {H}: not in their notebook ({sorted(theirs)})")
+            continue
+        params = icl_heads.final_params(result, i, 0)
+        n = THEIR_LENGTH_SETS.get(H, 20_000)
+        ours = np.array(
+            [
+                [
+                    icl_heads.mse_at_length(
+                        result, params, int(Lv), seed=7000 + 100 * k + int(Lv), sequences=n
+                    )
+                    for Lv in Ls
+                ]
+                for k in range(sets)
+            ]
+        ).mean(axis=0)
+        rel = ours / theirs[H] - 1
+        at40 = rel[Ls == L][0]
+        print(
+            f"H = {H} ({n} sequences): relative difference over their {Ls.size} lengths mean "
+            f"{rel.mean():+.2%}, sd {rel.std(ddof=1):.2%}, largest {rel[np.argmax(abs(rel))]:+.2%} "
+            f"(L = {Ls[np.argmax(abs(rel))]}); at L = {L} {ours[Ls == L][0]:.4f} against "
+            f"{theirs[H][Ls == L][0]:.4f} ({at40:+.2%})",
+            flush=True,
+        )
+        print("  mhsim  " + " ".join(f"{v:.4f}" for v in ours))
+        print("  theirs " + " ".join(f"{v:.4f}" for v in theirs[H]))
+    hs = sorted(h for h in theirs if h > 1 and 2 in theirs)
+    for H in hs[1:]:
+        rel = theirs[H] / theirs[2] - 1
+        print(f"theirs, H = {H} against their H = 2 over L: mean {rel.mean():+.2%}, sd {rel.std(ddof=1):.2%}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = parser()
     args = p.parse_args(argv)
@@ -303,6 +395,19 @@ def main(argv: list[str] | None = None) -> None:
     if root is None:
         p.error(f"no checkout with {', '.join(THEIR_FILES)}: pass its path or set ${ENV}")
     t0 = time.perf_counter()
+    if args.lengths:
+        if args.mhsim is None:
+            p.error(
+                "--lengths reads trained models: give --mhsim DIR (a run of the preset, its parameters saved)"
+            )
+        try:
+            theirs = their_length_curves(root)
+            result = trained_run(args.mhsim)
+        except ConfigError as err:
+            p.error(str(err))
+        print_lengths(result, theirs, args.sets)
+        print(f"\n{time.perf_counter() - t0:.0f} s in all")
+        return
     try:
         result = run_mhsim(args.heads, args.seeds, args.steps, args.log_points, args.mhsim)
     except ConfigError as err:  # a folder that is not a run, a setting mhsim refuses: one line

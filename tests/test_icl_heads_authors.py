@@ -147,3 +147,48 @@ def test_their_weights_in_mhsim_layout_give_their_forward():
     params = {k: jnp.asarray(a, jnp.float32) for k, a in bench.as_mhsim(state, H).items()}
     phi = mdl.logits(params, jnp.asarray(X, jnp.float32), query="outside", norm="sum", beta=E**-0.5)
     np.testing.assert_allclose(np.asarray(phi), theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
+
+
+def _notebook(path, lines):
+    import json
+
+    cell = {"cell_type": "code", "source": [], "outputs": [{"output_type": "stream", "text": lines}]}
+    path.write_text(json.dumps({"cells": [cell]}))
+
+
+def test_their_length_curves_are_read_from_the_notebook_less_the_doubled_noise(tmp_path):
+    values = [round(0.5 + 0.01 * i, 4) for i in range(len(bench.THEIR_LENGTHS))]
+    _notebook(tmp_path / "plots.ipynb", [f"Errors for n_head=2: {values}\n", "other output\n"])
+    curves = bench.their_length_curves(tmp_path)
+    assert list(curves) == [2]
+    np.testing.assert_allclose(curves[2], np.asarray(values) - S2, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("lines", "named"),
+    [
+        (["Errors for n_head=2: [0.5, 0.4]\n"], "H=2 has 2 lengths, not 19"),
+        (["nothing stored\n"], "no stored 'Errors for n_head=H' output"),
+    ],
+)
+def test_a_notebook_without_their_curves_is_refused(tmp_path, lines, named):
+    _notebook(tmp_path / "plots.ipynb", lines)
+    with pytest.raises(bench.ConfigError, match=named):
+        bench.their_length_curves(tmp_path)
+
+
+def test_lengths_without_a_run_folder_is_refused_in_one_line(tmp_path, capsys):
+    for rel in bench.THEIR_FILES:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    with pytest.raises(SystemExit) as err:
+        bench.main([str(tmp_path), "--lengths"])
+    assert err.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--lengths reads trained models: give --mhsim DIR" in last
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "100"])
+def test_mse_at_length_refuses_a_bad_number_of_sequences(bad):
+    with pytest.raises(icl_heads.ConfigError, match="sequences="):
+        icl_heads.mse_at_length(None, {}, 40, sequences=bad)

@@ -190,17 +190,21 @@ def final_params(result, i: int, trial: int) -> dict:
     return {k: np.asarray(v[i, trial, -1, :H]) for k, v in result.params.items() if k != "b"}
 
 
-def mse_at_length(result, params: dict, L: int, seed: int = 1) -> float:
-    """The test mse of one run's ``params`` on ``LENGTH_SEQUENCES`` fresh sequences of its data
-    model with L context tokens (T = L + 1), as the engine computes Φ (float32)."""
+def mse_at_length(result, params: dict, L: int, seed: int = 1, sequences: int | None = None) -> float:
+    """The test mse of one run's ``params`` on ``sequences`` (default ``LENGTH_SEQUENCES``) fresh
+    sequences of its data model with L context tokens (T = L + 1), as the engine computes Φ
+    (float32)."""
+    n = LENGTH_SEQUENCES if sequences is None else sequences
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ConfigError(f"sequences={n!r}: need an integer >= 1")
     # Run op by op, not jitted: jitted, the draw and Φ fuse differently (the mse moves by about
     # 4e-8 relative, the headline's numbers with it), and one program per (L, H) compiled at XLA's
     # default level costs more CPU than the op-by-op run at these sizes.
     cfg = result.config
-    data = dataclasses.replace(cfg.data, T=L + 1, n_test=LENGTH_SEQUENCES).resolved()
+    data = dataclasses.replace(cfg.data, T=L + 1, n_test=int(n)).resolved()
     obj = data_model(data)
     k_world, k_sample = jax.random.split(jax.random.PRNGKey(seed))
-    X, y, _ = obj.sample(obj.setup(k_world, data), k_sample, LENGTH_SEQUENCES)
+    X, y, _ = obj.sample(obj.setup(k_world, data), k_sample, int(n))
     m = cfg.model
     phi = mdl.logits(
         {k: jax.numpy.asarray(v) for k, v in params.items()},
