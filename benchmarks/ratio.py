@@ -48,6 +48,7 @@ from benchmarks.logging_cost import (
     ZERO_INIT,
     alternate,
     curve_difference,
+    mhsim,
     run_flops,
     run_process,
     sized,
@@ -78,19 +79,14 @@ def model_flops(args: list[str]) -> float:
 
 
 class Mhsim:
-    """``python -m dynamics.run`` of one sweep, each call into a new folder (a finished folder would
-    be reused, not run), sharing one compilation cache."""
+    """``python -m dynamics.run`` of one sweep logging its losses (``logging_cost.mhsim``: its folder
+    emptied before each call), sharing one compilation cache; ``out`` the last call's folder."""
 
     def __init__(self, args: list[str], tmp: Path):
-        self.args, self.tmp, self.calls = args, tmp, 0
-        self.cache = tmp / "cache"
+        self.args, self.out, self.cache = [*args, "--log", "losses"], tmp / "mhsim", tmp / "cache"
 
     def __call__(self) -> dict:
-        self.calls += 1
-        self.out = self.tmp / f"mhsim-{self.calls}"
-        cmd = [sys.executable, "-m", "dynamics.run", *self.args, "--log", "losses", "--out", str(self.out),
-               "--no-figure", "--quiet", "--timings"]  # fmt: skip
-        return run_process(cmd, self.cache)
+        return mhsim(self.args, self.out, self.cache)
 
 
 def _median(runs: list[dict], key: str, phase: bool = False) -> float:
@@ -104,12 +100,12 @@ def measure(name: str, steps, trials, pairs: int, threads: int, tmp: Path) -> di
         [sys.executable, "-m", "benchmarks.loop_inputs", "--file", str(inputs), "--", *args],
         cwd=ROOT, env=child_env(ROOT), check=True,
     )  # fmt: skip
-    mhsim = Mhsim(args, tmp / name)
+    ours = Mhsim(args, tmp / name)
     loop_out = tmp / f"loop-{name}.npz"
     loop_cmd = [sys.executable, "-m", "benchmarks.torch_minimal", "--inputs", str(inputs),
                 "--out", str(loop_out), "--threads", str(threads)]  # fmt: skip
     runs = alternate(
-        {"mhsim": mhsim, "loop": partial(run_process, loop_cmd, phases_named=LOOP_PHASES)}, pairs, name
+        {"mhsim": ours, "loop": partial(run_process, loop_cmd, phases_named=LOOP_PHASES)}, pairs, name
     )
     flops = model_flops(args)
     row = {"sweep": name, "pairs": pairs, "threads": threads, "model GFLOP": flops / 1e9}
@@ -125,7 +121,7 @@ def measure(name: str, steps, trials, pairs: int, threads: int, tmp: Path) -> di
     row["loop phases"] = {k: _median(runs["loop"], k, True) for k in LOOP_PHASES}
     row["simulation GFLOP/s"] = flops / 1e9 / row["mhsim phases"]["simulation"]
     row["process GFLOP/s"] = flops / 1e9 / row["mhsim wall"]
-    row["train_loss max rel diff"] = curve_difference(mhsim.out / "curves.npz", loop_out)
+    row["train_loss max rel diff"] = curve_difference(ours.out / "curves.npz", loop_out)
     row["load"] = [round(r["load"], 2) for v in runs.values() for r in v]
     return row
 
