@@ -170,6 +170,8 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
     "classification" needs ±1 or 0/1 labels."""
     if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
         raise TypeError(f"path={path!r:.80} must be the path of an .npz file (str or pathlib.Path)")
+    if task not in (None, "classification", "regression"):
+        raise DataError(f"task={task!r:.80}: expected None (from the targets), classification or regression")
     path = Path(path)
     read_header(path)  # shapes and dtypes first, from the headers: nothing is decompressed before
     try:
@@ -212,7 +214,10 @@ def load_npz(path: str | os.PathLike, task: str | None = None) -> UserData:
     if task == "regression":  # targets as they are: never remapped
         pass
     else:
-        task, y_train, y_test = _task(y_train, y_test)
+        found, y_train, y_test = _task(y_train, y_test)
+        if task == "classification" and found != task:
+            raise _fail(path, "y_train", "classification needs ±1 or 0/1 labels in y_train and in y_test")
+        task = found
     masks = {
         k: _mask(path, k, raw[k], X.shape[:2]) if k in raw else None
         for k, X in (("mask_train", X_train), ("mask_test", X_test))

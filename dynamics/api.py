@@ -96,6 +96,7 @@ def _overridden(cfg: Config | str | None, overrides: dict[str, Any]) -> Config:
         raise TypeError(f"cfg={cfg!r:.80} must be a Config, a preset's name or None (the defaults)")
     knobs = _knobs()
     sections: dict[str, dict[str, Any]] = {}
+    named: dict[tuple[str, str], str] = {}  # (section, field) -> the keyword that set it
     for key, value in overrides.items():
         value = _plain(value)  # np.float32(0.5) is 0.5: a config (its hash, results.json) holds Python values
         if "." in key:  # a data model's parameter named by its model: **{"sparse-token.signal": 6}
@@ -116,6 +117,11 @@ def _overridden(cfg: Config | str | None, overrides: dict[str, Any]) -> Config:
                 raise
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:  # the flag's own message
                 raise ConfigError(f"{key}={value!r}: {err}") from None
+        first = named.setdefault((k.section, k.name), key)
+        if first != key:  # two names of one field (width= and d=): neither may silently win
+            raise ConfigError(
+                f"{first}= and {key}= both set {k.section}.{k.name} (two names of one field): give one"
+            )
         sections.setdefault(k.section, {})[k.name] = value
     return apply_overrides(cfg, sections, "keyword arguments")
 
@@ -195,6 +201,12 @@ def run_grid(
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     axes, engine = _axes(knobs), {"data": data}
     if not axes:
+        for swept, single, values in (("lrs", "lr", lrs), ("init_scales", "init_scale", init_scales)):
+            if single in knobs and values is not None:  # the sweep's values would replace it
+                raise ConfigError(
+                    f"run_grid: {single}={knobs[single]!r} and {swept}= both give the {single}: "
+                    f"put every value in {swept}"
+                )
         if knobs:  # overrides only: the config they give, as a sweep at each η₀ and σ₀
             cfg = _with_data(cfg, engine, knobs, "run_grid")
         return run_variants(

@@ -70,8 +70,31 @@ def test_bottleneck_presets_are_not_run_as_the_default_sweep():
             run_sweep(name, progress=False)
         with pytest.raises(ConfigError, match="run_expressivity|run_heads"):
             run_grid(name, progress=False)
-    with pytest.raises(ConfigError, match="run_expressivity"):
-        run_sweep(dynamics.preset("bottleneck-expressivity"), progress=False)
+    for name, fn in (("bottleneck-expressivity", "run_expressivity"), ("bottleneck-heads", "run_heads")):
+        with pytest.raises(ConfigError, match=fn):  # the preset's Config: its name, a sweep's settings
+            run_sweep(dynamics.preset(name), progress=False)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("d", "width"), ("width", "d"), ("T", "tokens"), ("tokens", "T")]
+)
+def test_two_names_of_one_field_are_refused_whichever_comes_last(first, second):
+    with pytest.raises(ConfigError, match=f"{first}= and {second}= both set data"):
+        dynamics.with_overrides(None, **{first: 8, second: 16})
+    field = "d" if "d" in (first, second) else "T"
+    assert getattr(dynamics.with_overrides(None, **{first: 8}).data, field) == 8  # one name alone is taken
+
+
+@pytest.mark.parametrize(("single", "swept"), [("lr", "lrs"), ("init_scale", "init_scales")])
+def test_run_grid_refuses_a_value_its_swept_values_would_replace(single, swept):
+    with pytest.raises(ConfigError, match=f"{single}=0.1 and {swept}= both give the {single}"):
+        run_grid(None, **{single: 0.1, swept: [0.5]}, steps=2, trials=1, progress=False)
+
+
+def test_a_data_parameter_given_twice_with_two_values_is_refused():
+    with pytest.raises(ConfigError, match="data.zeta is given twice, 0.3 by name and 0.5 in params"):
+        dynamics.DataConfig(model="mixture", zeta=0.3, params={"zeta": 0.5})
+    assert dynamics.DataConfig(model="mixture", zeta=0.3, params={"zeta": 0.3}).params == (("zeta", 0.3),)
 
 
 def test_run_grid_takes_what_run_sweep_takes_and_refuses_empty_lists(result):

@@ -563,6 +563,18 @@ def test_load_npz_maps_01_labels(tmp_path, dtype):
     assert set(np.unique(data.y_test)) <= {-1.0, 1.0}
 
 
+def test_load_npz_checks_the_task_it_is_given(tmp_path):
+    path = _save(tmp_path, _valid_arrays(labels=(0, 2)))  # targets that are no labels
+    assert load_npz(path).task == load_npz(path, "regression").task == "regression"
+    with pytest.raises(DataError, match="classification needs ±1 or 0/1 labels"):
+        load_npz(path, "classification")
+    for bad in ("bogus", 5, "Classification"):
+        with pytest.raises(DataError, match=f"task={bad!r}: expected None"):
+            load_npz(path, bad)
+    labels = _save(tmp_path, _valid_arrays(labels=(0, 1)), "labels.npz")
+    assert load_npz(labels, "classification").task == "classification"
+
+
 def _drop(key):
     def edit(a):
         del a[key]

@@ -98,6 +98,12 @@ class DataConfig:
             merged = dict(params.items() if isinstance(params, Mapping) else params)
         except (TypeError, ValueError):
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
+        clash = [k for k in named if k in merged and merged[k] != named[k]]
+        if clash:  # neither value may silently win
+            raise ConfigError(
+                f"data.{clash[0]} is given twice, {named[clash[0]]!r} by name and {merged[clash[0]]!r} "
+                f"in params: give it once"
+            )
         merged.update(named)
         merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
         if isinstance(fields["path"], os.PathLike):

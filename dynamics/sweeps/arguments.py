@@ -18,6 +18,7 @@ import numpy as np
 from dynamics import parts
 from dynamics.config.grid_axes import parse_values
 from dynamics.config.schema import (
+    OWN_RUNNERS,
     Config,
     ConfigError,
     Experiment,
@@ -128,18 +129,23 @@ def as_config(cfg, caller: str) -> Config | Experiment:
     if cfg is None:
         return Config()
     if isinstance(cfg, str):
-        if cfg.startswith("bottleneck-"):
-            fn = "run_expressivity(ExpressivityConfig())" if "express" in cfg else "run_heads(HeadsConfig())"
-            raise ConfigError(f"preset {cfg!r} is not a sweep: {caller} cannot run it; use dynamics.{fn}")
+        if cfg in OWN_RUNNERS:
+            raise ConfigError(f"preset {cfg!r} is not a sweep: {caller} cannot run it; use {_own(cfg)}")
         return preset(cfg)
     if not isinstance(cfg, Config | Experiment):
         raise TypeError(f"cfg={cfg!r:.80} must be a Config, a preset's name or None (the defaults)")
-    if isinstance(cfg, Config) and cfg.name == "bottleneck-expressivity":  # preset(...): the defaults
+    if isinstance(cfg, Config) and cfg.name in OWN_RUNNERS:  # preset(...) of one: a sweep's settings only
         raise ConfigError(
-            "a config named 'bottleneck-expressivity' is not that experiment (it is the default sweep): "
-            "run it with dynamics.run_expressivity(ExpressivityConfig())"
+            f"a config named {cfg.name!r} is not that experiment (as a sweep it would run other "
+            f"settings under its name): run it with {_own(cfg.name)}"
         )
     return cfg
+
+
+def _own(name: str) -> str:
+    """The call that runs the experiment of a preset with a runner of its own."""
+    fn = "run_expressivity(ExpressivityConfig())" if "express" in name else "run_heads(HeadsConfig())"
+    return f"dynamics.{fn}"
 
 
 def with_data(cfg: Config | Experiment, data: Any) -> Config | Experiment:
