@@ -3,6 +3,7 @@ a silently wrong result (or a deep exception) and now gives the right one or one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -91,10 +92,11 @@ def test_run_grid_refuses_a_value_its_swept_values_would_replace(single, swept):
         run_grid(None, **{single: 0.1, swept: [0.5]}, steps=2, trials=1, progress=False)
 
 
-def test_a_data_parameter_given_twice_with_two_values_is_refused():
-    with pytest.raises(ConfigError, match="data.zeta is given twice, 0.3 by name and 0.5 in params"):
-        dynamics.DataConfig(model="mixture", zeta=0.3, params={"zeta": 0.5})
-    assert dynamics.DataConfig(model="mixture", zeta=0.3, params={"zeta": 0.3}).params == (("zeta", 0.3),)
+def test_a_data_parameter_named_directly_replaces_the_one_in_params():
+    """As documented: the name wins (dataclasses.replace, and so every grid point, relies on it)."""
+    data = dynamics.DataConfig(model="mixture", zeta=0.3, params={"zeta": 0.5})
+    assert data.params == (("zeta", 0.3),)
+    assert dataclasses.replace(data, zeta=0.7).zeta == 0.7
 
 
 def test_run_grid_takes_what_run_sweep_takes_and_refuses_empty_lists(result):
@@ -282,3 +284,22 @@ def test_heads_config_checks_itself_before_the_model_does():
         dynamics.run_heads(dynamics.HeadsConfig(trials=0), progress=False)
     with pytest.raises(TypeError, match="HeadsConfig"):
         dynamics.run_heads(None)
+
+
+@pytest.mark.parametrize(
+    ("knob", "value", "allowed"),
+    [
+        ("lr", 1e-50, "give a value of at least that size"),  # 0 in float32: the run would never move
+        ("lr", 1e-39, "give a value of at least that size"),  # subnormal: its digits lost
+        ("weight_decay", 1e-39, "give 0 or a value of at least that size"),
+    ],
+)
+def test_a_value_below_the_smallest_normal_float32_is_refused(knob, value, allowed):
+    with pytest.raises(
+        ConfigError, match=f"{value!r} is below 1.175e-38, the smallest normal float32.*{allowed}"
+    ):
+        dynamics.with_overrides(None, **{knob: value})
+    assert dynamics.with_overrides(None, **{knob: 2e-38}).optim.__dict__[knob] == 2e-38  # a normal float32
+    assert (
+        dynamics.with_overrides(None, **{knob: value}, x64=True).optim.__dict__[knob] == value
+    )  # float64 holds it

@@ -32,7 +32,9 @@ class DataConfig:
     (``dynamics.parts.DATA_MODELS``): ``DataConfig(model="planted", params={"teacher_heads": 2})``.
     For brevity they may also be named directly — ``DataConfig(model="mixture", zeta=0.3)``,
     ``data.zeta``, ``--zeta``, ``zeta = 0.3`` in a TOML file's ``[data]`` (or ``[data.params]``) —
-    and a parameter not set takes the model's default (``resolved``).
+    and a parameter not set takes the model's default (``resolved``). A parameter named directly
+    replaces the same one in ``params``: ``dataclasses.replace(data, zeta=0.5)`` (as a grid sets
+    a point's value) changes it.
     """
 
     model: str = knob(
@@ -98,12 +100,6 @@ class DataConfig:
             merged = dict(params.items() if isinstance(params, Mapping) else params)
         except (TypeError, ValueError):
             raise ConfigError(f"data.params={params!r} must be a table of parameter values") from None
-        clash = [k for k in named if k in merged and merged[k] != named[k]]
-        if clash:  # neither value may silently win
-            raise ConfigError(
-                f"data.{clash[0]} is given twice, {named[clash[0]]!r} by name and {merged[clash[0]]!r} "
-                f"in params: give it once"
-            )
         merged.update(named)
         merged = {k: tuple(v) if isinstance(v, list) else v for k, v in merged.items()}  # TOML lists
         if isinstance(fields["path"], os.PathLike):

@@ -23,6 +23,7 @@ from dynamics.errors import ConfigError
 
 FLOAT32_MAX = 3.4028234663852886e38  # jnp.finfo(jnp.float32).max
 FLOAT32_EPS = 2.0**-23  # jnp.finfo(jnp.float32).eps
+FLOAT32_TINY = 2.0**-126  # jnp.finfo(jnp.float32).tiny: the smallest normal float32 (1.18e-38)
 _LIMITS = {False: (FLOAT32_MAX, FLOAT32_EPS), True: (sys.float_info.max, sys.float_info.epsilon)}
 POWERS = {1: "as it is", 2: "squared", 3: "cubed", 4: "to the 4th power"}
 
@@ -38,6 +39,13 @@ def held(power: int, x64: bool = False) -> float:
     log10 = (math.log10(largest) + math.log10(eps)) / power
     exponent = math.floor(log10)
     return float(f"{math.floor(10 ** (log10 - exponent))}e{exponent}")
+
+
+def smallest(x64: bool = False, drawn: bool = False) -> float:
+    """The smallest magnitude a nonzero value keeps in the run's precision (its smallest normal
+    number; below it a value loses digits, and below 1e-45 in float32 it is 0). A data model's
+    knob (``drawn``) is drawn in float32 whatever the run's precision."""
+    return FLOAT32_TINY if drawn or not x64 else sys.float_info.min
 
 
 def held_drawn(power: int, x64: bool = False) -> float:

@@ -58,10 +58,23 @@ def _held(field_name: str, value, spec, x64: bool, drawn: bool = False) -> None:
     if spec.power is None:
         return
     top = floats.held_drawn(spec.power, x64) if drawn else floats.held(spec.power, x64)
+    tiny = floats.smallest(x64, drawn)
+    if value != 0 and abs(value) < tiny:  # 1e-50 is 0 in float32: a step size that moves nothing
+        other = "" if x64 or drawn else f" (float64 runs, --x64: down to {floats.smallest(True):.4g})"
+        raise ConfigError(
+            f"{field_name}={value!r} is below {tiny:.4g}, the smallest normal {precision(x64, drawn)} "
+            f"number, which the run would hold as 0 or without its digits; give "
+            f"{'' if spec.lo_open else '0 or '}a value of at least that size{other}"
+        )
     if abs(value) > top:
         allowed = f"<= {top:g}" if spec.lo is not None and spec.lo >= 0 else f"between {-top:g} and {top:g}"
         why = floats.bound_text(spec.power, x64, drawn)
         raise ConfigError(f"{field_name}={value!r} must be {allowed}, {why}")
+
+
+def precision(x64: bool, drawn: bool = False) -> str:
+    """The precision a knob's value is held in: its data's float32 draw for a data model's knob."""
+    return floats.precision(bool(x64) and not drawn)
 
 
 def finite(
