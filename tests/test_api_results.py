@@ -303,3 +303,57 @@ def test_a_value_below_the_smallest_normal_float32_is_refused(knob, value, allow
     assert (
         dynamics.with_overrides(None, **{knob: value}, x64=True).optim.__dict__[knob] == value
     )  # float64 holds it
+
+
+@pytest.fixture(scope="module")
+def params_folder(tmp_path_factory):
+    """A tiny random-init run with its parameters saved (H = 1 and 3: slots beyond a run's H stay NaN)."""
+    folder = tmp_path_factory.mktemp("params") / "run"
+    cfg = dict(heads=[1, 3], steps=2, trials=1, n_train=8, n_test=8, init="normal", save_params=True)
+    dynamics.save_results(run_sweep(None, **cfg, progress=False), folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda a: a.__setitem__("U", np.full_like(a["U"], np.nan)), "'U' has non-finite values where H=1"),
+        (lambda a: a.__setitem__("U", a["U"][:, :, :, :2]), r"'U' has shape \(2, 1, 3, 2, 32\) of float32"),
+        (lambda a: a.__setitem__("W", a["W"].astype(np.int64)), "'W' has shape .* of int64, expected"),
+        (lambda a: a.clear(), "params.npz has no parameters"),
+    ],
+)
+def test_a_damaged_params_file_is_refused(params_folder, tmp_path, edit, named):
+    import shutil
+
+    assert np.isfinite(dynamics.load_results(params_folder).params["U"][0, 0, :, :1]).all()  # intact: loads
+    folder = tmp_path / "run"
+    shutil.copytree(params_folder, folder)
+    with np.load(folder / "params.npz") as z:
+        arrays = dict(z)
+    with np.errstate(invalid="ignore"):
+        edit(arrays)
+    np.savez(folder / "params.npz", **arrays)
+    with pytest.raises(ConfigError, match=f"{named}.*damaged or edited"):
+        dynamics.load_results(folder)
+
+
+def test_a_curve_of_integers_is_refused_naming_its_dtype(params_folder, tmp_path):
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(params_folder, folder)
+    with np.load(folder / "curves.npz") as z:
+        arrays = dict(z)
+    arrays["train_loss"] = arrays["train_loss"].astype(np.int64)
+    np.savez(folder / "curves.npz", **arrays)
+    with pytest.raises(
+        ConfigError, match=r"'train_loss' has shape \(2, 1, 3\) of int64, expected shape .* of floats"
+    ):
+        dynamics.load_results(folder)
+
+
+def test_trial_data_refuses_what_is_no_config():
+    for bad in (5, [1], object()):
+        with pytest.raises(TypeError, match="must be a Config, a preset's name or None"):
+            dynamics.trial_data(bad, 0)

@@ -310,14 +310,16 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
     shape = (len(heads), cfg.sweep.trials, len(want))
     for name in metrics:
         if np.shape(arrays[name]) != shape or arrays[name].dtype.kind != "f":
-            raise bad(f"curves.npz's curve {name!r} has shape {np.shape(arrays[name])}, expected {shape}")
+            got = f"shape {np.shape(arrays[name])} of {np.asarray(arrays[name]).dtype}"
+            raise bad(f"curves.npz's curve {name!r} has {got}, expected shape {shape} of floats")
     head_shape = (*shape[:2], _head_steps(arrays, want, bad))
     _check_head_curves(
         arrays, head_shape, max(cfg.sweep.heads), len(meta.get("directions") or []) or None, bad
     )
     div = np.asarray(arrays["diverged_at"])
     if div.shape != shape[:2] or div.dtype.kind not in "iu":
-        raise bad(f"curves.npz's diverged_at has shape {div.shape}, expected {shape[:2]}")
+        got = f"shape {div.shape} of {div.dtype}"
+        raise bad(f"curves.npz's diverged_at has {got}, expected shape {shape[:2]} of integers")
     if "directions" in meta:  # the per-head |cos| columns' names: reordered, they would name the wrong ones
         if meta["directions"] != planted_names(cfg.data):
             raise bad(f"directions {meta['directions']!r:.160} are not its data model's, in their order")
@@ -328,6 +330,25 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
+    _check_params(arrays, heads.tolist(), shape, max(cfg.sweep.heads), dead, cfg.sweep.save_params, bad)
+
+
+def _check_params(arrays, heads: list[int], shape: tuple, h_max: int, dead, saved: bool, bad) -> None:
+    """params.npz's arrays (``param_*``): floats of shape (heads, trials, logged steps, H_max, …),
+    each run's own H heads finite at every logged step before its divergence."""
+    params = {k[len("param_") :]: np.asarray(v) for k, v in arrays.items() if k.startswith("param_")}
+    if saved and not params:
+        raise bad(f"{PARAMS_NPZ} has no parameters")
+    for name, value in params.items():
+        if value.dtype.kind != "f" or value.shape[:4] != (*shape, h_max):
+            raise bad(
+                f"{PARAMS_NPZ}'s {name!r} has shape {value.shape} of {value.dtype}, expected "
+                f"{(*shape, h_max)} then its own axes, of floats"
+            )
+        for i, H in enumerate(heads):
+            alive = value[i][~dead[i]][:, :H] if H else value[i, :0]  # (alive snapshots, H, …)
+            if not np.all(np.isfinite(alive)):
+                raise bad(f"{PARAMS_NPZ}'s {name!r} has non-finite values where H={H} had not diverged")
 
 
 def _head_steps(arrays, logged: list[int], bad) -> int:

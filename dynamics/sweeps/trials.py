@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from dynamics.config.schema import Config, preset, resolve
+from dynamics.config.schema import Config, Experiment, preset, resolve
 from dynamics.core import rng
 from dynamics.core.data import make_data
 from dynamics.errors import ConfigError
@@ -70,6 +70,8 @@ def _one(data, shared: bool, trial: int) -> TrialData:
 
 def _resolved(config):
     config = Config() if config is None else preset(config) if isinstance(config, str) else config
+    if not isinstance(config, Config | Experiment):
+        raise TypeError(f"config={config!r:.80} must be a Config, a preset's name or None (the defaults)")
     return resolve(config).config
 
 
