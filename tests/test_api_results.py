@@ -317,10 +317,11 @@ def params_folder(tmp_path_factory):
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        (lambda a: a.__setitem__("U", np.full_like(a["U"], np.nan)), "'U' has non-finite values where H=1"),
+        (lambda a: a.__setitem__("U", np.full_like(a["U"], np.nan)), "'U' is not finite where H=1"),
         (lambda a: a.__setitem__("U", a["U"][:, :, :, :2]), r"'U' has shape \(2, 1, 3, 2, 32\) of float32"),
         (lambda a: a.__setitem__("W", a["W"].astype(np.int64)), "'W' has shape .* of int64, expected"),
         (lambda a: a.clear(), "params.npz has no parameters"),
+        (lambda a: a.__setitem__("W", a["W"] * np.inf), "'W' is not finite where H=1"),
     ],
 )
 def test_a_damaged_params_file_is_refused(params_folder, tmp_path, edit, named):

@@ -330,25 +330,29 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
     dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
-    _check_params(arrays, heads.tolist(), shape, max(cfg.sweep.heads), dead, cfg.sweep.save_params, bad)
+    snapshots = np.asarray(arrays.get("head_steps", steps))  # θ is kept at the per-head view's steps
+    _check_params(arrays, heads.tolist(), max(cfg.sweep.heads), div, snapshots, cfg.sweep.save_params, bad)
 
 
-def _check_params(arrays, heads: list[int], shape: tuple, h_max: int, dead, saved: bool, bad) -> None:
-    """params.npz's arrays (``param_*``): floats of shape (heads, trials, logged steps, H_max, …),
-    each run's own H heads finite at every logged step before its divergence."""
+def _check_params(arrays, heads: list[int], h_max: int, div, snapshots, saved: bool, bad) -> None:
+    """params.npz's arrays (``param_*``): floats of shape (heads, trials, snapshots, H_max, …); each
+    run's own H heads hold no infinity and are not all NaN at a snapshot before its divergence (a
+    grid over the width pads a narrower point's arrays with NaN)."""
     params = {k[len("param_") :]: np.asarray(v) for k, v in arrays.items() if k.startswith("param_")}
     if saved and not params:
         raise bad(f"{PARAMS_NPZ} has no parameters")
+    want = (len(heads), div.shape[1], len(snapshots), h_max)
+    alive = ~((div[..., None] >= 0) & (snapshots[None, None, :] >= div[..., None]))  # (heads, trials, L)
     for name, value in params.items():
-        if value.dtype.kind != "f" or value.shape[:4] != (*shape, h_max):
+        if value.dtype.kind != "f" or value.shape[:4] != want:
             raise bad(
                 f"{PARAMS_NPZ}'s {name!r} has shape {value.shape} of {value.dtype}, expected "
-                f"{(*shape, h_max)} then its own axes, of floats"
+                f"{want} then its own axes, of floats"
             )
         for i, H in enumerate(heads):
-            alive = value[i][~dead[i]][:, :H] if H else value[i, :0]  # (alive snapshots, H, …)
-            if not np.all(np.isfinite(alive)):
-                raise bad(f"{PARAMS_NPZ}'s {name!r} has non-finite values where H={H} had not diverged")
+            own = value[i][alive[i]][:, :H].reshape(int(alive[i].sum()), -1)  # (alive snapshots, …)
+            if np.any(np.isinf(own)) or np.any(np.all(np.isnan(own), axis=1)):
+                raise bad(f"{PARAMS_NPZ}'s {name!r} is not finite where H={H} had not diverged")
 
 
 def _head_steps(arrays, logged: list[int], bad) -> int:
