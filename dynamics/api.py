@@ -198,6 +198,11 @@ def run_grid(
     from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: the grid runner: on first use
     from dynamics.sweeps.sweep import run_grid as run_variants  # lazy: the sweep runner: on first use
 
+    sweep_only = [k for k in ("on_point", "skip_heads", "metrics") if k in knobs]
+    if sweep_only:  # run_sweep's engine keywords, which a grid does not take (yet)
+        raise ConfigError(
+            f"run_grid does not take {sweep_only[0]}= (run_sweep does): run the points one by one"
+        )
     layout = dict(devices=devices, packs_per_call=packs_per_call, chunk=chunk, slots=slots)
     axes, engine = _axes(knobs), {"data": data}
     if not axes:

@@ -358,3 +358,9 @@ def test_trial_data_refuses_what_is_no_config():
     for bad in (5, [1], object()):
         with pytest.raises(TypeError, match="must be a Config, a preset's name or None"):
             dynamics.trial_data(bad, 0)
+
+
+@pytest.mark.parametrize("keyword", ["metrics", "on_point", "skip_heads"])
+def test_run_grid_names_the_sweep_keywords_it_does_not_take(keyword):
+    with pytest.raises(ConfigError, match=f"run_grid does not take {keyword}= \\(run_sweep does\\)"):
+        run_grid(None, **{keyword: {}}, steps=2, trials=1, progress=False)
