@@ -198,7 +198,7 @@ def run_grid(
     from dynamics.sweeps.grid_runner import run_grid_experiment  # lazy: the grid runner: on first use
     from dynamics.sweeps.sweep import run_grid as run_variants  # lazy: the sweep runner: on first use
 
-    sweep_only = [k for k in ("on_point", "skip_heads", "metrics") if k in knobs]
+    sweep_only = [k for k in ENGINE_KEYWORDS if k in knobs]  # the ones run_grid has no parameter for
     if sweep_only:  # run_sweep's engine keywords, which a grid does not take (yet)
         raise ConfigError(
             f"run_grid does not take {sweep_only[0]}= (run_sweep does): run the points one by one"

@@ -327,7 +327,7 @@ def check_sweep_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray], cfg,
         raise bad(f"results.json's heads {meta['heads']!r:.80} are not curves.npz's {heads.tolist()}")
     if "steps" in meta and meta["steps"] != steps.tolist():
         raise bad(f"results.json's steps {meta['steps']!r:.80} are not curves.npz's logged steps")
-    dead = (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])  # masked after divergence
+    dead = _after_divergence(div, steps)  # masked after divergence
     if np.any(np.isfinite(arrays["train_loss"][dead])):
         raise bad("a run marked diverged has finite losses after its divergence")
     snapshots = np.asarray(arrays.get("head_steps", steps))  # θ is kept at the per-head view's steps
@@ -342,7 +342,7 @@ def _check_params(arrays, heads: list[int], h_max: int, div, snapshots, saved: b
     if saved and not params:
         raise bad(f"{PARAMS_NPZ} has no parameters")
     want = (len(heads), div.shape[1], len(snapshots), h_max)
-    alive = ~((div[..., None] >= 0) & (snapshots[None, None, :] >= div[..., None]))  # (heads, trials, L)
+    alive = ~_after_divergence(div, snapshots)
     for name, value in params.items():
         if value.dtype.kind != "f" or value.shape[:4] != want:
             raise bad(
@@ -353,6 +353,12 @@ def _check_params(arrays, heads: list[int], h_max: int, div, snapshots, saved: b
             own = value[i][alive[i]][:, :H].reshape(int(alive[i].sum()), -1)  # (alive snapshots, …)
             if np.any(np.isinf(own)) or np.any(np.all(np.isnan(own), axis=1)):
                 raise bad(f"{PARAMS_NPZ}'s {name!r} is not finite where H={H} had not diverged")
+
+
+def _after_divergence(div: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """(heads, trials, L): True at the steps at or after each run's divergence step (none where
+    ``div`` is -1, a run that did not diverge)."""
+    return (div[..., None] >= 0) & (steps[None, None, :] >= div[..., None])
 
 
 def _head_steps(arrays, logged: list[int], bad) -> int:
