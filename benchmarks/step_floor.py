@@ -67,23 +67,37 @@ def _loop(form, X, y, steps, softmax=jax.nn.softmax):
         return jax.lax.fori_loop(0, steps, step, p)
 
     d = X.shape[-1]
-    p = {"W": jnp.zeros((d, d)), "U": jnp.zeros((d,))}
-    compiled = jax.jit(train).lower(p).compile(CPU_COMPILER_OPTIONS)
-    jax.block_until_ready(compiled(p))
-    start = time.perf_counter()
-    jax.block_until_ready(compiled(p))
-    return (time.perf_counter() - start) / steps
+    return _compiled_timer(train, {"W": jnp.zeros((d, d)), "U": jnp.zeros((d,))}, steps)()
+
+
+def _timer(run, steps: int):
+    """A timer (no arguments, seconds per step) of ``run()``, a call that blocks until it is done,
+    after one untimed call (its compile)."""
+    run()
+
+    def timed() -> float:
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) / steps
+
+    return timed
+
+
+def _compiled_timer(fn, p, steps: int):
+    """``_timer`` of ``fn(p)`` jitted with the engine's CPU compiler options."""
+    compiled = jax.jit(fn).lower(p).compile(CPU_COMPILER_OPTIONS)
+    return _timer(lambda: jax.block_until_ready(compiled(p)), steps)
+
+
+def _engine_timer(steps: int, **kw):
+    """``_timer`` of ``run_sweep(**kw)`` (no progress bar) of ``steps`` steps."""
+    from dynamics import run_sweep
+
+    return _timer(lambda: run_sweep(**kw, steps=steps, progress=False), steps)
 
 
 def _engine(model: str, n: int, d: int, steps: int) -> float:
-    from dynamics import run_sweep
-
-    kw = dict(data_model=model, n_train=n, width=d, heads=(1,), trials=1, steps=steps, log_points=2)
-    kw["progress"] = False
-    run_sweep(**kw)  # compile
-    start = time.perf_counter()
-    run_sweep(**kw)
-    return (time.perf_counter() - start) / steps
+    return _engine_timer(steps, data_model=model, n_train=n, width=d, heads=(1,), trials=1, log_points=2)()
 
 
 PACK = dict(heads=(16, 8, 2), n_train=100, n_test=300, T=10, d=32)  # one pack of benchmarks.ratio
@@ -118,23 +132,13 @@ def _pack_minimal(steps: int, softmax=jax.nn.softmax):
         return jax.lax.fori_loop(0, steps, step, (p, jnp.zeros(steps), jnp.zeros(steps)))
 
     normal = rng.normal(size=(S, d, d + 1)).astype(np.float32) / np.sqrt(d)
-    p = {"W": jnp.asarray(normal[..., :d]), "U": jnp.asarray(normal[..., d])}
-    compiled = jax.jit(run).lower(p).compile(CPU_COMPILER_OPTIONS)
-    jax.block_until_ready(compiled(p))
-
-    def timed() -> float:
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(p))
-        return (time.perf_counter() - start) / steps
-
-    return timed
+    return _compiled_timer(run, {"W": jnp.asarray(normal[..., :d]), "U": jnp.asarray(normal[..., d])}, steps)
 
 
 def _pack_engine(steps: int):
     """A timer as ``_pack_minimal``'s of ``run_sweep`` of the pack's three runs, compiled."""
-    from dynamics import run_sweep
-
-    kw = dict(
+    return _engine_timer(
+        steps,
         data_model="dm1",
         n_train=PACK["n_train"],
         n_test=PACK["n_test"],
@@ -144,18 +148,9 @@ def _pack_engine(steps: int):
         lr=1.0,
         heads=PACK["heads"],
         trials=1,
-        steps=steps,
         log_every=1,
         log="losses",
     )
-    run_sweep(**kw, progress=False)  # compile
-
-    def timed() -> float:
-        start = time.perf_counter()
-        run_sweep(**kw, progress=False)
-        return (time.perf_counter() - start) / steps
-
-    return timed
 
 
 def main(argv: list[str] | None = None) -> int:
